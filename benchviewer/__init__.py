@@ -1,0 +1,3 @@
+from benchviewer.celery import app as celery_app
+
+__all__ = ["celery_app"]

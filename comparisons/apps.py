@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ComparisonsConfig(AppConfig):
+    name = "comparisons"
+    verbose_name = "Comparisons"

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from trials import services
+from trials.models import Import
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+REFERENCE = SHARED / "reference"
+ATIF_SCHEMA = SHARED / "spec" / "harbor-0.25" / "atif-trajectory.schema.json"
+
+
+@pytest.fixture(autouse=True)
+def isolated_storage(settings, tmp_path):
+    """Blobs and spool files of each test live in its own folder."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "blobs": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "blobs")},
+        },
+    }
+    settings.IMPORT_SPOOL_DIR = tmp_path / "spool"
+    return tmp_path
+
+
+def import_path(path: Path) -> Import:
+    """Import a file or folder through the same service the Celery task calls."""
+    imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
+    return services.run_import(str(imp.pk))
+
+
+@pytest.fixture
+def user(db):
+    return get_user_model().objects.create_user("reviewer", password="pw-reviewer-1")
+
+
+@pytest.fixture
+def client_logged_in(client, user):
+    client.force_login(user)
+    return client

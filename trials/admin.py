@@ -1,0 +1,39 @@
+from django.contrib import admin
+
+from trials import models
+
+
+@admin.register(models.Import)
+class ImportAdmin(admin.ModelAdmin):
+    list_display = ["source_name", "origin", "status", "progress_done", "progress_total", "created_at"]
+    list_filter = ["status", "origin"]
+
+
+@admin.register(models.Trial)
+class TrialAdmin(admin.ModelAdmin):
+    list_display = ["name", "source_format", "status", "reward", "failure_category", "is_complete"]
+    list_filter = ["source_format", "status", "is_complete"]
+    search_fields = ["name", "key"]
+    raw_id_fields = ["pack", "job", "dataset", "task", "configuration"]
+
+
+for model in (
+    models.Blob,
+    models.Pack,
+    models.PackFile,
+    models.Dataset,
+    models.Configuration,
+    models.Job,
+    models.Task,
+    models.Trajectory,
+    models.Step,
+    models.ToolCall,
+    models.ObservationResult,
+    models.PermissionDecision,
+    models.ContextRecord,
+    models.Artifact,
+    models.RewardCriterion,
+    models.RuntimeEvent,
+    models.Document,
+):
+    admin.site.register(model)

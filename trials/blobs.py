@@ -1,0 +1,64 @@
+"""Content-addressed storage of raw bytes through a Django storage (local folder or S3)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from django.core.files import File
+from django.core.files.storage import Storage, storages
+from django.db import IntegrityError, transaction
+
+from trials.models import Blob
+
+CHUNK = 1024 * 1024
+
+
+def blob_storage() -> Storage:
+    return storages["blobs"]
+
+
+def sha256_of_file(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def store_file(path: Path, sha256: str | None = None, size: int | None = None) -> Blob:
+    """Store a file's bytes once, keyed by their sha256, and return its Blob row."""
+    if sha256 is None or size is None:
+        sha256, size = sha256_of_file(path)
+    blob = Blob.objects.filter(sha256=sha256).first()
+    if blob is not None:
+        return blob
+    blob = Blob(sha256=sha256, size=size)
+    storage = blob_storage()
+    if not storage.exists(blob.storage_name):
+        with open(path, "rb") as f:
+            saved = storage.save(blob.storage_name, File(f))
+        if saved != blob.storage_name:  # another process stored the same bytes first
+            storage.delete(saved)
+    try:
+        with transaction.atomic():
+            blob.save()
+    except IntegrityError:
+        blob = Blob.objects.get(sha256=sha256)
+    return blob
+
+
+def store_bytes(data: bytes, spool_dir: Path) -> Blob:
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    sha = hashlib.sha256(data).hexdigest()
+    existing = Blob.objects.filter(sha256=sha).first()
+    if existing is not None:
+        return existing
+    tmp = spool_dir / f"{sha}.tmp"
+    tmp.write_bytes(data)
+    try:
+        return store_file(tmp, sha, len(data))
+    finally:
+        tmp.unlink(missing_ok=True)

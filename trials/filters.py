@@ -1,0 +1,34 @@
+import django_filters
+
+from trials.models import Trial
+
+
+class TrialFilter(django_filters.FilterSet):
+    job = django_filters.NumberFilter(field_name="job_id")
+    dataset = django_filters.CharFilter(method="filter_dataset")
+    configuration = django_filters.CharFilter(method="filter_configuration")
+    role = django_filters.CharFilter(field_name="configuration__role")
+    task = django_filters.CharFilter(field_name="task__name")
+    status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices)
+    failure_category = django_filters.CharFilter()
+    reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte")
+    reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte")
+    complete = django_filters.BooleanFilter(field_name="is_complete")
+    source_format = django_filters.CharFilter()
+
+    class Meta:
+        model = Trial
+        fields = ["job", "dataset", "configuration", "role", "task", "status"]
+
+    def filter_dataset(self, queryset, name, value):
+        """A dataset id, or its name (optionally name@version)."""
+        if value.isdigit():
+            return queryset.filter(dataset_id=int(value))
+        dataset_name, _, version = value.partition("@")
+        queryset = queryset.filter(dataset__name=dataset_name)
+        return queryset.filter(dataset__version=version) if version else queryset
+
+    def filter_configuration(self, queryset, name, value):
+        if value.isdigit():
+            return queryset.filter(configuration_id=int(value))
+        return queryset.filter(configuration__key=value)

@@ -1,0 +1,184 @@
+"""Safe extraction of .zip, .tar, .tar.gz and .tgz uploads.
+
+Members are checked before anything is written: no absolute paths, no `..`, no links,
+devices or FIFOs. Sizes are counted as bytes are written (headers can lie), so a bomb
+stops at the limit whatever it claims.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from trials.ingest.records import PackError, Problem
+
+CHUNK = 1024 * 1024
+
+
+@dataclass
+class Limits:
+    max_expanded_bytes: int
+    max_ratio: int
+    max_members: int
+    max_file_bytes: int
+
+
+def archive_kind(path: Path) -> str:
+    """'zip', 'tar' or '' from the file's first bytes, never from its name."""
+    with open(path, "rb") as f:
+        head = f.read(512)
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if head[:2] == b"\x1f\x8b":
+        return "tar"  # gzip: a .tar.gz / .tgz (a lone gzipped file fails as a tar below)
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        return "tar"
+    return ""
+
+
+def unsafe_name_reason(name: str) -> str:
+    if not name or "\x00" in name:
+        return "empty or NUL in the name"
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return "absolute path"
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if ".." in parts:
+        return "path traversal (..)"
+    return ""
+
+
+class _Budget:
+    def __init__(self, archive: Path, archive_name: str, limits: Limits):
+        self.limits = limits
+        self.archive_name = archive_name
+        self.compressed = max(archive.stat().st_size, 1)
+        self.total = 0
+
+    def charge(self, member: str, n: int, member_total: int) -> None:
+        self.total += n
+        limits = self.limits
+        if member_total > limits.max_file_bytes:
+            raise self._error(member, f"member expands past the single-file limit of {limits.max_file_bytes} bytes")
+        if self.total > limits.max_expanded_bytes:
+            raise self._error(member, f"archive expands past the limit of {limits.max_expanded_bytes} bytes")
+        if self.total > 10 * CHUNK and self.total / self.compressed > limits.max_ratio:
+            raise self._error(member, f"compression ratio over {limits.max_ratio}:1 (a zip bomb?)")
+
+    def _error(self, member: str, message: str) -> PackError:
+        return PackError(
+            Problem(
+                file=self.archive_name,
+                json_path=member,
+                message=message,
+                kept="the archive's raw bytes; nothing was extracted",
+            )
+        )
+
+
+def _copy(src, dest: Path, member: str, budget: _Budget) -> None:
+    written = 0
+    with open(dest, "wb") as out:
+        while chunk := src.read(CHUNK):
+            written += len(chunk)
+            budget.charge(member, len(chunk), written)
+            out.write(chunk)
+
+
+def extract(archive: Path, dest: Path, archive_name: str, limits: Limits) -> list[Problem]:
+    """Extract into `dest`. Unsafe members are skipped and reported; bombs and damage raise."""
+    kind = archive_kind(archive)
+    dest.mkdir(parents=True, exist_ok=True)
+    budget = _Budget(archive, archive_name, limits)
+    try:
+        if kind == "zip":
+            problems = _extract_zip(archive, dest, budget)
+        elif kind == "tar":
+            problems = _extract_tar(archive, dest, budget)
+        else:
+            raise PackError(Problem(archive_name, "not a zip or tar archive"))
+    except PackError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise PackError(
+            Problem(
+                archive_name,
+                f"damaged or truncated archive: {exc}",
+                kept="the archive's raw bytes; nothing was extracted",
+            )
+        ) from exc
+    return problems
+
+
+def _skip(archive_name: str, member: str, reason: str) -> Problem:
+    return Problem(
+        file=archive_name,
+        json_path=member,
+        message=f"unsafe archive member skipped: {reason}",
+        severity="warning",
+        kept="the rest of the archive; this member only in the archive's raw bytes",
+    )
+
+
+def _target(dest: Path, name: str) -> Path:
+    target = (dest / name).resolve()
+    if not target.is_relative_to(dest.resolve()):
+        raise ValueError(f"member {name!r} resolves outside the extraction folder")
+    return target
+
+
+def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
+    problems: list[Problem] = []
+    with zipfile.ZipFile(archive) as zf:
+        members = zf.infolist()
+        if len(members) > budget.limits.max_members:
+            raise budget._error("", f"more than {budget.limits.max_members} members")
+        for info in members:
+            name = info.filename
+            reason = unsafe_name_reason(name)
+            mode = info.external_attr >> 16
+            if not reason and mode and (mode & 0o170000) not in (0, 0o100000, 0o040000):
+                reason = "link or special file"
+            if reason:
+                problems.append(_skip(budget.archive_name, name, reason))
+                continue
+            target = _target(dest, name)
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src:
+                _copy(src, target, name, budget)
+    return problems
+
+
+def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
+    problems: list[Problem] = []
+    count = 0
+    with tarfile.open(archive, mode="r:*") as tf:
+        for member in tf:  # streamed: a truncated archive raises here, a bomb stops at the budget
+            count += 1
+            if count > budget.limits.max_members:
+                raise budget._error("", f"more than {budget.limits.max_members} members")
+            name = member.name
+            reason = unsafe_name_reason(name)
+            if not reason and not (member.isfile() or member.isdir()):
+                reason = "link, device or FIFO"
+            if reason:
+                problems.append(_skip(budget.archive_name, name, reason))
+                continue
+            target = _target(dest, name)
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tf.extractfile(member)
+            if src is None:
+                continue
+            with src:
+                _copy(src, target, name, budget)
+    return problems

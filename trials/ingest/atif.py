@@ -1,0 +1,377 @@
+"""ATIF trajectories (v1.0 to v1.8): lenient parsing, strict validation as a separate record.
+
+Small files are parsed with orjson; files past STREAM_THRESHOLD are streamed step by
+step with ijson, so memory stays flat however long the trajectory is. Violations of
+Harbor's validators are recorded as problems on the trajectory; the file is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import ijson
+import orjson
+
+from trials.ingest.records import (
+    PackError,
+    ParsedObservation,
+    ParsedStep,
+    ParsedToolCall,
+    ParsedTrajectory,
+    Problem,
+)
+
+STREAM_THRESHOLD = 32 * 1024 * 1024
+KNOWN_VERSIONS = {f"ATIF-v1.{n}" for n in range(0, 9)}
+VERSION_RE = re.compile(r"^ATIF-v1\.\d+$")
+AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
+STEP_FIELDS = {
+    "step_id",
+    "timestamp",
+    "source",
+    "model_name",
+    "reasoning_effort",
+    "message",
+    "reasoning_content",
+    "tool_calls",
+    "observation",
+    "metrics",
+    "is_copied_context",
+    "llm_call_count",
+    "extra",
+}
+ROOT_FIELDS = {
+    "schema_version",
+    "session_id",
+    "trajectory_id",
+    "agent",
+    "steps",
+    "notes",
+    "final_metrics",
+    "continued_trajectory_ref",
+    "extra",
+    "subagent_trajectories",
+}
+
+
+def looks_like_atif(data: Any) -> bool:
+    if not isinstance(data, dict):
+        return False
+    version = data.get("schema_version")
+    return (isinstance(version, str) and version.startswith("ATIF")) or ("steps" in data and "agent" in data)
+
+
+def parse_datetime(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def content_text(content: Any) -> str:
+    """The text of a message or observation: a string, or the text of its content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                if part.get("type") == "text":
+                    parts.append(str(part.get("text") or ""))
+                else:
+                    source = part.get("source") or {}
+                    parts.append(f"[{part.get('type')}: {source.get('path', '')}]")
+        return "\n".join(parts)
+    return orjson.dumps(content).decode()
+
+
+def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "") -> ParsedTrajectory:
+    """Read one trajectory file. Raises PackError when it is not JSON or not a trajectory."""
+    if path.stat().st_size > STREAM_THRESHOLD:
+        header = _stream_header(path, rel)
+        steps_source: Iterator[Any] = _stream_steps(path, rel)
+    else:
+        raw = path.read_bytes()
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise PackError(Problem(rel, f"malformed JSON: {exc.msg}", line=exc.lineno, kept="the raw bytes")) from exc
+        if not isinstance(data, dict):
+            raise PackError(Problem(rel, "a trajectory must be a JSON object", kept="the raw bytes"))
+        header = {k: v for k, v in data.items() if k != "steps"}
+        steps = data.get("steps")
+        if not isinstance(steps, list):
+            raise PackError(Problem(rel, "no steps list", json_path="steps", kept="the raw bytes"))
+        steps_source = iter(steps)
+    return trajectory_from(header, steps_source, rel, role, step_name)
+
+
+def trajectory_from(
+    header: dict[str, Any], steps: Iterator[Any], rel: str, role: str, step_name: str = ""
+) -> ParsedTrajectory:
+    problems = validate_header(header, rel)
+    agent = header.get("agent") if isinstance(header.get("agent"), dict) else {}
+    final_metrics = header.get("final_metrics")
+    return ParsedTrajectory(
+        path=rel,
+        role=role,
+        schema_version=str(header.get("schema_version") or ""),
+        session_id=str(header.get("session_id") or ""),
+        trajectory_id=str(header.get("trajectory_id") or ""),
+        agent=agent,
+        final_metrics=final_metrics if isinstance(final_metrics, dict) else None,
+        header=header,
+        steps=_parse_steps(steps, rel, problems),
+        problems=problems,
+        step_name=step_name,
+    )
+
+
+def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:
+    problems: list[Problem] = []
+    version = header.get("schema_version")
+    if version not in KNOWN_VERSIONS:
+        if isinstance(version, str) and VERSION_RE.match(version):
+            problems.append(
+                Problem(
+                    rel,
+                    f"newer ATIF version {version}; read as the latest known",
+                    json_path="schema_version",
+                    severity="warning",
+                    kept="the whole file",
+                )
+            )
+        else:
+            problems.append(
+                Problem(
+                    rel,
+                    f"unknown schema_version {version!r}",
+                    json_path="schema_version",
+                    kept="the whole file, flagged",
+                )
+            )
+    agent = header.get("agent")
+    if not isinstance(agent, dict) or not agent.get("name"):
+        problems.append(Problem(rel, "agent.name is required", json_path="agent"))
+    elif "version" not in agent:
+        problems.append(Problem(rel, "agent.version is required", json_path="agent.version"))
+    for key in header:
+        if key not in ROOT_FIELDS:
+            problems.append(Problem(rel, f"unknown field {key!r} (kept)", json_path=key, severity="warning"))
+    subagents = header.get("subagent_trajectories") or []
+    seen: set[str] = set()
+    for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
+        tid = sub.get("trajectory_id") if isinstance(sub, dict) else None
+        if not tid:
+            problems.append(
+                Problem(
+                    rel,
+                    "embedded subagent needs a trajectory_id",
+                    json_path=f"subagent_trajectories[{i}].trajectory_id",
+                )
+            )
+        elif tid in seen:
+            problems.append(
+                Problem(
+                    rel,
+                    f"duplicate subagent trajectory_id {tid!r}",
+                    json_path=f"subagent_trajectories[{i}].trajectory_id",
+                )
+            )
+        seen.add(tid or "")
+    return problems
+
+
+def _parse_steps(steps: Iterator[Any], rel: str, problems: list[Problem]) -> Iterator[ParsedStep]:
+    count = 0
+    for index, raw in enumerate(steps):
+        count += 1
+        if not isinstance(raw, dict):
+            problems.append(Problem(rel, "a step must be an object", json_path=f"steps[{index}]"))
+            raw = {"step_id": index + 1, "source": "system", "message": "", "extra": {"invalid": raw}}
+            # The file keeps the real value; the row says what was wrong.
+        problems.extend(validate_step(raw, index, rel))
+        yield parse_step(raw, index)
+    if count == 0:
+        problems.append(Problem(rel, "steps must not be empty", json_path="steps"))
+
+
+def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
+    where = f"steps[{index}]"
+    problems: list[Problem] = []
+
+    def add(message: str, path: str = "", severity: str = "error") -> None:
+        problems.append(
+            Problem(rel, message, json_path=f"{where}{path}", severity=severity, kept="the step as written")
+        )
+
+    if step.get("step_id") != index + 1:
+        add(f"step_id: expected {index + 1} (sequential from 1), got {step.get('step_id')!r}", ".step_id")
+    source = step.get("source")
+    if source not in ("system", "user", "agent"):
+        add(f"source must be system, user or agent, got {source!r}", ".source")
+    elif source != "agent":
+        for key in AGENT_ONLY:
+            if step.get(key) is not None:
+                add(f"{key} is allowed only on agent steps (this is a {source} step)", f".{key}")
+    if "message" not in step:
+        add("message is required", ".message")
+    if step.get("timestamp") is not None and parse_datetime(step.get("timestamp")) is None:
+        add(f"timestamp is not ISO 8601: {step.get('timestamp')!r}", ".timestamp")
+    if step.get("llm_call_count") == 0 and source == "agent":
+        for key in ("metrics", "reasoning_content"):
+            if step.get(key) is not None:
+                add(f"{key} must be absent when llm_call_count is 0", f".{key}")
+    for key in step:
+        if key not in STEP_FIELDS:
+            add(f"unknown field {key!r} (kept)", f".{key}", severity="warning")
+    call_ids = set()
+    for i, call in enumerate(step.get("tool_calls") or []):
+        if not isinstance(call, dict) or not call.get("tool_call_id") or "function_name" not in call:
+            add("tool call needs tool_call_id and function_name", f".tool_calls[{i}]")
+            continue
+        call_ids.add(call["tool_call_id"])
+    observation = step.get("observation")
+    results = observation.get("results") if isinstance(observation, dict) else None
+    for i, result in enumerate(results or []):
+        if not isinstance(result, dict):
+            continue
+        scid = result.get("source_call_id")
+        if scid is not None and scid not in call_ids:
+            add(
+                f"source_call_id {scid!r} matches no tool call in this step",
+                f".observation.results[{i}].source_call_id",
+            )
+        for j, ref in enumerate(result.get("subagent_trajectory_ref") or []):
+            if isinstance(ref, dict) and not (ref.get("trajectory_id") or ref.get("trajectory_path")):
+                add(
+                    "subagent_trajectory_ref needs trajectory_id or trajectory_path",
+                    f".observation.results[{i}].subagent_trajectory_ref[{j}]",
+                    severity="warning",
+                )
+    for key in ("message",):
+        problems.extend(_content_part_problems(step.get(key), f"{where}.{key}", rel))
+    return problems
+
+
+def _content_part_problems(content: Any, where: str, rel: str) -> list[Problem]:
+    if not isinstance(content, list):
+        return []
+    problems = []
+    for i, part in enumerate(content):
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text" and ("text" not in part or part.get("source") is not None):
+            problems.append(Problem(rel, "a text part has text and no source", json_path=f"{where}[{i}]"))
+        if kind in ("image", "audio") and (part.get("source") is None or part.get("text") is not None):
+            problems.append(Problem(rel, f"an {kind} part has a source and no text", json_path=f"{where}[{i}]"))
+    return problems
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
+    tool_calls = [
+        ParsedToolCall(
+            tool_call_id=str(call.get("tool_call_id") or ""),
+            function_name=str(call.get("function_name") or ""),
+            arguments=call.get("arguments"),
+        )
+        for call in (raw.get("tool_calls") or [])
+        if isinstance(call, dict)
+    ]
+    observations = []
+    observation = raw.get("observation")
+    for result in (observation.get("results") or []) if isinstance(observation, dict) else []:
+        if not isinstance(result, dict):
+            continue
+        text = content_text(result.get("content"))
+        observations.append(
+            ParsedObservation(
+                source_call_id=result.get("source_call_id"),
+                content_text=text,
+                content_size=len(text.encode("utf-8", "surrogatepass")),
+                subagent_refs=[r for r in (result.get("subagent_trajectory_ref") or []) if isinstance(r, dict)],
+            )
+        )
+    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
+    extra = raw.get("extra") if isinstance(raw.get("extra"), dict) else {}
+    context_management = extra.get("context_management")
+    return ParsedStep(
+        index=index,
+        step_id=raw.get("step_id"),
+        source=str(raw.get("source") or ""),
+        timestamp=parse_datetime(raw.get("timestamp")),
+        model_name=str(raw.get("model_name") or ""),
+        message_text=content_text(raw.get("message")),
+        reasoning=str(raw.get("reasoning_content") or ""),
+        prompt_tokens=_int(metrics.get("prompt_tokens")),
+        completion_tokens=_int(metrics.get("completion_tokens")),
+        cached_tokens=_int(metrics.get("cached_tokens")),
+        cost_usd=_float(metrics.get("cost_usd")),
+        is_copied_context=raw.get("is_copied_context") is True,
+        llm_call_count=_int(raw.get("llm_call_count")),
+        context_management=str(context_management.get("type") or "") if isinstance(context_management, dict) else "",
+        tool_calls=tool_calls,
+        observations=observations,
+        raw=raw,
+    )
+
+
+# Streaming (files past STREAM_THRESHOLD) -------------------------------------------------
+
+
+def _ijson_error(rel: str, exc: Exception) -> PackError:
+    return PackError(Problem(rel, f"malformed JSON: {exc}", kept="the raw bytes"))
+
+
+def _stream_header(path: Path, rel: str) -> dict[str, Any]:
+    """Every root key except `steps`, without building the steps in memory."""
+    header: dict[str, Any] = {}
+    builder: ijson.ObjectBuilder | None = None
+    key = ""
+    try:
+        with open(path, "rb") as f:
+            for prefix, event, value in ijson.parse(f, use_float=True):
+                if prefix == "" and event == "map_key":
+                    if builder is not None:
+                        header[key] = builder.value
+                    key, builder = value, None
+                    continue
+                if prefix == "" and event in ("start_map", "end_map"):
+                    if event == "end_map" and builder is not None:
+                        header[key] = builder.value
+                    continue
+                if key == "steps":
+                    continue
+                if builder is None:
+                    builder = ijson.ObjectBuilder()
+                builder.event(event, value)
+    except ijson.JSONError as exc:
+        raise _ijson_error(rel, exc) from exc
+    return header
+
+
+def _stream_steps(path: Path, rel: str) -> Iterator[Any]:
+    with open(path, "rb") as f:
+        try:
+            yield from ijson.items(f, "steps.item", use_float=True)
+        except ijson.JSONError as exc:
+            raise _ijson_error(rel, exc) from exc

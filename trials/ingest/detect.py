@@ -1,0 +1,191 @@
+"""Find the trial packs under a path and pick each one's parser from its content.
+
+File names are never trusted to say what a file is: a `.json` is opened and its keys
+decide. Archives are found by their magic bytes and extracted by the service.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trials.ingest import agentcontext, agentqc, agentv, documents, harbor, lime, openchrome
+from trials.ingest.archives import archive_kind
+from trials.ingest.atif import STREAM_THRESHOLD, looks_like_atif
+from trials.ingest.jsonio import load_json, load_jsonl
+from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
+
+
+@dataclass
+class Candidate:
+    path: Path
+    rel: str  # path as shown to the user, relative to what they imported
+    kind: str  # harbor-job | harbor-trial | agentv-run | archive | file | skipped
+
+
+def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
+    """Packs under `path`: folders that are jobs, trials or AgentV runs, else every file."""
+    if path.is_symlink():
+        return [Candidate(path, rel, "skipped")]
+    if path.is_file():
+        kind = "archive" if archive_kind(path) else "file"
+        if kind == "file" and not top and not _looks_like_data(path):
+            kind = "skipped"
+        return [Candidate(path, rel, kind)]
+    if not path.is_dir():
+        return [Candidate(path, rel, "skipped")]
+    if harbor.is_job_dir(path):
+        return [Candidate(path, rel, "harbor-job")]
+    if harbor.is_trial_dir(path):
+        return [Candidate(path, rel, "harbor-trial")]
+    if is_agentv_run_folder(path):
+        return [Candidate(path, rel, "agentv-run")]
+    found: list[Candidate] = []
+    children = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+    for child in children:  # folders first, so a trial exists before an evidence pack beside it
+        found.extend(discover(child, f"{rel}/{child.name}" if rel else child.name, top=False))
+    return found
+
+
+def is_agentv_run_folder(path: Path) -> bool:
+    """AgentV's run bundle: summary.json beside index.jsonl (or .internal/index.jsonl)."""
+    return (path / "summary.json").is_file() and (
+        (path / "index.jsonl").is_file() or (path / ".internal" / "index.jsonl").is_file()
+    )
+
+
+def _looks_like_data(path: Path) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    return head[:1] in (b"{", b"[") or path.suffix == ".toml"
+
+
+def parse_candidate(candidate: Candidate, max_file_bytes: int) -> ParsedPack:
+    if candidate.kind == "harbor-job":
+        return harbor.parse_job_dir(candidate.path, candidate.rel)
+    if candidate.kind == "harbor-trial":
+        return harbor.parse_single_trial(candidate.path, candidate.rel)
+    if candidate.kind == "agentv-run":
+        return agentv.parse_run_folder(candidate.path, candidate.rel)
+    return parse_file(candidate.path, candidate.rel, max_file_bytes)
+
+
+def parse_file(path: Path, rel: str, max_file_bytes: int) -> ParsedPack:
+    size = path.stat().st_size
+    if size > max_file_bytes:
+        raise PackError(
+            Problem(
+                rel, f"file is {size} bytes, over the limit of {max_file_bytes}", kept="nothing: the file was not read"
+            )
+        )
+    if size == 0:
+        raise PackError(Problem(rel, "empty file", kept="nothing"))
+    if size > STREAM_THRESHOLD and harbor.sniff_trajectory(path):
+        return harbor.parse_lone_trajectory(path, rel)
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    stripped = head.lstrip()
+    if stripped[:1] not in (b"{", b"["):
+        if path.suffix == ".toml" or b"[" in head[:200] or b"=" in head[:200]:
+            try:
+                return harbor.parse_task_toml(path, rel)
+            except PackError:
+                pass
+        raise PackError(
+            Problem(rel, "not a recognised trial pack format (JSON, JSONL, TOML or archive)", kept="the raw bytes")
+        )
+    try:
+        data = load_json(path, rel)
+    except PackError as exc:
+        rows, problems = load_jsonl(path, rel)
+        if len(rows) < 2 and not (rows and problems == []):
+            raise exc
+        return parse_rows(rows, problems, rel)
+    return parse_json(data, path, rel)
+
+
+def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
+    if looks_like_atif(data):
+        return harbor.parse_lone_trajectory(path, rel)
+    if harbor.is_trial_result(data):
+        return harbor.parse_single_trial(path.parent, rel.rsplit("/", 1)[0] if "/" in rel else path.parent.name)
+    if harbor.is_job_result(data):
+        return _document("harbor-job-result", rel, data, {"trials": int(data.get("n_total_trials") or 0)})
+    if lime.is_evidence_pack(data):
+        return ParsedPack(kind="lime-evidence-pack", trials=[lime.parse_evidence_pack(data, rel)], trial_count=1)
+    if lime.is_runtime_event(data):
+        return lime.parse_event_file(data, rel)
+    if lime.is_thread_snapshot(data):
+        return ParsedPack(kind="lime-thread-snapshot", documents=[lime.parse_thread_snapshot(data, rel)])
+    if documents.is_json_schema(data):
+        return ParsedPack(kind="json-schema", documents=[documents.parse_json_schema(data, rel)])
+    if agentcontext.is_context_event(data) or agentcontext.is_context_record(data):
+        return agentcontext.parse_context_document(data, rel)
+    qc = agentqc.parse(data, rel)
+    if qc is not None:
+        return qc
+    if openchrome.is_envelope(data):
+        return openchrome.parse_envelope(data, rel)
+    if openchrome.is_headline_gates(data):
+        return ParsedPack(kind="openchrome-headline-gates", documents=[openchrome.parse_headline_gates(data, rel)])
+    if agentv.is_result_row(data):
+        return agentv.parse_rows([(1, data)], rel)
+    if isinstance(data, list) and data and all(agentv.is_result_row(r) for r in data):
+        return agentv.parse_rows(list(enumerate(data, start=1)), rel)
+    if harbor.is_traces_export(data):
+        return harbor.parse_traces_export(data, rel)
+    raise PackError(
+        Problem(
+            rel,
+            "JSON of no known pack format (Harbor, ATIF, Lime, Agent Context, Agent QC, AgentV, OpenChrome)",
+            kept="the raw bytes",
+        )
+    )
+
+
+def parse_rows(rows: list[tuple[int, Any]], problems: list[Problem], rel: str) -> ParsedPack:
+    if not rows:
+        raise PackError(problems[0] if problems else Problem(rel, "no JSON lines"))
+    first = rows[0][1]
+    if agentv.is_result_row(first):
+        pack = agentv.parse_rows(rows, rel)
+    elif lime.is_runtime_event(first) or agentcontext.is_context_event(first):
+        pack = events_pack(rows, rel)
+    else:
+        raise PackError(
+            Problem(
+                rel,
+                "JSON lines of no known format (AgentV rows, runtime or context events)",
+                line=rows[0][0],
+                kept="the raw bytes",
+            )
+        )
+    pack.problems = problems + pack.problems
+    return pack
+
+
+def events_pack(rows: list[tuple[int, Any]], rel: str) -> ParsedPack:
+    runtime_rows = [(n, r) for n, r in rows if lime.is_runtime_event(r)]
+    events, problems = lime.parse_event_rows(runtime_rows, rel)
+    pack = ParsedPack(kind="runtime-events", events=events, problems=problems)
+    for event in events:
+        pack.context_records.extend(agentcontext.context_records_from_runtime_event(event))
+    for number, row in rows:
+        if agentcontext.is_context_event(row):
+            pack.context_records.extend(agentcontext.parse_context_event(row, rel, number))
+        elif not lime.is_runtime_event(row):
+            pack.problems.append(
+                Problem(
+                    rel,
+                    "line is neither a runtime event nor a context event",
+                    line=number,
+                    severity="warning",
+                    kept="the raw bytes",
+                )
+            )
+    return pack
+
+
+def _document(kind: str, rel: str, data: Any, counts: dict[str, int]) -> ParsedPack:
+    return ParsedPack(kind=kind, documents=[ParsedDocument(kind=kind, path=rel, data=data, counts=counts)])

@@ -1,0 +1,619 @@
+"""Harbor job and trial directories (formats-harbor.md §2), plus what sits beside them.
+
+A trial directory may also hold a Lime evidence pack JSON and runtime / context event
+JSONL files; they are joined to the trial here, by content rather than by file name.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from trials.ingest import agentcontext, lime
+from trials.ingest.atif import parse_datetime, read_trajectory
+from trials.ingest.jsonio import load_json, load_jsonl
+from trials.ingest.records import (
+    PASS_REWARD,
+    ConfigurationRef,
+    DatasetRef,
+    PackError,
+    ParsedArtifact,
+    ParsedCriterion,
+    ParsedDocument,
+    ParsedJob,
+    ParsedPack,
+    ParsedTrial,
+    Problem,
+    TaskRef,
+)
+
+TEXT_LIMIT = 256 * 1024  # logs beyond this stay in the raw bytes and are downloaded whole
+TEXT_FILES = ("trial.log", "exception.txt", "job.log")
+PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
+CONT_RE = re.compile(r"^trajectory\.cont-(\d+)\.json$")
+
+
+def read_json_dict(path: Path, rel: str) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    data = load_json(path, rel)
+    return data if isinstance(data, dict) else None
+
+
+def is_trial_result(data: Any) -> bool:
+    return isinstance(data, dict) and "trial_name" in data and ("task_name" in data or "config" in data)
+
+
+def is_job_result(data: Any) -> bool:
+    return isinstance(data, dict) and ("n_total_trials" in data or "stats" in data) and "trial_name" not in data
+
+
+def is_trial_dir(path: Path) -> bool:
+    if (path / "agent").is_dir() or (path / "verifier").is_dir():
+        return True
+    for name in ("result.json", "config.json"):
+        try:
+            data = read_json_dict(path / name, name)
+        except PackError:
+            return (path / "result.json").is_file()
+        if data is not None and "trial_name" in data:
+            return True
+    return False
+
+
+def is_job_dir(path: Path) -> bool:
+    if not (path / "config.json").is_file() or is_trial_dir(path):
+        return False
+    return any(is_trial_dir(child) for child in path.iterdir() if child.is_dir())
+
+
+def trial_dirs(job_dir: Path) -> list[Path]:
+    return sorted(child for child in job_dir.iterdir() if child.is_dir() and is_trial_dir(child))
+
+
+def parse_job_dir(job_dir: Path, rel: str) -> ParsedPack:
+    problems: list[Problem] = []
+    config = _safe_dict(job_dir / "config.json", f"{rel}/config.json", problems)
+    result = _safe_dict(job_dir / "result.json", f"{rel}/result.json", problems)
+    lock = _safe_dict(job_dir / "lock.json", f"{rel}/lock.json", problems)
+    name = str(config.get("job_name") or job_dir.name)
+    job_key = f"harbor:{result.get('id') or name}"
+    job = ParsedJob(
+        key=job_key,
+        name=name,
+        source_format="harbor",
+        started_at=_naive_flagged(result.get("started_at"), f"{rel}/result.json", problems),
+        finished_at=_naive_flagged(result.get("finished_at"), f"{rel}/result.json", problems),
+        config=config,
+        result=result,
+        extra={"lock": lock} if lock else {},
+    )
+    dirs = trial_dirs(job_dir)
+
+    def trials() -> Iterator[ParsedTrial]:
+        for trial_dir in dirs:
+            yield parse_trial_dir(trial_dir, f"{rel}/{trial_dir.name}", job_key=job_key, job_name=name)
+
+    return ParsedPack(kind="harbor-job", jobs=[job], trials=trials(), problems=problems, trial_count=len(dirs))
+
+
+def parse_single_trial(trial_dir: Path, rel: str) -> ParsedPack:
+    trial = parse_trial_dir(trial_dir, rel, job_key="", job_name="")
+    return ParsedPack(kind="harbor-trial", trials=[trial], trial_count=1)
+
+
+def _safe_dict(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any]:
+    try:
+        return read_json_dict(path, rel) or {}
+    except PackError as exc:
+        problems.append(exc.problem)
+        return {}
+
+
+def _naive_flagged(value: Any, rel: str, problems: list[Problem]) -> datetime | None:
+    parsed = parse_datetime(value)
+    if parsed is not None and parsed.tzinfo is None:
+        problems.append(
+            Problem(
+                rel,
+                f"naive timestamp {value!r}: local time of an unknown zone",
+                severity="warning",
+                kept="the value as written",
+            )
+        )
+        return None  # never silently assume UTC
+    return parsed
+
+
+def _rel_files(trial_dir: Path, rel: str) -> list[str]:
+    return sorted(f"{rel}/{p.relative_to(trial_dir).as_posix()}" for p in trial_dir.rglob("*") if p.is_file())
+
+
+def parse_trial_dir(trial_dir: Path, rel: str, *, job_key: str, job_name: str) -> ParsedTrial:
+    problems: list[Problem] = []
+    result = _safe_dict(trial_dir / "result.json", f"{rel}/result.json", problems)
+    config = _safe_dict(trial_dir / "config.json", f"{rel}/config.json", problems)
+    lock = _safe_dict(trial_dir / "lock.json", f"{rel}/lock.json", problems)
+    name = str(result.get("trial_name") or config.get("trial_name") or trial_dir.name)
+    trial = ParsedTrial(
+        key=f"harbor:{result['id']}" if result.get("id") else f"harbor:{job_key}:{name}",
+        source_format="harbor",
+        name=name,
+        job_key=job_key,
+        files=_rel_files(trial_dir, rel),
+        problems=problems,
+    )
+    trial.documents = {k: v for k, v in (("result", result), ("config", config), ("lock", lock)) if v}
+    if result:
+        trial.present.add("result")
+    _apply_result(trial, result, config, job_name, rel)
+    _read_texts(trial, trial_dir, rel)
+    _read_trajectories(trial, trial_dir, rel)
+    _read_verifier(trial, trial_dir / "verifier", f"{rel}/verifier")
+    _read_artifacts(trial, trial_dir / "artifacts", f"{rel}/artifacts")
+    for step_dir in sorted((trial_dir / "steps").glob("*")) if (trial_dir / "steps").is_dir() else []:
+        step_rel = f"{rel}/steps/{step_dir.name}"
+        _read_trajectories(trial, step_dir, step_rel, step_name=step_dir.name)
+        _read_verifier(trial, step_dir / "verifier", f"{step_rel}/verifier", step_name=step_dir.name)
+        _read_artifacts(trial, step_dir / "artifacts", f"{step_rel}/artifacts")
+    _read_sidecars(trial, trial_dir, rel)
+    trial.status = trial_status(trial)
+    return trial
+
+
+def _apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str, rel: str) -> None:
+    task_name = str(result.get("task_name") or (config.get("task") or {}).get("name") or "")
+    if not task_name:
+        task_path = (config.get("task") or {}).get("path") or ""
+        task_name = Path(task_path).name if task_path else trial.name.split("__")[0]
+    dataset_name = str(result.get("source") or (config.get("task") or {}).get("source") or "adhoc")
+    trial.dataset = DatasetRef(name=dataset_name)
+    task_id = result.get("task_id") if isinstance(result.get("task_id"), dict) else {}
+    trial.task = TaskRef(
+        name=task_name,
+        checksum=str(result.get("task_checksum") or ""),
+        source=str(task_id.get("path") or task_id.get("git_url") or task_id.get("name") or ""),
+        definition={"task_id": task_id} if task_id else {},
+    )
+    agent_info = result.get("agent_info") or {}
+    agent_config = config.get("agent") or {}
+    model_info = agent_info.get("model_info") or {}
+    agent_name = str(agent_info.get("name") or agent_config.get("name") or "")
+    model_name = str(model_info.get("name") or agent_config.get("model_name") or "")
+    trial.configuration = ConfigurationRef(
+        key="__".join(x for x in (agent_name, model_name) if x) or "unknown",
+        agent_name=agent_name,
+        agent_version=str(agent_info.get("version") or ""),
+        model_name=model_name,
+        profiles={"provider": model_info.get("provider")} if model_info.get("provider") else {},
+    )
+    rewards = (result.get("verifier_result") or {}).get("rewards") or {}
+    if rewards:
+        trial.rewards = dict(rewards)
+        trial.present.add("reward")
+    trial.started_at = parse_datetime(result.get("started_at"))
+    trial.finished_at = parse_datetime(result.get("finished_at"))
+    for phase in PHASES:
+        timing = result.get(phase)
+        if isinstance(timing, dict):
+            start, end = parse_datetime(timing.get("started_at")), parse_datetime(timing.get("finished_at"))
+            seconds = (end - start).total_seconds() if start and end and _comparable(start, end) else None
+            trial.phases[phase] = {
+                "started_at": timing.get("started_at"),
+                "finished_at": timing.get("finished_at"),
+                "seconds": seconds,
+            }
+    exception = result.get("exception_info") or {}
+    step_exceptions = [s.get("exception_info") for s in (result.get("step_results") or []) if s.get("exception_info")]
+    exception = exception or (step_exceptions[0] if step_exceptions else {})
+    trial.exception_type = str(exception.get("exception_type") or "")
+    trial.exception_message = str(exception.get("exception_message") or "")
+    trial.exception_traceback = str(exception.get("exception_traceback") or "")
+    agent_result = result.get("agent_result") or {}
+    step_agent_results = [s.get("agent_result") or {} for s in (result.get("step_results") or [])]
+    totals = [agent_result] if agent_result else step_agent_results
+    trial.input_tokens = _sum(totals, "n_input_tokens")
+    trial.cached_tokens = _sum(totals, "n_cache_tokens")
+    trial.output_tokens = _sum(totals, "n_output_tokens")
+    trial.cost_usd = _sum(totals, "cost_usd")
+    trial.benchmark = {
+        "datasetId": dataset_name if result.get("source") else "",
+        "taskId": task_name,
+        "trialId": trial.name,
+        "harborJobRef": job_name,
+    }
+    trial.refs = {"harborTrialResultRef": f"{rel}/result.json"} if result else {}
+    if trial.exception_type:
+        trial.failure_category = failure_category_for_exception(trial.exception_type)
+
+
+def _comparable(a: datetime, b: datetime) -> bool:
+    return (a.tzinfo is None) == (b.tzinfo is None)
+
+
+def _sum(items: list[dict], key: str) -> Any:
+    values = [item.get(key) for item in items if isinstance(item.get(key), (int, float))]
+    return sum(values) if values else None
+
+
+def failure_category_for_exception(exception_type: str) -> str:
+    """A first guess a triager can change: which layer raised the exception."""
+    lowered = exception_type.lower()
+    if "verifier" in lowered or "reward" in lowered:
+        return "verifier"
+    if "environment" in lowered or "docker" in lowered or "build" in lowered:
+        return "environment"
+    if "timeout" in lowered:
+        return "timeout"
+    return "runtime"
+
+
+def trial_status(trial: ParsedTrial) -> str:
+    reward = trial.rewards.get("reward") if trial.rewards else None
+    if reward is None and trial.rewards:
+        reward = next((v for v in trial.rewards.values() if isinstance(v, (int, float))), None)
+    trial.reward = float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None
+    if "timeout" in trial.exception_type.lower():
+        return "timeout"
+    if trial.exception_type and trial.reward is None:
+        return "errored"
+    if trial.reward is None:
+        return "unknown"
+    return "passed" if trial.reward >= PASS_REWARD else "failed"
+
+
+def _read_texts(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
+    candidates = [trial_dir / name for name in TEXT_FILES]
+    candidates += sorted((trial_dir / "verifier").glob("*.txt")) if (trial_dir / "verifier").is_dir() else []
+    candidates += sorted((trial_dir / "agent").glob("*.txt")) if (trial_dir / "agent").is_dir() else []
+    for path in candidates:
+        if path.is_file():
+            key = path.relative_to(trial_dir).as_posix()
+            with open(path, "rb") as f:
+                data = f.read(TEXT_LIMIT + 1)
+            text = data[:TEXT_LIMIT].decode("utf-8", "replace")
+            if len(data) > TEXT_LIMIT:
+                text += f"\n… [truncated at {TEXT_LIMIT} bytes; download {rel}/{key} for the rest]"
+            trial.texts[key] = text
+    if "exception.txt" in trial.texts and not trial.exception_traceback:
+        trial.exception_traceback = trial.texts["exception.txt"]
+
+
+def _trajectory_role(name: str) -> tuple[int, str]:
+    if name == "trajectory.json":
+        return 0, "main"
+    match = CONT_RE.match(name)
+    if match:
+        return int(match.group(1)), "continuation"
+    return 1000, "subagent"
+
+
+def _read_trajectories(trial: ParsedTrial, base: Path, rel: str, step_name: str = "") -> None:
+    found = []
+    for folder, role_override in (("agent", ""), ("user-agent", "user-agent")):
+        directory = base / folder
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.glob("trajectory*.json")):
+            order, role = _trajectory_role(path.name)
+            found.append(
+                (
+                    0 if folder == "agent" else 1,
+                    order,
+                    path.name,
+                    path,
+                    f"{rel}/{folder}/{path.name}",
+                    role_override or (role if not step_name or role != "main" else "step"),
+                )
+            )
+    for *_order, path, path_rel, role in sorted(found, key=lambda x: x[:3]):
+        try:
+            trajectory = read_trajectory(path, path_rel, role=role, step_name=step_name)
+            trial.trajectories.append(trajectory)
+            trial.present.add("trajectory")
+            if role in ("main", "step"):
+                trial.refs.setdefault("trajectoryRef", path_rel)
+                if trajectory.session_id:
+                    trial.runtime_correlation.setdefault("sessionId", trajectory.session_id)
+        except PackError as exc:
+            trial.problems.append(exc.problem)
+
+
+def reward_from_files(verifier: Path, rel: str, problems: list[Problem]) -> dict[str, Any]:
+    """Harbor's rule: reward.json (a flat dict) wins over reward.txt (a single number)."""
+    if (verifier / "reward.json").is_file():
+        try:
+            data = load_json(verifier / "reward.json", f"{rel}/reward.json")
+        except PackError as exc:
+            problems.append(exc.problem)
+            return {}
+        if isinstance(data, dict):
+            return data
+        problems.append(Problem(f"{rel}/reward.json", "reward.json must be a flat object"))
+    elif (verifier / "reward.txt").is_file():
+        text = (verifier / "reward.txt").read_text("utf-8", "replace").strip()
+        if not text:
+            problems.append(Problem(f"{rel}/reward.txt", "reward file is empty (RewardFileEmptyError)"))
+            return {}
+        try:
+            return {"reward": float(text)}
+        except ValueError:
+            problems.append(Problem(f"{rel}/reward.txt", f"reward is not a number: {text[:80]!r}"))
+    return {}
+
+
+def _read_verifier(trial: ParsedTrial, verifier: Path, rel: str, step_name: str = "") -> None:
+    if not verifier.is_dir():
+        return
+    file_rewards = reward_from_files(verifier, rel, trial.problems)
+    if file_rewards:
+        if step_name:
+            trial.provenance.setdefault("step_rewards", {})[step_name] = file_rewards
+        elif not trial.rewards:
+            trial.rewards = dict(file_rewards)
+            trial.present.add("reward")
+    details_path = verifier / "reward-details.json"
+    if details_path.is_file():
+        try:
+            details = load_json(details_path, f"{rel}/reward-details.json")
+            trial.criteria.extend(criteria_from_details(details, step_name))
+            trial.present.add("reward_details")
+            trial.refs.setdefault("rewardDetailsRef", f"{rel}/reward-details.json")
+            trial.documents.setdefault("reward_details", {})[step_name or "trial"] = details
+        except PackError as exc:
+            trial.problems.append(exc.problem)
+    ctrf_path = verifier / "ctrf.json"
+    if ctrf_path.is_file():
+        try:
+            ctrf = load_json(ctrf_path, f"{rel}/ctrf.json")
+            tests = ((ctrf.get("results") or {}).get("tests") or []) if isinstance(ctrf, dict) else []
+            trial.ctrf_tests.extend(t for t in tests if isinstance(t, dict))
+        except PackError as exc:
+            trial.problems.append(exc.problem)
+
+
+def criteria_from_details(details: Any, step_name: str = "") -> list[ParsedCriterion]:
+    """reward-details.json has no public real sample: accept a criteria list or a name -> entry map."""
+    if isinstance(details, dict):
+        entries = details.get("criteria") or details.get("details") or details.get("dimensions")
+        if isinstance(entries, dict):
+            entries = [dict(v, name=k) if isinstance(v, dict) else {"name": k, "score": v} for k, v in entries.items()]
+    else:
+        entries = details
+    criteria = []
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        name = str(entry.get("name") or entry.get("criterion") or entry.get("id") or f"criterion-{i + 1}")
+        evidence = entry.get("evidence") or entry.get("evidence_refs") or []
+        criteria.append(
+            ParsedCriterion(
+                name=f"{step_name}/{name}" if step_name else name,
+                score=_number(entry.get("score", entry.get("value"))),
+                weight=_number(entry.get("weight")),
+                reasoning=str(entry.get("reasoning") or entry.get("reason") or entry.get("explanation") or ""),
+                evidence_refs=evidence if isinstance(evidence, list) else [evidence],
+                raw=entry,
+            )
+        )
+    return criteria
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _read_artifacts(trial: ParsedTrial, artifacts: Path, rel: str) -> None:
+    manifest_path = artifacts / "manifest.json"
+    if not manifest_path.is_file():
+        return
+    try:
+        manifest = load_json(manifest_path, f"{rel}/manifest.json")
+    except PackError as exc:
+        trial.problems.append(exc.problem)
+        return
+    entries = manifest.get("artifacts", manifest.get("entries")) if isinstance(manifest, dict) else manifest
+    trial.present.add("manifest")
+    trial.refs.setdefault("artifactManifestRef", f"{rel}/manifest.json")
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        destination = str(entry.get("destination") or "")
+        local = _artifact_file(artifacts, destination, str(entry.get("source") or ""))
+        trial.artifacts.append(
+            ParsedArtifact(
+                source=str(entry.get("source") or ""),
+                destination=destination,
+                kind=str(entry.get("type") or "file"),
+                status=str(entry.get("status") or ""),
+                service=str(entry.get("service") or ""),
+                path=f"{rel}/{local.relative_to(artifacts).as_posix()}" if local else "",
+                raw=entry,
+            )
+        )
+
+
+def _artifact_file(artifacts: Path, destination: str, source: str) -> Path | None:
+    """Where a manifest entry's bytes are in the pack (v0.22 mirrors the source path)."""
+    for candidate in (destination, source):
+        stripped = candidate.removeprefix("/logs/artifacts/").lstrip("/")
+        if stripped and ".." not in Path(stripped).parts:
+            path = artifacts / stripped
+            if path.is_file():
+                return path
+    return None
+
+
+def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
+    """Evidence packs and event files anywhere in the trial folder, joined by content."""
+    known = {"result.json", "config.json", "lock.json"}
+    for path in sorted(trial_dir.rglob("*.json")):
+        local = path.relative_to(trial_dir).as_posix()
+        if (
+            local in known
+            or path.name.startswith("trajectory")
+            or "/verifier/" in f"/{local}"
+            or path.parent.name == "artifacts"
+        ):
+            continue
+        try:
+            data = load_json(path, f"{rel}/{local}")
+        except PackError as exc:
+            trial.problems.append(exc.problem)
+            continue
+        if lime.is_evidence_pack(data):
+            join_evidence_pack(trial, lime.parse_evidence_pack(data, f"{rel}/{local}"))
+        elif path.stat().st_size < TEXT_LIMIT:
+            trial.documents.setdefault("other", {})[local] = data
+    for path in sorted(trial_dir.rglob("*.jsonl")):
+        local = path.relative_to(trial_dir).as_posix()
+        rows, problems = load_jsonl(path, f"{rel}/{local}")
+        trial.problems.extend(problems)
+        read_event_rows(trial, rows, f"{rel}/{local}")
+
+
+def read_event_rows(trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str) -> None:
+    runtime_rows = [(n, r) for n, r in rows if lime.is_runtime_event(r)]
+    context_rows = [(n, r) for n, r in rows if agentcontext.is_context_event(r)]
+    if runtime_rows:
+        events, problems = lime.parse_event_rows(runtime_rows, rel)
+        trial.events.extend(events)
+        trial.problems.extend(problems)
+        trial.permissions = lime.permissions_from_events(trial.events)
+        for event in events:
+            trial.context_records.extend(agentcontext.context_records_from_runtime_event(event))
+            category = (event.payload or {}).get("failureCategory")
+            if event.type == "benchmark.trial.failed" and category and category != "none":
+                trial.failure_category = str(category)
+        trial.present.add("runtime_events")
+    for number, row in context_rows:
+        trial.context_records.extend(agentcontext.parse_context_event(row, rel, number))
+    if context_rows:
+        trial.present.add("context_records")
+    for number, row in rows:
+        if not lime.is_runtime_event(row) and not agentcontext.is_context_event(row):
+            trial.problems.append(
+                Problem(
+                    rel,
+                    "line is neither a runtime event nor a context event",
+                    line=number,
+                    severity="warning",
+                    kept="the raw bytes",
+                )
+            )
+
+
+def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial) -> None:
+    """The evidence pack's ids win where Harbor had none; Harbor's facts stay where it has them."""
+    trial.present.add("evidence_pack")
+    trial.benchmark = {**trial.benchmark, **{k: v for k, v in pack.benchmark.items() if v}}
+    trial.runtime_correlation = {**pack.runtime_correlation, **trial.runtime_correlation}
+    trial.refs = {**pack.refs, **trial.refs}
+    trial.documents["evidence_pack"] = pack.documents.get("evidence_pack")
+    if pack.dataset and (trial.dataset is None or trial.dataset.name in ("", "adhoc")):
+        trial.dataset = pack.dataset
+    elif pack.dataset and trial.dataset and not trial.dataset.version:
+        trial.dataset.version = pack.dataset.version
+    if pack.configuration and trial.configuration:
+        trial.configuration.key = pack.configuration.key or trial.configuration.key
+        trial.configuration.role = pack.configuration.role
+        trial.configuration.profiles.update(pack.configuration.profiles)
+    elif pack.configuration:
+        trial.configuration = pack.configuration
+    if not trial.failure_category and pack.failure_category:
+        trial.failure_category = pack.failure_category
+    if not trial.criteria:
+        trial.criteria.extend(pack.criteria)
+
+
+def parse_task_toml(path: Path, rel: str) -> ParsedPack:
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PackError(Problem(rel, f"malformed TOML: {exc}", kept="the raw bytes")) from exc
+    task = data.get("task") or {}
+    kind = (
+        "harbor-task"
+        if (
+            "task" in data
+            or "verifier" in data
+            or "environment" in data
+            or "schema_version" in data
+            or "version" in data
+        )
+        else "toml"
+    )
+    if "scoring" in data or "dimensions" in data or "criteria" in data or "judge" in data:
+        kind = "rewardkit-config"
+    return ParsedPack(
+        kind=kind,
+        documents=[
+            ParsedDocument(
+                kind=kind,
+                path=rel,
+                title=str(task.get("name") or path.parent.name),
+                data=data,
+                counts={"steps": len(data.get("steps") or [])},
+            )
+        ],
+    )
+
+
+def is_traces_export(data: Any) -> bool:
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and all(isinstance(row, dict) and "conversations" in row for row in data[:5])
+    )
+
+
+def parse_traces_export(data: list, rel: str) -> ParsedPack:
+    conversations = sum(len(row.get("conversations") or []) for row in data)
+    return ParsedPack(
+        kind="harbor-traces",
+        documents=[
+            ParsedDocument(
+                kind="harbor-traces",
+                path=rel,
+                title=str(data[0].get("task") or rel),
+                data=data,
+                counts={"rows": len(data), "messages": conversations},
+            )
+        ],
+    )
+
+
+def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
+    """A trajectory uploaded on its own: a trial with only a trajectory (incomplete, but evidence)."""
+    trajectory = read_trajectory(path, rel)
+    agent = trajectory.agent
+    name = trajectory.session_id or trajectory.trajectory_id or Path(rel).stem
+    trial = ParsedTrial(
+        key=f"atif:{trajectory.session_id or ''}:{trajectory.trajectory_id or ''}:{rel}",
+        source_format="harbor",
+        name=name,
+        configuration=ConfigurationRef(
+            key="__".join(x for x in (agent.get("name"), agent.get("model_name")) if x) or "unknown",
+            agent_name=str(agent.get("name") or ""),
+            agent_version=str(agent.get("version") or ""),
+            model_name=str(agent.get("model_name") or ""),
+        ),
+        trajectories=[trajectory],
+        files=[rel],
+        present={"trajectory"},
+        status="unknown",
+    )
+    return ParsedPack(kind="atif-trajectory", trials=[trial], trial_count=1)
+
+
+def sniff_trajectory(path: Path) -> bool:
+    """A cheap look at the first bytes: does this JSON file start like an ATIF trajectory?"""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return b'"schema_version"' in head and b"ATIF" in head or (b'"steps"' in head and b'"agent"' in head)

@@ -1,0 +1,51 @@
+"""Reading JSON and JSONL with errors that say which file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from trials.ingest.records import PackError, Problem
+
+
+def load_json(path: Path, rel: str) -> Any:
+    raw = path.read_bytes()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise PackError(Problem(rel, f"malformed JSON: {exc.msg}", line=exc.lineno, kept="the raw bytes")) from exc
+
+
+def load_jsonl(path: Path, rel: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
+    """Rows as (line number, value); a bad line is a problem, the other lines still count."""
+    rows: list[tuple[int, Any]] = []
+    problems: list[Problem] = []
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((number, orjson.loads(line)))
+            except orjson.JSONDecodeError as exc:
+                problems.append(
+                    Problem(
+                        rel,
+                        f"malformed JSON line: {exc.msg}",
+                        line=number,
+                        kept="the other lines, and this one in the raw bytes",
+                    )
+                )
+    return rows, problems
+
+
+def first_jsonl_row(path: Path) -> Any:
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    return orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    return None
+    return None

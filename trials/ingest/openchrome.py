@@ -1,0 +1,167 @@
+"""OpenChrome benchmark result envelopes and the headline-gates file (seed 003).
+
+An envelope is one axis run: environment + competitors + results[]. Real-world task
+completion entries carry `runs[]` (one trial each); other axes' rows stay in the job.
+`success` is a boolean outcome: it becomes reward 1.0/0.0 but is never a score.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trials.ingest.lime import clean_category, parse_time, to_float, to_int, to_str
+from trials.ingest.records import (
+    ConfigurationRef,
+    DatasetRef,
+    ParsedDocument,
+    ParsedJob,
+    ParsedPack,
+    ParsedTrial,
+    Problem,
+    TaskRef,
+)
+
+# Run keys that become columns; every other run key goes to provenance.
+_RUN_COLUMNS = {"library", "taskId", "success", "failureCategory", "usd", "wallTimeMs"}
+# Entry-level facts every run of that entry inherits (how it was measured).
+_ENTRY_PROVENANCE = ("suite", "issue", "measurementMode", "claimScope", "stressMode")
+
+
+def is_envelope(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("results"), list)
+        and ("axis" in data or ("environment" in data and "competitors" in data))
+    )
+
+
+def is_headline_gates(data: Any) -> bool:
+    return isinstance(data, dict) and ("global_required_fields" in data or "issue_gates" in data)
+
+
+def _job_id(data: dict[str, Any], path: str) -> str:
+    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    parts = [to_str(data.get("axis")), to_str(env.get("capturedAt")), to_str(env.get("gitSha"))]
+    return ":".join(p for p in parts if p) or path
+
+
+def _configuration(library: str, data: dict[str, Any], mode: Any) -> ConfigurationRef:
+    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    llm = env.get("llm") if isinstance(env.get("llm"), dict) else {}
+    competitor = next(
+        (c for c in data.get("competitors") or [] if isinstance(c, dict) and c.get("name") == library), {}
+    )
+    return ConfigurationRef(
+        key=library,
+        agent_name=library,
+        agent_version=to_str(competitor.get("version")),
+        model_name=to_str(llm.get("model")),
+        profiles={"mode": mode, "llm": llm, "competitor": competitor},
+    )
+
+
+def _flag(value: Any) -> int | None:
+    return None if value is None else int(bool(value))
+
+
+def _tokens(value: Any) -> tuple[int | None, int | None]:
+    if isinstance(value, dict):
+        return to_int(value.get("input")), to_int(value.get("output"))
+    return None, None  # a bare number is a total: kept in provenance
+
+
+def _run_trial(
+    run: dict[str, Any], entry: dict[str, Any], data: dict[str, Any], job_key: str, job_id: str, index: int
+) -> ParsedTrial:
+    library = to_str(run.get("library"))
+    task_id = to_str(run.get("taskId"))
+    success = run.get("success")
+    reward = None if success is None else float(bool(success))
+    rewards = {
+        name: _flag(run.get(name)) for name in ("success", "firstAttempt", "recovered") if run.get(name) is not None
+    }
+    tasks = {to_str(t.get("id")): t for t in entry.get("tasks") or [] if isinstance(t, dict)}
+    wall_ms = to_float(run.get("wallTimeMs"))
+    input_tokens, output_tokens = _tokens(run.get("tokens"))
+    provenance = {k: entry[k] for k in _ENTRY_PROVENANCE if k in entry}
+    provenance.update({k: v for k, v in run.items() if k not in _RUN_COLUMNS})
+    status = "unknown" if success is None else ("passed" if success else "failed")
+    return ParsedTrial(
+        key=f"openchrome:{job_id}:{library}:{task_id}:{index}",
+        source_format="openchrome",
+        name=f"{library} {task_id}",
+        dataset=DatasetRef(to_str(entry.get("suite") or data.get("axis")), ref=to_str(entry.get("issue"))),
+        task=TaskRef(task_id, definition=tasks.get(task_id, {})) if task_id else None,
+        configuration=_configuration(library, data, run.get("mode")),
+        job_key=job_key,
+        status=status,
+        reward=reward,
+        rewards=rewards,
+        failure_category=clean_category(run.get("failureCategory")),
+        phases={"total": {"seconds": wall_ms / 1000}} if wall_ms is not None else {},
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost_usd=to_float(run.get("usd")),
+        provenance=provenance,
+        documents={"run": run},
+    )
+
+
+def parse_envelope(data: dict[str, Any], path: str) -> ParsedPack:
+    job_id = _job_id(data, path)
+    job_key = "openchrome:" + job_id
+    problems: list[Problem] = []
+    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    trials: list[ParsedTrial] = []
+    entries: list[Any] = []
+    rows_without_runs = 0
+    for entry in data["results"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("runs"), list):
+            rows_without_runs += 1  # other axes: the row itself is the evidence
+            entries.append(entry)
+            continue
+        entries.append({k: v for k, v in entry.items() if k != "runs"} | {"run_count": len(entry["runs"])})
+        for run in entry["runs"]:
+            if isinstance(run, dict):
+                trials.append(_run_trial(run, entry, data, job_key, job_id, len(trials)))
+            else:
+                problems.append(
+                    Problem(path, "run row is not an object", "$.results[].runs[]", kept="in the job extra")
+                )
+                entries[-1].setdefault("unreadable_runs", []).append(run)
+    job = ParsedJob(
+        key=job_key,
+        name=to_str(data.get("axis")) or path,
+        source_format="openchrome",
+        started_at=parse_time(env.get("capturedAt"), path, "$.environment.capturedAt", problems),
+        extra={k: v for k, v in data.items() if k != "results"}
+        | {"results": entries, "rows_without_runs": rows_without_runs},
+    )
+    return ParsedPack(kind="openchrome", jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
+
+
+def parse_headline_gates(data: dict[str, Any], path: str) -> ParsedDocument:
+    def size(key: str) -> int:
+        value = data.get(key)
+        return len(value) if isinstance(value, list | dict) else 0
+
+    return ParsedDocument(
+        kind="openchrome-headline-gates",
+        path=path,
+        title=f"headline gates ({to_str(data.get('status')) or 'no status'})",
+        data=data,
+        counts={
+            "required_fields": size("global_required_fields"),
+            "issue_gates": size("issue_gates"),
+            "eligible_evidence_tiers": size("eligible_evidence_tiers"),
+        },
+    )
+
+
+def parse(data: Any, path: str) -> ParsedPack | None:
+    if is_envelope(data):
+        return parse_envelope(data, path)
+    if is_headline_gates(data):
+        document = parse_headline_gates(data, path)
+        return ParsedPack(kind=document.kind, documents=[document])
+    return None

@@ -1,0 +1,271 @@
+"""Plain data that parsers produce and the import service writes. No Django here.
+
+A parser reads files of one input format and returns a `ParsedPack`. Nothing it
+reads is dropped: whatever has no column of its own stays in a `raw`/`extra` dict,
+and every file's bytes are stored by the service before parsing starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+# A trial passes when its headline reward reaches full marks (Harbor rewards are 0..1).
+PASS_REWARD = 1.0
+
+
+@dataclass
+class Problem:
+    """Something wrong with the input: where it is, what it is, and what was kept."""
+
+    file: str
+    message: str
+    json_path: str = ""
+    line: int | None = None
+    severity: str = "error"  # "error" rejects the file or trial, "warning" keeps it flagged
+    kept: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "json_path": self.json_path,
+            "line": self.line,
+            "severity": self.severity,
+            "message": self.message,
+            "kept": self.kept,
+        }
+
+
+class PackError(Exception):
+    """The whole file cannot be read as the format it claims to be."""
+
+    def __init__(self, problem: Problem):
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+@dataclass
+class DatasetRef:
+    name: str
+    version: str = ""
+    ref: str = ""
+
+
+@dataclass
+class ConfigurationRef:
+    key: str
+    role: str = ""  # baseline | candidate | control | ""
+    agent_name: str = ""
+    agent_version: str = ""
+    model_name: str = ""
+    profiles: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskRef:
+    name: str
+    checksum: str = ""
+    source: str = ""  # where the task definition lives (path, git url, package)
+    definition: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParsedToolCall:
+    tool_call_id: str
+    function_name: str
+    arguments: Any
+
+
+@dataclass
+class ParsedObservation:
+    source_call_id: str | None
+    content_text: str  # text of every text part, for search and previews
+    content_size: int
+    subagent_refs: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ParsedStep:
+    index: int  # position in the file, 0-based
+    step_id: Any
+    source: str
+    timestamp: datetime | None
+    model_name: str
+    message_text: str
+    reasoning: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    cost_usd: float | None
+    is_copied_context: bool
+    llm_call_count: int | None
+    context_management: str  # compaction | pruning | injection | ""
+    tool_calls: list[ParsedToolCall]
+    observations: list[ParsedObservation]
+    raw: dict[str, Any]  # the step exactly as it was in the file
+
+
+@dataclass
+class ParsedTrajectory:
+    path: str  # pack-relative path of the file
+    role: str  # main | continuation | subagent | user-agent | step
+    schema_version: str
+    session_id: str
+    trajectory_id: str
+    agent: dict[str, Any]
+    final_metrics: dict[str, Any] | None
+    header: dict[str, Any]  # every root key except steps
+    steps: Iterable[ParsedStep]  # may be a lazy generator over a huge file
+    problems: list[Problem]  # filled while `steps` is consumed
+    step_name: str = ""  # multi-step tasks: steps/<name>/
+
+
+@dataclass
+class ParsedCriterion:
+    name: str
+    score: float | None
+    weight: float | None = None
+    reasoning: str = ""
+    evidence_refs: list[Any] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParsedArtifact:
+    source: str
+    destination: str = ""
+    kind: str = "file"
+    status: str = ""
+    service: str = ""
+    path: str = ""  # pack-relative path of the stored file, when it is in the pack
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParsedEvent:
+    """A runtime event: `benchmark.*`, `tool.*`, `action.*`, `permission.*`, `context.*`..."""
+
+    type: str
+    event_id: str
+    timestamp: datetime | None
+    sequence: int | None
+    correlation: dict[str, str]  # sessionId, threadId, turnId, taskId, runId, stepId, toolCallId…
+    payload: dict[str, Any]
+    refs: dict[str, Any]
+    raw: dict[str, Any]
+    file: str = ""
+    line: int | None = None
+
+
+@dataclass
+class ParsedPermission:
+    action_id: str
+    tool_call_id: str = ""
+    step_id: str = ""
+    action_type: str = ""
+    tool_name: str = ""
+    scope: dict[str, Any] = field(default_factory=dict)
+    prompt: str = ""
+    decision: str = "pending"  # approve | deny | edit | pending
+    decided_by: str = ""
+    reason: str = ""
+    side_effect_after_denial: bool = False
+    requested_at: datetime | None = None
+    resolved_at: datetime | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParsedContextRecord:
+    """An Agent Context fact. `data` never holds a redacted raw value."""
+
+    kind: str  # envelope | item | selection | budget | assembly | injection | compaction | missing | redaction | event
+    record_id: str
+    context_id: str = ""
+    status: str = ""  # selected | omitted | compacted | missing | redacted | ""
+    reason: str = ""
+    redaction_state: str = ""
+    correlation: dict[str, str] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ParsedTrial:
+    key: str  # natural key, unique across imports: re-importing the same trial is a no-op
+    source_format: str  # harbor | lime | agentv | openchrome | agentqc
+    name: str
+    dataset: DatasetRef | None = None
+    task: TaskRef | None = None
+    configuration: ConfigurationRef | None = None
+    job_key: str = ""
+    attempt: int | None = None
+    status: str = ""  # passed | failed | errored | timeout | skipped | running | unknown
+    reward: float | None = None  # the headline key, conventionally "reward"
+    rewards: dict[str, Any] = field(default_factory=dict)
+    exception_type: str = ""
+    exception_message: str = ""
+    exception_traceback: str = ""
+    failure_category: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {started_at, finished_at, seconds}
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    benchmark: dict[str, Any] = field(default_factory=dict)
+    runtime_correlation: dict[str, Any] = field(default_factory=dict)
+    refs: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    documents: dict[str, Any] = field(default_factory=dict)  # result.json, config.json, lock.json… parsed
+    texts: dict[str, str] = field(default_factory=dict)  # trial.log, exception.txt, test-stdout.txt… (path -> text)
+    trajectories: list[ParsedTrajectory] = field(default_factory=list)
+    criteria: list[ParsedCriterion] = field(default_factory=list)
+    artifacts: list[ParsedArtifact] = field(default_factory=list)
+    events: list[ParsedEvent] = field(default_factory=list)
+    permissions: list[ParsedPermission] = field(default_factory=list)
+    context_records: list[ParsedContextRecord] = field(default_factory=list)
+    ctrf_tests: list[dict[str, Any]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # pack-relative paths that belong to this trial
+    present: set[str] = field(default_factory=set)  # evidence parts seen: trajectory, reward_details, manifest…
+    problems: list[Problem] = field(default_factory=list)
+
+
+@dataclass
+class ParsedJob:
+    key: str
+    name: str
+    source_format: str
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # claimEligibility, summary.json, experiment…
+
+
+@dataclass
+class ParsedDocument:
+    """A file that is evidence but not a trial: QC manifests, verdicts, schemas, task.toml…"""
+
+    kind: str
+    path: str
+    title: str = ""
+    data: Any = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ParsedPack:
+    kind: str  # the detected format
+    jobs: list[ParsedJob] = field(default_factory=list)
+    trials: Iterable[ParsedTrial] = field(default_factory=list)  # may be lazy
+    documents: list[ParsedDocument] = field(default_factory=list)
+    events: list[ParsedEvent] = field(default_factory=list)  # not tied to a trial of this pack
+    context_records: list[ParsedContextRecord] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    trial_count: int | None = None  # when known up front, for progress
+
+    def iter_trials(self) -> Iterator[ParsedTrial]:
+        yield from self.trials

@@ -1,0 +1,76 @@
+"""python manage.py import_packs PATH [PATH ...]: import trial packs from this machine."""
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from trials import services
+from trials.models import Import
+
+
+class Command(BaseCommand):
+    help = "Import trial packs (Harbor job or trial folders, archives, evidence packs, events, results)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def handle(self, *paths, **options):
+        rejected = 0
+        for raw in options["paths"]:
+            path = Path(raw).resolve()
+            if not path.exists():
+                raise CommandError(f"no such file or folder: {raw}")
+            imp = services.create_import(origin=Import.Origin.CLI, source_name=raw, source_path=str(path))
+            imp = self.run(imp, show_progress=not options["no_progress"])
+            for outcome in imp.outcomes:
+                self.stdout.write(self.describe(outcome))
+            for problem in imp.problems:
+                if problem.get("severity") == "error":
+                    where = problem["file"] + (f":{problem['line']}" if problem.get("line") else "")
+                    where += f" {problem['json_path']}" if problem.get("json_path") else ""
+                    self.stderr.write(f"  error {where}: {problem['message']} (kept: {problem.get('kept') or '-'})")
+            rejected += imp.rejected_count + (imp.status == Import.Status.FAILED)
+        if rejected:
+            raise CommandError(f"{rejected} pack(s) rejected")
+
+    def run(self, imp: Import, show_progress: bool) -> Import:
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
+
+            def progress(current: Import) -> None:
+                bar.total = current.progress_total
+                bar.n = current.progress_done
+                bar.refresh()
+
+            imp = services.run_import(str(imp.pk), on_progress=progress)
+            bar.close()
+            return imp
+        return self.wait_for_worker(imp, show_progress)
+
+    def wait_for_worker(self, imp: Import, show_progress: bool) -> Import:
+        import time
+
+        from trials.tasks import import_pack_task
+
+        import_pack_task.delay(str(imp.pk))
+        bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
+        while imp.status in (Import.Status.QUEUED, Import.Status.RUNNING):
+            time.sleep(0.5)
+            imp.refresh_from_db()
+            bar.total, bar.n = imp.progress_total, imp.progress_done
+            bar.refresh()
+        bar.close()
+        return imp
+
+    @staticmethod
+    def describe(outcome: dict) -> str:
+        line = f"{outcome['outcome']:>16}  {outcome['kind']:<22} {outcome['pack']}"
+        if outcome.get("reason"):
+            line += f"  ({outcome['reason']})"
+        elif outcome["outcome"] == "imported":
+            details = ", ".join(f"{k} {v}" for k, v in outcome.items() if k not in ("pack", "kind", "outcome") and v)
+            line += f"  ({details})" if details else ""
+        return line

@@ -1,0 +1,469 @@
+"""What Benchviewer stores: raw bytes (Blob, PackFile) and the rows that index them.
+
+Raw bytes are the source of truth. Every other table is an index for pages,
+filters and aggregates, and keeps what it has no column for in a JSON field.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import orjson
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class Blob(models.Model):
+    """Content-addressed bytes: the same content is stored once, whoever imports it."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    size = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.size} B)"
+
+    @property
+    def storage_name(self) -> str:
+        return f"{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}"
+
+    def open(self):
+        from trials.blobs import blob_storage
+
+        return blob_storage().open(self.storage_name, "rb")
+
+    def read(self) -> bytes:
+        with self.open() as f:
+            return f.read()
+
+
+class Import(models.Model):
+    """One request to import: an upload, an API call or a CLI path. Runs as a Celery task."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Origin(models.TextChoices):
+        UPLOAD = "upload"
+        API = "api"
+        CLI = "cli"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    origin = models.CharField(max_length=10, choices=Origin.choices)
+    source_name = models.CharField(max_length=500)  # file name or path as the user gave it
+    source_path = models.CharField(max_length=2000, blank=True)  # CLI: a path on this machine
+    upload = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    # One line per pack: {"pack": path, "kind": ..., "outcome": imported|already imported|rejected, ...}
+    outcomes = models.JSONField(default=list)
+    problems = models.JSONField(default=list)  # Problem.as_dict() entries
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.source_name} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("import-detail", args=[self.pk])
+
+    @property
+    def rejected_count(self) -> int:
+        return sum(1 for o in self.outcomes if o.get("outcome") == "rejected")
+
+
+class Pack(models.Model):
+    """A detected trial pack (a job dir, a trial dir, a JSON or JSONL file), stored whole.
+
+    `sha256` is the hash of its content (for a folder, of its sorted file list and
+    file hashes), so importing the same pack again finds this row and adds nothing.
+    """
+
+    class Status(models.TextChoices):
+        IMPORTING = "importing"  # rows are being written; a re-import finishes the job
+        IMPORTED = "imported"
+        REJECTED = "rejected"  # bytes kept, nothing could be read from them
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    kind = models.CharField(max_length=40)
+    name = models.CharField(max_length=500)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.IMPORTING)
+    first_import = models.ForeignKey(Import, null=True, on_delete=models.SET_NULL)
+    problems = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.name}"
+
+
+class PackFile(models.Model):
+    pack = models.ForeignKey(Pack, on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=1000)
+    blob = models.ForeignKey(Blob, on_delete=models.PROTECT)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["pack", "path"], name="unique_pack_path")]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class Dataset(models.Model):
+    name = models.CharField(max_length=300)
+    version = models.CharField(max_length=100, blank=True)
+    ref = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="unique_dataset_version")]
+        ordering = ["name", "version"]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}" if self.version else self.name
+
+
+class Configuration(models.Model):
+    class Role(models.TextChoices):
+        BASELINE = "baseline"
+        CANDIDATE = "candidate"
+        CONTROL = "control"
+        NONE = "", "unassigned"
+
+    key = models.CharField(max_length=300, unique=True)
+    role = models.CharField(max_length=20, choices=Role.choices, blank=True, db_index=True)
+    agent_name = models.CharField(max_length=200, blank=True)
+    agent_version = models.CharField(max_length=100, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    profiles = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.role})" if self.role else self.key
+
+
+class Job(models.Model):
+    """A run container: a Harbor job, an AgentV run, an OpenChrome envelope, a QC experiment."""
+
+    key = models.CharField(max_length=300, unique=True)
+    name = models.CharField(max_length=300)
+    source_format = models.CharField(max_length=20)
+    pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("job-detail", args=[self.pk])
+
+
+class Task(models.Model):
+    dataset = models.ForeignKey(Dataset, null=True, on_delete=models.PROTECT)
+    name = models.CharField(max_length=300)
+    checksum = models.CharField(max_length=128, blank=True)
+    source = models.CharField(max_length=1000, blank=True)
+    definition = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "name", "checksum"], name="unique_task_checksum")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TrialQuerySet(models.QuerySet):
+    def for_list(self):
+        return self.select_related("task", "configuration", "dataset", "job")
+
+    def failed(self):
+        return self.filter(status__in=Trial.FAILED_STATUSES)
+
+
+class Trial(models.Model):
+    class Status(models.TextChoices):
+        PASSED = "passed"
+        FAILED = "failed"
+        ERRORED = "errored"
+        TIMEOUT = "timeout"
+        SKIPPED = "skipped"
+        UNKNOWN = "unknown"
+
+    FAILED_STATUSES = ("failed", "errored", "timeout")
+
+    key = models.CharField(max_length=500, unique=True)
+    source_format = models.CharField(max_length=20, db_index=True)
+    name = models.CharField(max_length=300)
+    pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL, related_name="trials")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="trials")
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT)
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.PROTECT)
+    configuration = models.ForeignKey(
+        Configuration, null=True, blank=True, on_delete=models.PROTECT, related_name="trials"
+    )
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.UNKNOWN)
+    reward = models.FloatField(null=True, blank=True)
+    rewards = models.JSONField(default=dict, blank=True)
+    exception_type = models.CharField(max_length=200, blank=True)
+    exception_message = models.TextField(blank=True)
+    exception_traceback = models.TextField(blank=True)
+    failure_category = models.CharField(max_length=60, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_sec = models.FloatField(null=True, blank=True)
+    phases = models.JSONField(default=dict, blank=True)
+    input_tokens = models.BigIntegerField(null=True, blank=True)
+    cached_tokens = models.BigIntegerField(null=True, blank=True)
+    output_tokens = models.BigIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)
+    step_count = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    # Joinability: which evidence parts the pack has, and whether it can be trusted.
+    is_complete = models.BooleanField(default=False)
+    missing = models.JSONField(default=list, blank=True)
+    session_id = models.CharField(max_length=200, blank=True, db_index=True)
+    run_id = models.CharField(max_length=200, blank=True, db_index=True)
+    benchmark = models.JSONField(default=dict, blank=True)
+    runtime_correlation = models.JSONField(default=dict, blank=True)
+    refs = models.JSONField(default=dict, blank=True)
+    provenance = models.JSONField(default=dict, blank=True)
+    documents = models.JSONField(default=dict, blank=True)  # result.json, config.json… as parsed
+    texts = models.JSONField(default=dict, blank=True)  # logs, stdout, exception.txt (path -> text)
+    ctrf_tests = models.JSONField(default=list, blank=True)
+    problems = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TrialQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "name"]
+        indexes = [
+            models.Index(fields=["job", "task"]),
+            models.Index(fields=["configuration", "task"]),
+            models.Index(fields=["dataset", "status"]),
+            models.Index(fields=["status", "failure_category"]),
+            models.Index(fields=["reward"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("trial-detail", args=[self.pk])
+
+    @property
+    def is_failure(self) -> bool:
+        return self.status in self.FAILED_STATUSES
+
+
+class Trajectory(models.Model):
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="trajectories")
+    path = models.CharField(max_length=1000)
+    role = models.CharField(max_length=20)  # main | continuation | subagent | user-agent | step
+    step_name = models.CharField(max_length=200, blank=True)
+    position = models.PositiveIntegerField(default=0)
+    blob = models.ForeignKey(Blob, null=True, on_delete=models.PROTECT)
+    schema_version = models.CharField(max_length=40, blank=True)
+    session_id = models.CharField(max_length=200, blank=True)
+    trajectory_id = models.CharField(max_length=200, blank=True)
+    agent = models.JSONField(default=dict, blank=True)
+    final_metrics = models.JSONField(null=True, blank=True)
+    header = models.JSONField(default=dict, blank=True)
+    step_count = models.PositiveIntegerField(default=0)
+    problems = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["trial", "position"]
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def is_valid(self) -> bool:
+        return not any(p.get("severity") == "error" for p in self.problems)
+
+
+class Step(models.Model):
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="steps")
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()  # position in the file, 0-based
+    step_id = models.CharField(max_length=40)  # as written; ATIF says index + 1
+    source = models.CharField(max_length=10)
+    timestamp = models.DateTimeField(null=True, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    message_text = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)
+    prompt_tokens = models.BigIntegerField(null=True, blank=True)
+    completion_tokens = models.BigIntegerField(null=True, blank=True)
+    cached_tokens = models.BigIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)
+    is_copied_context = models.BooleanField(default=False)
+    llm_call_count = models.IntegerField(null=True, blank=True)
+    context_management = models.CharField(max_length=20, blank=True)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    size = models.PositiveIntegerField(default=0)  # bytes of the step's JSON
+    search_text = models.TextField(blank=True)  # lower-cased text for in-database search
+    raw_json = models.TextField()  # the step exactly as in the file (orjson text)
+
+    class Meta:
+        ordering = ["trajectory", "index"]
+        constraints = [models.UniqueConstraint(fields=["trajectory", "index"], name="unique_step_index")]
+        indexes = [models.Index(fields=["trial", "trajectory", "index"])]
+
+    def __str__(self) -> str:
+        return f"step {self.step_id}"
+
+    @property
+    def raw(self) -> dict:
+        return orjson.loads(self.raw_json)
+
+
+class ToolCall(models.Model):
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="tool_calls")
+    tool_call_id = models.CharField(max_length=200, db_index=True)
+    function_name = models.CharField(max_length=200, db_index=True)
+    arguments = models.JSONField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.function_name} ({self.tool_call_id})"
+
+
+class ObservationResult(models.Model):
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="observations")
+    source_call_id = models.CharField(max_length=200, blank=True)
+    content_size = models.PositiveIntegerField(default=0)
+    preview = models.TextField(blank=True)
+    subagent_refs = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"result of {self.source_call_id or 'step'}"
+
+
+class PermissionDecision(models.Model):
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        DENY = "deny"
+        EDIT = "edit"
+        PENDING = "pending"
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="permissions")
+    action_id = models.CharField(max_length=200)
+    tool_call_id = models.CharField(max_length=200, blank=True, db_index=True)
+    step_id = models.CharField(max_length=40, blank=True)
+    action_type = models.CharField(max_length=100, blank=True)
+    tool_name = models.CharField(max_length=200, blank=True)
+    scope = models.JSONField(default=dict, blank=True)
+    prompt = models.TextField(blank=True)
+    decision = models.CharField(max_length=10, choices=Decision.choices)
+    decided_by = models.CharField(max_length=200, blank=True)
+    reason = models.TextField(blank=True)
+    side_effect_after_denial = models.BooleanField(default=False)
+    requested_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    raw = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.action_id}: {self.decision}"
+
+
+class ContextRecord(models.Model):
+    """An Agent Context fact. Redacted raw values are scrubbed before they get here."""
+
+    trial = models.ForeignKey(Trial, null=True, blank=True, on_delete=models.CASCADE, related_name="context_records")
+    pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
+    kind = models.CharField(max_length=20, db_index=True)
+    record_id = models.CharField(max_length=300)
+    context_id = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=20, blank=True, db_index=True)
+    reason = models.TextField(blank=True)
+    redaction_state = models.CharField(max_length=30, blank=True)
+    step_id = models.CharField(max_length=40, blank=True)
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    correlation = models.JSONField(default=dict, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.record_id}"
+
+
+class Artifact(models.Model):
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="artifacts")
+    source = models.CharField(max_length=1000)
+    destination = models.CharField(max_length=1000, blank=True)
+    kind = models.CharField(max_length=20, blank=True)
+    status = models.CharField(max_length=20, blank=True)
+    service = models.CharField(max_length=100, blank=True)
+    blob = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT)
+    raw = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return self.destination or self.source
+
+
+class RewardCriterion(models.Model):
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="criteria")
+    name = models.CharField(max_length=300)
+    score = models.FloatField(null=True, blank=True)
+    weight = models.FloatField(null=True, blank=True)
+    reasoning = models.TextField(blank=True)
+    evidence_refs = models.JSONField(default=list, blank=True)
+    raw = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RuntimeEvent(models.Model):
+    trial = models.ForeignKey(Trial, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
+    type = models.CharField(max_length=100, db_index=True)
+    event_id = models.CharField(max_length=200, blank=True, db_index=True)
+    timestamp = models.DateTimeField(null=True, blank=True)
+    sequence = models.BigIntegerField(null=True, blank=True)
+    session_id = models.CharField(max_length=200, blank=True, db_index=True)
+    run_id = models.CharField(max_length=200, blank=True, db_index=True)
+    correlation = models.JSONField(default=dict, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    refs = models.JSONField(default=dict, blank=True)
+    raw = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["sequence", "timestamp", "pk"]
+
+    def __str__(self) -> str:
+        return self.type
+
+
+class Document(models.Model):
+    """Evidence that is not a trial: QC manifests and verdicts, schemas, task.toml, traces."""
+
+    pack = models.ForeignKey(Pack, on_delete=models.CASCADE, related_name="documents")
+    kind = models.CharField(max_length=60, db_index=True)
+    path = models.CharField(max_length=1000)
+    title = models.CharField(max_length=500, blank=True)
+    data = models.JSONField(null=True, blank=True)
+    counts = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.title or self.path}"

@@ -1,0 +1,135 @@
+from rest_framework import serializers
+
+from trials import completeness
+from trials.models import Configuration, Dataset, Import, Job, Task, Trial
+
+
+class ImportSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Import
+        fields = [
+            "id",
+            "url",
+            "origin",
+            "source_name",
+            "status",
+            "progress",
+            "progress_done",
+            "progress_total",
+            "outcomes",
+            "problems",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def get_url(self, obj: Import) -> str:
+        return f"/api/imports/{obj.pk}/"
+
+    def get_progress(self, obj: Import) -> float:
+        if obj.status == Import.Status.DONE:
+            return 1.0
+        return round(obj.progress_done / obj.progress_total, 4) if obj.progress_total else 0.0
+
+
+class ImportCreateSerializer(serializers.Serializer):
+    file = serializers.FileField()
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Dataset
+        fields = ["id", "name", "version", "ref"]
+
+
+class ConfigurationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Configuration
+        fields = ["id", "key", "role", "agent_name", "agent_version", "model_name", "profiles"]
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Task
+        fields = ["id", "name", "checksum", "source"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Job
+        fields = ["id", "key", "name", "source_format", "started_at", "finished_at"]
+
+
+class TrialListSerializer(serializers.ModelSerializer):
+    dataset = DatasetSerializer()
+    configuration = ConfigurationSerializer()
+    task = TaskSerializer()
+    job = JobSerializer()
+
+    class Meta:
+        model = Trial
+        fields = [
+            "id",
+            "name",
+            "source_format",
+            "job",
+            "dataset",
+            "task",
+            "configuration",
+            "attempt",
+            "status",
+            "reward",
+            "rewards",
+            "failure_category",
+            "exception_type",
+            "duration_sec",
+            "input_tokens",
+            "cached_tokens",
+            "output_tokens",
+            "cost_usd",
+            "step_count",
+            "tool_call_count",
+            "is_complete",
+            "missing",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class TrialDetailSerializer(TrialListSerializer):
+    completeness = serializers.SerializerMethodField()
+    trajectories = serializers.SerializerMethodField()
+
+    class Meta(TrialListSerializer.Meta):
+        fields = TrialListSerializer.Meta.fields + [
+            "exception_message",
+            "exception_traceback",
+            "phases",
+            "benchmark",
+            "runtime_correlation",
+            "refs",
+            "provenance",
+            "problems",
+            "completeness",
+            "trajectories",
+        ]
+
+    def get_completeness(self, obj: Trial) -> dict:
+        return completeness.evaluate(obj.benchmark, obj.runtime_correlation, obj.refs)
+
+    def get_trajectories(self, obj: Trial) -> list[dict]:
+        return [
+            {
+                "id": t.pk,
+                "path": t.path,
+                "role": t.role,
+                "schema_version": t.schema_version,
+                "step_count": t.step_count,
+                "valid": t.is_valid,
+                "problems": t.problems,
+            }
+            for t in obj.trajectories.all()
+        ]

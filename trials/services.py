@@ -1,0 +1,700 @@
+"""The import service: the one place that writes imported packs to the database.
+
+The CLI, the API and the upload page create an Import and hand it to the Celery task,
+which calls `run_import`. Steps: store every file's bytes (content-addressed), detect
+each pack's format, parse it with a pure parser, then write one transaction per trial.
+Re-running an import is safe: packs and trials are keyed by content and natural keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from trials import completeness
+from trials.blobs import sha256_of_file, store_file
+from trials.ingest import lime
+from trials.ingest.archives import Limits, extract
+from trials.ingest.detect import Candidate, discover, parse_candidate
+from trials.ingest.harbor import trial_dirs
+from trials.ingest.records import (
+    PackError,
+    ParsedContextRecord,
+    ParsedEvent,
+    ParsedPack,
+    ParsedTrajectory,
+    ParsedTrial,
+    Problem,
+)
+from trials.models import (
+    Artifact,
+    Blob,
+    Configuration,
+    ContextRecord,
+    Dataset,
+    Document,
+    Import,
+    Job,
+    ObservationResult,
+    Pack,
+    PackFile,
+    PermissionDecision,
+    RewardCriterion,
+    RuntimeEvent,
+    Step,
+    Task,
+    ToolCall,
+    Trajectory,
+    Trial,
+)
+
+log = logging.getLogger(__name__)
+STEP_BATCH = 500
+PREVIEW_CHARS = 2000
+
+
+# Creating and queueing imports ---------------------------------------------------------
+
+
+def create_import(
+    *, origin: str, source_name: str, source_path: str = "", upload: Blob | None = None, user=None
+) -> Import:
+    return Import.objects.create(
+        origin=origin,
+        source_name=source_name[:500],
+        source_path=source_path,
+        upload=upload,
+        created_by=user if user is not None and user.is_authenticated else None,
+    )
+
+
+def enqueue(imp: Import) -> None:
+    """Hand the import to Celery once the row is committed (a worker must be able to see it)."""
+    from trials.tasks import import_pack_task
+
+    transaction.on_commit(lambda: import_pack_task.delay(str(imp.pk)))
+
+
+def import_upload(fileobj, name: str, *, origin: str, user=None) -> Import:
+    """Store an uploaded file's bytes first (nothing is lost), then queue its import."""
+    settings.IMPORT_SPOOL_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=settings.IMPORT_SPOOL_DIR, delete=False) as tmp:
+        for chunk in fileobj.chunks() if hasattr(fileobj, "chunks") else iter(lambda: fileobj.read(1 << 20), b""):
+            tmp.write(chunk)
+        tmp_path = Path(tmp.name)
+    try:
+        blob = store_file(tmp_path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+    imp = create_import(origin=origin, source_name=Path(name).name or "upload", upload=blob, user=user)
+    enqueue(imp)
+    return imp
+
+
+# Running an import ---------------------------------------------------------------------
+
+
+def limits() -> Limits:
+    return Limits(
+        max_expanded_bytes=settings.IMPORT_MAX_EXPANDED_BYTES,
+        max_ratio=settings.IMPORT_MAX_ARCHIVE_RATIO,
+        max_members=settings.IMPORT_MAX_ARCHIVE_MEMBERS,
+        max_file_bytes=settings.IMPORT_MAX_FILE_BYTES,
+    )
+
+
+def run_import(import_id: str, on_progress: Callable[[Import], None] | None = None) -> Import:
+    imp = Import.objects.get(pk=import_id)
+    if imp.status == Import.Status.DONE:
+        return imp  # a redelivered task: the work is already done
+    Import.objects.filter(pk=imp.pk).update(
+        status=Import.Status.RUNNING, started_at=timezone.now(), outcomes=[], problems=[], progress_done=0
+    )
+    imp.refresh_from_db()
+    settings.IMPORT_SPOOL_DIR.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(dir=settings.IMPORT_SPOOL_DIR, prefix="import-"))
+    runner = ImportRun(imp, workdir, on_progress)
+    try:
+        runner.run()
+        imp.status = Import.Status.DONE
+    except Exception as exc:  # a failed import says why; the server and worker keep going
+        log.exception("import %s failed", imp.pk)
+        imp.problems.append(
+            Problem(
+                imp.source_name,
+                f"import failed: {type(exc).__name__}: {exc}",
+                kept="every byte stored before the failure",
+            ).as_dict()
+        )
+        imp.status = Import.Status.FAILED
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    imp.finished_at = timezone.now()
+    imp.save()
+    return imp
+
+
+class ImportRun:
+    def __init__(self, imp: Import, workdir: Path, on_progress: Callable[[Import], None] | None):
+        self.imp = imp
+        self.workdir = workdir
+        self.on_progress = on_progress
+        self.limits = limits()
+
+    def run(self) -> None:
+        imp = self.imp
+        if imp.upload_id:
+            source = self.workdir / "upload" / (Path(imp.source_name).name or "upload")
+            source.parent.mkdir(parents=True)
+            with imp.upload.open() as src, open(source, "wb") as dest:
+                shutil.copyfileobj(src, dest, 1 << 20)
+        else:
+            source = Path(imp.source_path)
+            if not source.exists():
+                raise FileNotFoundError(f"no such file or folder: {imp.source_path}")
+        candidates = discover(source, source.name, top=True)
+        imp.progress_total = sum(self.weight(c) for c in candidates)
+        imp.save(update_fields=["progress_total"])
+        for candidate in candidates:
+            self.import_candidate(candidate)
+
+    @staticmethod
+    def weight(candidate: Candidate) -> int:
+        return len(trial_dirs(candidate.path)) if candidate.kind == "harbor-job" else 1
+
+    def advance(self, n: int = 1) -> None:
+        Import.objects.filter(pk=self.imp.pk).update(progress_done=F("progress_done") + n)
+        self.imp.progress_done += n
+        if self.on_progress:
+            self.on_progress(self.imp)
+
+    def outcome(self, candidate_rel: str, kind: str, outcome: str, **extra: Any) -> None:
+        self.imp.outcomes.append({"pack": candidate_rel, "kind": kind, "outcome": outcome, **extra})
+        Import.objects.filter(pk=self.imp.pk).update(outcomes=self.imp.outcomes)
+
+    def reject(self, candidate: Candidate, problem: Problem, pack: Pack | None = None) -> None:
+        self.imp.problems.append(problem.as_dict())
+        Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
+        if pack is not None:
+            Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.REJECTED, problems=[problem.as_dict()])
+        self.outcome(candidate.rel, candidate.kind, "rejected", reason=problem.message)
+
+    def import_candidate(self, candidate: Candidate) -> None:
+        if candidate.kind == "skipped":
+            self.outcome(candidate.rel, "skipped", "skipped", reason="not a pack format (kept out)")
+            self.advance()
+            return
+        if candidate.kind == "archive":
+            self.import_archive(candidate)
+            return
+        files = self.pack_files(candidate)
+        pack, created = self.pack_row(candidate, files)
+        if not created and pack.status == Pack.Status.IMPORTED:
+            self.outcome(candidate.rel, pack.kind, "already imported", trials=pack.trials.count())
+            self.advance(self.weight(candidate))
+            return
+        try:
+            parsed = parse_candidate(candidate, self.limits.max_file_bytes)
+        except PackError as exc:
+            self.reject(candidate, exc.problem, pack)
+            self.advance(self.weight(candidate))
+            return
+        Pack.objects.filter(pk=pack.pk).update(kind=parsed.kind)
+        pack.kind = parsed.kind
+        counts = self.write_pack(parsed, pack, files)
+        problems = [p.as_dict() for p in parsed.problems]
+        Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.IMPORTED, problems=problems)
+        self.imp.problems.extend(problems)
+        Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
+        self.outcome(candidate.rel, parsed.kind, "imported", **counts)
+
+    def import_archive(self, candidate: Candidate) -> None:
+        sha, size = sha256_of_file(candidate.path)
+        blob = store_file(candidate.path, sha, size)
+        pack, _ = Pack.objects.get_or_create(
+            sha256=sha, defaults={"kind": "archive", "name": candidate.rel, "first_import": self.imp}
+        )
+        PackFile.objects.get_or_create(pack=pack, path=candidate.rel, defaults={"blob": blob})
+        target = self.workdir / f"archive-{sha[:16]}"
+        try:
+            skipped = extract(candidate.path, target, candidate.rel, self.limits)
+        except PackError as exc:
+            self.reject(candidate, exc.problem, pack)
+            self.advance()
+            return
+        Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.IMPORTED, problems=[p.as_dict() for p in skipped])
+        self.imp.problems.extend(p.as_dict() for p in skipped)
+        inner = discover(target, candidate.rel, top=False)
+        self.imp.progress_total += sum(self.weight(c) for c in inner) - 1
+        Import.objects.filter(pk=self.imp.pk).update(progress_total=self.imp.progress_total, problems=self.imp.problems)
+        for child in inner:
+            self.import_candidate(child)
+
+    def pack_files(self, candidate: Candidate) -> dict[str, tuple[Path, str, int]]:
+        """pack-relative path -> (file, sha256, size) for every regular file of the pack."""
+        if candidate.path.is_file():
+            paths = [(candidate.rel, candidate.path)]
+        else:
+            paths = [
+                (f"{candidate.rel}/{p.relative_to(candidate.path).as_posix()}", p)
+                for p in sorted(candidate.path.rglob("*"))
+                if p.is_file() and not p.is_symlink()
+            ]
+        files = {}
+        for rel, path in paths:
+            sha, size = sha256_of_file(path)
+            files[rel] = (path, sha, size)
+        return files
+
+    def pack_row(self, candidate: Candidate, files: dict[str, tuple[Path, str, int]]) -> tuple[Pack, bool]:
+        manifest = orjson.dumps(sorted((rel.split("/", 1)[-1], sha) for rel, (_, sha, _) in files.items()))
+        sha = files[candidate.rel][1] if candidate.path.is_file() else hashlib.sha256(manifest).hexdigest()
+        pack, created = Pack.objects.get_or_create(
+            sha256=sha, defaults={"kind": candidate.kind, "name": candidate.rel, "first_import": self.imp}
+        )
+        if created or pack.status != Pack.Status.IMPORTED:
+            for rel, (path, file_sha, size) in files.items():
+                blob = store_file(path, file_sha, size)
+                PackFile.objects.get_or_create(pack=pack, path=rel, defaults={"blob": blob})
+        return pack, created
+
+    def write_pack(self, parsed: ParsedPack, pack: Pack, files: dict[str, tuple[Path, str, int]]) -> dict:
+        blobs = dict(PackFile.objects.filter(pack=pack).values_list("path", "blob_id"))
+        per_trial_progress = parsed.kind == "harbor-job"  # what `weight` counted for this pack
+        jobs = {job.key: upsert_job(job, pack) for job in parsed.jobs}
+        for document in parsed.documents:
+            Document.objects.get_or_create(
+                pack=pack,
+                path=document.path,
+                kind=document.kind,
+                defaults={"title": document.title[:500], "data": document.data, "counts": document.counts},
+            )
+        counts = {"trials": 0, "already": 0, "joined": 0, "documents": len(parsed.documents), "steps": 0}
+        for trial in parsed.iter_trials():
+            result = write_trial(trial, pack, jobs.get(trial.job_key), blobs)
+            counts[result.outcome] += 1
+            counts["steps"] += result.steps
+            self.imp.problems.extend(p.as_dict() for p in trial.problems)
+            if per_trial_progress:
+                self.advance()
+        if parsed.events or parsed.context_records:
+            counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack)
+        if not per_trial_progress:
+            self.advance()
+        return counts
+
+
+# Writing rows --------------------------------------------------------------------------
+
+
+def upsert_job(parsed, pack: Pack) -> Job:
+    job, _ = Job.objects.get_or_create(
+        key=parsed.key,
+        defaults={
+            "name": parsed.name[:300],
+            "source_format": parsed.source_format,
+            "pack": pack,
+            "started_at": parsed.started_at,
+            "finished_at": parsed.finished_at,
+            "config": parsed.config,
+            "result": parsed.result,
+            "extra": parsed.extra,
+        },
+    )
+    return job
+
+
+def get_dataset(ref) -> Dataset | None:
+    if ref is None or not ref.name:
+        return None
+    dataset, _ = Dataset.objects.get_or_create(
+        name=ref.name[:300], version=ref.version[:100], defaults={"ref": ref.ref[:500]}
+    )
+    return dataset
+
+
+def get_task(dataset: Dataset | None, ref) -> Task | None:
+    if ref is None or not ref.name:
+        return None
+    task, _ = Task.objects.get_or_create(
+        dataset=dataset,
+        name=ref.name[:300],
+        checksum=ref.checksum[:128],
+        defaults={"source": ref.source[:1000], "definition": ref.definition},
+    )
+    return task
+
+
+def get_configuration(ref) -> Configuration | None:
+    if ref is None or not ref.key:
+        return None
+    config, created = Configuration.objects.get_or_create(
+        key=ref.key[:300],
+        defaults={
+            "role": ref.role,
+            "agent_name": ref.agent_name[:200],
+            "agent_version": ref.agent_version[:100],
+            "model_name": ref.model_name[:200],
+            "profiles": ref.profiles,
+        },
+    )
+    if not created and ref.role and not config.role:
+        Configuration.objects.filter(pk=config.pk).update(role=ref.role)
+    return config
+
+
+class WriteResult:
+    def __init__(self, trial: Trial | None, outcome: str, steps: int = 0):
+        self.trial, self.outcome, self.steps = trial, outcome, steps  # outcome: trials | already | joined
+
+
+def write_trial(parsed: ParsedTrial, pack: Pack, job: Job | None, blobs: dict[str, int]) -> WriteResult:
+    """One transaction per trial: it is imported whole or not at all."""
+    existing = Trial.objects.filter(key=parsed.key[:500]).first()
+    if existing is not None:
+        return WriteResult(existing, "already")
+    if parsed.source_format == "lime":
+        target = find_trial_for_evidence_pack(parsed)
+        if target is not None:
+            join_evidence_pack(target, parsed)
+            return WriteResult(target, "joined")
+    try:
+        with transaction.atomic():
+            trial = create_trial(parsed, pack, job)
+            steps = 0
+            for position, trajectory in enumerate(parsed.trajectories):
+                steps += write_trajectory(trial, trajectory, position, blobs)
+            write_trial_children(trial, parsed, blobs)
+            trial.step_count = steps
+            trial.tool_call_count = ToolCall.objects.filter(trial=trial).count()
+            trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems
+            apply_completeness(trial)
+            trial.save()
+    except IntegrityError:
+        # Another import of the same trial committed first: one copy is kept.
+        return WriteResult(Trial.objects.filter(key=parsed.key[:500]).first(), "already")
+    return WriteResult(trial, "trials", steps)
+
+
+def apply_completeness(trial: Trial) -> None:
+    result = completeness.evaluate(trial.benchmark, trial.runtime_correlation, trial.refs)
+    trial.is_complete = result["joinable"]
+    trial.missing = result["missing"]
+
+
+def create_trial(parsed: ParsedTrial, pack: Pack, job: Job | None) -> Trial:
+    dataset = get_dataset(parsed.dataset)
+    duration = None
+    if (
+        parsed.started_at
+        and parsed.finished_at
+        and (parsed.started_at.tzinfo is None) == (parsed.finished_at.tzinfo is None)
+    ):
+        duration = (parsed.finished_at - parsed.started_at).total_seconds()
+    elif parsed.phases.get("total", {}).get("seconds") is not None:
+        duration = parsed.phases["total"]["seconds"]
+    correlation = parsed.runtime_correlation
+    return Trial.objects.create(
+        key=parsed.key[:500],
+        source_format=parsed.source_format,
+        name=parsed.name[:300],
+        pack=pack,
+        job=job,
+        dataset=dataset,
+        task=get_task(dataset, parsed.task),
+        configuration=get_configuration(parsed.configuration),
+        attempt=parsed.attempt,
+        status=parsed.status or Trial.Status.UNKNOWN,
+        reward=parsed.reward,
+        rewards=parsed.rewards,
+        exception_type=parsed.exception_type[:200],
+        exception_message=parsed.exception_message,
+        exception_traceback=parsed.exception_traceback,
+        failure_category=parsed.failure_category[:60],
+        started_at=_aware(parsed.started_at),
+        finished_at=_aware(parsed.finished_at),
+        duration_sec=duration,
+        phases=parsed.phases,
+        input_tokens=parsed.input_tokens,
+        cached_tokens=parsed.cached_tokens,
+        output_tokens=parsed.output_tokens,
+        cost_usd=parsed.cost_usd,
+        session_id=str(correlation.get("sessionId") or "")[:200],
+        run_id=str(correlation.get("runId") or "")[:200],
+        benchmark=parsed.benchmark,
+        runtime_correlation=correlation,
+        refs=parsed.refs,
+        provenance=parsed.provenance,
+        documents=parsed.documents,
+        texts=parsed.texts,
+        ctrf_tests=parsed.ctrf_tests,
+    )
+
+
+def _aware(value):
+    return value if value is None or value.tzinfo is not None else None
+
+
+def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blobs: dict[str, int]) -> int:
+    """Steps go in batches from a (possibly streaming) parser; a broken file rolls back alone."""
+    try:
+        with transaction.atomic():
+            trajectory = Trajectory.objects.create(
+                trial=trial,
+                path=parsed.path[:1000],
+                role=parsed.role,
+                step_name=parsed.step_name[:200],
+                position=position,
+                blob_id=blobs.get(parsed.path),
+                schema_version=parsed.schema_version[:40],
+                session_id=parsed.session_id[:200],
+                trajectory_id=parsed.trajectory_id[:200],
+                agent=parsed.agent,
+                final_metrics=parsed.final_metrics,
+                header=parsed.header,
+            )
+            count = 0
+            batch = []
+            for step in parsed.steps:
+                batch.append(step)
+                if len(batch) >= STEP_BATCH:
+                    write_steps(trial, trajectory, batch)
+                    count += len(batch)
+                    batch = []
+            write_steps(trial, trajectory, batch)
+            count += len(batch)
+            trajectory.step_count = count
+            trajectory.problems = [p.as_dict() for p in parsed.problems]
+            trajectory.save(update_fields=["step_count", "problems"])
+            return count
+    except PackError as exc:  # a streamed file that turns out to be broken half-way
+        exc.problem.kept = "the raw bytes; no steps of this file"
+        trial.problems.append(exc.problem.as_dict())
+        return 0
+
+
+def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> None:
+    if not parsed_steps:
+        return
+    rows = []
+    for step in parsed_steps:
+        raw_json = orjson.dumps(step.raw).decode()
+        search_parts = [step.message_text, step.reasoning]
+        for call in step.tool_calls:
+            search_parts.append(call.function_name)
+            search_parts.append(orjson.dumps(call.arguments).decode() if call.arguments is not None else "")
+        search_parts.extend(o.content_text for o in step.observations)
+        rows.append(
+            Step(
+                trajectory=trajectory,
+                trial=trial,
+                index=step.index,
+                step_id=str(step.step_id)[:40],
+                source=step.source[:10],
+                timestamp=_aware(step.timestamp),
+                model_name=step.model_name[:200],
+                message_text=step.message_text,
+                reasoning=step.reasoning,
+                prompt_tokens=step.prompt_tokens,
+                completion_tokens=step.completion_tokens,
+                cached_tokens=step.cached_tokens,
+                cost_usd=step.cost_usd,
+                is_copied_context=step.is_copied_context,
+                llm_call_count=step.llm_call_count,
+                context_management=step.context_management[:20],
+                tool_call_count=len(step.tool_calls),
+                size=len(raw_json),
+                search_text="\n".join(search_parts).lower(),
+                raw_json=raw_json,
+            )
+        )
+    created = Step.objects.bulk_create(rows)
+    calls, observations = [], []
+    for row, step in zip(created, parsed_steps, strict=True):
+        for call in step.tool_calls:
+            calls.append(
+                ToolCall(
+                    step=row,
+                    trial=trial,
+                    tool_call_id=call.tool_call_id[:200],
+                    function_name=call.function_name[:200],
+                    arguments=call.arguments,
+                )
+            )
+        for obs in step.observations:
+            observations.append(
+                ObservationResult(
+                    step=row,
+                    source_call_id=str(obs.source_call_id or "")[:200],
+                    content_size=obs.content_size,
+                    preview=obs.content_text[:PREVIEW_CHARS],
+                    subagent_refs=obs.subagent_refs,
+                )
+            )
+    ToolCall.objects.bulk_create(calls, batch_size=STEP_BATCH)
+    ObservationResult.objects.bulk_create(observations, batch_size=STEP_BATCH)
+
+
+def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int]) -> None:
+    RewardCriterion.objects.bulk_create(
+        RewardCriterion(
+            trial=trial,
+            name=c.name[:300],
+            score=c.score,
+            weight=c.weight,
+            reasoning=c.reasoning,
+            evidence_refs=c.evidence_refs,
+            raw=c.raw,
+        )
+        for c in parsed.criteria
+    )
+    Artifact.objects.bulk_create(
+        Artifact(
+            trial=trial,
+            source=a.source[:1000],
+            destination=a.destination[:1000],
+            kind=a.kind[:20],
+            status=a.status[:20],
+            service=a.service[:100],
+            blob_id=blobs.get(a.path),
+            raw=a.raw,
+        )
+        for a in parsed.artifacts
+    )
+    RuntimeEvent.objects.bulk_create(event_row(e, trial, trial.pack) for e in parsed.events)
+    write_permissions(trial, parsed.permissions)
+    ContextRecord.objects.bulk_create(context_row(r, trial, trial.pack) for r in parsed.context_records)
+
+
+def write_permissions(trial: Trial, permissions) -> None:
+    PermissionDecision.objects.bulk_create(
+        PermissionDecision(
+            trial=trial,
+            action_id=p.action_id[:200],
+            tool_call_id=p.tool_call_id[:200],
+            step_id=str(p.step_id)[:40],
+            action_type=p.action_type[:100],
+            tool_name=p.tool_name[:200],
+            scope=p.scope,
+            prompt=p.prompt,
+            decision=p.decision,
+            decided_by=p.decided_by[:200],
+            reason=p.reason,
+            side_effect_after_denial=p.side_effect_after_denial,
+            requested_at=_aware(p.requested_at),
+            resolved_at=_aware(p.resolved_at),
+            raw=p.raw,
+        )
+        for p in permissions
+    )
+
+
+def event_row(event: ParsedEvent, trial: Trial | None, pack: Pack | None) -> RuntimeEvent:
+    return RuntimeEvent(
+        trial=trial,
+        pack=pack,
+        type=event.type[:100],
+        event_id=event.event_id[:200],
+        timestamp=_aware(event.timestamp),
+        sequence=event.sequence,
+        session_id=str(event.correlation.get("sessionId") or "")[:200],
+        run_id=str(event.correlation.get("runId") or "")[:200],
+        correlation=event.correlation,
+        payload=event.payload,
+        refs=event.refs,
+        raw=event.raw,
+    )
+
+
+def context_row(record: ParsedContextRecord, trial: Trial | None, pack: Pack | None) -> ContextRecord:
+    return ContextRecord(
+        trial=trial,
+        pack=pack,
+        kind=record.kind[:20],
+        record_id=record.record_id[:300],
+        context_id=record.context_id[:200],
+        status=record.status[:20],
+        reason=record.reason,
+        redaction_state=record.redaction_state[:30],
+        step_id=str(record.correlation.get("stepId") or "")[:40],
+        tool_call_id=str(record.correlation.get("toolCallId") or "")[:200],
+        correlation=record.correlation,
+        data=record.data,
+    )
+
+
+def find_trial(correlation: dict[str, Any]) -> Trial | None:
+    """Join loose evidence to a trial by its ids: trial id first, then session, then run."""
+    trial_id = correlation.get("trialId")
+    if trial_id:
+        found = Trial.objects.filter(name=trial_id).order_by("pk").first()
+        if found:
+            return found
+    for field, key in (("session_id", "sessionId"), ("run_id", "runId")):
+        value = correlation.get(key)
+        if value:
+            found = Trial.objects.filter(**{field: value}).order_by("pk").first()
+            if found:
+                return found
+    return None
+
+
+def find_trial_for_evidence_pack(parsed: ParsedTrial) -> Trial | None:
+    trial_id = parsed.benchmark.get("trialId") or parsed.name
+    return Trial.objects.filter(name=trial_id).exclude(source_format="lime").order_by("pk").first()
+
+
+def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
+    with transaction.atomic():
+        trial.benchmark = {**trial.benchmark, **{k: v for k, v in parsed.benchmark.items() if v}}
+        trial.runtime_correlation = {**parsed.runtime_correlation, **trial.runtime_correlation}
+        trial.refs = {**parsed.refs, **trial.refs}
+        trial.documents = {**trial.documents, "evidence_pack": parsed.documents.get("evidence_pack")}
+        trial.session_id = trial.session_id or str(trial.runtime_correlation.get("sessionId") or "")[:200]
+        trial.run_id = trial.run_id or str(trial.runtime_correlation.get("runId") or "")[:200]
+        if not trial.failure_category:
+            trial.failure_category = parsed.failure_category[:60]
+        if parsed.configuration and parsed.configuration.role and trial.configuration_id:
+            Configuration.objects.filter(pk=trial.configuration_id, role="").update(role=parsed.configuration.role)
+        apply_completeness(trial)
+        trial.save()
+
+
+def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRecord], pack: Pack) -> int:
+    """Events from a file of their own, joined to trials by correlation ids."""
+    cache: dict[tuple, Trial | None] = {}
+
+    def trial_for(correlation: dict[str, Any]) -> Trial | None:
+        key = tuple(sorted((k, str(v)) for k, v in correlation.items() if k in ("trialId", "sessionId", "runId")))
+        if key not in cache:
+            cache[key] = find_trial(correlation)
+        return cache[key]
+
+    with transaction.atomic():
+        existing = set(RuntimeEvent.objects.filter(pack=pack).values_list("event_id", flat=True))
+        rows = [event_row(e, trial_for(e.correlation), pack) for e in events if e.event_id not in existing]
+        RuntimeEvent.objects.bulk_create(rows)
+        by_trial: dict[int, list[ParsedEvent]] = {}
+        for event, row in zip([e for e in events if e.event_id not in existing], rows, strict=True):
+            if row.trial is not None:
+                by_trial.setdefault(row.trial.pk, []).append(event)
+                category = (event.payload or {}).get("failureCategory")
+                if event.type == "benchmark.trial.failed" and category and category != "none":
+                    Trial.objects.filter(pk=row.trial.pk, failure_category="").update(failure_category=category)
+        for trial_pk, trial_events in by_trial.items():
+            trial = Trial.objects.get(pk=trial_pk)
+            write_permissions(trial, lime.permissions_from_events(trial_events))
+        if not ContextRecord.objects.filter(pack=pack).exists():
+            ContextRecord.objects.bulk_create(context_row(r, trial_for(r.correlation), pack) for r in records)
+    return len(rows)
