@@ -9,6 +9,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/comparisons/", include("comparisons.api_urls")),
     path("api/", include("trials.api_urls")),
+    path("comparisons/", include("comparisons.urls")),
     path("", include("trials.urls")),
 ]

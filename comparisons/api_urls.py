@@ -1,0 +1,2 @@
+
+urlpatterns: list = []  # comparison API (issue 4)

@@ -1,0 +1,2 @@
+
+urlpatterns: list = []  # comparison pages (issue 4)
