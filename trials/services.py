@@ -288,6 +288,8 @@ class ImportRun:
             self.imp.problems.extend(p.as_dict() for p in trial.problems)
             if per_trial_progress:
                 self.advance()
+        for job in jobs.values():
+            counts["inferred"] = infer_job_configuration(job)
         if parsed.events or parsed.context_records:
             counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack)
         if not per_trial_progress:
@@ -313,6 +315,34 @@ def upsert_job(parsed, pack: Pack) -> Job:
         },
     )
     return job
+
+
+def infer_job_configuration(job: Job) -> int:
+    """A Harbor job runs one configuration: trials whose evidence pack is missing inherit it."""
+    declared = set(job.trials.exclude(configuration__role="").values_list("configuration_id", flat=True))
+    if len(declared) != 1:
+        return 0
+    config = Configuration.objects.get(pk=declared.pop())
+    undeclared = job.trials.filter(
+        configuration__role="", configuration__agent_name=config.agent_name, configuration__model_name=config.model_name
+    )
+    count = 0
+    replaced = set()
+    for trial in undeclared:
+        replaced.add(trial.configuration_id)
+        trial.configuration = config
+        trial.problems.append(
+            Problem(
+                trial.name,
+                f"no evidence pack: configuration {config.key!r} inferred from job {job.name!r}",
+                severity="warning",
+                kept="the Harbor agent and model as written",
+            ).as_dict()
+        )
+        trial.save(update_fields=["configuration", "problems"])
+        count += 1
+    Configuration.objects.filter(pk__in=replaced, trials__isnull=True).delete()  # left with no trial
+    return count
 
 
 def get_dataset(ref) -> Dataset | None:

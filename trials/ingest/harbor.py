@@ -93,10 +93,17 @@ def parse_job_dir(job_dir: Path, rel: str) -> ParsedPack:
         extra={"lock": lock} if lock else {},
     )
     dirs = trial_dirs(job_dir)
+    versions = {
+        str(d.get("name")): str(d.get("version") or d.get("ref") or "")
+        for d in config.get("datasets") or []
+        if isinstance(d, dict) and d.get("name")
+    }
 
     def trials() -> Iterator[ParsedTrial]:
         for trial_dir in dirs:
-            yield parse_trial_dir(trial_dir, f"{rel}/{trial_dir.name}", job_key=job_key, job_name=name)
+            yield parse_trial_dir(
+                trial_dir, f"{rel}/{trial_dir.name}", job_key=job_key, job_name=name, dataset_versions=versions
+            )
 
     return ParsedPack(kind="harbor-job", jobs=[job], trials=trials(), problems=problems, trial_count=len(dirs))
 
@@ -133,7 +140,9 @@ def _rel_files(trial_dir: Path, rel: str) -> list[str]:
     return sorted(f"{rel}/{p.relative_to(trial_dir).as_posix()}" for p in trial_dir.rglob("*") if p.is_file())
 
 
-def parse_trial_dir(trial_dir: Path, rel: str, *, job_key: str, job_name: str) -> ParsedTrial:
+def parse_trial_dir(
+    trial_dir: Path, rel: str, *, job_key: str, job_name: str, dataset_versions: dict[str, str] | None = None
+) -> ParsedTrial:
     problems: list[Problem] = []
     result = _safe_dict(trial_dir / "result.json", f"{rel}/result.json", problems)
     config = _safe_dict(trial_dir / "config.json", f"{rel}/config.json", problems)
@@ -151,6 +160,8 @@ def parse_trial_dir(trial_dir: Path, rel: str, *, job_key: str, job_name: str) -
     if result:
         trial.present.add("result")
     _apply_result(trial, result, config, job_name, rel)
+    if trial.dataset and not trial.dataset.version:
+        trial.dataset.version = (dataset_versions or {}).get(trial.dataset.name, "")
     _read_texts(trial, trial_dir, rel)
     _read_trajectories(trial, trial_dir, rel)
     _read_verifier(trial, trial_dir / "verifier", f"{rel}/verifier")
