@@ -6,12 +6,37 @@ filters and aggregates, and keeps what it has no column for in a JSON field.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import orjson
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.urls import reverse
+
+_NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+class NulSafeJSONEncoder(DjangoJSONEncoder):
+    """PostgreSQL's jsonb refuses \\u0000, which agent output can contain: store U+FFFD instead.
+
+    The raw bytes of every file keep the original; only the index loses the NUL.
+    """
+
+    def encode(self, o):
+        return _NUL_ESCAPE.sub(r"\1\\ufffd", super().encode(o))
+
+
+def nul_free(text: str) -> str:
+    """PostgreSQL text columns refuse NUL characters (see NulSafeJSONEncoder)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+class JSONField(models.JSONField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("encoder", NulSafeJSONEncoder)
+        super().__init__(*args, **kwargs)
 
 
 class Blob(models.Model):
@@ -61,8 +86,8 @@ class Import(models.Model):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     # One line per pack: {"pack": path, "kind": ..., "outcome": imported|already imported|rejected, ...}
-    outcomes = models.JSONField(default=list)
-    problems = models.JSONField(default=list)  # Problem.as_dict() entries
+    outcomes = JSONField(default=list)
+    problems = JSONField(default=list)  # Problem.as_dict() entries
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -79,7 +104,7 @@ class Import(models.Model):
 
     @property
     def rejected_count(self) -> int:
-        return sum(1 for o in self.outcomes if o.get("outcome") == "rejected")
+        return sum(1 for o in self.outcomes if o.get("outcome") == "rejected" or o.get("rejected"))
 
 
 class Pack(models.Model):
@@ -99,7 +124,7 @@ class Pack(models.Model):
     name = models.CharField(max_length=500)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.IMPORTING)
     first_import = models.ForeignKey(Import, null=True, on_delete=models.SET_NULL)
-    problems = models.JSONField(default=list)
+    problems = JSONField(default=list)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -143,7 +168,7 @@ class Configuration(models.Model):
     agent_name = models.CharField(max_length=200, blank=True)
     agent_version = models.CharField(max_length=100, blank=True)
     model_name = models.CharField(max_length=200, blank=True)
-    profiles = models.JSONField(default=dict, blank=True)
+    profiles = JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["key"]
@@ -161,9 +186,9 @@ class Job(models.Model):
     pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    config = models.JSONField(default=dict, blank=True)
-    result = models.JSONField(default=dict, blank=True)
-    extra = models.JSONField(default=dict, blank=True)
+    config = JSONField(default=dict, blank=True)
+    result = JSONField(default=dict, blank=True)
+    extra = JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -181,7 +206,7 @@ class Task(models.Model):
     name = models.CharField(max_length=300)
     checksum = models.CharField(max_length=128, blank=True)
     source = models.CharField(max_length=1000, blank=True)
-    definition = models.JSONField(default=dict, blank=True)
+    definition = JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dataset", "name", "checksum"], name="unique_task_checksum")]
@@ -223,7 +248,7 @@ class Trial(models.Model):
     attempt = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.UNKNOWN)
     reward = models.FloatField(null=True, blank=True)
-    rewards = models.JSONField(default=dict, blank=True)
+    rewards = JSONField(default=dict, blank=True)
     exception_type = models.CharField(max_length=200, blank=True)
     exception_message = models.TextField(blank=True)
     exception_traceback = models.TextField(blank=True)
@@ -231,7 +256,7 @@ class Trial(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_sec = models.FloatField(null=True, blank=True)
-    phases = models.JSONField(default=dict, blank=True)
+    phases = JSONField(default=dict, blank=True)
     input_tokens = models.BigIntegerField(null=True, blank=True)
     cached_tokens = models.BigIntegerField(null=True, blank=True)
     output_tokens = models.BigIntegerField(null=True, blank=True)
@@ -240,17 +265,17 @@ class Trial(models.Model):
     tool_call_count = models.PositiveIntegerField(default=0)
     # Joinability: which evidence parts the pack has, and whether it can be trusted.
     is_complete = models.BooleanField(default=False)
-    missing = models.JSONField(default=list, blank=True)
+    missing = JSONField(default=list, blank=True)
     session_id = models.CharField(max_length=200, blank=True, db_index=True)
     run_id = models.CharField(max_length=200, blank=True, db_index=True)
-    benchmark = models.JSONField(default=dict, blank=True)
-    runtime_correlation = models.JSONField(default=dict, blank=True)
-    refs = models.JSONField(default=dict, blank=True)
-    provenance = models.JSONField(default=dict, blank=True)
-    documents = models.JSONField(default=dict, blank=True)  # result.json, config.json… as parsed
-    texts = models.JSONField(default=dict, blank=True)  # logs, stdout, exception.txt (path -> text)
-    ctrf_tests = models.JSONField(default=list, blank=True)
-    problems = models.JSONField(default=list, blank=True)
+    benchmark = JSONField(default=dict, blank=True)
+    runtime_correlation = JSONField(default=dict, blank=True)
+    refs = JSONField(default=dict, blank=True)
+    provenance = JSONField(default=dict, blank=True)
+    documents = JSONField(default=dict, blank=True)  # result.json, config.json… as parsed
+    texts = JSONField(default=dict, blank=True)  # logs, stdout, exception.txt (path -> text)
+    ctrf_tests = JSONField(default=list, blank=True)
+    problems = JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TrialQuerySet.as_manager()
@@ -286,11 +311,11 @@ class Trajectory(models.Model):
     schema_version = models.CharField(max_length=40, blank=True)
     session_id = models.CharField(max_length=200, blank=True)
     trajectory_id = models.CharField(max_length=200, blank=True)
-    agent = models.JSONField(default=dict, blank=True)
-    final_metrics = models.JSONField(null=True, blank=True)
-    header = models.JSONField(default=dict, blank=True)
+    agent = JSONField(default=dict, blank=True)
+    final_metrics = JSONField(null=True, blank=True)
+    header = JSONField(default=dict, blank=True)
     step_count = models.PositiveIntegerField(default=0)
-    problems = models.JSONField(default=list, blank=True)
+    problems = JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["trial", "position"]
@@ -343,7 +368,7 @@ class ToolCall(models.Model):
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="tool_calls")
     tool_call_id = models.CharField(max_length=200, db_index=True)
     function_name = models.CharField(max_length=200, db_index=True)
-    arguments = models.JSONField(null=True, blank=True)
+    arguments = JSONField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.function_name} ({self.tool_call_id})"
@@ -354,7 +379,7 @@ class ObservationResult(models.Model):
     source_call_id = models.CharField(max_length=200, blank=True)
     content_size = models.PositiveIntegerField(default=0)
     preview = models.TextField(blank=True)
-    subagent_refs = models.JSONField(default=list, blank=True)
+    subagent_refs = JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return f"result of {self.source_call_id or 'step'}"
@@ -373,7 +398,7 @@ class PermissionDecision(models.Model):
     step_id = models.CharField(max_length=40, blank=True)
     action_type = models.CharField(max_length=100, blank=True)
     tool_name = models.CharField(max_length=200, blank=True)
-    scope = models.JSONField(default=dict, blank=True)
+    scope = JSONField(default=dict, blank=True)
     prompt = models.TextField(blank=True)
     decision = models.CharField(max_length=10, choices=Decision.choices)
     decided_by = models.CharField(max_length=200, blank=True)
@@ -381,7 +406,7 @@ class PermissionDecision(models.Model):
     side_effect_after_denial = models.BooleanField(default=False)
     requested_at = models.DateTimeField(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
-    raw = models.JSONField(default=dict, blank=True)
+    raw = JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"{self.action_id}: {self.decision}"
@@ -400,8 +425,8 @@ class ContextRecord(models.Model):
     redaction_state = models.CharField(max_length=30, blank=True)
     step_id = models.CharField(max_length=40, blank=True)
     tool_call_id = models.CharField(max_length=200, blank=True)
-    correlation = models.JSONField(default=dict, blank=True)
-    data = models.JSONField(default=dict, blank=True)
+    correlation = JSONField(default=dict, blank=True)
+    data = JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"{self.kind} {self.record_id}"
@@ -415,7 +440,7 @@ class Artifact(models.Model):
     status = models.CharField(max_length=20, blank=True)
     service = models.CharField(max_length=100, blank=True)
     blob = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT)
-    raw = models.JSONField(default=dict, blank=True)
+    raw = JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return self.destination or self.source
@@ -427,8 +452,8 @@ class RewardCriterion(models.Model):
     score = models.FloatField(null=True, blank=True)
     weight = models.FloatField(null=True, blank=True)
     reasoning = models.TextField(blank=True)
-    evidence_refs = models.JSONField(default=list, blank=True)
-    raw = models.JSONField(default=dict, blank=True)
+    evidence_refs = JSONField(default=list, blank=True)
+    raw = JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return self.name
@@ -443,10 +468,10 @@ class RuntimeEvent(models.Model):
     sequence = models.BigIntegerField(null=True, blank=True)
     session_id = models.CharField(max_length=200, blank=True, db_index=True)
     run_id = models.CharField(max_length=200, blank=True, db_index=True)
-    correlation = models.JSONField(default=dict, blank=True)
-    payload = models.JSONField(default=dict, blank=True)
-    refs = models.JSONField(default=dict, blank=True)
-    raw = models.JSONField(default=dict, blank=True)
+    correlation = JSONField(default=dict, blank=True)
+    payload = JSONField(default=dict, blank=True)
+    refs = JSONField(default=dict, blank=True)
+    raw = JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["sequence", "timestamp", "pk"]
@@ -462,8 +487,8 @@ class Document(models.Model):
     kind = models.CharField(max_length=60, db_index=True)
     path = models.CharField(max_length=1000)
     title = models.CharField(max_length=500, blank=True)
-    data = models.JSONField(null=True, blank=True)
-    counts = models.JSONField(default=dict, blank=True)
+    data = JSONField(null=True, blank=True)
+    counts = JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.title or self.path}"

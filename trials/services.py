@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -57,6 +57,7 @@ from trials.models import (
     ToolCall,
     Trajectory,
     Trial,
+    nul_free,
 )
 
 log = logging.getLogger(__name__)
@@ -214,7 +215,9 @@ class ImportRun:
         pack.kind = parsed.kind
         counts = self.write_pack(parsed, pack, files)
         problems = [p.as_dict() for p in parsed.problems]
-        Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.IMPORTED, problems=problems)
+        # A pack with a trial the database refused stays open, so importing it again retries that trial.
+        status = Pack.Status.IMPORTED if not counts.get("rejected") else Pack.Status.IMPORTING
+        Pack.objects.filter(pk=pack.pk).update(status=status, problems=problems)
         self.imp.problems.extend(problems)
         Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
         self.outcome(candidate.rel, parsed.kind, "imported", **counts)
@@ -280,9 +283,16 @@ class ImportRun:
                 kind=document.kind,
                 defaults={"title": document.title[:500], "data": document.data, "counts": document.counts},
             )
-        counts = {"trials": 0, "already": 0, "joined": 0, "documents": len(parsed.documents), "steps": 0}
+        counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0}
         for trial in parsed.iter_trials():
-            result = write_trial(trial, pack, jobs.get(trial.job_key), blobs)
+            try:
+                result = write_trial(trial, pack, jobs.get(trial.job_key), blobs)
+            except DatabaseError as exc:  # the trial rolled back whole; the others go on
+                log.warning("trial %s rejected by the database: %s", trial.key, exc)
+                trial.problems.append(
+                    Problem(trial.name, f"database rejected the trial: {exc}", kept="the pack's raw bytes")
+                )
+                result = WriteResult(None, "rejected")
             counts[result.outcome] += 1
             counts["steps"] += result.steps
             self.imp.problems.extend(p.as_dict() for p in trial.problems)
@@ -449,8 +459,8 @@ def create_trial(parsed: ParsedTrial, pack: Pack, job: Job | None) -> Trial:
         reward=parsed.reward,
         rewards=parsed.rewards,
         exception_type=parsed.exception_type[:200],
-        exception_message=parsed.exception_message,
-        exception_traceback=parsed.exception_traceback,
+        exception_message=nul_free(parsed.exception_message),
+        exception_traceback=nul_free(parsed.exception_traceback),
         failure_category=parsed.failure_category[:60],
         started_at=_aware(parsed.started_at),
         finished_at=_aware(parsed.finished_at),
@@ -534,8 +544,8 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
                 source=step.source[:10],
                 timestamp=_aware(step.timestamp),
                 model_name=step.model_name[:200],
-                message_text=step.message_text,
-                reasoning=step.reasoning,
+                message_text=nul_free(step.message_text),
+                reasoning=nul_free(step.reasoning),
                 prompt_tokens=step.prompt_tokens,
                 completion_tokens=step.completion_tokens,
                 cached_tokens=step.cached_tokens,
@@ -545,7 +555,7 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
                 context_management=step.context_management[:20],
                 tool_call_count=len(step.tool_calls),
                 size=len(raw_json),
-                search_text="\n".join(search_parts).lower(),
+                search_text=nul_free("\n".join(search_parts).lower()),
                 raw_json=raw_json,
             )
         )
@@ -568,7 +578,7 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
                     step=row,
                     source_call_id=str(obs.source_call_id or "")[:200],
                     content_size=obs.content_size,
-                    preview=obs.content_text[:PREVIEW_CHARS],
+                    preview=nul_free(obs.content_text[:PREVIEW_CHARS]),
                     subagent_refs=obs.subagent_refs,
                 )
             )

@@ -1,0 +1,154 @@
+"""The REST API, the upload page and the CLI: three doors to the same import service."""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from rest_framework.authtoken.models import Token
+
+from tests.conftest import REFERENCE, import_path
+from tests.test_import_bad_input import write_trial
+from trials.models import Import, Trial
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_api_endpoint_and_page_needs_login(client):
+    for url in ("/api/trials/", "/api/imports/", "/api/schema/"):
+        assert client.get(url).status_code in (401, 403), url
+    for url in ("/", "/imports/", "/trials/", "/jobs/"):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
+
+
+def test_posting_a_file_returns_an_import_id_and_its_status(client_logged_in, django_capture_on_commit_callbacks):
+    pack = (REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_logged_in.post("/api/imports/", {"file": SimpleUploadedFile("pack.json", pack)})
+    assert response.status_code == 202
+    import_id = response.json()["id"]
+    status = client_logged_in.get(f"/api/imports/{import_id}/").json()
+    assert status["status"] == "done"  # no REDIS_URL: the task ran in-process
+    assert status["progress"] == 1.0
+    assert status["outcomes"][0]["outcome"] == "imported"
+    assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
+
+
+def test_posting_without_a_file_is_a_400_with_the_field_error(client_logged_in):
+    response = client_logged_in.post("/api/imports/", {})
+    assert response.status_code == 400
+    assert "file" in response.json()
+
+
+def test_bad_upload_reports_every_error_in_the_import_status(client_logged_in, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_logged_in.post("/api/imports/", {"file": SimpleUploadedFile("x.json", b'{"a": [1,}')})
+    status = client_logged_in.get(response.json()["url"]).json()
+    assert status["outcomes"][0]["outcome"] == "rejected"
+    assert status["problems"][0]["file"] == "x.json" and status["problems"][0]["line"] == 1
+
+
+def test_http_basic_and_token_auth_are_accepted(client, user):
+    basic = base64.b64encode(b"reviewer:pw-reviewer-1").decode()
+    assert client.get("/api/trials/", HTTP_AUTHORIZATION=f"Basic {basic}").status_code == 200
+    token = Token.objects.create(user=user)
+    assert client.get("/api/trials/", HTTP_AUTHORIZATION=f"Token {token.key}").status_code == 200
+
+
+def test_trials_list_filters_by_job_dataset_configuration_role_task_and_status(client_logged_in, tmp_path):
+    import_path(REFERENCE / "lime-agentqc" / "lime-benchmark-experiment.json")
+    import_path(REFERENCE / "agentv" / "multi-agent.eval.results.jsonl")
+    everything = client_logged_in.get("/api/trials/").json()
+    assert everything["count"] == Trial.objects.count() == 7
+    trial = Trial.objects.filter(source_format="agentqc").select_related("configuration", "task", "dataset").first()
+    queries = {
+        "job": trial.job_id,
+        "dataset": trial.dataset_id,
+        "configuration": trial.configuration.key,
+        "role": trial.configuration.role,
+        "task": trial.task.name,
+        "status": trial.status,
+    }
+    for name, value in queries.items():
+        results = client_logged_in.get("/api/trials/", {name: value}).json()["results"]
+        assert trial.pk in [r["id"] for r in results], name
+        expected = Trial.objects.filter(
+            **{
+                "job": {"job_id": value},
+                "dataset": {"dataset_id": value},
+                "configuration": {"configuration__key": value},
+                "role": {"configuration__role": value},
+                "task": {"task__name": value},
+                "status": {"status": value},
+            }[name]
+        ).count()
+        assert len(results) == expected, name
+
+
+def test_trials_list_is_paginated(client_logged_in, settings):
+    import_path(REFERENCE / "agentv" / "multi-agent.eval.results.jsonl")
+    page = client_logged_in.get("/api/trials/", {"page_size": 2}).json()
+    assert page["count"] == 5 and len(page["results"]) <= 50 and "next" in page
+
+
+def test_trial_detail_carries_the_completeness_checks(client_logged_in, tmp_path):
+    write_trial(tmp_path, manifest=False)
+    import_path(tmp_path / "task-a__AAAAAAA")
+    trial = Trial.objects.get()
+    body = client_logged_in.get(f"/api/trials/{trial.pk}/").json()
+    checks = {c["check"]: c for c in body["completeness"]["checks"]}
+    assert body["completeness"]["joinable"] is False
+    assert checks["artifactManifestRef"]["passed"] is False
+    assert checks["artifactManifestRef"]["consequence"] == "viewable, but cannot be promoted"
+    assert checks["trajectoryRef"]["passed"] is True
+    assert checks["runtimeCorrelation"]["consequence"] == "runtime profile blocks"
+
+
+def test_openapi_schema_lists_the_import_and_trial_endpoints(client_logged_in):
+    response = client_logged_in.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    paths = orjson.loads(response.content)["paths"]
+    assert {"/api/imports/", "/api/imports/{id}/", "/api/trials/", "/api/trials/{id}/"} <= set(paths)
+
+
+def test_upload_page_accepts_several_files_at_once(client_logged_in, django_capture_on_commit_callbacks):
+    files = [
+        SimpleUploadedFile("a.jsonl", (REFERENCE / "agentv" / "camel-replay-index.jsonl").read_bytes()),
+        SimpleUploadedFile("b.json", (REFERENCE / "lime-agentruntime" / "submit-turn-event.json").read_bytes()),
+    ]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_logged_in.post("/imports/", {"files": files})
+    assert response.status_code == 302
+    assert Import.objects.filter(origin="upload", status="done").count() == 2
+
+
+def test_import_page_escapes_a_hostile_file_name(client_logged_in):
+    name = '<img src=x onerror="alert(1)">.json'
+    client_logged_in.post("/imports/", {"files": [SimpleUploadedFile(name, b"{}")]})
+    imp = Import.objects.get()
+    html = client_logged_in.get(f"/imports/{imp.pk}/").content.decode()
+    assert "<img src=x" not in html and "&lt;img src=x" in html
+
+
+def test_cli_prints_one_line_per_pack_and_fails_when_one_is_rejected(tmp_path, capsys):
+    (tmp_path / "bad.json").write_bytes(b"{nope")
+    (tmp_path / "good.jsonl").write_bytes((REFERENCE / "agentv" / "camel-replay-index.jsonl").read_bytes())
+    with pytest.raises(CommandError, match="1 pack"):
+        call_command("import_packs", str(tmp_path), "--no-progress")
+    out = capsys.readouterr()
+    assert "rejected" in out.out and "bad.json" in out.out and "imported" in out.out
+    assert "malformed JSON" in out.err
+    call_command("import_packs", str(tmp_path / "good.jsonl"), "--no-progress")
+    assert "already imported" in capsys.readouterr().out
+
+
+def test_createsuperuser_noinput_reads_the_usual_environment(monkeypatch, django_user_model):
+    monkeypatch.setenv("DJANGO_SUPERUSER_USERNAME", "admin")
+    monkeypatch.setenv("DJANGO_SUPERUSER_PASSWORD", "pw-admin-1")
+    monkeypatch.setenv("DJANGO_SUPERUSER_EMAIL", "admin@example.com")
+    call_command("createsuperuser", "--noinput")
+    assert django_user_model.objects.get(username="admin").check_password("pw-admin-1")

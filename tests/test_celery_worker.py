@@ -1,0 +1,94 @@
+"""Imports through the real broker: Redis on 127.0.0.1 and a separate `celery worker` process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from django.db import connection
+
+from benchviewer.celery import app as celery_app
+from tests.conftest import REPO
+from tests.test_import_bad_input import write_trial
+from trials.models import Import, Step, Trial
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def database_url() -> str:
+    """The URL of the test database this process uses, for the worker process."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def worker(isolated_storage: Path):
+    server = redis.Redis.from_url(REDIS_URL)
+    server.ping()  # a real server, or the test fails here
+    server.flushdb()  # database 15 is the tests' own: no message from an earlier run is left
+    queue = celery_app.conf.task_default_queue
+    env = {
+        **os.environ,
+        "REDIS_URL": REDIS_URL,
+        "DATABASE_URL": database_url(),
+        "DATA_DIR": str(isolated_storage),
+    }
+    log = open(isolated_storage / "worker.log", "wb")  # noqa: SIM115 - closed at teardown
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "benchviewer", "worker", "--pool=solo", "-Q", queue,
+         "--without-gossip", "--without-mingle", "--loglevel=INFO"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
+    use_broker(broker_url=REDIS_URL, task_always_eager=False)
+    try:
+        yield process
+    finally:
+        use_broker(**previous)
+        process.terminate()
+        process.wait(timeout=20)
+        log.close()
+
+
+def use_broker(**conf) -> None:
+    """Point this process's Celery app at another broker, dropping pools made for the old one."""
+    celery_app.conf.update(**conf)
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+
+
+def wait_for(imp: Import, timeout: float = 60) -> Import:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        imp.refresh_from_db()
+        if imp.status in (Import.Status.DONE, Import.Status.FAILED):
+            return imp
+        time.sleep(0.2)
+    raise AssertionError(f"import still {imp.status} after {timeout}s")
+
+
+def test_an_upload_is_imported_by_a_separate_worker_through_redis(worker, tmp_path, client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("uploader"))
+    trial = write_trial(tmp_path / "src")
+    archive = tmp_path / "trial.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(trial.parent), trial.name], check=True)
+    with open(archive, "rb") as f:
+        response = client.post("/api/imports/", {"file": f})
+    assert response.status_code == 202
+    body = response.json()
+    assert body["status"] == "queued"  # returned at once: the worker does the work
+    imp = wait_for(Import.objects.get(pk=body["id"]))
+    assert imp.status == "done", (imp.problems, (tmp_path / "worker.log").read_text()[-2000:])
+    assert Trial.objects.get().name == trial.name
+    assert Step.objects.count() == 2
+    assert worker.poll() is None  # still serving

@@ -1,0 +1,273 @@
+"""Bad input gets a clear error that says where, and loses nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import orjson
+import pytest
+from django.db import DatabaseError
+
+from tests.conftest import import_path
+from trials import services
+from trials.models import Blob, Pack, PackFile, Step, Trajectory, Trial
+
+pytestmark = pytest.mark.django_db
+
+
+def atif(steps: list[dict], version: str = "ATIF-v1.7") -> dict:
+    return {
+        "schema_version": version,
+        "session_id": "sess-bad-input",
+        "agent": {"name": "test-agent", "version": "1.0", "model_name": "test-model"},
+        "steps": steps,
+    }
+
+
+def good_steps() -> list[dict]:
+    return [
+        {"step_id": 1, "source": "user", "message": "do the task"},
+        {
+            "step_id": 2,
+            "source": "agent",
+            "message": "running",
+            "tool_calls": [{"tool_call_id": "c1", "function_name": "bash", "arguments": {"cmd": "ls"}}],
+            "observation": {"results": [{"source_call_id": "c1", "content": "file.txt"}]},
+        },
+    ]
+
+
+def write_trial(root: Path, name: str = "task-a__AAAAAAA", steps: list[dict] | None = None, **parts) -> Path:
+    trial = root / name
+    (trial / "agent").mkdir(parents=True)
+    (trial / "verifier").mkdir()
+    result = {
+        "id": hashlib.md5(str(root / name).encode()).hexdigest(),
+        "task_name": name.split("__")[0],
+        "trial_name": name,
+        "trial_uri": f"file:///jobs/{name}",
+        "task_id": {"path": f"tasks/{name}"},
+        "source": "bad-input-dataset",
+        "task_checksum": "abc123",
+        "config": {},
+        "agent_info": {"name": "test-agent", "version": "1.0", "model_info": {"name": "test-model"}},
+        "verifier_result": {"rewards": {"reward": 1.0}},
+    }
+    (trial / "result.json").write_bytes(orjson.dumps(result))
+    if steps is not None or parts.get("trajectory", True):
+        (trial / "agent" / "trajectory.json").write_bytes(orjson.dumps(atif(steps or good_steps())))
+    if parts.get("details", True):
+        (trial / "verifier" / "reward-details.json").write_bytes(
+            orjson.dumps({"criteria": [{"name": "works", "score": 1.0}]})
+        )
+    if parts.get("manifest", True):
+        (trial / "artifacts").mkdir()
+        (trial / "artifacts" / "manifest.json").write_bytes(orjson.dumps([]))
+    return trial
+
+
+def problems_of(imp, severity: str = "error") -> list[dict]:
+    return [p for p in imp.problems if p["severity"] == severity]
+
+
+def test_malformed_json_is_rejected_with_file_and_line_and_its_bytes_kept(tmp_path):
+    path = tmp_path / "pack.json"
+    path.write_bytes(b'{\n  "benchmark": {"taskId": "t1",\n  "trialId": }\n}\n')
+    imp = import_path(path)
+    assert imp.outcomes[0]["outcome"] == "rejected"
+    [problem] = problems_of(imp)
+    assert problem["file"] == "pack.json" and problem["line"] == 3
+    assert "malformed JSON" in problem["message"] and problem["kept"]
+    assert Blob.objects.filter(sha256=hashlib.sha256(path.read_bytes()).hexdigest()).exists()
+    assert Pack.objects.get().status == "rejected"
+
+
+def test_non_sequential_step_ids_are_flagged_on_a_kept_trajectory(tmp_path):
+    steps = good_steps()
+    steps[1]["step_id"] = 5
+    write_trial(tmp_path / "job", steps=steps)
+    import_path(tmp_path / "job" / "task-a__AAAAAAA")
+    trajectory = Trajectory.objects.get()
+    assert Step.objects.count() == 2
+    [problem] = [p for p in trajectory.problems if p["severity"] == "error"]
+    assert problem["json_path"] == "steps[1].step_id"
+    assert "expected 2" in problem["message"]
+    assert not trajectory.is_valid
+
+
+def test_source_call_id_with_no_matching_tool_call_is_flagged(tmp_path):
+    steps = good_steps()
+    steps[1]["observation"]["results"][0]["source_call_id"] = "nope"
+    write_trial(tmp_path, steps=steps)
+    import_path(tmp_path / "task-a__AAAAAAA")
+    paths = [p["json_path"] for p in Trajectory.objects.get().problems]
+    assert "steps[1].observation.results[0].source_call_id" in paths
+
+
+def test_agent_only_fields_on_a_user_step_are_flagged(tmp_path):
+    steps = good_steps()
+    steps[0]["reasoning_content"] = "users do not reason here"
+    steps[0]["metrics"] = {"prompt_tokens": 3}
+    write_trial(tmp_path, steps=steps)
+    import_path(tmp_path / "task-a__AAAAAAA")
+    paths = {p["json_path"] for p in Trajectory.objects.get().problems}
+    assert {"steps[0].reasoning_content", "steps[0].metrics"} <= paths
+
+
+def test_unknown_schema_version_is_an_error_and_a_newer_atif_a_warning(tmp_path):
+    (tmp_path / "a.json").write_bytes(orjson.dumps(atif(good_steps(), version="TRAJ-2")))
+    (tmp_path / "b.json").write_bytes(orjson.dumps(atif(good_steps(), version="ATIF-v1.99")))
+    import_path(tmp_path)
+    first, second = Trajectory.objects.order_by("path")
+    assert [p["severity"] for p in first.problems if p["json_path"] == "schema_version"] == ["error"]
+    assert [p["severity"] for p in second.problems if p["json_path"] == "schema_version"] == ["warning"]
+    assert Step.objects.count() == 4  # both kept
+
+
+def test_a_pack_with_parts_missing_is_imported_and_marked_incomplete(tmp_path):
+    write_trial(tmp_path, trajectory=False, details=False, manifest=False)
+    imp = import_path(tmp_path / "task-a__AAAAAAA")
+    assert imp.outcomes[0]["outcome"] == "imported"
+    trial = Trial.objects.get()
+    assert not trial.is_complete
+    assert {"trajectoryRef", "rewardDetailsRef", "artifactManifestRef"} <= set(trial.missing)
+
+
+def tar_bytes(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+            tf.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buffer.getvalue()
+
+
+def test_truncated_archive_is_rejected_and_its_bytes_kept(tmp_path):
+    trial = write_trial(tmp_path / "src")
+    archive = tmp_path / "pack.tgz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(trial, arcname=trial.name)
+    data = archive.read_bytes()
+    archive.write_bytes(data[: len(data) // 2])
+    imp = import_path(archive)
+    assert imp.outcomes[0]["outcome"] == "rejected"
+    assert "truncated" in problems_of(imp)[0]["message"]
+    assert Trial.objects.count() == 0
+    assert Blob.objects.filter(sha256=hashlib.sha256(data[: len(data) // 2]).hexdigest()).exists()
+
+
+def test_hostile_tar_members_are_skipped_and_nothing_escapes_the_storage(tmp_path):
+    payload = orjson.dumps(atif(good_steps()))
+    members = [
+        (tarfile.TarInfo("../escaped.json"), payload),
+        (tarfile.TarInfo("/tmp/absolute-escaped.json"), payload),
+        (tarfile.TarInfo("ok/trajectory.json"), payload),
+    ]
+    link = tarfile.TarInfo("ok/link.json")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    device = tarfile.TarInfo("ok/device")
+    device.type, device.devmajor, device.devminor = tarfile.CHRTYPE, 1, 3
+    hardlink = tarfile.TarInfo("ok/hard.json")
+    hardlink.type, hardlink.linkname = tarfile.LNKTYPE, "../../etc/passwd"
+    members += [(link, None), (device, None), (hardlink, None)]
+    archive = tmp_path / "hostile.tar.gz"
+    archive.write_bytes(tar_bytes(members))
+    imp = import_path(archive)
+    skipped = {p["json_path"]: p["message"] for p in problems_of(imp, "warning") if "unsafe" in p["message"]}
+    assert set(skipped) == {"../escaped.json", "/tmp/absolute-escaped.json", "ok/link.json", "ok/device",
+                            "ok/hard.json"}  # fmt: skip
+    assert "traversal" in skipped["../escaped.json"] and "absolute" in skipped["/tmp/absolute-escaped.json"]
+    assert Trial.objects.count() == 1  # the safe member still imports
+    assert not (tmp_path / "escaped.json").exists() and not Path("/tmp/absolute-escaped.json").exists()
+    assert not list(tmp_path.parent.glob("escaped.json"))
+
+
+def test_zip_with_traversal_member_is_skipped(tmp_path):
+    archive = tmp_path / "hostile.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("../../evil.json", orjson.dumps(atif(good_steps())))
+        zf.writestr("good.json", orjson.dumps(atif(good_steps())))
+    imp = import_path(archive)
+    assert any(p["json_path"] == "../../evil.json" for p in imp.problems)
+    assert Trial.objects.count() == 1
+    assert not (tmp_path.parent / "evil.json").exists()
+
+
+def test_zip_bomb_by_ratio_is_rejected_before_it_fills_the_disk(tmp_path, settings):
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("zeros.json", b"0" * (40 * 1024 * 1024))
+    imp = import_path(archive)
+    assert imp.outcomes[0]["outcome"] == "rejected"
+    assert "ratio" in problems_of(imp)[0]["message"]
+    assert not list((settings.IMPORT_SPOOL_DIR).rglob("zeros.json"))
+
+
+def test_archive_past_the_expanded_size_limit_is_rejected(tmp_path, settings):
+    settings.IMPORT_MAX_EXPANDED_BYTES = 10_000
+    archive = tmp_path / "big.tar.gz"
+    info = tarfile.TarInfo("big.json")
+    archive.write_bytes(tar_bytes([(info, b"[" + b"1," * 20_000 + b"1]")]))
+    imp = import_path(archive)
+    assert imp.outcomes[0]["outcome"] == "rejected"
+    assert "expands past" in problems_of(imp)[0]["message"]
+
+
+def test_single_file_over_the_size_limit_is_rejected_unread(tmp_path, settings):
+    settings.IMPORT_MAX_FILE_BYTES = 100
+    path = tmp_path / "big.json"
+    path.write_bytes(orjson.dumps(atif(good_steps())))
+    imp = import_path(path)
+    assert imp.outcomes[0]["outcome"] == "rejected"
+    assert "over the limit" in problems_of(imp)[0]["message"]
+
+
+def test_a_database_failure_in_one_trial_leaves_no_half_imported_trial(tmp_path, monkeypatch):
+    job = tmp_path / "job"
+    write_trial(job, "task-a__AAAAAAA")
+    write_trial(job, "task-b__BBBBBBB")
+    (job / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
+    real = services.write_trial_children
+
+    def fail_for_task_b(trial, parsed, blobs):
+        if parsed.name.startswith("task-b"):
+            real(trial, parsed, blobs)
+            raise DatabaseError("injected failure after the trial's rows were written")
+        real(trial, parsed, blobs)
+
+    monkeypatch.setattr(services, "write_trial_children", fail_for_task_b)
+    imp = import_path(job)
+    assert imp.status == "done"
+    assert list(Trial.objects.values_list("name", flat=True)) == ["task-a__AAAAAAA"]
+    assert Step.objects.filter(trial__name__startswith="task-b").count() == 0
+    assert imp.outcomes[0]["rejected"] == 1 and imp.rejected_count == 1
+    assert any("database rejected" in p["message"] for p in imp.problems)
+    monkeypatch.setattr(services, "write_trial_children", real)
+    again = import_path(job)  # the pack stayed open: importing it again finishes it
+    assert again.outcomes[0]["trials"] == 1
+    assert Trial.objects.count() == 2
+
+
+def test_nul_characters_in_agent_output_are_stored_and_the_raw_step_kept(tmp_path):
+    steps = good_steps()
+    steps[1]["observation"]["results"][0]["content"] = "binary\x00output"
+    steps[1]["message"] = "nul\x00here"
+    write_trial(tmp_path, steps=steps)
+    import_path(tmp_path / "task-a__AAAAAAA")
+    step = Step.objects.get(index=1)
+    assert step.raw == steps[1]
+    assert "\x00" not in step.message_text
+
+
+def test_every_file_of_an_imported_folder_is_stored(tmp_path):
+    trial = write_trial(tmp_path)
+    (trial / "agent" / "notes.bin").write_bytes(bytes(range(256)))
+    import_path(trial)
+    stored = set(PackFile.objects.values_list("path", flat=True))
+    expected = {f"{trial.name}/{p.relative_to(trial).as_posix()}" for p in trial.rglob("*") if p.is_file()}
+    assert stored == expected
