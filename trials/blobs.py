@@ -62,3 +62,16 @@ def store_bytes(data: bytes, spool_dir: Path) -> Blob:
         return store_file(tmp, sha, len(data))
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def store_files(files) -> dict[str, int]:
+    """Store many (path, sha256, size) files; sha256 -> Blob id, with one query per 500 known blobs."""
+    files = list(files)
+    known: dict[str, int] = {}
+    shas = sorted({sha for _, sha, _ in files})
+    for start in range(0, len(shas), 500):
+        known.update(Blob.objects.filter(sha256__in=shas[start : start + 500]).values_list("sha256", "id"))
+    for path, sha, size in files:
+        if sha not in known:
+            known[sha] = store_file(path, sha, size).pk
+    return known

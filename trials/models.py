@@ -25,7 +25,11 @@ class NulSafeJSONEncoder(DjangoJSONEncoder):
     """
 
     def encode(self, o):
-        return _NUL_ESCAPE.sub(r"\1\\ufffd", super().encode(o))
+        try:
+            text = orjson.dumps(o).decode()  # an order of magnitude faster than json.dumps
+        except TypeError:
+            text = super().encode(o)
+        return _NUL_ESCAPE.sub(r"\1\\ufffd", text) if "\\u0000" in text else text
 
 
 def nul_free(text: str) -> str:

@@ -23,7 +23,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from trials import completeness
-from trials.blobs import sha256_of_file, store_file
+from trials.blobs import sha256_of_file, store_file, store_files
+from trials.fastinsert import insert_rows
 from trials.ingest import lime
 from trials.ingest.archives import Limits, extract
 from trials.ingest.detect import Candidate, discover, parse_candidate
@@ -267,14 +268,18 @@ class ImportRun:
             sha256=sha, defaults={"kind": candidate.kind, "name": candidate.rel, "first_import": self.imp}
         )
         if created or pack.status != Pack.Status.IMPORTED:
-            for rel, (path, file_sha, size) in files.items():
-                blob = store_file(path, file_sha, size)
-                PackFile.objects.get_or_create(pack=pack, path=rel, defaults={"blob": blob})
+            blob_ids = store_files(files.values())
+            PackFile.objects.bulk_create(
+                [PackFile(pack=pack, path=rel, blob_id=blob_ids[sha]) for rel, (_, sha, _) in files.items()],
+                batch_size=500,
+                ignore_conflicts=True,
+            )
         return pack, created
 
     def write_pack(self, parsed: ParsedPack, pack: Pack, files: dict[str, tuple[Path, str, int]]) -> dict:
         blobs = dict(PackFile.objects.filter(pack=pack).values_list("path", "blob_id"))
         per_trial_progress = parsed.kind == "harbor-job"  # what `weight` counted for this pack
+        shared = SharedRows()
         jobs = {job.key: upsert_job(job, pack) for job in parsed.jobs}
         for document in parsed.documents:
             Document.objects.get_or_create(
@@ -286,7 +291,7 @@ class ImportRun:
         counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0}
         for trial in parsed.iter_trials():
             try:
-                result = write_trial(trial, pack, jobs.get(trial.job_key), blobs)
+                result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared)
             except DatabaseError as exc:  # the trial rolled back whole; the others go on
                 log.warning("trial %s rejected by the database: %s", trial.key, exc)
                 trial.problems.append(
@@ -399,7 +404,37 @@ class WriteResult:
         self.trial, self.outcome, self.steps = trial, outcome, steps  # outcome: trials | already | joined
 
 
-def write_trial(parsed: ParsedTrial, pack: Pack, job: Job | None, blobs: dict[str, int]) -> WriteResult:
+class SharedRows:
+    """Datasets, tasks and configurations seen in this import, looked up once each.
+
+    They are created outside the trials' transactions (they are shared and idempotent),
+    so a trial that rolls back never leaves a cached id pointing at nothing.
+    """
+
+    def __init__(self):
+        self.seen: dict[tuple, object] = {}
+
+    def resolve(self, parsed: ParsedTrial) -> tuple[Dataset | None, Task | None, Configuration | None]:
+        dataset = self._get(("dataset", _ref_key(parsed.dataset)), lambda: get_dataset(parsed.dataset))
+        task = self._get(
+            ("task", dataset and dataset.pk, _ref_key(parsed.task)), lambda: get_task(dataset, parsed.task)
+        )
+        config = self._get(("config", _ref_key(parsed.configuration)), lambda: get_configuration(parsed.configuration))
+        return dataset, task, config
+
+    def _get(self, key: tuple, make):
+        if key not in self.seen:
+            self.seen[key] = make()
+        return self.seen[key]
+
+
+def _ref_key(ref) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in vars(ref).items())) if ref is not None else ()
+
+
+def write_trial(
+    parsed: ParsedTrial, pack: Pack, job: Job | None, blobs: dict[str, int], shared: SharedRows | None = None
+) -> WriteResult:
     """One transaction per trial: it is imported whole or not at all."""
     existing = Trial.objects.filter(key=parsed.key[:500]).first()
     if existing is not None:
@@ -409,9 +444,10 @@ def write_trial(parsed: ParsedTrial, pack: Pack, job: Job | None, blobs: dict[st
         if target is not None:
             join_evidence_pack(target, parsed)
             return WriteResult(target, "joined")
+    dataset, task, configuration = (shared or SharedRows()).resolve(parsed)
     try:
         with transaction.atomic():
-            trial = create_trial(parsed, pack, job)
+            trial = create_trial(parsed, pack, job, dataset, task, configuration)
             steps = 0
             for position, trajectory in enumerate(parsed.trajectories):
                 steps += write_trajectory(trial, trajectory, position, blobs)
@@ -433,8 +469,14 @@ def apply_completeness(trial: Trial) -> None:
     trial.missing = result["missing"]
 
 
-def create_trial(parsed: ParsedTrial, pack: Pack, job: Job | None) -> Trial:
-    dataset = get_dataset(parsed.dataset)
+def create_trial(
+    parsed: ParsedTrial,
+    pack: Pack,
+    job: Job | None,
+    dataset: Dataset | None,
+    task: Task | None,
+    configuration: Configuration | None,
+) -> Trial:
     duration = None
     if (
         parsed.started_at
@@ -452,8 +494,8 @@ def create_trial(parsed: ParsedTrial, pack: Pack, job: Job | None) -> Trial:
         pack=pack,
         job=job,
         dataset=dataset,
-        task=get_task(dataset, parsed.task),
-        configuration=get_configuration(parsed.configuration),
+        task=task,
+        configuration=configuration,
         attempt=parsed.attempt,
         status=parsed.status or Trial.Status.UNKNOWN,
         reward=parsed.reward,
@@ -536,54 +578,65 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
             search_parts.append(orjson.dumps(call.arguments).decode() if call.arguments is not None else "")
         search_parts.extend(o.content_text for o in step.observations)
         rows.append(
-            Step(
-                trajectory=trajectory,
-                trial=trial,
-                index=step.index,
-                step_id=str(step.step_id)[:40],
-                source=step.source[:10],
-                timestamp=_aware(step.timestamp),
-                model_name=step.model_name[:200],
-                message_text=nul_free(step.message_text),
-                reasoning=nul_free(step.reasoning),
-                prompt_tokens=step.prompt_tokens,
-                completion_tokens=step.completion_tokens,
-                cached_tokens=step.cached_tokens,
-                cost_usd=step.cost_usd,
-                is_copied_context=step.is_copied_context,
-                llm_call_count=step.llm_call_count,
-                context_management=step.context_management[:20],
-                tool_call_count=len(step.tool_calls),
-                size=len(raw_json),
-                search_text=nul_free("\n".join(search_parts).lower()),
-                raw_json=raw_json,
-            )
+            {
+                "trajectory_id": trajectory.pk,
+                "trial_id": trial.pk,
+                "index": step.index,
+                "step_id": str(step.step_id)[:40],
+                "source": step.source[:10],
+                "timestamp": _aware(step.timestamp),
+                "model_name": step.model_name[:200],
+                "message_text": nul_free(step.message_text),
+                "reasoning": nul_free(step.reasoning),
+                "prompt_tokens": _bigint(step.prompt_tokens),
+                "completion_tokens": _bigint(step.completion_tokens),
+                "cached_tokens": _bigint(step.cached_tokens),
+                "cost_usd": step.cost_usd,
+                "is_copied_context": step.is_copied_context,
+                "llm_call_count": _bigint(step.llm_call_count),
+                "context_management": step.context_management[:20],
+                "tool_call_count": len(step.tool_calls),
+                "size": len(raw_json),
+                "search_text": nul_free("\n".join(search_parts).lower()),
+                "raw_json": raw_json,
+            }
         )
-    created = Step.objects.bulk_create(rows)
+    insert_rows(Step, rows)
+    step_pks = dict(
+        Step.objects.filter(
+            trajectory=trajectory, index__gte=parsed_steps[0].index, index__lte=parsed_steps[-1].index
+        ).values_list("index", "pk")
+    )
     calls, observations = [], []
-    for row, step in zip(created, parsed_steps, strict=True):
+    for step in parsed_steps:
+        step_pk = step_pks[step.index]
         for call in step.tool_calls:
             calls.append(
-                ToolCall(
-                    step=row,
-                    trial=trial,
-                    tool_call_id=call.tool_call_id[:200],
-                    function_name=call.function_name[:200],
-                    arguments=call.arguments,
-                )
+                {
+                    "step_id": step_pk,
+                    "trial_id": trial.pk,
+                    "tool_call_id": call.tool_call_id[:200],
+                    "function_name": call.function_name[:200],
+                    "arguments": call.arguments,
+                }
             )
         for obs in step.observations:
             observations.append(
-                ObservationResult(
-                    step=row,
-                    source_call_id=str(obs.source_call_id or "")[:200],
-                    content_size=obs.content_size,
-                    preview=nul_free(obs.content_text[:PREVIEW_CHARS]),
-                    subagent_refs=obs.subagent_refs,
-                )
+                {
+                    "step_id": step_pk,
+                    "source_call_id": str(obs.source_call_id or "")[:200],
+                    "content_size": obs.content_size,
+                    "preview": nul_free(obs.content_text[:PREVIEW_CHARS]),
+                    "subagent_refs": obs.subagent_refs,
+                }
             )
-    ToolCall.objects.bulk_create(calls, batch_size=STEP_BATCH)
-    ObservationResult.objects.bulk_create(observations, batch_size=STEP_BATCH)
+    insert_rows(ToolCall, calls)
+    insert_rows(ObservationResult, observations)
+
+
+def _bigint(value: int | None) -> int | None:
+    """A count past 64 bits is not a real count: keep it only in the raw step."""
+    return value if value is None or -(2**63) <= value < 2**63 else None
 
 
 def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int]) -> None:

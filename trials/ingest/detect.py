@@ -12,7 +12,7 @@ from typing import Any
 
 from trials.ingest import agentcontext, agentqc, agentv, documents, harbor, lime, openchrome
 from trials.ingest.archives import archive_kind
-from trials.ingest.atif import STREAM_THRESHOLD, looks_like_atif
+from trials.ingest.atif import looks_like_atif
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
 
@@ -81,7 +81,7 @@ def parse_file(path: Path, rel: str, max_file_bytes: int) -> ParsedPack:
         )
     if size == 0:
         raise PackError(Problem(rel, "empty file", kept="nothing"))
-    if size > STREAM_THRESHOLD and harbor.sniff_trajectory(path):
+    if harbor.sniff_trajectory(path):  # parsed once, by the trajectory reader (streaming when big)
         return harbor.parse_lone_trajectory(path, rel)
     with open(path, "rb") as f:
         head = f.read(4096)

@@ -35,6 +35,7 @@ TEXT_LIMIT = 256 * 1024  # logs beyond this stay in the raw bytes and are downlo
 TEXT_FILES = ("trial.log", "exception.txt", "job.log")
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
 CONT_RE = re.compile(r"^trajectory\.cont-(\d+)\.json$")
+ATIF_VERSION_RE = re.compile(rb'"schema_version"\s*:\s*"ATIF-')
 
 
 def read_json_dict(path: Path, rel: str) -> dict[str, Any] | None:
@@ -627,4 +628,4 @@ def sniff_trajectory(path: Path) -> bool:
     """A cheap look at the first bytes: does this JSON file start like an ATIF trajectory?"""
     with open(path, "rb") as f:
         head = f.read(4096)
-    return b'"schema_version"' in head and b"ATIF" in head or (b'"steps"' in head and b'"agent"' in head)
+    return ATIF_VERSION_RE.search(head) is not None
