@@ -20,8 +20,8 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py demo_user
-	$(BIN)/python manage.py generate_demo data/demo
-	$(BIN)/python manage.py import_packs data/demo $(wildcard ../shared/reference) || true
+	$(BIN)/python manage.py generate_demo data/demo --replace
+	$(BIN)/python manage.py import_packs data/demo $(wildcard ../shared/reference)
 	@echo "Benchviewer: http://127.0.0.1:8000  (log in with the demo user printed above)"
 	$(BIN)/python manage.py runserver 127.0.0.1:8000
 
