@@ -12,5 +12,6 @@ urlpatterns = [
     path("api/comparisons/", include("comparisons.api_urls")),
     path("api/", include("trials.api_urls")),
     path("comparisons/", include("comparisons.urls")),
+    path("", include("trials.triage.urls")),
     path("", include("trials.urls")),
 ]

@@ -496,3 +496,7 @@ class Document(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.title or self.path}"
+
+
+# The QC models live beside their views in trials/triage/; importing them here registers them.
+from trials.triage.models import *  # noqa: E402, F403

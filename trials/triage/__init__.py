@@ -1,0 +1,1 @@
+"""Failure triage into Agent QC: feedback forms, QC scenarios, blockers and waivers, roles."""

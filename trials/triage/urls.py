@@ -1,0 +1,1 @@
+urlpatterns: list = []  # triage pages and API (issue 5)
