@@ -81,7 +81,10 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # A file, not memory, for tests too: a Celery worker process must see the same database.
-    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("TEST_SQLITE_PATH", str(DATA_DIR / "test.sqlite3"))}
+    # One file per test run, so two runs at once do not share it.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("TEST_SQLITE_PATH", str(DATA_DIR / f"test-{os.getpid()}.sqlite3"))
+    }
     # WAL lets the dashboard read while an import writes; a busy timeout instead of "locked".
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 30,

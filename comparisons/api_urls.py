@@ -1,2 +1,11 @@
+from django.urls import path
 
-urlpatterns: list = []  # comparison API (issue 4)
+from comparisons import api
+
+urlpatterns = [
+    path("", api.ComparisonView.as_view(), name="api-comparison"),
+    path("<int:pk>/status/", api.ComparisonStatusView.as_view(), name="api-comparison-status"),
+    path("charts/<str:chart>/", api.ChartView.as_view(), name="api-comparison-chart"),
+    path("save/", api.SaveView.as_view(), name="api-comparison-save"),
+    path("saved/<int:pk>/event.json", api.EventDownloadView.as_view(), name="api-comparison-event"),
+]

@@ -1,2 +1,8 @@
+from django.urls import path
 
-urlpatterns: list = []  # comparison pages (issue 4)
+from comparisons import views
+
+urlpatterns = [
+    path("", views.comparison_page, name="comparison"),
+    path("save/", views.save_comparison, name="comparison-save"),
+]

@@ -1,0 +1,149 @@
+"""Benchmark of the comparison: 2 configurations x 1,000 tasks x 5 attempts (10,000 trials).
+
+Usage: .venv/bin/python bench/compare_bench.py [--tasks 1000] [--attempts 5] [--runs 30]
+
+Trials are written with bulk_create straight into a temporary SQLite database (not through
+the importer: this measures the comparison, not the import). Then it times:
+  - the comparison computed from scratch (load rows, statistics, 10,000 bootstrap resamples);
+  - the same through the Celery task path (eager) including the cache write;
+  - the comparison page served from the cache (django.test.Client, logged in), N runs;
+  - the JSON API and one chart endpoint from the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def setup_django(data_dir: str) -> None:
+    os.environ["DATA_DIR"] = data_dir  # before settings are read: the database lives here
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
+    os.environ.pop("DATABASE_URL", None)
+    os.environ.pop("REDIS_URL", None)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def create_trials(tasks: int, attempts: int, seed: int = 0) -> tuple[int, int]:
+    from trials.models import Configuration, Dataset, Job, Task, Trial
+
+    rng = random.Random(seed)
+    dataset = Dataset.objects.create(name="bench/terminal-tasks", version="2026.11")
+    task_rows = Task.objects.bulk_create(
+        [Task(dataset=dataset, name=f"task-{i:04d}", checksum=f"{i:064x}") for i in range(tasks)]
+    )
+    ids = []
+    for role, bias in (("baseline", 0.0), ("candidate", 0.04)):
+        conf = Configuration.objects.create(
+            key=f"{role}-bench", role=role, agent_name="terminus-2", agent_version="1.0", model_name="gpt-5.4"
+        )
+        job = Job.objects.create(key=f"bench-{role}", name=f"{role}-job", source_format="harbor")
+        trials = []
+        for task in task_rows:
+            difficulty = rng.random()
+            for attempt in range(1, attempts + 1):
+                roll = rng.random()
+                status = "errored" if roll < 0.02 else "timeout" if roll < 0.05 else None
+                reward = None if status == "errored" else float(rng.random() < (1 - difficulty) + bias)
+                status = status or ("passed" if reward == 1.0 else "failed")
+                tokens = rng.randint(5_000, 60_000)
+                trials.append(
+                    Trial(
+                        key=f"{role}:{task.name}:{attempt}",
+                        source_format="harbor",
+                        name=f"{task.name}__{role[:1]}{attempt}",
+                        job=job,
+                        dataset=dataset,
+                        task=task,
+                        configuration=conf,
+                        attempt=attempt,
+                        status=status,
+                        reward=reward,
+                        rewards={} if reward is None else {"reward": reward, "efficiency": round(rng.random(), 3)},
+                        duration_sec=rng.uniform(30, 600),
+                        input_tokens=tokens,
+                        output_tokens=tokens // 10,
+                        cost_usd=tokens * 3e-6,
+                        is_complete=rng.random() > 0.03,
+                        documents={"evidence_pack": {"decisionInputs": {"p0QcGateRegressionCount": 0}}},
+                    )
+                )
+        Trial.objects.bulk_create(trials, batch_size=2_000)
+        ids.append(conf.pk)
+    return ids[0], ids[1]
+
+
+def timed(fn, runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def describe(name: str, ms: list[float]) -> str:
+    ordered = sorted(ms)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return f"{name:<44} median {statistics.median(ms):8.1f} ms   p95 {p95:8.1f} ms   (n={len(ms)})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=1_000)
+    parser.add_argument("--attempts", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="compare-bench-") as data_dir:
+        setup_django(data_dir)
+        from django.contrib.auth import get_user_model
+        from django.test import Client
+
+        from comparisons import services
+        from comparisons.models import Comparison
+
+        start = time.perf_counter()
+        base_id, cand_id = create_trials(args.tasks, args.attempts)
+        print(f"created {2 * args.tasks * args.attempts:,} trials in {time.perf_counter() - start:.1f} s (bulk_create)")
+        base, cand = services.Side("configuration", base_id), services.Side("configuration", cand_id)
+
+        compute = timed(lambda: services.compute(base, cand), 5)
+        print(describe("compute (10,000 bootstrap resamples)", compute))
+        task_path = timed(lambda: (Comparison.objects.all().delete(), services.get_or_compute(base, cand)), 3)
+        print(describe("compute via Celery task + cache write", task_path))
+
+        user = get_user_model().objects.create_user("bench", password="bench-pw-1")
+        client = Client()
+        client.force_login(user)
+        query = f"baseline={base_id}&candidate={cand_id}"
+        assert client.get(f"/comparisons/?{query}").status_code == 200  # warm the cache
+        page = timed(lambda: client.get(f"/comparisons/?{query}"), args.runs)
+        print(describe("page from cache", page))
+        api = timed(lambda: client.get(f"/api/comparisons/?{query}"), args.runs)
+        print(describe("API JSON from cache", api))
+        chart = timed(lambda: client.get(f"/api/comparisons/charts/cost_reward/?{query}"), 10)
+        print(describe("chart cost_reward (10,000 points) from cache", chart))
+        c = services.get_or_compute(base, cand).result["comparison"]
+        ci = c["meanRewardDeltaCi95"]
+        print(
+            f"meanRewardDelta {c['meanRewardDelta']:+.4f}  CI95 [{ci[0]:+.4f}, {ci[1]:+.4f}]  decision {c['decision']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+from django.contrib import admin
+
+from comparisons.models import Comparison, SavedComparison
+
+
+@admin.register(Comparison)
+class ComparisonAdmin(admin.ModelAdmin):
+    list_display = ("id", "baseline_kind", "baseline_id", "candidate_kind", "candidate_id", "status", "updated_at")
+    list_filter = ("status",)
+    exclude = ("result", "points")  # large JSON: read it through the API
+
+
+@admin.register(SavedComparison)
+class SavedComparisonAdmin(admin.ModelAdmin):
+    list_display = ("event_id", "title", "decision", "created_by", "created_at")
+    list_filter = ("decision",)

@@ -1,0 +1,192 @@
+"""Plotly figures (plain data + layout dicts) built from a computed comparison.
+
+No Django here: URLs are already in the comparison result (matrix rows carry their
+trial-list links) or come in as a function. Each point's `customdata` is the URL the
+browser opens when the point is clicked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+BASELINE_COLOUR = "#6b7a90"
+CANDIDATE_COLOUR = "#2f6fdf"
+GOOD, BAD, NEUTRAL = "#2e8b57", "#c0392b", "#9aa5b1"
+MAX_BAR_TASKS = 400  # beyond this, the delta chart keeps the largest moves both ways
+
+CHARTS = ("reward_delta", "heatmap", "distribution", "cost_reward", "pass_rate")
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title},
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 60},
+        "hovermode": "closest",
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+        **extra,
+    }
+
+
+def _labels(result: dict[str, Any]) -> tuple[str, str]:
+    return result["baseline"]["label"], result["candidate"]["label"]
+
+
+def reward_delta(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
+    """Sorted bars: candidate minus baseline mean reward, one bar per paired task."""
+    rows = sorted((r for r in result["tasks"] if r["delta"] is not None), key=lambda r: r["delta"])
+    if len(rows) > MAX_BAR_TASKS:
+        half = MAX_BAR_TASKS // 2
+        rows = rows[:half] + rows[-half:]
+    colours = [GOOD if r["delta"] > 0 else BAD if r["delta"] < 0 else NEUTRAL for r in rows]
+    trace = {
+        "type": "bar",
+        "x": [r["task"] for r in rows],
+        "y": [r["delta"] for r in rows],
+        "marker": {"color": colours},
+        "customdata": [r["candidateUrl"] for r in rows],
+        "text": [r["outcome"] for r in rows],
+        "textposition": "none",
+        "hovertemplate": "<b>%{x}</b><br>Δ reward %{y:+.3f}<br>%{text}<br>click: candidate trials<extra></extra>",
+    }
+    return {
+        "data": [trace],
+        "layout": _layout(
+            "Reward delta per task (candidate − baseline)",
+            xaxis={"showticklabels": len(rows) <= 40, "title": {"text": "task"}},
+            yaxis={"title": {"text": "Δ mean reward"}, "zeroline": True},
+        ),
+    }
+
+
+def heatmap(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
+    """Task x side: mean reward of each task on each side."""
+    rows = sorted(result["tasks"], key=lambda r: (r["delta"] is None, r["delta"] or 0.0))
+    base_label, cand_label = _labels(result)
+
+    def mean(side: dict[str, Any] | None) -> float | None:
+        return side["mean"] if side else None
+
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": [base_label, cand_label],
+                "y": [r["task"] for r in rows],
+                "z": [[mean(r["baseline"]), mean(r["candidate"])] for r in rows],
+                "customdata": [[r["baselineUrl"], r["candidateUrl"]] for r in rows],
+                "zmin": 0,
+                "zmax": 1,
+                "colorscale": [[0.0, BAD], [0.5, "#f4d35e"], [1.0, GOOD]],  # red = 0, green = 1
+                "hovertemplate": "<b>%{y}</b><br>%{x}: mean reward %{z:.3f}<extra></extra>",
+            }
+        ],
+        "layout": _layout(
+            "Mean reward per task and side",
+            height=max(320, min(1200, 18 * len(rows) + 120)),
+            yaxis={"showticklabels": len(rows) <= 60, "automargin": True},
+        ),
+    }
+
+
+def distribution(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
+    """Distribution of task mean rewards on each side (box with every task as a point)."""
+    traces = []
+    for role, colour in (("baseline", BASELINE_COLOUR), ("candidate", CANDIDATE_COLOUR)):
+        rows = [r for r in result["tasks"] if r[role] and r[role]["mean"] is not None]
+        traces.append(
+            {
+                "type": "box",
+                "name": result[role]["label"],
+                "y": [r[role]["mean"] for r in rows],
+                "text": [r["task"] for r in rows],
+                "customdata": [r[f"{role}Url"] for r in rows],
+                "boxpoints": "all",
+                "jitter": 0.4,
+                "pointpos": 0,
+                "marker": {"color": colour, "size": 5},
+                "hovertemplate": "<b>%{text}</b><br>mean reward %{y:.3f}<extra></extra>",
+            }
+        )
+    return {
+        "data": traces,
+        "layout": _layout("Reward distribution per side (task means)", yaxis={"title": {"text": "mean reward"}}),
+    }
+
+
+def cost_reward(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
+    """Cost vs reward, one point per trial that has both."""
+    traces = []
+    for role, colour in (("baseline", BASELINE_COLOUR), ("candidate", CANDIDATE_COLOUR)):
+        cols = points.get(role) or {}
+        keep = [
+            i
+            for i, (cost, reward) in enumerate(zip(cols.get("cost", []), cols.get("reward", []), strict=True))
+            if cost is not None and reward is not None
+        ]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": result[role]["label"],
+                "x": [cols["cost"][i] for i in keep],
+                "y": [cols["reward"][i] for i in keep],
+                "text": [cols["task"][i] for i in keep],
+                "customdata": [trial_url(cols["id"][i]) for i in keep],
+                "marker": {"color": colour, "size": 6, "opacity": 0.6},
+                "hovertemplate": "<b>%{text}</b><br>cost $%{x:.4f}<br>reward %{y:.3f}<extra></extra>",
+            }
+        )
+    return {
+        "data": traces,
+        "layout": _layout(
+            "Cost vs reward per trial", xaxis={"title": {"text": "cost (USD)"}}, yaxis={"title": {"text": "reward"}}
+        ),
+    }
+
+
+def pass_rate(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
+    """Pass rate per side with its Wilson 95% interval."""
+    x, y, plus, minus, urls, text = [], [], [], [], [], []
+    for role in ("baseline", "candidate"):
+        metrics = result[role]["metrics"]
+        rate, ci = metrics["passRate"], metrics["passRateCi95"]
+        x.append(result[role]["label"])
+        y.append(rate)
+        plus.append(ci[1] - rate if ci and rate is not None else 0)
+        minus.append(rate - ci[0] if ci and rate is not None else 0)
+        urls.append(result[role]["trialsUrl"] + "&status=passed")
+        text.append(f"{metrics['passes']} / {metrics['decided']} passed")
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": x,
+                "y": y,
+                "text": text,
+                "customdata": urls,
+                "marker": {"color": [BASELINE_COLOUR, CANDIDATE_COLOUR]},
+                "error_y": {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus},
+                "hovertemplate": "<b>%{x}</b><br>pass rate %{y:.1%}<br>%{text}<extra></extra>",
+            }
+        ],
+        "layout": _layout(
+            "Pass rate with 95% interval (Wilson)", yaxis={"title": {"text": "pass rate"}, "range": [0, 1.05]}
+        ),
+    }
+
+
+BUILDERS = {
+    "reward_delta": reward_delta,
+    "heatmap": heatmap,
+    "distribution": distribution,
+    "cost_reward": cost_reward,
+    "pass_rate": pass_rate,
+}
+
+
+def build(
+    chart: str, result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]
+) -> dict[str, Any]:
+    return BUILDERS[chart](result, points, trial_url)

@@ -1,0 +1,94 @@
+"""The statistics behind a comparison: plain numpy / scipy, no Django.
+
+Every function takes plain numbers or arrays and returns plain floats, so the service
+can put the results straight into JSON and the tests can check them independently.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+# Resamples are drawn in blocks so 10,000 x 1,000 tasks never needs one 80 MB index array.
+_BOOTSTRAP_BLOCK = 1_000
+
+
+def paired_bootstrap_ci(
+    baseline: np.ndarray | list[float],
+    candidate: np.ndarray | list[float],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Percentile interval of mean(candidate - baseline), resampling tasks with replacement.
+
+    The two arrays are paired: position i is the same task on both sides (each value is
+    that task's mean over attempts). The same seed always gives the same interval.
+    """
+    diffs = np.asarray(candidate, dtype=float) - np.asarray(baseline, dtype=float)
+    n = diffs.size
+    if n == 0 or resamples <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples)
+    for start in range(0, resamples, _BOOTSTRAP_BLOCK):
+        size = min(_BOOTSTRAP_BLOCK, resamples - start)
+        idx = rng.integers(0, n, size=(size, n))
+        means[start : start + size] = diffs[idx].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs.
+
+    baseline_only: tasks that pass on the baseline and fail on the candidate; candidate_only:
+    the reverse. Under "no difference" each flip goes either way with probability 1/2.
+    """
+    flips = baseline_only + candidate_only
+    if flips == 0:
+        return 1.0
+    return float(stats.binomtest(candidate_only, flips, 0.5).pvalue)
+
+
+def proportion_ci(successes: int, total: int, *, method: str = "wilson") -> tuple[float, float] | None:
+    """95% interval of a pass rate (Wilson by default, "exact" for Clopper-Pearson)."""
+    if total <= 0:
+        return None
+    ci = stats.binomtest(successes, total).proportion_ci(confidence_level=CONFIDENCE, method=method)
+    return float(ci.low), float(ci.high)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased pass@k for one task: n attempts, c of them passed (Chen et al., 2021)."""
+    if k <= 0 or n < k:
+        return None
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def mean_or_none(values: list[float] | np.ndarray) -> float | None:
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()) if arr.size else None
+
+
+def normalized_gain(score1: float, score2: float) -> float | None:
+    """AgentV's g = (score2 - score1) / (1 - score1); undefined when the baseline is perfect."""
+    if score1 >= 1.0:
+        return None
+    return (score2 - score1) / (1.0 - score1)
+
+
+def win_loss_tie(delta: float, threshold: float = 0.1) -> str:
+    """AgentV's classification of one matched pair."""
+    if delta >= threshold:
+        return "win"
+    if delta <= -threshold:
+        return "loss"
+    return "tie"

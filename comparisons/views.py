@@ -1,0 +1,210 @@
+"""The comparison page: picker, headline numbers, validity, decision, matrix, charts."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from comparisons import charts, services
+from comparisons.models import Comparison, SavedComparison
+from trials.models import Configuration, Job
+
+MATRIX_PAGE_SIZE = 100
+OUTCOME_ORDER = {"regressed": 0, "flipped": 1, "improved": 2, "unchanged": 3, "no reward": 4}
+SORTS = {
+    "task": lambda r: r["task"],
+    "delta": lambda r: (r["delta"] is None, r["delta"] or 0.0),
+    "outcome": lambda r: (OUTCOME_ORDER.get(r["outcome"], 9), r["task"]),
+    "baseline": lambda r: (_side_mean(r["baseline"]) is None, _side_mean(r["baseline"]) or 0.0),
+    "candidate": lambda r: (_side_mean(r["candidate"]) is None, _side_mean(r["candidate"]) or 0.0),
+}
+CHART_TITLES = {
+    "reward_delta": "Reward delta per task",
+    "heatmap": "Task × side heatmap",
+    "distribution": "Reward distribution",
+    "cost_reward": "Cost vs reward",
+    "pass_rate": "Pass rate with intervals",
+}
+
+
+def _side_mean(side: dict[str, Any] | None) -> float | None:
+    return side["mean"] if side else None
+
+
+def _fmt(value: Any, kind: str = "num") -> str:
+    if value is None:
+        return "—"
+    if kind == "pct":
+        return f"{value:.1%}"
+    if kind == "dpct":
+        return f"{value * 100:+.1f} pp"
+    if kind == "usd":
+        return f"${value:,.4f}"
+    if kind == "dusd":
+        return f"{'+' if value >= 0 else '−'}${abs(value):,.4f}"
+    if kind == "int":
+        return f"{value:,.0f}"
+    if kind == "dint":
+        return f"{value:+,.0f}"
+    if kind == "delta":
+        return f"{value:+.3f}"
+    return f"{value:,.3f}"
+
+
+# label, metric key, value format, delta format
+METRIC_ROWS = (
+    ("Mean reward (task-averaged)", "meanReward", "num", "delta"),
+    ("Pass rate", "passRate", "pct", "dpct"),
+    ("Timeout rate", "timeoutRate", "pct", "dpct"),
+    ("Mean duration (s)", "meanDurationSec", "num", "delta"),
+    ("Tokens per trial", "tokensPerTrial", "int", "dint"),
+    ("Tokens per successful trial", "tokensPerSuccess", "int", "dint"),
+    ("Cost per trial", "costPerTrial", "usd", "dusd"),
+    ("Cost per successful trial", "costPerSuccess", "usd", "dusd"),
+    ("Evidence completeness rate", "evidenceCompletenessRate", "pct", "dpct"),
+    ("Side effects after a denied permission", "deniedSideEffects", "int", "dint"),
+)
+
+
+def metric_rows(result: dict[str, Any]) -> list[dict[str, str]]:
+    base, cand = result["baseline"]["metrics"], result["candidate"]["metrics"]
+    deltas = result["deltas"]
+    rows = [
+        {
+            "label": label,
+            "baseline": _fmt(base[key], fmt),
+            "candidate": _fmt(cand[key], fmt),
+            "delta": _fmt(deltas[key], dfmt),
+        }
+        for label, key, fmt, dfmt in METRIC_ROWS
+    ]
+    for k, value in base["passAtK"].items():
+        rows.append(
+            {
+                "label": f"pass@{k}",
+                "baseline": _fmt(value, "pct"),
+                "candidate": _fmt(cand["passAtK"].get(k), "pct"),
+                "delta": _fmt(deltas["passAtK"].get(k), "dpct"),
+            }
+        )
+    for key in sorted(set(base["rewardKeys"]) | set(cand["rewardKeys"])):
+        rows.append(
+            {
+                "label": f"Mean reward: {key}",
+                "baseline": _fmt(base["rewardKeys"].get(key)),
+                "candidate": _fmt(cand["rewardKeys"].get(key)),
+                "delta": _fmt(deltas["rewardKeys"].get(key), "delta"),
+            }
+        )
+    rows.append(
+        {
+            "label": "Errored / unrewarded trials (not in the mean)",
+            "baseline": f"{base['erroredTrials']} / {base['missingRewardTrials']}",
+            "candidate": f"{cand['erroredTrials']} / {cand['missingRewardTrials']}",
+            "delta": "",
+        }
+    )
+    return rows
+
+
+def headline_numbers(c: dict[str, Any]) -> dict[str, str]:
+    delta, ci = c["meanRewardDelta"], c["meanRewardDeltaCi95"]
+    return {
+        "delta": _fmt(delta, "delta"),
+        "delta_class": "" if not delta else ("up" if delta > 0 else "down"),
+        "ci": f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "—",
+        "pass_delta": _fmt(c["passRateDelta"], "dpct"),
+        "evidence": _fmt(c["evidenceCompletenessRate"], "pct"),
+        "baseline_evidence": _fmt(c["baselineEvidenceCompletenessRate"], "pct"),
+    }
+
+
+def _matrix(request, result: dict[str, Any], query: str) -> dict[str, Any]:
+    sort = request.GET.get("sort", "delta")
+    key = sort.lstrip("-")
+    rows = list(result["tasks"])
+    outcome = request.GET.get("outcome", "")
+    if outcome:
+        rows = [r for r in rows if r["outcome"] == outcome]
+    if key in SORTS:
+        rows.sort(key=SORTS[key], reverse=sort.startswith("-"))
+    page = Paginator(rows, MATRIX_PAGE_SIZE).get_page(request.GET.get("page"))
+    base_query = f"{query}&outcome={outcome}" if outcome else query
+    links = {k: f"?{base_query}&sort={'-' + k if sort == k else k}" for k in SORTS}
+    return {"page": page, "sort": sort, "sort_links": links, "outcome": outcome, "query": base_query}
+
+
+def _choices() -> dict[str, Any]:
+    configurations = (
+        Configuration.objects.annotate(n_trials=Count("trials")).filter(n_trials__gt=0).order_by("role", "key")
+    )
+    jobs = Job.objects.annotate(n_trials=Count("trials")).filter(n_trials__gt=0).order_by("-created_at")
+    return {"configurations": configurations, "jobs": jobs}
+
+
+def _defaults(request, choices: dict[str, Any]) -> dict[str, str]:
+    """Preselect the configurations whose role says baseline / candidate."""
+    chosen = {k: request.GET.get(k, "") for k in ("baseline", "candidate", "baseline_job", "candidate_job")}
+    if not any(chosen.values()):
+        for conf in choices["configurations"]:
+            if conf.role in ("baseline", "candidate") and not chosen[conf.role]:
+                chosen[conf.role] = str(conf.pk)
+    return chosen
+
+
+def comparison_page(request):
+    choices = _choices()
+    context: dict[str, Any] = {**choices, "chosen": _defaults(request, choices), "charts": []}
+    if not any(request.GET.get(k) for k in ("baseline", "candidate", "baseline_job", "candidate_job")):
+        return render(request, "comparisons/comparison.html", context)
+    try:
+        baseline, candidate = services.parse_sides(request.GET)
+    except services.SideError as exc:
+        context["error"] = str(exc)
+        return render(request, "comparisons/comparison.html", context, status=400)
+    comparison = services.get_or_compute(baseline, candidate)
+    query = urlencode({**baseline.query("baseline"), **candidate.query("candidate")})
+    context.update({"comparison_row": comparison, "query": query})
+    if comparison.status == Comparison.Status.DONE and comparison.result:
+        result = comparison.result
+        chart_base = reverse("api-comparison-chart", args=["_"])[:-2]
+        context.update(
+            {
+                "result": result,
+                "c": result["comparison"],
+                "numbers": headline_numbers(result["comparison"]),
+                "metrics": metric_rows(result),
+                "matrix": _matrix(request, result, query),
+                "charts": [
+                    {"name": name, "title": CHART_TITLES[name], "url": f"{chart_base}{name}/?{query}"}
+                    for name in charts.CHARTS
+                ],
+                "saved": SavedComparison.objects.filter(comparison=comparison)[:10],
+                "api_url": f"{reverse('api-comparison')}?{query}",
+            }
+        )
+    return render(request, "comparisons/comparison.html", context)
+
+
+@require_POST
+def save_comparison(request):
+    try:
+        baseline, candidate = services.parse_sides(request.POST)
+    except services.SideError as exc:
+        messages.error(request, str(exc))
+        return redirect("comparison")
+    comparison = services.get_or_compute(baseline, candidate)
+    query = urlencode({**baseline.query("baseline"), **candidate.query("candidate")})
+    if comparison.status != Comparison.Status.DONE:
+        messages.error(request, "The comparison is still being computed; save it when it is ready.")
+    else:
+        saved = services.save_comparison(comparison, request.user)
+        messages.success(request, f"Saved as event {saved.event_id}.")
+    return redirect(f"{reverse('comparison')}?{query}")
