@@ -1,12 +1,13 @@
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trials import services
+from trials import services, viewer
 from trials.filters import TrialFilter
 from trials.models import Import, Trial
 from trials.serializers import (
@@ -62,3 +63,134 @@ class TrialTrajectory(APIView):
         if trajectory is None or trajectory.blob is None:
             raise Http404("this trial has no trajectory")
         return FileResponse(trajectory.blob.open(), content_type="application/json")
+
+
+# ---------------------------------------------------------------- trial viewer
+
+
+def _trajectory_or_404(trial: Trial, wanted: str | None):
+    trajectories = list(trial.trajectories.order_by("position", "pk"))
+    trajectory = viewer.pick_trajectory(trial, trajectories, wanted)
+    if trajectory is None:
+        raise Http404("this trial has no trajectory")
+    return trajectory, trajectories
+
+
+class TrialSteps(APIView):
+    """One window of steps (`?page=`, 50 a page; `?t=` a trajectory id, default the main one)."""
+
+    @extend_schema(operation_id="trials_steps_list", responses={200: OpenApiResponse(description="a window of steps")})
+    def get(self, request, pk: int):
+        trial = get_object_or_404(Trial, pk=pk)
+        trajectory, trajectories = _trajectory_or_404(trial, request.query_params.get("t"))
+        try:
+            page = max(1, int(request.query_params.get("page", 1)))
+        except ValueError:
+            page = 1
+        window = viewer.step_window(trial, trajectory, (page - 1) * viewer.STEP_WINDOW, trajectories)
+        return Response(
+            {
+                "trajectory": trajectory.pk,
+                "page": window.page,
+                "pages": window.pages,
+                "total": window.total,
+                "steps": [
+                    {
+                        "number": sv.number,
+                        "step_id": sv.step.step_id,
+                        "source": sv.step.source,
+                        "timestamp": sv.step.timestamp,
+                        "seconds_since_previous": sv.seconds_since_previous,
+                        "message": sv.message,
+                        "message_truncated": sv.message_truncated,
+                        "tool_calls": [
+                            {
+                                "tool_call_id": c.call.tool_call_id,
+                                "function_name": c.call.function_name,
+                                "result_size": c.observation.content_size if c.observation else None,
+                                "permissions": [p.decision for p in c.permissions],
+                            }
+                            for c in sv.calls
+                        ],
+                        "prompt_tokens": sv.step.prompt_tokens,
+                        "cached_tokens": sv.step.cached_tokens,
+                        "completion_tokens": sv.step.completion_tokens,
+                        "cost_usd": sv.step.cost_usd,
+                        "is_copied_context": sv.step.is_copied_context,
+                        "url": viewer_step_url(trial, sv.number, trajectory, trajectories),
+                    }
+                    for sv in window.steps
+                ],
+            }
+        )
+
+
+class TrialStep(APIView):
+    """One step in full (message, reasoning, arguments, observation contents), scrubbed."""
+
+    @extend_schema(
+        operation_id="trials_step_retrieve", responses={200: OpenApiResponse(description="one step in full")}
+    )
+    def get(self, request, pk: int, number: int):
+        trial = get_object_or_404(Trial, pk=pk)
+        trajectory, _ = _trajectory_or_404(trial, request.query_params.get("t"))
+        step = get_object_or_404(trajectory.steps.all(), index=number - 1)
+        return Response(viewer.step_detail(step))
+
+
+class TrialSearch(APIView):
+    """Steps of the whole trial matching `?q=` (case-insensitive substring), `?offset=` to page."""
+
+    @extend_schema(responses={200: OpenApiResponse(description="matching step numbers")})
+    def get(self, request, pk: int):
+        trial = get_object_or_404(Trial, pk=pk)
+        try:
+            offset = max(0, int(request.query_params.get("offset", 0)))
+        except ValueError:
+            offset = 0
+        query = request.query_params.get("q", "")
+        matches, more = viewer.search_steps(trial, query, offset)
+        trajectories = list(trial.trajectories.order_by("position", "pk"))
+        by_pk = {t.pk: t for t in trajectories}
+        for m in matches:
+            m["url"] = viewer_step_url(trial, m["number"], by_pk.get(m["trajectory"]), trajectories)
+        return Response(
+            {"q": query, "offset": offset, "matches": matches, "has_more": more, "next_offset": offset + len(matches)}
+        )
+
+
+class TrialPermissions(APIView):
+    @extend_schema(responses={200: OpenApiResponse(description="permission decisions of the trial")})
+    def get(self, request, pk: int):
+        trial = get_object_or_404(Trial, pk=pk)
+        fields = (
+            "action_id",
+            "tool_call_id",
+            "step_id",
+            "action_type",
+            "tool_name",
+            "scope",
+            "decision",
+            "decided_by",
+            "reason",
+            "side_effect_after_denial",
+            "requested_at",
+            "resolved_at",
+        )
+        rows = trial.permissions.order_by("requested_at", "pk").values(*fields)
+        return Response({"permissions": [viewer.scrub_json(dict(r)) for r in rows]})
+
+
+class TrialContext(APIView):
+    """The trial's Agent Context records, each with its facts under stable names (scrubbed)."""
+
+    @extend_schema(responses={200: OpenApiResponse(description="context records of the trial")})
+    def get(self, request, pk: int):
+        trial = get_object_or_404(Trial, pk=pk)
+        return Response({"records": viewer.context_records(trial, request.query_params.get("kind"))})
+
+
+def viewer_step_url(trial: Trial, number: int, trajectory, trajectories) -> str:
+    url = reverse("trial-step", args=[trial.pk, number])
+    main = viewer.main_trajectory(trial, trajectories)
+    return url if trajectory is None or trajectory == main else f"{url}?t={trajectory.pk}"

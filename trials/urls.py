@@ -10,4 +10,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("trials/", views.trial_list, name="trial-list"),
     path("trials/<int:pk>/", views.trial_detail, name="trial-detail"),
+    path("trials/<int:pk>/steps/<int:number>/", views.trial_step, name="trial-step"),
+    path("trials/<int:pk>/artifacts/<int:artifact_pk>/", views.artifact_download, name="trial-artifact"),
+    path("trials/<int:pk>/file/", views.trial_file, name="trial-file"),
 ]

@@ -1,27 +1,49 @@
+import mimetypes
+from pathlib import PurePosixPath
+
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
+from django.db.models import Avg, Count, Q
+from django.http import FileResponse, Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
-from trials import completeness, services
-from trials.filters import TrialFilter
+from trials import services, viewer
 from trials.forms import UploadForm
-from trials.models import Configuration, Dataset, Import, Job, Trial
+from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 
 PAGE_SIZE = 50
+TABS = [
+    ("trajectory", "Trajectory"),
+    ("context", "Context"),
+    ("permissions", "Permissions"),
+    ("verifier", "Verifier"),
+    ("artifacts", "Artifacts"),
+    ("logs", "Logs"),
+    ("exception", "Exception"),
+    ("config", "Config"),
+    ("events", "Events"),
+]
+HIDEABLE = ("tools", "reasoning", "messages", "system", "copied")
+# Images an agent step can show inline; anything else downloads as an attachment.
+INLINE_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 
 def home(request):
     failures = Trial.objects.failed().values("failure_category").annotate(n=Count("id")).order_by("-n")
+    untriaged = Trial.objects.for_list().failed().filter(failure_category="").order_by("-pk")
     return render(
         request,
         "trials/home.html",
         {
             "imports": Import.objects.all()[:10],
-            "jobs": Job.objects.annotate(n_trials=Count("trials"))[:10],
+            "jobs": Job.objects.annotate(n_trials=Count("trials"), mean_reward=Avg("trials__reward"))[:10],
             "datasets": Dataset.objects.annotate(n_trials=Count("trial"))[:20],
             "configurations": Configuration.objects.annotate(n_trials=Count("trials"))[:20],
             "failures": failures,
+            "untriaged": untriaged[:10],
+            "untriaged_count": untriaged.count(),
+            "incomplete_count": Trial.objects.filter(is_complete=False).count(),
             "trial_count": Trial.objects.count(),
         },
     )
@@ -49,36 +71,224 @@ def import_detail(request, pk):
 
 def job_list(request):
     jobs = Job.objects.annotate(
-        n_trials=Count("trials"), n_failed=Count("trials", filter=Q(trials__status__in=Trial.FAILED_STATUSES))
-    )
+        n_trials=Count("trials"),
+        n_failed=Count("trials", filter=Q(trials__status__in=Trial.FAILED_STATUSES)),
+        mean_reward=Avg("trials__reward"),
+    ).order_by("-created_at", "-pk")
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "trials/job_list.html", {"page": page})
 
 
 def job_detail(request, pk):
     job = get_object_or_404(Job, pk=pk)
-    trials = Trial.objects.for_list().filter(job=job).order_by("task__name", "name")
-    page = Paginator(trials, PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "trials/job_detail.html", {"job": job, "page": page})
-
-
-def trial_list(request):
-    filterset = TrialFilter(request.GET, queryset=Trial.objects.for_list().order_by("-pk"))
-    page = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "trials/trial_list.html", {"filter": filterset, "page": page})
-
-
-def trial_detail(request, pk):
-    trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
-    steps = Paginator(trial.steps.order_by("trajectory__position", "index"), PAGE_SIZE).get_page(
-        request.GET.get("page")
+    rows = viewer.job_task_rows(job, request.GET)
+    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    exceptions = viewer.exception_types_by_task(job, [r["task_id"] for r in page])
+    for row in page:
+        row["exception_types"] = exceptions.get(row["task_id"], [])
+    totals = job.trials.aggregate(
+        n=Count("pk"), n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)), mean_reward=Avg("reward")
     )
     return render(
         request,
-        "trials/trial_detail.html",
+        "trials/job_detail.html",
         {
-            "trial": trial,
-            "completeness": completeness.evaluate(trial.benchmark, trial.runtime_correlation, trial.refs),
-            "steps": steps,
+            "job": job,
+            "page": page,
+            "totals": totals,
+            "sorts": list(viewer.TASK_SORTS),
+            "sort": request.GET.get("sort", "task"),
         },
     )
+
+
+def trial_list(request):
+    filterset, trials = viewer.trial_list(request.GET)
+    page = Paginator(trials, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "trials/trial_list.html",
+        {
+            "filter": filterset,
+            "page": page,
+            "list_query": viewer.list_query(request.GET),
+            "sorts": viewer.SORT_LABELS,
+            "sort": request.GET.get("sort", "newest"),
+        },
+    )
+
+
+def trial_detail(request, pk, number: int | None = None):
+    """The trial page. `number` (from /steps/<n>/) opens the trajectory window holding step n."""
+    trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
+    tab = "trajectory" if number is not None else request.GET.get("tab", "trajectory")
+    if tab not in dict(TABS):
+        tab = "trajectory"
+    trajectories = list(trial.trajectories.order_by("position", "pk"))
+    if request.GET.get("step", "").isdigit():  # the "go to step" box
+        return redirect(_with_query(reverse("trial-step", args=[pk, int(request.GET["step"])]), request, "t"))
+    list_q = request.GET.get("list", "")
+    context = {
+        "trial": trial,
+        "tab": tab,
+        "tabs": TABS,
+        "trajectories": trajectories,
+        "facts": viewer.header_facts(trial, trajectories),
+        "phases": viewer.phase_bar(trial),
+        "completeness": viewer.trial_completeness(trial),
+        "list_q": list_q,
+        "neighbours": viewer.neighbours(trial, list_q),
+        "trial_url": trial.get_absolute_url(),
+        # kept when moving to the previous / next trial: the list, the open tab, the filters
+        "nav_query": _query(
+            {"list": list_q, "tab": "" if tab == "trajectory" else tab, "hide": request.GET.get("hide")}
+        ),
+        "counts": {
+            "permissions": trial.permissions.count(),
+            "denied_side_effects": trial.permissions.filter(side_effect_after_denial=True).count(),
+        },
+    }
+    context |= TAB_CONTEXT[tab](request, trial, trajectories, number)
+    return render(request, "trials/trial_detail.html", context)
+
+
+def _trajectory_tab(request, trial, trajectories, number):
+    trajectory = viewer.pick_trajectory(trial, trajectories, request.GET.get("t"))
+    hide = [h for h in request.GET.get("hide", "").split(",") if h in HIDEABLE]
+    query = request.GET.get("q", "").strip()
+    context = {"trajectory": trajectory, "hide": hide, "hideable": HIDEABLE, "q": query, "focus": number}
+    if trajectory is None:
+        return context
+    if number is not None:
+        if number < 1 or number > max(trajectory.step_count, 1):
+            raise Http404("no such step")
+        start = viewer.window_start(number)
+    else:
+        try:
+            page = max(1, int(request.GET.get("page", 1)))
+        except ValueError:
+            page = 1
+        start = min((page - 1) * viewer.STEP_WINDOW, viewer.window_start(max(trajectory.step_count, 1)))
+    main = viewer.main_trajectory(trial, trajectories)
+    context |= {
+        "window": viewer.step_window(trial, trajectory, start, trajectories),
+        "is_main": trajectory == main,
+        "main_pk": main.pk if main else None,
+        "referenced_from": viewer.referenced_from(trial, trajectory, trajectories),
+        "segments": viewer.continuation_neighbours(trajectory, trajectories),
+    }
+    if query:
+        try:
+            offset = max(0, int(request.GET.get("offset", 0)))
+        except ValueError:
+            offset = 0
+        matches, more = viewer.search_steps(trial, query, offset)
+        context |= {"matches": matches, "more_matches": more, "offset": offset, "next_offset": offset + len(matches)}
+    return context
+
+
+def _context_tab(request, trial, trajectories, number):
+    sections = viewer.context_sections(trial)
+    return {"context_sections": sections, "context_total": sum(s["count"] for s in sections)}
+
+
+def _permissions_tab(request, trial, trajectories, number):
+    return {"permissions": trial.permissions.order_by("requested_at", "pk")}
+
+
+def _verifier_tab(request, trial, trajectories, number):
+    texts = trial.texts or {}
+    verifier_texts = [(k, viewer.scrub(v)) for k, v in sorted(texts.items()) if k.startswith("verifier/")]
+    tests = trial.ctrf_tests or []
+    return {
+        "criteria": trial.criteria.order_by("pk"),
+        "verifier_texts": verifier_texts,
+        "ctrf_tests": tests,
+        "ctrf_passed": sum(1 for t in tests if t.get("status") == "passed"),
+        "reward_details": (trial.documents or {}).get("reward_details"),
+    }
+
+
+def _artifacts_tab(request, trial, trajectories, number):
+    return {"artifacts": trial.artifacts.select_related("blob").order_by("pk")}
+
+
+def _logs_tab(request, trial, trajectories, number):
+    return {"logs": viewer.log_texts(trial)}
+
+
+def _exception_tab(request, trial, trajectories, number):
+    return {"exception_text": viewer.scrub(trial.exception_traceback or (trial.texts or {}).get("exception.txt", ""))}
+
+
+def _config_tab(request, trial, trajectories, number):
+    return {"config_documents": viewer.config_documents(trial)}
+
+
+def _events_tab(request, trial, trajectories, number):
+    page = Paginator(trial.events.order_by("sequence", "timestamp", "pk"), PAGE_SIZE).get_page(request.GET.get("page"))
+    return {"events": page}
+
+
+TAB_CONTEXT = {
+    "trajectory": _trajectory_tab,
+    "context": _context_tab,
+    "permissions": _permissions_tab,
+    "verifier": _verifier_tab,
+    "artifacts": _artifacts_tab,
+    "logs": _logs_tab,
+    "exception": _exception_tab,
+    "config": _config_tab,
+    "events": _events_tab,
+}
+
+
+def trial_step(request, pk, number: int):
+    """The stable URL of a step: the trial page at the window holding it, scrolled to it."""
+    return trial_detail(request, pk, number=number)
+
+
+def artifact_download(request, pk, artifact_pk):
+    """The stored bytes of an artifact, always as an attachment (never rendered by the browser)."""
+    artifact = get_object_or_404(Artifact.objects.select_related("blob"), pk=artifact_pk, trial_id=pk)
+    if artifact.blob is None:
+        raise Http404("this artifact's bytes were not in the pack")
+    name = PurePosixPath(artifact.destination or artifact.source).name or f"artifact-{artifact.pk}"
+    return FileResponse(
+        artifact.blob.open(), as_attachment=True, filename=name, content_type="application/octet-stream"
+    )
+
+
+def trial_file(request, pk):
+    """A file of the trial's pack by path (message images): images inline, the rest as attachments."""
+    trial = get_object_or_404(Trial, pk=pk)
+    wanted = request.GET.get("path", "").lstrip("/")
+    if not wanted or trial.pack_id is None or ".." in wanted.split("/"):
+        raise Http404("no such file")
+    files = PackFile.objects.filter(pack_id=trial.pack_id).select_related("blob")
+    match = files.filter(path=wanted).first() or files.filter(path__endswith="/" + wanted).first()
+    if match is None:
+        raise Http404("no such file")
+    content_type = mimetypes.guess_type(match.path)[0] or ""
+    name = PurePosixPath(match.path).name
+    if content_type in INLINE_IMAGE_TYPES:
+        return FileResponse(match.blob.open(), content_type=content_type, filename=name)
+    return FileResponse(match.blob.open(), as_attachment=True, filename=name, content_type="application/octet-stream")
+
+
+def _query(values: dict) -> str:
+    params = QueryDict(mutable=True)
+    for key, value in values.items():
+        if value:
+            params[key] = value
+    return params.urlencode()
+
+
+def _with_query(url: str, request, *keys: str) -> str:
+    query = _query({k: request.GET.get(k) for k in keys})
+    return f"{url}?{query}" if query else url
+
+
+def step_permalink(trial: Trial, number: int, trajectory_pk: int | None = None) -> str:
+    url = reverse("trial-step", args=[trial.pk, number])
+    return f"{url}?t={trajectory_pk}" if trajectory_pk else url

@@ -171,10 +171,13 @@ def events_pack(rows: list[tuple[int, Any]], rel: str) -> ParsedPack:
     pack = ParsedPack(kind="runtime-events", events=events, problems=problems)
     for event in events:
         pack.context_records.extend(agentcontext.context_records_from_runtime_event(event))
+    context_rows = [(n, r) for n, r in rows if agentcontext.is_context_event(r)]
+    if context_rows:  # the whole file at once: a redaction applies to items on any line
+        records, context_problems = agentcontext.parse_context_rows(context_rows, rel)
+        pack.context_records.extend(records)
+        pack.problems.extend(context_problems)
     for number, row in rows:
-        if agentcontext.is_context_event(row):
-            pack.context_records.extend(agentcontext.parse_context_event(row, rel, number))
-        elif not lime.is_runtime_event(row):
+        if not lime.is_runtime_event(row) and not agentcontext.is_context_event(row):
             pack.problems.append(
                 Problem(
                     rel,

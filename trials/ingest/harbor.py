@@ -504,9 +504,11 @@ def read_event_rows(trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str) -
             if event.type == "benchmark.trial.failed" and category and category != "none":
                 trial.failure_category = str(category)
         trial.present.add("runtime_events")
-    for number, row in context_rows:
-        trial.context_records.extend(agentcontext.parse_context_event(row, rel, number))
     if context_rows:
+        # The whole file at once: a redaction event applies to items on any other line.
+        records, problems = agentcontext.parse_context_rows(context_rows, rel)
+        trial.context_records.extend(records)
+        trial.problems.extend(problems)
         trial.present.add("context_records")
     for number, row in rows:
         if not lime.is_runtime_event(row) and not agentcontext.is_context_event(row):

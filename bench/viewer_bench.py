@@ -1,0 +1,138 @@
+"""Trial viewer speed: does the page cost the same for 50 and 50,000 steps?
+
+Imports a 50-step and a 50,000-step trajectory into a throw-away SQLite database, then
+times (server side, through django.test.Client) the trial page, a deep link to step
+40,000 (step 40 for the short one: the same relative place), and a search, N times each.
+
+    .venv/bin/python bench/viewer_bench.py [--steps 50000] [--repeat 30]
+
+Targets: every 50,000-step median within 1.5x of the 50-step one; trial page < 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def setup_django(data_dir: str) -> None:
+    os.environ["DATA_DIR"] = data_dir  # before settings are read: the database lives here
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def import_trajectory(out: Path, steps: int, observation_bytes: int):
+    from trials import services
+    from trials.demo import write_trajectory
+    from trials.models import Import, Trial
+
+    session = f"bench-{steps}"
+    path = out / f"{session}.trajectory.json"
+    write_trajectory(
+        path, steps=steps, observation_bytes=observation_bytes, seed=0, session_id=session, model="openai/gpt-5.4"
+    )
+    started = time.perf_counter()
+    imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
+    services.run_import(str(imp.pk))
+    took = time.perf_counter() - started
+    trial = Trial.objects.get(trajectories__session_id=session)
+    # A needle only one step near the end has: the worst case for a search (no early stop).
+    needle_step = trial.steps.get(index=steps * 9 // 10)
+    needle_step.search_text += "\nbench-needle-7f3a"
+    needle_step.save(update_fields=["search_text"])
+    print(f"imported {steps:>6} steps ({path.stat().st_size / 1e6:.1f} MB) in {took:.1f} s", flush=True)
+    return trial
+
+
+def measure(client, urls: list[str], repeat: int) -> list[list[float]]:
+    """Times of each URL, taken in turns so that load from other processes hits all alike."""
+    for url in urls:
+        response = client.get(url)  # warm-up (and a check)
+        assert response.status_code == 200, (url, response.status_code)
+    times: list[list[float]] = [[] for _ in urls]
+    for _ in range(repeat):
+        for i, url in enumerate(urls):
+            started = time.perf_counter()
+            response = client.get(url)
+            times[i].append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200
+    return times
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=50_000)
+    parser.add_argument("--small", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--observation-bytes", type=int, default=400)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="viewer-bench-") as tmp:
+        setup_django(str(Path(tmp) / "data"))
+        from django.contrib.auth import get_user_model
+        from django.test import Client
+        from django.urls import reverse
+
+        client = Client()
+        client.force_login(get_user_model().objects.create_user("bench", password="bench-password"))
+
+        trials = {n: import_trajectory(Path(tmp), n, args.observation_bytes) for n in (args.small, args.steps)}
+
+        def cases(trial, n: int) -> dict[str, str]:
+            page = reverse("trial-detail", args=[trial.pk])
+            return {
+                "trial page": page,
+                "deep link to step 4/5": reverse("trial-step", args=[trial.pk, n * 4 // 5]),  # 40,000 of 50,000
+                "search, common word": page + "?q=read_file",
+                "search, one match": page + "?q=bench-needle-7f3a",
+                "search API, one match": reverse("api-trial-search", args=[trial.pk]) + "?q=bench-needle-7f3a",
+            }
+
+        results: dict[str, dict[int, list[float]]] = {}
+        small_cases, large_cases = cases(trials[args.small], args.small), cases(trials[args.steps], args.steps)
+        for name in small_cases:
+            small_times, large_times = measure(client, [small_cases[name], large_cases[name]], args.repeat)
+            results[name] = {args.small: small_times, args.steps: large_times}
+
+        small, large = args.small, args.steps
+        print()
+        print(f"N={args.repeat} requests each, server time via django.test.Client, milliseconds")
+        print(f"{'':26} {f'{small} steps':>22} {f'{large} steps':>22} {'ratio':>7}")
+        print(f"{'':26} {'median':>10} {'p95':>11} {'median':>10} {'p95':>11} {'(median)':>7}")
+        worst = 0.0
+        for name, by_n in results.items():
+            a, b = by_n[small], by_n[large]
+            ratio = statistics.median(b) / statistics.median(a)
+            if not name.startswith("search"):
+                worst = max(worst, ratio)
+            print(
+                f"{name:26} {statistics.median(a):10.1f} {p95(a):11.1f} "
+                f"{statistics.median(b):10.1f} {p95(b):11.1f} {ratio:7.2f}"
+            )
+        page_median = statistics.median(results["trial page"][large])
+        print()
+        print(f"trial page median at {large} steps: {page_median:.1f} ms (target < 100 ms)")
+        print(f"worst page / deep-link ratio: {worst:.2f} (target <= 1.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+// The trial page: step filters, "show all" loaded on demand, copy link, arrow keys between
+// trials, search-match jumping and highlighting, bar widths from data-* attributes.
+// Everything an agent wrote is inserted with textContent only: it never becomes HTML.
+(function () {
+  "use strict";
+  const root = document.getElementById("trial");
+  if (!root) return;
+
+  // --- bar widths (no inline style attributes in the HTML, for a strict CSP)
+  document.querySelectorAll("[data-grow]").forEach((el) => { el.style.flexGrow = el.dataset.grow; });
+  document.querySelectorAll("[data-width]").forEach((el) => { el.style.width = el.dataset.width + "%"; });
+
+  // --- keep a URL parameter in sync without reloading
+  function setParam(name, value) {
+    const url = new URL(window.location.href);
+    if (value) url.searchParams.set(name, value); else url.searchParams.delete(name);
+    history.replaceState(null, "", url);
+    // pagination and tab links carry the same value
+    document.querySelectorAll(".steps-pagination a, .tabs a").forEach((a) => {
+      const link = new URL(a.href);
+      if (value) link.searchParams.set(name, value); else link.searchParams.delete(name);
+      a.href = link.toString();
+    });
+  }
+
+  // --- filters: show / hide tool calls, reasoning, messages, system steps, copied context
+  const steps = document.getElementById("steps");
+  const toggles = document.querySelectorAll("#step-filters input[data-hide]");
+  toggles.forEach((box) => {
+    box.addEventListener("change", () => {
+      steps.classList.toggle("hide-" + box.dataset.hide, !box.checked);
+      const hidden = Array.from(toggles).filter((b) => !b.checked).map((b) => b.dataset.hide);
+      setParam("hide", hidden.join(","));
+    });
+  });
+
+  // --- expand / collapse
+  function setAllOpen(open) {
+    document.querySelectorAll("#steps details").forEach((d) => { d.open = open; });
+    document.querySelectorAll("#steps pre.observation").forEach((p) => p.classList.toggle("open", open));
+  }
+  const expandAll = document.getElementById("expand-all");
+  const collapseAll = document.getElementById("collapse-all");
+  if (expandAll) expandAll.addEventListener("click", () => setAllOpen(true));
+  if (collapseAll) collapseAll.addEventListener("click", () => setAllOpen(false));
+
+  // --- "show all": one step's full content, fetched on demand from the JSON API
+  const cache = new Map();
+  function stepUrl(number) {
+    const url = new URL(root.dataset.stepApi + number + "/", window.location.origin);
+    if (root.dataset.trajectory) url.searchParams.set("t", root.dataset.trajectory);
+    return url;
+  }
+  async function loadStep(number) {
+    if (!cache.has(number)) {
+      cache.set(number, fetch(stepUrl(number), { headers: { Accept: "application/json" } }).then((r) => {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.json();
+      }));
+    }
+    return cache.get(number);
+  }
+  function fullText(detail, field, index) {
+    if (field === "message") return detail.message;
+    if (field === "reasoning") return detail.reasoning;
+    if (field === "arguments") return (detail.tool_calls[index] || {}).arguments_text || "";
+    if (field === "observation") return (detail.observations[index] || {}).content || "";
+    return "";
+  }
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.expand");
+    if (!button) return;
+    const article = button.closest("article.step");
+    const field = button.dataset.field;
+    const index = Number(button.dataset.index || 0);
+    const selector = 'pre[data-field="' + field + '"]' + (button.dataset.index !== undefined ? '[data-index="' + index + '"]' : "");
+    const pre = button.parentElement.querySelector(selector) || article.querySelector(selector);
+    button.disabled = true;
+    button.textContent = "loading…";
+    try {
+      const detail = await loadStep(Number(article.dataset.number));
+      pre.textContent = fullText(detail, field, index);
+      pre.classList.remove("collapsed");
+      pre.classList.add("open");
+      button.remove();
+    } catch (err) {
+      button.disabled = false;
+      button.textContent = "could not load (" + err.message + "), retry";
+    }
+  });
+
+  // --- copy a step's permanent link
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.copy-link");
+    if (!button) return;
+    const url = new URL(button.dataset.url, window.location.origin).toString();
+    try {
+      await navigator.clipboard.writeText(url);
+      button.textContent = "copied";
+    } catch (err) {
+      window.prompt("Link to this step:", url);
+    }
+    button.dataset.copied = url;
+    setTimeout(() => { button.textContent = "copy link"; }, 1500);
+  });
+
+  // --- a deep link (/steps/<n>/ or #step-n) opens scrolled to the step, highlighted
+  function focusStep(number) {
+    const el = document.getElementById("step-" + number);
+    if (!el) return false;
+    document.querySelectorAll("article.step.focused").forEach((s) => s.classList.remove("focused"));
+    el.classList.add("focused");
+    el.scrollIntoView({ block: "start" });
+    return true;
+  }
+  const hashMatch = /^#step-(\d+)$/.exec(window.location.hash);
+  if (hashMatch) focusStep(hashMatch[1]);
+  else if (root.dataset.focus) focusStep(root.dataset.focus);
+  window.addEventListener("hashchange", () => {
+    const m = /^#step-(\d+)$/.exec(window.location.hash);
+    if (m) focusStep(m[1]);
+  });
+
+  // --- highlight search matches in the loaded steps (DOM text nodes only, never HTML)
+  const query = (root.dataset.query || "").toLowerCase();
+  if (query && steps) {
+    const walker = document.createTreeWalker(steps, NodeFilter.SHOW_TEXT);
+    const hits = [];
+    while (walker.nextNode()) {
+      const node = walker.currentNode;
+      if (node.parentElement.closest("button, header")) continue;
+      if (node.nodeValue.toLowerCase().includes(query)) hits.push(node);
+    }
+    hits.forEach((node) => {
+      const text = node.nodeValue;
+      const lower = text.toLowerCase();
+      const frag = document.createDocumentFragment();
+      let at = 0;
+      let i = lower.indexOf(query);
+      while (i !== -1) {
+        frag.appendChild(document.createTextNode(text.slice(at, i)));
+        const mark = document.createElement("mark");
+        mark.textContent = text.slice(i, i + query.length);
+        frag.appendChild(mark);
+        at = i + query.length;
+        i = lower.indexOf(query, at);
+      }
+      frag.appendChild(document.createTextNode(text.slice(at)));
+      node.parentNode.replaceChild(frag, node);
+    });
+  }
+
+  // --- jump between search matches (they may be on other pages: follow their links)
+  const matchLinks = Array.from(document.querySelectorAll("#search-results a.match"));
+  function currentNumber() {
+    const focused = document.querySelector("article.step.focused");
+    return focused ? Number(focused.dataset.number) : 0;
+  }
+  function jump(direction) {
+    if (!matchLinks.length) return;
+    const here = currentNumber();
+    const trajectory = root.dataset.trajectory;
+    const ordered = direction > 0 ? matchLinks : matchLinks.slice().reverse();
+    const target = ordered.find((a) => {
+      const n = Number(a.dataset.number);
+      if (a.dataset.trajectory !== trajectory) return false;
+      return direction > 0 ? n > here : n < here;
+    }) || ordered[0];
+    const n = Number(target.dataset.number);
+    if (target.dataset.trajectory === trajectory && document.getElementById("step-" + n)) {
+      history.replaceState(null, "", "#step-" + n);
+      focusStep(n);
+    } else {
+      window.location.href = target.href;
+    }
+  }
+  const nextMatch = document.getElementById("next-match");
+  const prevMatch = document.getElementById("prev-match");
+  if (nextMatch) nextMatch.addEventListener("click", () => jump(1));
+  if (prevMatch) prevMatch.addEventListener("click", () => jump(-1));
+
+  // --- keyboard: ← / → between trials (keeping the tab), n / N between search matches
+  document.addEventListener("keydown", (event) => {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    const target = event.target;
+    if (target.closest("input, textarea, select, [contenteditable]")) return;
+    if (event.key === "ArrowLeft" || event.key === "ArrowRight") {
+      const link = document.querySelector('.trial-nav a[data-key="' + event.key + '"]');
+      if (link) {
+        event.preventDefault();
+        window.location.href = link.href;
+      }
+    } else if (event.key === "n" && matchLinks.length) {
+      jump(1);
+    } else if (event.key === "N" && matchLinks.length) {
+      jump(-1);
+    }
+  });
+})();

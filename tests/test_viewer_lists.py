@@ -1,0 +1,140 @@
+"""Dashboard, jobs, job page and trial list: filters and sort in the URL, prev / next trial."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from tests.conftest import import_path
+from tests.viewer_packs import demo_jobs
+from trials.models import Job, Trial
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo(tmp_path):
+    root = demo_jobs(tmp_path)
+    import_path(root / "baseline-job")
+    import_path(root / "candidate-job")
+    return root
+
+
+def trial_links(html: str) -> list[str]:
+    return re.findall(r'<a class="trial-link" href="/trials/\d+/[^"]*">([^<]+)</a>', html)
+
+
+def test_the_dashboard_shows_imports_jobs_datasets_configurations_and_failures(client_logged_in, demo):
+    html = client_logged_in.get(reverse("home")).content.decode()
+    for text in ("baseline-job", "candidate-job", "benchviewer-demo/terminal-tasks", "baseline-feedback-v1"):
+        assert text in html
+    assert "Failures by category" in html
+    assert 'id="untriaged"' in html
+
+
+def test_the_dashboard_lists_untriaged_failures(client_logged_in, demo):
+    failed = Trial.objects.failed().first()
+    Trial.objects.filter(pk=failed.pk).update(failure_category="")
+    html = client_logged_in.get(reverse("home")).content.decode()
+    untriaged = html[html.index('id="untriaged"') :]
+    assert failed.name in untriaged
+    listed = client_logged_in.get(reverse("trial-list"), {"untriaged": "1"}).content.decode()
+    assert trial_links(listed) == [failed.name]
+
+
+def test_the_jobs_list_shows_counts_and_mean_reward(client_logged_in, demo):
+    html = client_logged_in.get(reverse("job-list")).content.decode()
+    assert "baseline-job" in html and "Mean reward" in html
+
+
+def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
+    table = html[html.index('id="task-results"') :]
+    for trial in job.trials.all():
+        assert trial.task.name in table
+    assert re.search(r"<td>\d / \d</td>", table)  # pass count
+    errored = job.trials.exclude(exception_type="").first()
+    assert f"<code>{errored.exception_type}</code>" in table
+
+
+def test_the_job_page_filters_and_sorts_from_the_url(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    tasks = sorted(job.trials.values_list("task__name", flat=True))
+    url = reverse("job-detail", args=[job.pk])
+    html = client_logged_in.get(url, {"q": tasks[0][:8]}).content.decode()
+    assert tasks[0] in html and tasks[1] not in html
+    by_reward = client_logged_in.get(url, {"sort": "-reward"}).content.decode()
+    rewards = job.trials.order_by("-reward").values_list("task__name", flat=True)
+    first, second = (by_reward.index(f">{name}</a>") for name in rewards)
+    assert first < second
+    assert "sort=reward" in by_reward  # the header link flips the order
+
+
+def test_the_trial_list_filters_by_every_field_in_the_url(client_logged_in, demo):
+    url = reverse("trial-list")
+    everything = trial_links(client_logged_in.get(url).content.decode())
+    assert len(everything) == 4
+    assert len(trial_links(client_logged_in.get(url, {"role": "candidate"}).content.decode())) == 2
+    assert (
+        len(trial_links(client_logged_in.get(url, {"dataset": "benchviewer-demo/terminal-tasks"}).content.decode()))
+        == 4
+    )
+    assert len(trial_links(client_logged_in.get(url, {"configuration": "baseline-feedback-v1"}).content.decode())) == 2
+    task = Trial.objects.first().task.name
+    assert len(trial_links(client_logged_in.get(url, {"task": task}).content.decode())) == 2
+    passed = Trial.objects.filter(status="passed").count()
+    assert len(trial_links(client_logged_in.get(url, {"status": "passed"}).content.decode())) == passed
+    high = Trial.objects.filter(reward__gte=0.5).count()
+    assert len(trial_links(client_logged_in.get(url, {"reward_min": "0.5"}).content.decode())) == high
+    category = Trial.objects.exclude(failure_category="").first().failure_category
+    n = Trial.objects.filter(failure_category=category).count()
+    assert len(trial_links(client_logged_in.get(url, {"failure_category": category}).content.decode())) == n
+    complete = Trial.objects.filter(is_complete=True).count()
+    assert len(trial_links(client_logged_in.get(url, {"complete": "true"}).content.decode())) == complete
+
+
+def test_the_trial_list_sorts_from_the_url(client_logged_in, demo):
+    html = client_logged_in.get(reverse("trial-list"), {"sort": "name"}).content.decode()
+    assert trial_links(html) == sorted(Trial.objects.values_list("name", flat=True))
+    html = client_logged_in.get(reverse("trial-list"), {"sort": "-reward"}).content.decode()
+    expected = [t.name for t in Trial.objects.all() if t.reward is not None]
+    expected.sort(key=lambda name: -Trial.objects.get(name=name).reward)
+    assert trial_links(html)[: len(expected)][0] == expected[0]
+
+
+def test_trial_links_carry_the_list_they_came_from(client_logged_in, demo):
+    html = client_logged_in.get(
+        reverse("trial-list"), {"role": "candidate", "sort": "name", "page": "1"}
+    ).content.decode()
+    assert "?list=role%3Dcandidate%26sort%3Dname" in html
+
+
+def test_a_trial_knows_its_position_and_neighbours_in_its_list(client_logged_in, demo):
+    names = sorted(Trial.objects.values_list("name", flat=True))
+    second = Trial.objects.get(name=names[1])
+    html = client_logged_in.get(
+        reverse("trial-detail", args=[second.pk]), {"list": "sort=name", "tab": "verifier"}
+    ).content.decode()
+    assert '<span id="trial-position">2 / 4</span>' in html
+    prev_pk = Trial.objects.get(name=names[0]).pk
+    next_pk = Trial.objects.get(name=names[2]).pk
+    assert f'id="prev-trial" data-key="ArrowLeft" href="/trials/{prev_pk}/?list=sort%3Dname&amp;tab=verifier"' in html
+    assert f'id="next-trial" data-key="ArrowRight" href="/trials/{next_pk}/?list=sort%3Dname&amp;tab=verifier"' in html
+
+
+def test_the_first_trial_of_a_list_has_no_previous(client_logged_in, demo):
+    first = Trial.objects.order_by("name").first()
+    html = client_logged_in.get(reverse("trial-detail", args=[first.pk]), {"list": "sort=name"}).content.decode()
+    assert 'id="prev-trial"' not in html
+    assert "1 / 4" in html
+
+
+def test_a_trial_outside_its_list_says_so(client_logged_in, demo):
+    baseline = Trial.objects.filter(configuration__role="baseline").first()
+    html = client_logged_in.get(
+        reverse("trial-detail", args=[baseline.pk]), {"list": "role=candidate"}
+    ).content.decode()
+    assert "not in list" in html

@@ -1,0 +1,73 @@
+"""Template helpers of the trial viewer: query-string links, durations, scrubbed JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.http import QueryDict
+
+from trials import viewer
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def url_q(context, base: str, **changes: Any) -> str:
+    """`base` plus the current query string with `changes` applied (None or "" drops a key)."""
+    params: QueryDict = context["request"].GET.copy()
+    for key, value in changes.items():
+        params.pop(key, None)
+        if value not in (None, ""):
+            params[key] = str(value)
+    query = params.urlencode()
+    return f"{base}?{query}" if query else base
+
+
+@register.filter
+def scrub(value: Any) -> str:
+    """Mask anything shaped like a credential (defence in depth; parsers scrub first)."""
+    return viewer.scrub(value)
+
+
+@register.filter
+def pretty(value: Any) -> str:
+    return viewer.pretty_json(value)
+
+
+@register.filter
+def seconds(value: Any) -> str:
+    """12.3 -> "12.3 s", 125 -> "2 min 5 s", 4000 -> "1 h 6 min"."""
+    if not isinstance(value, int | float):
+        return "–"
+    if value < 60:
+        return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+    minutes, secs = divmod(int(round(value)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+@register.filter
+def usd(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "–"
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
+@register.filter
+def get_item(mapping: Any, key: Any) -> Any:
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def as_text(value: Any) -> str:
+    """A list joined with commas, a mapping as JSON, anything else as text (all scrubbed)."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, list | tuple):
+        return ", ".join(as_text(v) for v in value)
+    if isinstance(value, dict):
+        return viewer.pretty_json(value)
+    return viewer.scrub(value)
