@@ -22,6 +22,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         "ALLOWED_HOSTS": "benchviewer.example.com",
         "DATA_DIR": str(tmp_path),
     }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser tests for Playwright, never in deployment
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=REPO, env=env, capture_output=True, text=True,

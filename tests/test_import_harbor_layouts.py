@@ -1,0 +1,122 @@
+"""Harbor layouts beyond the samples: multi-step trials, continuations, embedded subagents,
+v1.8 content parts, and evidence joined from beside a trial or from a separate event file."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from jsonschema import Draft202012Validator
+
+from tests.conftest import ATIF_SCHEMA, REFERENCE, import_path
+from tests.test_import_bad_input import atif, good_steps, write_trial
+from trials.models import PermissionDecision, RuntimeEvent, Step, Trajectory, Trial
+
+pytestmark = pytest.mark.django_db
+
+
+def v18_trajectory() -> dict:
+    """Every optional ATIF feature up to v1.8 in one file."""
+    data = atif(good_steps(), version="ATIF-v1.8")
+    data["trajectory_id"] = "root-1"
+    data["agent"]["tool_definitions"] = [
+        {"type": "function", "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}}}
+    ]
+    data["agent"]["extra"] = {"harness": "test"}
+    data["steps"][0]["message"] = [
+        {"type": "text", "text": "look at this"},
+        {"type": "image", "source": {"media_type": "image/png", "path": "images/screen.png"}},
+        {"type": "audio", "source": {"media_type": "audio/wav", "path": "audio/note.wav", "duration_sec": 1.5}},
+    ]
+    data["steps"][1]["llm_call_count"] = 2
+    data["steps"][1]["tool_calls"][0]["extra"] = {"latency_ms": 12}
+    data["steps"][1]["observation"]["results"][0]["extra"] = {"exit_code": 0}
+    data["steps"][1]["observation"]["results"].append(
+        {"subagent_trajectory_ref": [{"trajectory_id": "sub-1", "extra": {"summary": "helper"}}]}
+    )
+    data["steps"].append({"step_id": 3, "source": "system", "message": "copied", "is_copied_context": True})
+    data["continued_trajectory_ref"] = "trajectory.cont-1.json"
+    data["final_metrics"] = {"total_prompt_tokens": 10, "total_steps": 3, "extra": {"service_tiers": ["std"]}}
+    data["extra"] = {"custom": {"kept": True}}
+    sub = atif([{"step_id": 1, "source": "agent", "message": "sub work"}], version="ATIF-v1.8")
+    sub["trajectory_id"] = "sub-1"
+    data["subagent_trajectories"] = [sub]
+    return data
+
+
+def test_every_atif_feature_up_to_v1_8_is_kept_and_exported_unchanged(tmp_path, client_logged_in):
+    trial_dir = write_trial(tmp_path)
+    data = v18_trajectory()
+    (trial_dir / "agent" / "trajectory.json").write_bytes(orjson.dumps(data))
+    continuation = atif(good_steps(), version="ATIF-v1.8")
+    continuation["steps"][0]["is_copied_context"] = True
+    (trial_dir / "agent" / "trajectory.cont-1.json").write_bytes(orjson.dumps(continuation))
+    import_path(trial_dir)
+    main, cont = Trajectory.objects.order_by("position")
+    assert (main.role, cont.role) == ("main", "continuation")
+    assert main.header["subagent_trajectories"] == data["subagent_trajectories"]
+    assert main.agent["tool_definitions"] == data["agent"]["tool_definitions"]
+    assert main.header["extra"] == data["extra"] and main.final_metrics == data["final_metrics"]
+    assert [p for p in main.problems if p["severity"] == "error"] == []
+    first = Step.objects.get(trajectory=main, index=0)
+    assert "[image: images/screen.png]" in first.message_text and "[audio: audio/note.wav]" in first.message_text
+    assert Step.objects.get(trajectory=main, index=1).llm_call_count == 2
+    assert Step.objects.get(trajectory=main, index=2).is_copied_context
+    assert Step.objects.filter(trajectory=cont, is_copied_context=True).count() == 1
+    trial = Trial.objects.get()
+    exported = orjson.loads(b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content))
+    assert exported == data
+    schema = orjson.loads(ATIF_SCHEMA.read_bytes())
+    assert list(Draft202012Validator(schema).iter_errors(exported)) == []
+
+
+def test_a_multi_step_trial_keeps_each_steps_trajectory_and_reward(tmp_path):
+    trial_dir = write_trial(tmp_path)
+    for name, reward in (("setup", 1.0), ("main", 0.5)):
+        step_dir = trial_dir / "steps" / name
+        (step_dir / "agent").mkdir(parents=True)
+        (step_dir / "verifier").mkdir()
+        (step_dir / "agent" / "trajectory.json").write_bytes(orjson.dumps(atif(good_steps())))
+        (step_dir / "verifier" / "reward.txt").write_text(str(reward))
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    roles = list(trial.trajectories.values_list("role", "step_name"))
+    assert roles == [("main", ""), ("step", "main"), ("step", "setup")]
+    assert trial.provenance["step_rewards"] == {"main": {"reward": 0.5}, "setup": {"reward": 1.0}}
+    assert trial.step_count == 6
+
+
+def test_an_evidence_pack_beside_a_trial_folder_is_joined_to_it(tmp_path):
+    trial_dir = write_trial(tmp_path / "upload", "tool-approval__AAAAAAA")
+    pack = orjson.loads((REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes())
+    pack["benchmark"]["trialId"] = trial_dir.name
+    (tmp_path / "upload" / "evidence.json").write_bytes(orjson.dumps(pack))
+    imp = import_path(tmp_path / "upload")
+    assert [o["outcome"] for o in imp.outcomes] == ["imported", "imported"]
+    trial = Trial.objects.get()
+    assert trial.runtime_correlation["runId"] == pack["runtimeCorrelation"]["runId"]
+    assert trial.benchmark["harborJobRef"] == pack["benchmark"]["harborJobRef"]
+    assert trial.configuration.role == "candidate"
+    assert trial.documents["evidence_pack"] == pack
+
+
+def test_a_runtime_events_file_is_joined_to_its_trial_by_session_id(tmp_path):
+    trial_dir = write_trial(tmp_path / "trial")
+    import_path(trial_dir)
+    base = {"schemaVersion": "lime-profile-0.4.0", "runtimeId": "rt", "sessionId": "sess-bad-input",
+            "threadId": "th", "turnId": "tu"}  # fmt: skip
+    events = [
+        {**base, "type": "action.required", "eventId": "e1", "timestamp": "2026-01-01T00:00:01Z", "sequence": 1,
+         "actionId": "a1", "toolCallId": "c1", "payload": {"actionType": "tool_permission", "toolName": "bash"}},
+        {**base, "type": "action.resolved", "eventId": "e2", "timestamp": "2026-01-01T00:00:02Z", "sequence": 2,
+         "actionId": "a1", "toolCallId": "c1", "payload": {"decision": "deny", "decidedBy": "policy:no-shell"}},
+        {**base, "type": "tool.completed", "eventId": "e3", "timestamp": "2026-01-01T00:00:03Z", "sequence": 3,
+         "stepId": "2", "toolCallId": "c1", "payload": {"status": "ok"}},
+    ]  # fmt: skip
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(e) for e in events) + b"\n")
+    imp = import_path(path)
+    assert imp.outcomes[0]["events"] == 3
+    trial = Trial.objects.get()
+    assert RuntimeEvent.objects.filter(trial=trial).count() == 3
+    decision = PermissionDecision.objects.get(trial=trial)
+    assert decision.decision == "deny" and decision.side_effect_after_denial
