@@ -29,6 +29,7 @@ from trials.ingest import lime
 from trials.ingest.archives import Limits, extract
 from trials.ingest.detect import Candidate, discover, parse_candidate
 from trials.ingest.harbor import trial_dirs
+from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import (
     PackError,
     ParsedContextRecord,
@@ -208,13 +209,23 @@ class ImportRun:
             return
         try:
             parsed = parse_candidate(candidate, self.limits.max_file_bytes)
+            Pack.objects.filter(pk=pack.pk).update(kind=parsed.kind)
+            pack.kind = parsed.kind
+            counts = self.write_pack(parsed, pack, files)
         except PackError as exc:
             self.reject(candidate, exc.problem, pack)
             self.advance(self.weight(candidate))
             return
-        Pack.objects.filter(pk=pack.pk).update(kind=parsed.kind)
-        pack.kind = parsed.kind
-        counts = self.write_pack(parsed, pack, files)
+        except Exception as exc:  # a parser bug must not stop the other packs; the bytes are kept
+            log.exception("internal error while importing %s", candidate.rel)
+            problem = Problem(
+                candidate.rel,
+                f"internal error while reading this pack: {type(exc).__name__}: {exc}",
+                kept="the raw bytes; trials committed before the error",
+            )
+            self.reject(candidate, problem, pack)
+            Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.IMPORTING)  # a fixed parser retries it
+            return
         problems = [p.as_dict() for p in parsed.problems]
         # A pack with a trial the database refused stays open, so importing it again retries that trial.
         status = Pack.Status.IMPORTED if not counts.get("rejected") else Pack.Status.IMPORTING
@@ -240,6 +251,16 @@ class ImportRun:
         Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.IMPORTED, problems=[p.as_dict() for p in skipped])
         self.imp.problems.extend(p.as_dict() for p in skipped)
         inner = discover(target, candidate.rel, top=False)
+        if not inner:
+            problem = Problem(
+                candidate.rel,
+                "no pack inside the archive (every member was skipped or it was empty)",
+                kept="the archive's raw bytes",
+            )
+            self.reject(candidate, problem)
+            self.advance()
+            return
+        self.outcome(candidate.rel, "archive", "extracted", members=len(inner), skipped=len(skipped))
         self.imp.progress_total += sum(self.weight(c) for c in inner) - 1
         Import.objects.filter(pk=self.imp.pk).update(progress_total=self.imp.progress_total, problems=self.imp.problems)
         for child in inner:
@@ -334,7 +355,11 @@ def upsert_job(parsed, pack: Pack) -> Job:
 
 def infer_job_configuration(job: Job) -> int:
     """A Harbor job runs one configuration: trials whose evidence pack is missing inherit it."""
-    declared = set(job.trials.exclude(configuration__role="").values_list("configuration_id", flat=True))
+    declared = set(
+        job.trials.filter(configuration__isnull=False)
+        .exclude(configuration__role="")
+        .values_list("configuration_id", flat=True)
+    )
     if len(declared) != 1:
         return 0
     config = Configuration.objects.get(pk=declared.pop())
@@ -496,7 +521,7 @@ def create_trial(
         dataset=dataset,
         task=task,
         configuration=configuration,
-        attempt=parsed.attempt,
+        attempt=parsed.attempt if isinstance(parsed.attempt, int) and 0 <= parsed.attempt < 2**31 else None,
         status=parsed.status or Trial.Status.UNKNOWN,
         reward=parsed.reward,
         rewards=parsed.rewards,
@@ -508,9 +533,9 @@ def create_trial(
         finished_at=_aware(parsed.finished_at),
         duration_sec=duration,
         phases=parsed.phases,
-        input_tokens=parsed.input_tokens,
-        cached_tokens=parsed.cached_tokens,
-        output_tokens=parsed.output_tokens,
+        input_tokens=_bigint(parsed.input_tokens),
+        cached_tokens=_bigint(parsed.cached_tokens),
+        output_tokens=_bigint(parsed.output_tokens),
         cost_usd=parsed.cost_usd,
         session_id=str(correlation.get("sessionId") or "")[:200],
         run_id=str(correlation.get("runId") or "")[:200],
@@ -571,11 +596,11 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
         return
     rows = []
     for step in parsed_steps:
-        raw_json = orjson.dumps(step.raw).decode()
+        raw_json = dumps_text(step.raw)
         search_parts = [step.message_text, step.reasoning]
         for call in step.tool_calls:
             search_parts.append(call.function_name)
-            search_parts.append(orjson.dumps(call.arguments).decode() if call.arguments is not None else "")
+            search_parts.append(dumps_text(call.arguments) if call.arguments is not None else "")
         search_parts.extend(o.content_text for o in step.observations)
         rows.append(
             {
@@ -700,7 +725,7 @@ def event_row(event: ParsedEvent, trial: Trial | None, pack: Pack | None) -> Run
         type=event.type[:100],
         event_id=event.event_id[:200],
         timestamp=_aware(event.timestamp),
-        sequence=event.sequence,
+        sequence=_bigint(event.sequence) if isinstance(event.sequence, int) else None,
         session_id=str(event.correlation.get("sessionId") or "")[:200],
         run_id=str(event.correlation.get("runId") or "")[:200],
         correlation=event.correlation,

@@ -24,6 +24,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
+from trials.ingest.values import as_list
 
 _ROW_ALIASES = {
     "answerPath": "answer_path",
@@ -150,7 +151,7 @@ def is_result_row(obj: Any) -> bool:
 
 def _criteria(row: dict[str, Any]) -> list[ParsedCriterion]:
     criteria = []
-    for entry in row.get("assertions") or []:
+    for entry in as_list(row.get("assertions")):
         if isinstance(entry, dict):
             passed = entry.get("passed")
             evidence = entry.get("evidence")
@@ -165,7 +166,7 @@ def _criteria(row: dict[str, Any]) -> list[ParsedCriterion]:
             )
     # Rows before 2026-03 listed hits/misses instead of assertions.
     for key, score in (("hits", 1.0), ("misses", 0.0)):
-        for entry in row.get(key) or []:
+        for entry in as_list(row.get(key)):
             criteria.append(ParsedCriterion(name=to_str(entry), score=score, raw={"list": key, "text": entry}))
     return criteria
 

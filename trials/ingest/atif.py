@@ -7,6 +7,7 @@ Harbor's validators are recorded as problems on the trajectory; the file is kept
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import datetime
@@ -24,6 +25,7 @@ from trials.ingest.records import (
     ParsedTrajectory,
     Problem,
 )
+from trials.ingest.values import as_dict, as_list
 
 STREAM_THRESHOLD = 32 * 1024 * 1024
 KNOWN_VERSIONS = {f"ATIF-v1.{n}" for n in range(0, 9)}
@@ -87,10 +89,10 @@ def content_text(content: Any) -> str:
                 if part.get("type") == "text":
                     parts.append(str(part.get("text") or ""))
                 else:
-                    source = part.get("source") or {}
+                    source = as_dict(part.get("source"))
                     parts.append(f"[{part.get('type')}: {source.get('path', '')}]")
         return "\n".join(parts)
-    return orjson.dumps(content).decode()
+    return json.dumps(content, default=str)  # not orjson: agents print integers past 64 bits
 
 
 def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "") -> ParsedTrajectory:
@@ -138,7 +140,7 @@ def trajectory_from(
 def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:
     problems: list[Problem] = []
     version = header.get("schema_version")
-    if version not in KNOWN_VERSIONS:
+    if not isinstance(version, str) or version not in KNOWN_VERSIONS:
         if isinstance(version, str) and VERSION_RE.match(version):
             problems.append(
                 Problem(
@@ -166,7 +168,7 @@ def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:
     for key in header:
         if key not in ROOT_FIELDS:
             problems.append(Problem(rel, f"unknown field {key!r} (kept)", json_path=key, severity="warning"))
-    subagents = header.get("subagent_trajectories") or []
+    subagents = as_list(header.get("subagent_trajectories"))
     seen: set[str] = set()
     for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
         tid = sub.get("trajectory_id") if isinstance(sub, dict) else None
@@ -234,14 +236,14 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
         if key not in STEP_FIELDS:
             add(f"unknown field {key!r} (kept)", f".{key}", severity="warning")
     call_ids = set()
-    for i, call in enumerate(step.get("tool_calls") or []):
+    for i, call in enumerate(as_list(step.get("tool_calls"))):
         if not isinstance(call, dict) or not call.get("tool_call_id") or "function_name" not in call:
             add("tool call needs tool_call_id and function_name", f".tool_calls[{i}]")
             continue
         call_ids.add(call["tool_call_id"])
     observation = step.get("observation")
     results = observation.get("results") if isinstance(observation, dict) else None
-    for i, result in enumerate(results or []):
+    for i, result in enumerate(as_list(results)):
         if not isinstance(result, dict):
             continue
         scid = result.get("source_call_id")
@@ -250,7 +252,7 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
                 f"source_call_id {scid!r} matches no tool call in this step",
                 f".observation.results[{i}].source_call_id",
             )
-        for j, ref in enumerate(result.get("subagent_trajectory_ref") or []):
+        for j, ref in enumerate(as_list(result.get("subagent_trajectory_ref"))):
             if isinstance(ref, dict) and not (ref.get("trajectory_id") or ref.get("trajectory_path")):
                 add(
                     "subagent_trajectory_ref needs trajectory_id or trajectory_path",
@@ -294,12 +296,12 @@ def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
             function_name=str(call.get("function_name") or ""),
             arguments=call.get("arguments"),
         )
-        for call in (raw.get("tool_calls") or [])
+        for call in as_list(raw.get("tool_calls"))
         if isinstance(call, dict)
     ]
     observations = []
     observation = raw.get("observation")
-    for result in (observation.get("results") or []) if isinstance(observation, dict) else []:
+    for result in as_list(observation.get("results")) if isinstance(observation, dict) else []:
         if not isinstance(result, dict):
             continue
         text = content_text(result.get("content"))
@@ -308,7 +310,7 @@ def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
                 source_call_id=result.get("source_call_id"),
                 content_text=text,
                 content_size=len(text.encode("utf-8", "surrogatepass")),
-                subagent_refs=[r for r in (result.get("subagent_trajectory_ref") or []) if isinstance(r, dict)],
+                subagent_refs=[r for r in as_list(result.get("subagent_trajectory_ref")) if isinstance(r, dict)],
             )
         )
     metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}

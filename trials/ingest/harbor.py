@@ -30,6 +30,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
+from trials.ingest.values import as_dict, as_list
 
 TEXT_LIMIT = 256 * 1024  # logs beyond this stay in the raw bytes and are downloaded whole
 TEXT_FILES = ("trial.log", "exception.txt", "job.log")
@@ -96,7 +97,7 @@ def parse_job_dir(job_dir: Path, rel: str) -> ParsedPack:
     dirs = trial_dirs(job_dir)
     versions = {
         str(d.get("name")): str(d.get("version") or d.get("ref") or "")
-        for d in config.get("datasets") or []
+        for d in as_list(config.get("datasets"))
         if isinstance(d, dict) and d.get("name")
     }
 
@@ -178,22 +179,23 @@ def parse_trial_dir(
 
 
 def _apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str, rel: str) -> None:
-    task_name = str(result.get("task_name") or (config.get("task") or {}).get("name") or "")
+    task_config = as_dict(config.get("task"))
+    task_name = str(result.get("task_name") or task_config.get("name") or "")
     if not task_name:
-        task_path = (config.get("task") or {}).get("path") or ""
+        task_path = str(task_config.get("path") or "")
         task_name = Path(task_path).name if task_path else trial.name.split("__")[0]
-    dataset_name = str(result.get("source") or (config.get("task") or {}).get("source") or "adhoc")
+    dataset_name = str(result.get("source") or task_config.get("source") or "adhoc")
     trial.dataset = DatasetRef(name=dataset_name)
-    task_id = result.get("task_id") if isinstance(result.get("task_id"), dict) else {}
+    task_id = as_dict(result.get("task_id"))
     trial.task = TaskRef(
         name=task_name,
         checksum=str(result.get("task_checksum") or ""),
         source=str(task_id.get("path") or task_id.get("git_url") or task_id.get("name") or ""),
         definition={"task_id": task_id} if task_id else {},
     )
-    agent_info = result.get("agent_info") or {}
-    agent_config = config.get("agent") or {}
-    model_info = agent_info.get("model_info") or {}
+    agent_info = as_dict(result.get("agent_info"))
+    agent_config = as_dict(config.get("agent"))
+    model_info = as_dict(agent_info.get("model_info"))
     agent_name = str(agent_info.get("name") or agent_config.get("name") or "")
     model_name = str(model_info.get("name") or agent_config.get("model_name") or "")
     trial.configuration = ConfigurationRef(
@@ -203,7 +205,7 @@ def _apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str,
         model_name=model_name,
         profiles={"provider": model_info.get("provider")} if model_info.get("provider") else {},
     )
-    rewards = (result.get("verifier_result") or {}).get("rewards") or {}
+    rewards = as_dict(as_dict(result.get("verifier_result")).get("rewards"))
     if rewards:
         trial.rewards = dict(rewards)
         trial.present.add("reward")
@@ -219,14 +221,15 @@ def _apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str,
                 "finished_at": timing.get("finished_at"),
                 "seconds": seconds,
             }
-    exception = result.get("exception_info") or {}
-    step_exceptions = [s.get("exception_info") for s in (result.get("step_results") or []) if s.get("exception_info")]
+    step_results = [as_dict(s) for s in as_list(result.get("step_results"))]
+    exception = as_dict(result.get("exception_info"))
+    step_exceptions = [as_dict(s.get("exception_info")) for s in step_results if as_dict(s.get("exception_info"))]
     exception = exception or (step_exceptions[0] if step_exceptions else {})
     trial.exception_type = str(exception.get("exception_type") or "")
     trial.exception_message = str(exception.get("exception_message") or "")
     trial.exception_traceback = str(exception.get("exception_traceback") or "")
-    agent_result = result.get("agent_result") or {}
-    step_agent_results = [s.get("agent_result") or {} for s in (result.get("step_results") or [])]
+    agent_result = as_dict(result.get("agent_result"))
+    step_agent_results = [as_dict(s.get("agent_result")) for s in step_results]
     totals = [agent_result] if agent_result else step_agent_results
     trial.input_tokens = _sum(totals, "n_input_tokens")
     trial.cached_tokens = _sum(totals, "n_cache_tokens")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +50,11 @@ def first_jsonl_row(path: Path) -> Any:
                 except orjson.JSONDecodeError:
                     return None
     return None
+
+
+def dumps_text(value: Any) -> str:
+    """JSON text of a parsed value; orjson first, the standard library for integers past 64 bits."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)

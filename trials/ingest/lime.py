@@ -25,6 +25,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
+from trials.ingest.values import as_dict, as_list
 
 PROFILE_PREFIX = "lime-profile"
 
@@ -165,8 +166,8 @@ def is_evidence_pack(data: Any) -> bool:
 
 
 def _pack_reward(data: dict[str, Any]) -> float | None:
-    metrics = data.get("metrics") or {}
-    reward = data.get("reward") or {}
+    metrics = as_dict(data.get("metrics"))
+    reward = as_dict(data.get("reward"))
     value = to_float(metrics.get("reward"))
     if value is None and isinstance(reward, dict):
         value = to_float(reward.get("value"))
@@ -185,7 +186,7 @@ def _pack_criteria(reward: Any) -> list[ParsedCriterion]:
     if not isinstance(reward, dict):
         return []
     criteria = []
-    for entry in reward.get("criteria") or []:
+    for entry in as_list(reward.get("criteria")):
         if isinstance(entry, dict):  # tolerate {name, score, weight}
             criteria.append(
                 ParsedCriterion(
@@ -201,7 +202,7 @@ def _pack_criteria(reward: Any) -> list[ParsedCriterion]:
 
 
 def parse_evidence_pack(data: dict[str, Any], path: str) -> ParsedTrial:
-    bench = data.get("benchmark") or {}
+    bench = as_dict(data.get("benchmark"))
     metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
     decision = data.get("decisionInputs") if isinstance(data.get("decisionInputs"), dict) else {}
     reward_block = data.get("reward") if isinstance(data.get("reward"), dict) else {}
@@ -249,7 +250,7 @@ def parse_evidence_pack(data: dict[str, Any], path: str) -> ParsedTrial:
         phases={"total": {"seconds": duration_ms / 1000}} if duration_ms is not None else {},
         cost_usd=to_float(pick(metrics, "costUsd", "cost_usd")),
         benchmark=bench,
-        runtime_correlation=data.get("runtimeCorrelation") or data.get("runtime_correlation") or {},
+        runtime_correlation=as_dict(data.get("runtimeCorrelation") or data.get("runtime_correlation")),
         refs=refs,
         provenance={
             "schemaVersion": data.get("schemaVersion"),
