@@ -33,7 +33,7 @@ services:
 	bash scripts/services.sh
 
 test-sqlite: install
-	$(BIN)/pytest tests -q
+	$(BIN)/pytest tests -q -n 2
 
 # The import suite again on PostgreSQL, plus the Redis + Celery worker tests.
 test-postgres: install services
