@@ -26,7 +26,9 @@ TABS = [
 ]
 HIDEABLE = ("tools", "reasoning", "messages", "system", "copied")
 # Images an agent step can show inline; anything else downloads as an attachment.
-INLINE_IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+INLINE_MEDIA_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"} | {
+    f"audio/{kind}" for kind in ("wav", "x-wav", "mpeg", "mp4", "aac", "ogg", "flac", "webm", "aiff", "x-aiff")
+}
 
 
 def home(request):
@@ -260,7 +262,7 @@ def artifact_download(request, pk, artifact_pk):
 
 
 def trial_file(request, pk):
-    """A file of the trial's pack by path (message images): images inline, the rest as attachments."""
+    """An image or audio file of the trial's pack by path, for the messages that reference it."""
     trial = get_object_or_404(Trial, pk=pk)
     wanted = request.GET.get("path", "").lstrip("/")
     if not wanted or trial.pack_id is None or ".." in wanted.split("/"):
@@ -270,10 +272,11 @@ def trial_file(request, pk):
     if match is None:
         raise Http404("no such file")
     content_type = mimetypes.guess_type(match.path)[0] or ""
-    name = PurePosixPath(match.path).name
-    if content_type in INLINE_IMAGE_TYPES:
-        return FileResponse(match.blob.open(), content_type=content_type, filename=name)
-    return FileResponse(match.blob.open(), as_attachment=True, filename=name, content_type="application/octet-stream")
+    if content_type not in INLINE_MEDIA_TYPES:
+        # Only the media a message points at: other pack files (event logs, context records)
+        # may hold values a redaction withholds, and artifacts have their own download.
+        raise Http404("only images and audio of the trajectory are served here")
+    return FileResponse(match.blob.open(), content_type=content_type, filename=PurePosixPath(match.path).name)
 
 
 def _query(values: dict) -> str:
