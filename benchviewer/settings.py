@@ -54,6 +54,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "trials.triage.roles.WriteAccessMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -184,6 +185,23 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Redis hands an unacknowledged message (its whole worker vanished) to another worker after this.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker keeps reconnecting for as long as Redis is away
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False  # an import needs only the database
+# Stranded imports are sent again (trials/recovery.py): by beat every IMPORT_RECOVERY_INTERVAL
+# seconds (`celery -A benchviewer beat`, or `worker -B`) and by `manage.py requeue_imports`.
+IMPORT_RECOVERY_INTERVAL = env_int("IMPORT_RECOVERY_INTERVAL", 60)
+IMPORT_QUEUED_GRACE = env_int("IMPORT_QUEUED_GRACE", 60)  # queued this long with no message: lost
+IMPORT_RUNNING_STALE_AFTER = env_int("IMPORT_RUNNING_STALE_AFTER", 3600)  # SQLite only (no worker lock)
+IMPORT_SENT_MARKER_TTL = env_int("IMPORT_SENT_MARKER_TTL", 7 * 24 * 3600)
+CELERY_BEAT_SCHEDULE = {
+    "requeue-stale-imports": {
+        "task": "trials.tasks.requeue_stale_imports",
+        "schedule": float(IMPORT_RECOVERY_INTERVAL),
+        "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},  # a sweep stuck behind imports is dropped
+    }
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -191,7 +209,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Reading needs a login; writing needs the view's right (trials/triage/roles.py).
+    "DEFAULT_PERMISSION_CLASSES": ["trials.triage.roles.RolePermission"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],

@@ -27,6 +27,7 @@ from django.urls import reverse
 from comparisons import stats
 from comparisons.models import Comparison, SavedComparison, SideKind
 from trials.models import Configuration, Job, PermissionDecision, Trial
+from trials.triage.services import p0_qc_items_for_trials, qc_fingerprint_for_trials
 
 # Bump when the computation changes, so every cached comparison is computed again.
 COMPUTE_VERSION = 1
@@ -316,10 +317,11 @@ def denied_side_effects(side: Side) -> int:
 def p0_qc_gate_regressions(candidate_trial_ids: Any) -> int:
     """How many P0 QC gates the candidate regressed.
 
-    Today this reads the Lime evidence pack of each candidate trial
-    (`decisionInputs.p0QcGateRegressionCount`) and sums the positive values. When QC items
-    arrive (triage issue) this will count the P0 QC items filed against these trials
-    instead; it is the only place that knows where the number comes from.
+    The sum of what each candidate trial's Lime evidence pack reports
+    (`decisionInputs.p0QcGateRegressionCount`, positive values) and the open P0 QC items
+    triagers filed against these trials that no unexpired waiver covers
+    (trials.triage.services.p0_qc_items_for_trials). It is the only place that knows
+    where the number comes from.
     """
     values = (
         Trial.objects.filter(pk__in=candidate_trial_ids)
@@ -333,12 +335,12 @@ def p0_qc_gate_regressions(candidate_trial_ids: Any) -> int:
             total += max(int(float(value)), 0)
         except (TypeError, ValueError):
             continue
-    return total
+    return total + p0_qc_items_for_trials(candidate_trial_ids)
 
 
-def qc_fingerprint(side: Side) -> int:
-    """The QC-item part of the cache fingerprint: 0 until QC items exist (triage issue)."""
-    return 0
+def qc_fingerprint(side: Side) -> list[Any]:
+    """The QC-item part of the cache fingerprint: changes when a QC item is filed, edited or a waiver lapses."""
+    return qc_fingerprint_for_trials(side.trials().values("pk"))
 
 
 # --------------------------------------------------------------------------------------

@@ -36,7 +36,12 @@ def import_path(path: Path) -> Import:
 
 @pytest.fixture
 def user(db):
-    return get_user_model().objects.create_user("reviewer", password="pw-reviewer-1")
+    """A reviewer: reads everything, imports packs, saves comparisons."""
+    from trials.triage import roles
+
+    reviewer = get_user_model().objects.create_user("reviewer", password="pw-reviewer-1")
+    roles.add_to_group(reviewer, roles.REVIEWER)
+    return reviewer
 
 
 @pytest.fixture

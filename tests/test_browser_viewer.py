@@ -19,6 +19,7 @@ from trials.models import Trial
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls are still sync.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 pytestmark = pytest.mark.browser
+expect.set_options(timeout=15_000)  # CI runs two test processes on two cores
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -152,6 +153,7 @@ def test_arrow_keys_move_between_trials_of_the_list_keeping_the_tab(page, tmp_pa
     page.click(f'a.trial-link:has-text("{names[0]}")')
     expect(page.locator("#trial-position")).to_have_text(f"1 / {len(names)}")
     page.click('.tabs a[data-tab="verifier"]')
+    expect(page.locator("#tab-verifier")).to_be_visible()  # the tab is open before the key is pressed
     page.keyboard.press("ArrowRight")
     expect(page.locator("h1")).to_contain_text(names[1])
     expect(page.locator("#trial-position")).to_have_text(f"2 / {len(names)}")

@@ -16,6 +16,7 @@ from benchviewer.celery import app as celery_app
 from tests.conftest import REPO
 from tests.test_import_bad_input import write_trial
 from trials.models import Import, Step, Trial
+from trials.triage import roles
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -78,7 +79,9 @@ def wait_for(imp: Import, timeout: float = 60) -> Import:
 
 
 def test_an_upload_is_imported_by_a_separate_worker_through_redis(worker, tmp_path, client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("uploader"))
+    uploader = django_user_model.objects.create_user("uploader")
+    roles.add_to_group(uploader, roles.REVIEWER)
+    client.force_login(uploader)
     trial = write_trial(tmp_path / "src")
     archive = tmp_path / "trial.tar.gz"
     subprocess.run(["tar", "-czf", str(archive), "-C", str(trial.parent), trial.name], check=True)

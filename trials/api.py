@@ -16,6 +16,7 @@ from trials.serializers import (
     TrialDetailSerializer,
     TrialListSerializer,
 )
+from trials.triage import roles
 
 
 class ImportListCreate(generics.ListCreateAPIView):
@@ -23,6 +24,7 @@ class ImportListCreate(generics.ListCreateAPIView):
 
     queryset = Import.objects.all()
     parser_classes = [MultiPartParser, FormParser]
+    required_right = roles.IMPORT
 
     def get_serializer_class(self):
         return ImportCreateSerializer if self.request.method == "POST" else ImportSerializer

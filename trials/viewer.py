@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce, Length, Substr
 from django.http import QueryDict
 from django.urls import reverse
 
-from trials import completeness
+from trials import completeness, search
 from trials.filters import TrialFilter
 from trials.models import (
     ContextRecord,
@@ -474,7 +474,7 @@ def search_steps(trial: Trial, query: str, offset: int = 0, limit: int = SEARCH_
     # (trial, trajectory, index) order is the Step index: the scan stops after a page of
     # matches. Trajectories are written in position order, so their ids follow it.
     rows = list(
-        Step.objects.filter(trial=trial, search_text__contains=needle)
+        search.matching(Step.objects.filter(trial=trial), needle)
         .order_by("trajectory_id", "index")
         .values("trajectory_id", "index", "source", "step_id")[offset : offset + limit + 1]
     )

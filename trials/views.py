@@ -2,6 +2,7 @@ import mimetypes
 from pathlib import PurePosixPath
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Avg, Count, Q
 from django.http import FileResponse, Http404, QueryDict
@@ -11,6 +12,7 @@ from django.urls import reverse
 from trials import services, viewer
 from trials.forms import UploadForm
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
+from trials.triage import roles
 
 PAGE_SIZE = 50
 TABS = [
@@ -52,6 +54,8 @@ def home(request):
 
 
 def imports(request):
+    if request.method == "POST" and not roles.has_right(request.user, roles.IMPORT):
+        raise PermissionDenied("your role may not import packs")
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         created = [

@@ -1,0 +1,152 @@
+"""Triage API: file feedback on a trial; read scenarios, blockers, waivers; export QC evidence."""
+
+from __future__ import annotations
+
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from trials.models import Trial
+from trials.triage import export, roles, services
+from trials.triage.forms import FeedbackForm
+from trials.triage.models import QCItem
+from trials.triage.serializers import (
+    QCItemDetailSerializer,
+    QCItemSerializer,
+    QCScenarioDetailSerializer,
+    QCScenarioSerializer,
+)
+
+
+class RoleAPIView(APIView):
+    permission_classes = [roles.RolePermission]
+
+
+def _form_data(payload) -> dict:
+    """JSON body -> form data: evidence refs may be "kind:ref" strings or {kind, ref} objects."""
+    data = dict(payload.items()) if hasattr(payload, "items") else {}
+    if hasattr(payload, "getlist"):
+        data["evidence_refs"] = payload.getlist("evidence_refs")
+    refs = data.get("evidence_refs") or []
+    if isinstance(refs, str):
+        refs = [refs]
+    data["evidence_refs"] = [f"{r.get('kind')}:{r.get('ref')}" if isinstance(r, dict) else str(r) for r in refs]
+    for key in ("failure_mode", "scenario", "waived_item", "approver"):
+        if data.get(key) is None:
+            data.pop(key, None)
+    return data
+
+
+class TrialFeedback(RoleAPIView):
+    """GET: what the form would pre-fill. POST: file a QC item (201), 400 with field errors."""
+
+    required_right = roles.FILE_QC
+    read_right = roles.FILE_QC  # the GET is the form's pre-fill: for those who may file
+
+    @extend_schema(responses={200: OpenApiResponse(description="pre-fill and evidence choices")})
+    def get(self, request, pk: int):
+        trial = get_object_or_404(Trial, pk=pk)
+        guess = services.prefill(trial)
+        return Response(
+            {
+                "trial": trial.pk,
+                "category": guess.category,
+                "code": guess.code,
+                "source": guess.source,
+                "verifierErrors": guess.verifier_errors,
+                "evidenceRefs": [value for _, options in services.evidence_choices(trial) for value, _ in options],
+                "kinds": QCItem.Kind.values,
+            }
+        )
+
+    @extend_schema(request=None, responses={201: QCItemSerializer})
+    def post(self, request, pk: int):
+        trial = get_object_or_404(Trial, pk=pk)
+        data = _form_data(request.data)
+        if data.get("kind") == QCItem.Kind.WAIVER and not roles.has_right(request.user, roles.WAIVE):
+            return Response({"detail": "Only an approver can grant a waiver."}, status=status.HTTP_403_FORBIDDEN)
+        form = FeedbackForm(data=data, trial=trial, user=request.user)
+        if not form.is_valid():
+            return Response(form.errors.get_json_data(), status=status.HTTP_400_BAD_REQUEST)
+        item = services.file_item(request.user, trial, form.cleaned_data)
+        return Response(QCItemSerializer(item).data, status=status.HTTP_201_CREATED)
+
+
+class ScenarioList(generics.ListAPIView):
+    permission_classes = [roles.RolePermission]
+    serializer_class = QCScenarioSerializer
+
+    def get_queryset(self):
+        return services.scenario_rows()
+
+
+class ScenarioDetail(generics.RetrieveAPIView):
+    permission_classes = [roles.RolePermission]
+    serializer_class = QCScenarioDetailSerializer
+
+    def get_queryset(self):
+        return services.scenario_rows().prefetch_related("failure_modes__items", "items__trial")
+
+
+class _ItemList(generics.ListAPIView):
+    permission_classes = [roles.RolePermission]
+    serializer_class = QCItemSerializer
+
+
+class BlockerList(_ItemList):
+    def get_queryset(self):
+        return services.blockers()
+
+
+class WaiverList(_ItemList):
+    def get_queryset(self):
+        return services.waivers().order_by("expires_at", "pk")
+
+
+class ItemList(_ItemList):
+    """All QC items; `?trial=<id>` for one trial's."""
+
+    def get_queryset(self):
+        items = QCItem.objects.select_related("trial", "scenario", "failure_mode").order_by("-pk")
+        trial = self.request.query_params.get("trial")
+        return items.filter(trial_id=trial) if trial and trial.isdigit() else items
+
+
+class _ItemDetail(generics.RetrieveAPIView):
+    permission_classes = [roles.RolePermission]
+    serializer_class = QCItemDetailSerializer
+    kind: str | None = None
+
+    def get_queryset(self):
+        items = QCItem.objects.select_related("trial").prefetch_related("history__actor", "waivers")
+        return items.filter(kind=self.kind) if self.kind else items
+
+
+class ItemDetail(_ItemDetail):
+    pass
+
+
+class BlockerDetail(_ItemDetail):
+    kind = QCItem.Kind.RELEASE_BLOCKER
+
+
+class WaiverDetail(_ItemDetail):
+    kind = QCItem.Kind.WAIVER
+
+
+class QCExport(RoleAPIView):
+    """The Lime Agent QC evidence pack; `?download=1` as an attachment."""
+
+    @extend_schema(responses={200: OpenApiResponse(description="agent-qc-evidence.json")})
+    def get(self, request):
+        params = request.query_params
+        data = export.build_evidence(
+            repo=params.get("repo", ""), ref=params.get("ref", ""), diff_base=params.get("diffBase", "")
+        )
+        response = JsonResponse(data, json_dumps_params={"indent": 2, "ensure_ascii": False})
+        if params.get("download"):
+            response["Content-Disposition"] = 'attachment; filename="agent-qc-evidence.json"'
+        return response

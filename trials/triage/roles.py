@@ -1,0 +1,172 @@
+"""Roles and rights: the one place that says which group may do what.
+
+Groups (created by migration 0003): viewer (read-only), reviewer (reads, comments,
+imports packs, saves comparisons), triager (reviewer + files and edits QC items,
+assigns), approver (triager + grants waivers, decides promotions). Superusers have every
+right. Any logged-in user may read.
+
+Three doors use the same mapping:
+- `require_right` for page views,
+- `RolePermission` for DRF views (set `required_right` on the view for unsafe methods),
+- `WriteAccessMiddleware`, which refuses every unsafe request of a user who has no
+  writing right at all (a viewer), whatever view it reaches, so a new view can't forget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.models import AnonymousUser, Group
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+VIEWER, REVIEWER, TRIAGER, APPROVER = "viewer", "reviewer", "triager", "approver"
+GROUPS = (REVIEWER, TRIAGER, APPROVER, VIEWER)
+
+READ = "read"
+COMMENT = "comment"
+IMPORT = "import"  # upload trial packs
+SAVE_COMPARISON = "save_comparison"
+FILE_QC = "file_qc"  # file and edit QC items, import scenarios from a manifest
+ASSIGN = "assign"
+WAIVE = "waive"  # grant waivers
+PROMOTE = "promote"  # decide candidate promotions
+
+_REVIEWER = {READ, COMMENT, IMPORT, SAVE_COMPARISON}
+_TRIAGER = _REVIEWER | {FILE_QC, ASSIGN}
+_APPROVER = _TRIAGER | {WAIVE, PROMOTE}
+GROUP_RIGHTS: dict[str, frozenset[str]] = {
+    VIEWER: frozenset({READ}),
+    REVIEWER: frozenset(_REVIEWER),
+    TRIAGER: frozenset(_TRIAGER),
+    APPROVER: frozenset(_APPROVER),
+}
+ALL_RIGHTS = frozenset(_APPROVER)
+WRITE_RIGHTS = ALL_RIGHTS - {READ}
+
+# Unsafe requests the middleware always lets through (a viewer must be able to log out).
+ALWAYS_ALLOWED_URL_NAMES = {"login", "logout"}
+
+
+def user_rights(user) -> frozenset[str]:
+    if user is None or not user.is_authenticated:
+        return frozenset()
+    if user.is_superuser:
+        return ALL_RIGHTS
+    cached = getattr(user, "_benchviewer_rights", None)
+    if cached is None:
+        rights: set[str] = {READ}
+        for name in user.groups.values_list("name", flat=True):
+            rights |= GROUP_RIGHTS.get(name, frozenset())
+        cached = frozenset(rights)
+        user._benchviewer_rights = cached
+    return cached
+
+
+def has_right(user, right: str) -> bool:
+    return right in user_rights(user)
+
+
+def can_write(user) -> bool:
+    return bool(user_rights(user) & WRITE_RIGHTS)
+
+
+def role_of(user) -> str:
+    """The strongest group of a user, for display ("superuser" for superusers)."""
+    if user.is_authenticated and user.is_superuser:
+        return "superuser"
+    names = set(user.groups.values_list("name", flat=True)) if user.is_authenticated else set()
+    for name in (APPROVER, TRIAGER, REVIEWER, VIEWER):
+        if name in names:
+            return name
+    return "none"
+
+
+def users_with_right(right: str):
+    """Users (active) who hold `right` through a group, or as superusers."""
+    from django.contrib.auth import get_user_model
+    from django.db.models import Q
+
+    groups = [name for name, rights in GROUP_RIGHTS.items() if right in rights]
+    return (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(is_superuser=True) | Q(groups__name__in=groups))
+        .distinct()
+        .order_by("username")
+    )
+
+
+def add_to_group(user, group_name: str) -> None:
+    if group_name not in GROUP_RIGHTS:
+        raise ValueError(f"unknown group {group_name!r}; one of {', '.join(GROUPS)}")
+    group, _ = Group.objects.get_or_create(name=group_name)
+    user.groups.add(group)
+    user.__dict__.pop("_benchviewer_rights", None)
+
+
+def require_right(right: str) -> Callable:
+    """Page views: anonymous -> login page; logged in without the right -> 403."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not has_right(request.user, right):
+                raise PermissionDenied(f"your role may not do this ({right.replace('_', ' ')})")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+class RolePermission(BasePermission):
+    """DRF: reading needs a login; an unsafe method needs the view's `required_right`.
+
+    A view without `required_right` accepts unsafe methods from any user with some
+    writing right (reviewer and up), which is also what the middleware enforces.
+    """
+
+    message = "Your role may not do this."
+
+    def has_permission(self, request, view) -> bool:
+        user = request.user
+        if not user or not user.is_authenticated:
+            return False
+        if request.method in SAFE_METHODS:
+            return has_right(user, getattr(view, "read_right", READ))
+        right = getattr(view, "required_right", None)
+        return has_right(user, right) if right else can_write(user)
+
+
+class WriteAccessMiddleware:
+    """Refuse POST/PUT/PATCH/DELETE from a logged-in user who may not write anything (viewer).
+
+    Put it after AuthenticationMiddleware. Anonymous requests pass through: the login
+    middleware and DRF's authentication turn them away. Token-authenticated API calls are
+    seen as anonymous here; `RolePermission` checks them in the view.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func, view_args, view_kwargs) -> HttpResponse | None:
+        if request.method in SAFE_METHODS:
+            return None
+        user = getattr(request, "user", AnonymousUser())
+        if not user.is_authenticated or can_write(user):
+            return None
+        match = request.resolver_match
+        if match is not None and (match.url_name in ALWAYS_ALLOWED_URL_NAMES or match.app_name == "admin"):
+            return None  # the admin checks staff status and model permissions itself
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": "Your role is read-only."}, status=403)
+        raise PermissionDenied("your role is read-only")

@@ -1,0 +1,137 @@
+"""Read serializers for QC items, scenarios and waivers (writes go through FeedbackForm)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario
+
+
+# Choice fields are rendered as plain strings: the shared Severity / Status choice sets
+# would otherwise collide as OpenAPI enum names (drf_spectacular.W001).
+def _text():
+    return serializers.CharField(read_only=True)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.get_username", default=None)
+
+    class Meta:
+        model = AuditEntry
+        fields = ["at", "actor", "action", "changes"]
+
+
+class QCItemSerializer(serializers.ModelSerializer):
+    id = serializers.CharField(source="label")
+    pk = serializers.IntegerField()
+    trial = serializers.IntegerField(source="trial_id")
+    trial_name = serializers.CharField(source="trial.name")
+    scenario = serializers.CharField(source="scenario.scenario_id", default=None)
+    failure_mode = serializers.CharField(source="failure_mode.name", default=None)
+    assignee = serializers.CharField(source="assignee.get_username", default=None)
+    approver = serializers.CharField(source="approver.get_username", default=None)
+    created_by = serializers.CharField(source="created_by.get_username", default=None)
+    waived_item = serializers.CharField(source="waived_item.label", default=None)
+    effective_status = serializers.CharField()
+    kind = _text()
+    category = _text()
+    code = _text()
+    severity = _text()
+    status = _text()
+    url = serializers.CharField(source="get_absolute_url")
+
+    class Meta:
+        model = QCItem
+        fields = [
+            "id",
+            "pk",
+            "kind",
+            "trial",
+            "trial_name",
+            "step_id",
+            "category",
+            "code",
+            "severity",
+            "evidence_refs",
+            "note",
+            "scenario",
+            "failure_mode",
+            "target_name",
+            "status",
+            "effective_status",
+            "assignee",
+            "waived_item",
+            "approver",
+            "reason",
+            "scope",
+            "expires_at",
+            "created_by",
+            "created_at",
+            "updated_at",
+            "url",
+        ]
+
+
+class QCItemDetailSerializer(QCItemSerializer):
+    history = AuditEntrySerializer(many=True)
+    waivers = serializers.SerializerMethodField()
+
+    class Meta(QCItemSerializer.Meta):
+        fields = [*QCItemSerializer.Meta.fields, "waivers", "history"]
+
+    def get_waivers(self, obj: QCItem) -> list[str]:
+        return [w.label for w in obj.waivers.all()]
+
+
+class FailureModeSerializer(serializers.ModelSerializer):
+    trials = serializers.SerializerMethodField()
+    category = _text()
+    code = _text()
+
+    class Meta:
+        model = FailureMode
+        fields = ["name", "category", "code", "trials"]
+
+    def get_trials(self, obj: FailureMode) -> list[int]:
+        return sorted({item.trial_id for item in obj.items.all()})
+
+
+class QCScenarioSerializer(serializers.ModelSerializer):
+    p0_open = serializers.IntegerField(read_only=True, default=0)
+    p1_open = serializers.IntegerField(read_only=True, default=0)
+    trials_hit = serializers.IntegerField(read_only=True, default=0)
+    risk = _text()
+    status = _text()
+    source = _text()
+
+    class Meta:
+        model = QCScenario
+        fields = [
+            "id",
+            "scenario_id",
+            "title",
+            "risk",
+            "status",
+            "source",
+            "executor",
+            "p0_open",
+            "p1_open",
+            "trials_hit",
+        ]
+
+
+class QCScenarioDetailSerializer(QCScenarioSerializer):
+    failure_modes = FailureModeSerializer(many=True)
+    items = QCItemSerializer(many=True)
+
+    class Meta(QCScenarioSerializer.Meta):
+        fields = [
+            *QCScenarioSerializer.Meta.fields,
+            "lanes",
+            "goal",
+            "verifier",
+            "evidence_required",
+            "evidence_layers",
+            "failure_modes",
+            "items",
+        ]

@@ -1,0 +1,268 @@
+"""Triage pages: the feedback form, the queue, QC scenarios, blockers, waivers, item history."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from trials.models import Document, Step, Trial
+from trials.triage import export, roles, services
+from trials.triage.forms import AssignForm, CommentForm, FeedbackForm, ItemEditForm, ScenarioStatusForm
+from trials.triage.models import AuditEntry, QCItem, QCScenario
+
+PAGE_SIZE = 50
+
+
+def _rights(request) -> dict[str, bool]:
+    """Template flags, so pages only show buttons the user may press."""
+    rights = roles.user_rights(request.user)
+    return {right: right in rights for right in roles.ALL_RIGHTS} | {"role": roles.role_of(request.user)}
+
+
+def _step_for(trial: Trial, wanted: str | None) -> str:
+    """`?step=` is a step id as written, or a 1-based step number (the trial page's links)."""
+    if not wanted:
+        return ""
+    steps = Step.objects.filter(trial=trial)
+    if steps.filter(step_id=wanted).exists():
+        return wanted
+    if wanted.isdigit():
+        step = steps.order_by("trajectory__position", "index").filter(index=int(wanted) - 1).first()
+        if step is not None:
+            return step.step_id
+    return ""
+
+
+@roles.require_right(roles.FILE_QC)
+def feedback(request, pk: int):
+    trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
+    guess = services.prefill(trial)
+    if request.method == "POST":
+        form = FeedbackForm(request.POST, trial=trial, user=request.user)
+        if form.is_valid():
+            item = services.file_item(request.user, trial, form.cleaned_data)
+            messages.success(request, f"Filed {item.label}: {item.get_kind_display()} ({item.severity}).")
+            return redirect(item)
+    else:
+        step_id = _step_for(trial, request.GET.get("step"))
+        initial = {
+            "kind": request.GET.get("kind") or QCItem.Kind.FAILURE_MODE,
+            "category": guess.category,
+            "code": guess.code,
+            "severity": "P1" if trial.is_failure else "P2",
+            "step_id": step_id,
+            "evidence_refs": [f"step:{step_id}"] if step_id else [],
+            "approver": request.user.pk if roles.has_right(request.user, roles.WAIVE) else None,
+        }
+        form = FeedbackForm(initial=initial, trial=trial, user=request.user)
+    similar = []
+    if guess.code and not form.is_bound:
+        similar = list(services.similar_failure_modes("", guess.code))
+    return render(
+        request,
+        "triage/feedback.html",
+        {
+            "trial": trial,
+            "form": form,
+            "guess": guess,
+            "similar": form.similar or similar,
+            "items": trial.qc_items.select_related("scenario", "failure_mode").order_by("-pk"),
+            "comments": trial.qc_comments.select_related("author"),
+            "comment_form": CommentForm(),
+            "rights": _rights(request),
+        },
+    )
+
+
+@roles.require_right(roles.READ)
+def queue(request):
+    groups = services.queue_groups()
+    return render(
+        request,
+        "triage/queue.html",
+        {
+            "groups": groups,
+            "total": services.untriaged_trials().count(),
+            "progress": services.assignee_progress(),
+            "assignees": roles.users_with_right(roles.FILE_QC),
+            "rights": _rights(request),
+        },
+    )
+
+
+@require_POST
+@roles.require_right(roles.ASSIGN)
+def assign(request):
+    form = AssignForm(request.POST)
+    if form.is_valid():
+        count = services.assign_trials(request.user, list(form.cleaned_data["trials"]), form.cleaned_data["assignee"])
+        messages.success(request, f"Assigned {count} trial(s).")
+    else:
+        messages.error(request, "Pick failed trials and a triager: " + "; ".join(form.errors.get("trials", [])))
+    return redirect("triage-queue")
+
+
+@roles.require_right(roles.READ)
+def qc_home(request):
+    evidence = export.build_evidence()
+    return render(
+        request,
+        "triage/qc_home.html",
+        {
+            "verdict": evidence["verdict"],
+            "scenario_count": QCScenario.objects.count(),
+            "open_p0": QCItem.objects.filter(severity="P0").unwaived().count(),
+            "blocker_count": QCItem.objects.filter(kind=QCItem.Kind.RELEASE_BLOCKER).unwaived().count(),
+            "expiring": services.expiring_waivers()[:10],
+            "untriaged": services.untriaged_trials().count(),
+            "recent": AuditEntry.objects.select_related("actor", "item", "trial", "scenario")[:15],
+            "rights": _rights(request),
+        },
+    )
+
+
+@roles.require_right(roles.READ)
+def scenario_list(request):
+    page = Paginator(services.scenario_rows(), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "triage/scenario_list.html",
+        {
+            "page": page,
+            "manifests": services.manifests().annotate(n=Count("qc_scenarios")),
+            "rights": _rights(request),
+        },
+    )
+
+
+@require_POST
+@roles.require_right(roles.FILE_QC)
+def scenario_import(request):
+    document_id = request.POST.get("document", "")
+    document = get_object_or_404(
+        Document, pk=int(document_id) if document_id.isdigit() else 0, kind=services.MANIFEST_KIND
+    )
+    scenarios, modes = services.import_manifest(request.user, document)
+    messages.success(request, f"Imported {scenarios} new scenario(s) and {modes} new failure mode(s).")
+    return redirect("qc-scenarios")
+
+
+@roles.require_right(roles.READ)
+def scenario_detail(request, pk: int):
+    scenario = get_object_or_404(services.scenario_rows(), pk=pk)
+    return render(
+        request,
+        "triage/scenario_detail.html",
+        {
+            "scenario": scenario,
+            "modes": services.failure_mode_rows(scenario),
+            "status_form": ScenarioStatusForm(initial={"status": scenario.status}, user=request.user),
+            "history": scenario.history.select_related("actor")[:50],
+            "rights": _rights(request),
+        },
+    )
+
+
+@require_POST
+@roles.require_right(roles.FILE_QC)
+def scenario_status(request, pk: int):
+    scenario = get_object_or_404(QCScenario, pk=pk)
+    form = ScenarioStatusForm(request.POST, user=request.user)
+    if form.is_valid():
+        if services.set_scenario_status(request.user, scenario, form.cleaned_data["status"]):
+            messages.success(request, f"{scenario.scenario_id} is now {form.cleaned_data['status']}.")
+    else:
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+    return redirect(scenario)
+
+
+@roles.require_right(roles.READ)
+def blocker_board(request):
+    items = list(services.blockers()[:500])
+    return render(
+        request,
+        "triage/blockers.html",
+        {
+            "open_items": [i for i in items if i.status == QCItem.Status.OPEN],
+            "closed_items": [i for i in items if i.status != QCItem.Status.OPEN],
+            "expiring": services.expiring_waivers()[:20],
+            "rights": _rights(request),
+        },
+    )
+
+
+@roles.require_right(roles.READ)
+def waiver_list(request):
+    page = Paginator(services.waivers().order_by("status", "expires_at", "pk"), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    return render(
+        request,
+        "triage/waivers.html",
+        {"page": page, "expiring": services.expiring_waivers()[:20], "rights": _rights(request)},
+    )
+
+
+@roles.require_right(roles.READ)
+def item_detail(request, pk: int):
+    item = get_object_or_404(
+        QCItem.objects.select_related("trial", "trial__task", "scenario", "failure_mode", "waived_item", "approver"),
+        pk=pk,
+    )
+    form = None
+    if roles.has_right(request.user, roles.FILE_QC) and (
+        not item.is_waiver or roles.has_right(request.user, roles.WAIVE)
+    ):
+        form = ItemEditForm(instance=item, user=request.user)
+    if request.method == "POST":
+        if form is None:
+            raise PermissionDenied("your role may not edit this item")
+        form = ItemEditForm(request.POST, instance=QCItem.objects.get(pk=pk), user=request.user)
+        if form.is_valid():
+            changed = services.update_item(request.user, item, form.cleaned_data)
+            messages.success(request, f"Saved {item.label}: {', '.join(changed) or 'nothing changed'}.")
+            return redirect(item)
+    return render(
+        request,
+        "triage/item_detail.html",
+        {
+            "item": item,
+            "form": form,
+            "history": item.history.select_related("actor"),
+            "comments": item.comments.select_related("author"),
+            "comment_form": CommentForm(),
+            "waivers": item.waivers.select_related("approver"),
+            "rights": _rights(request),
+        },
+    )
+
+
+@require_POST
+@roles.require_right(roles.COMMENT)
+def trial_comment(request, pk: int):
+    trial = get_object_or_404(Trial, pk=pk)
+    item = None
+    if request.POST.get("item"):
+        item_id = request.POST["item"]
+        item = get_object_or_404(QCItem, pk=int(item_id) if item_id.isdigit() else 0, trial=trial)
+    form = CommentForm(request.POST)
+    if form.is_valid():
+        services.add_comment(
+            request.user, trial, form.cleaned_data["text"], step_id=form.cleaned_data["step_id"], item=item
+        )
+        messages.success(request, "Comment added.")
+    else:
+        messages.error(request, "A comment needs some text.")
+    if item is not None:
+        return redirect(item)
+    return redirect(request.POST.get("next") if _safe_next(request) else trial.get_absolute_url())
+
+
+def _safe_next(request) -> bool:
+    target = request.POST.get("next") or ""
+    return bool(target) and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()})
