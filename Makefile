@@ -38,6 +38,7 @@ test-sqlite: install
 # The import suite again on PostgreSQL, plus the Redis + Celery worker tests.
 test-postgres: install services
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -q -m "not browser" tests/test_import_reference.py \
-		tests/test_import_bad_input.py tests/test_import_concurrency.py tests/test_celery_worker.py
+		tests/test_import_bad_input.py tests/test_import_concurrency.py tests/test_celery_worker.py \
+		tests/test_faults.py tests/test_step_search.py
 
 test: lint test-sqlite test-postgres

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,16 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 REFERENCE = SHARED / "reference"
 ATIF_SCHEMA = SHARED / "spec" / "harbor-0.25" / "atif-trajectory.schema.json"
+# Debian's Chromium (`playwright install` cannot download browsers here); no background traffic.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -48,3 +59,15 @@ def user(db):
 def client_logged_in(client, user):
     client.force_login(user)
     return client
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The system Chromium, driven by Playwright, for one test module."""
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

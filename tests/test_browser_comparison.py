@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from urllib.parse import urlparse
 
@@ -14,28 +13,14 @@ from tests.test_comparison_service import build_side
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 CHARTS = ("reward_delta", "heatmap", "distribution", "cost_reward", "pass_rate")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture
-def browser_page():
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(20_000)
-        yield page
-        browser.close()
+def browser_page(browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(20_000)
+    yield page
+    page.close()
 
 
 def _login(page, base_url: str) -> None:

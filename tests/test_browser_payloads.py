@@ -11,7 +11,6 @@ import orjson
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
-from playwright.sync_api import sync_playwright
 
 from tests.conftest import import_path
 from tests.viewer_packs import candidate_trial_dir
@@ -20,8 +19,6 @@ from trials.models import Import, Job, Trial
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
 pytestmark = pytest.mark.browser
 
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 
 # Each payload marks itself: if it ever becomes an element, [data-xss] finds it.
 PAYLOADS = [
@@ -123,26 +120,24 @@ def page_urls(trial: Trial) -> list[str]:
     return urls
 
 
-def test_no_payload_runs_or_becomes_markup_on_any_page(poisoned, live_server):
+def test_no_payload_runs_or_becomes_markup_on_any_page(poisoned, live_server, browser):
     user = get_user_model().objects.create_superuser("admin", password="pw-admin-1")
     client = Client()
     client.force_login(user)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        context = browser.new_context(base_url=live_server.url)
-        context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
-                              "url": live_server.url}])  # fmt: skip
-        page = context.new_page()
-        dialogs: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        for url in page_urls(poisoned):
-            response = page.goto(url)
-            assert response.status == 200, url
-            page.wait_for_load_state("networkidle")
-            for button in page.locator("button[data-expand], .expand, [data-action='expand']").all()[:5]:
-                button.click()
-            assert page.evaluate("window.__xss") is None, url
-            assert page.locator("[data-xss]").count() == 0, url
-            assert "window.__xss" in page.content() or "trial" in page.content(), url  # the text is shown
-        assert dialogs == []
-        browser.close()
+    context = browser.new_context(base_url=live_server.url)
+    context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
+                          "url": live_server.url}])  # fmt: skip
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    for url in page_urls(poisoned):
+        response = page.goto(url)
+        assert response.status == 200, url
+        page.wait_for_load_state("networkidle")
+        for button in page.locator("button[data-expand], .expand, [data-action='expand']").all()[:5]:
+            button.click()
+        assert page.evaluate("window.__xss") is None, url
+        assert page.locator("[data-xss]").count() == 0, url
+        assert "window.__xss" in page.content() or "trial" in page.content(), url  # the text is shown
+    assert dialogs == []
+    context.close()

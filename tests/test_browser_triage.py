@@ -6,38 +6,19 @@ from __future__ import annotations
 import os
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.triage_support import PASSWORD, import_demo, make_user, with_role_middleware
+from tests.triage_support import PASSWORD, import_demo, make_user
 from trials.triage.models import QCItem
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls are still sync.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 pytestmark = pytest.mark.browser
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-@pytest.fixture
-def browser():
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
 
 def test_a_triager_files_a_p0_blocker_from_the_trial_page_and_sees_it_on_the_board(
     browser, live_server, transactional_db, tmp_path, settings
 ):
-    with_role_middleware(settings)
     trial = import_demo(tmp_path)[0]
     step_id = trial.steps.order_by("index").first().step_id
     make_user("tina", "triager")

@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from tests.conftest import import_path
 from tests.viewer_packs import crafted_trial_dir, demo_jobs, import_trial_dir, long_trajectory
@@ -21,25 +21,8 @@ os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 pytestmark = pytest.mark.browser
 expect.set_options(timeout=15_000)  # CI runs two test processes on two cores
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 XSS_HANDLER = '<img src=x onerror="window.__xss=1">'
 XSS_SCRIPT = "<script>window.__xss=2</script>"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from tests.conftest import REFERENCE, import_path
-from tests.triage_support import PASSWORD, ROLES, import_demo, make_user, with_role_middleware
+from tests.triage_support import PASSWORD, ROLES, import_demo, make_user
 from trials.models import Artifact, Document, Import
 from trials.triage import roles, services
 from trials.triage.forms import FeedbackForm
@@ -30,11 +30,6 @@ ANONYMOUS = "anonymous"
 CONVERTER = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>")
 # Pages whose GET shows a write form: only roles that may write there can open them.
 GET_RIGHTS = {"triage-feedback": roles.FILE_QC, "api-trial-feedback": roles.FILE_QC}
-
-
-@pytest.fixture(autouse=True)
-def role_middleware(settings):
-    with_role_middleware(settings)
 
 
 @dataclass

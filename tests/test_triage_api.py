@@ -7,15 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.triage_support import import_demo, make_user, with_role_middleware
+from tests.triage_support import import_demo, make_user
 from trials.triage.models import QCItem
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def role_middleware(settings):
-    with_role_middleware(settings)
 
 
 @pytest.fixture

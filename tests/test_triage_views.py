@@ -8,18 +8,13 @@ import pytest
 from django.utils import timezone
 
 from tests.conftest import REFERENCE, import_path
-from tests.triage_support import import_demo, make_user, with_role_middleware
+from tests.triage_support import import_demo, make_user
 from trials.models import Document
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario, TriageAssignment
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def role_middleware(settings):
-    with_role_middleware(settings)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from tests.conftest import import_path
@@ -12,17 +11,8 @@ from trials.demo import write_demo
 from trials.models import Trial
 from trials.triage import roles
 
-MIDDLEWARE = "trials.triage.roles.WriteAccessMiddleware"
 ROLES = ("viewer", "reviewer", "triager", "approver")
 PASSWORD = "pw-triage-1"
-
-
-def with_role_middleware(settings_fixture) -> None:
-    """Install the write-access middleware for a test until the lead adds it to settings."""
-    if MIDDLEWARE not in settings.MIDDLEWARE:
-        middleware = list(settings.MIDDLEWARE)
-        middleware.insert(middleware.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1, MIDDLEWARE)
-        settings_fixture.MIDDLEWARE = middleware
 
 
 def make_user(name: str, group: str | None = None):

@@ -86,7 +86,13 @@ def enqueue(imp: Import) -> None:
     """Hand the import to Celery once the row is committed (a worker must be able to see it)."""
     from trials.tasks import import_pack_task
 
-    transaction.on_commit(lambda: import_pack_task.delay(str(imp.pk)))
+    def send() -> None:
+        try:
+            import_pack_task.delay(str(imp.pk))
+        except Exception:  # broker down: the import stays queued and the recovery sweep sends it
+            log.warning("could not queue import %s; trials.recovery will send it again", imp.pk, exc_info=True)
+
+    transaction.on_commit(send)
 
 
 def import_upload(fileobj, name: str, *, origin: str, user=None) -> Import:

@@ -1,8 +1,64 @@
+"""Celery tasks: run an import, and send stranded imports again (see trials/recovery.py).
+
+Delivery is at least once: a message is acknowledged only after its import ran
+(`acks_late`), a message whose pool process died is put back (`reject_on_worker_lost`),
+and the periodic `requeue_stale_imports` re-sends imports whose message or worker was
+lost. So a message may arrive twice, or for an import already finished; the task makes
+that a no-op, and the import itself is idempotent (packs by content, trials by key).
+"""
+
+from __future__ import annotations
+
+import logging
+
 from celery import shared_task
+from celery.signals import after_task_publish
+from django.db import InterfaceError, OperationalError
 
-from trials import services
+from trials import recovery, services
+from trials.models import Import
+
+log = logging.getLogger(__name__)
+
+# How long a task waits for the import's lock before deciding another worker has it.
+LOCK_WAIT_SECONDS = 5.0
 
 
-@shared_task(acks_late=True, autoretry_for=(ConnectionError,), retry_backoff=True, max_retries=5)
+def import_status(import_id: str) -> str | None:
+    return Import.objects.filter(pk=import_id).values_list("status", flat=True).first()
+
+
+@shared_task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    # The database unreachable at the start: try again later rather than drop the import.
+    autoretry_for=(ConnectionError, OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=5,
+)
 def import_pack_task(import_id: str) -> None:
-    services.run_import(import_id)
+    recovery.clear_sent(import_id)  # from here on the import's lock says a worker is on it
+    if import_status(import_id) in (None, *recovery.FINISHED):
+        return  # a duplicate or late message: the import is finished (or was deleted)
+    with recovery.import_lock(import_id, wait=LOCK_WAIT_SECONDS) as held:
+        if not held:
+            log.info("import %s is running in another worker; this message is a duplicate", import_id)
+            return
+        if import_status(import_id) in recovery.FINISHED:
+            return  # finished by the worker that held the lock a moment ago
+        services.run_import(import_id)
+
+
+@shared_task(ignore_result=True)
+def requeue_stale_imports() -> int:
+    return len(recovery.requeue_stale_imports())
+
+
+@after_task_publish.connect
+def mark_import_sent(sender: str | None = None, headers: dict | None = None, body=None, **kwargs) -> None:
+    """Every message sent for an import leaves a marker beside it in the broker (recovery.py)."""
+    if sender != import_pack_task.name:
+        return
+    args = body[0] if isinstance(body, (list, tuple)) and body else ()  # task protocol 2: (args, kwargs, embed)
+    if args:
+        recovery.mark_sent(str(args[0]))

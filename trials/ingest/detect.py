@@ -166,28 +166,8 @@ def parse_rows(rows: list[tuple[int, Any]], problems: list[Problem], rel: str) -
 
 
 def events_pack(rows: list[tuple[int, Any]], rel: str) -> ParsedPack:
-    runtime_rows = [(n, r) for n, r in rows if lime.is_runtime_event(r)]
-    events, problems = lime.parse_event_rows(runtime_rows, rel)
-    pack = ParsedPack(kind="runtime-events", events=events, problems=problems)
-    for event in events:
-        pack.context_records.extend(agentcontext.context_records_from_runtime_event(event))
-    context_rows = [(n, r) for n, r in rows if agentcontext.is_context_event(r)]
-    if context_rows:  # the whole file at once: a redaction applies to items on any line
-        records, context_problems = agentcontext.parse_context_rows(context_rows, rel)
-        pack.context_records.extend(records)
-        pack.problems.extend(context_problems)
-    for number, row in rows:
-        if not lime.is_runtime_event(row) and not agentcontext.is_context_event(row):
-            pack.problems.append(
-                Problem(
-                    rel,
-                    "line is neither a runtime event nor a context event",
-                    line=number,
-                    severity="warning",
-                    kept="the raw bytes",
-                )
-            )
-    return pack
+    events, records, problems = harbor.read_event_lines(rows, rel)
+    return ParsedPack(kind="runtime-events", events=events, context_records=records, problems=problems)
 
 
 def _document(kind: str, rel: str, data: Any, counts: dict[str, int]) -> ParsedPack:

@@ -22,8 +22,10 @@ from trials.ingest.records import (
     DatasetRef,
     PackError,
     ParsedArtifact,
+    ParsedContextRecord,
     ParsedCriterion,
     ParsedDocument,
+    ParsedEvent,
     ParsedJob,
     ParsedPack,
     ParsedTrial,
@@ -493,37 +495,38 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
         read_event_rows(trial, rows, f"{rel}/{local}")
 
 
-def read_event_rows(trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str) -> None:
-    runtime_rows = [(n, r) for n, r in rows if lime.is_runtime_event(r)]
+def read_event_lines(
+    rows: list[tuple[int, Any]], rel: str
+) -> tuple[list[ParsedEvent], list[ParsedContextRecord], list[Problem]]:
+    """Runtime and context events of one JSONL file, whichever kinds it mixes."""
+    events, problems = lime.parse_event_rows([(n, r) for n, r in rows if lime.is_runtime_event(r)], rel)
+    records = [record for event in events for record in agentcontext.context_records_from_runtime_event(event)]
     context_rows = [(n, r) for n, r in rows if agentcontext.is_context_event(r)]
-    if runtime_rows:
-        events, problems = lime.parse_event_rows(runtime_rows, rel)
-        trial.events.extend(events)
-        trial.problems.extend(problems)
+    if context_rows:  # the whole file at once: a redaction event applies to items on any other line
+        context_records, context_problems = agentcontext.parse_context_rows(context_rows, rel)
+        records += context_records
+        problems += context_problems
+    for number, row in rows:
+        if not lime.is_runtime_event(row) and not agentcontext.is_context_event(row):
+            problems.append(Problem(rel, "line is neither a runtime event nor a context event", line=number,
+                                    severity="warning", kept="the raw bytes"))  # fmt: skip
+    return events, records, problems
+
+
+def read_event_rows(trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str) -> None:
+    events, records, problems = read_event_lines(rows, rel)
+    trial.events.extend(events)
+    trial.context_records.extend(records)
+    trial.problems.extend(problems)
+    if events:
         trial.permissions = lime.permissions_from_events(trial.events)
+        trial.present.add("runtime_events")
         for event in events:
-            trial.context_records.extend(agentcontext.context_records_from_runtime_event(event))
             category = (event.payload or {}).get("failureCategory")
             if event.type == "benchmark.trial.failed" and category and category != "none":
                 trial.failure_category = str(category)
-        trial.present.add("runtime_events")
-    if context_rows:
-        # The whole file at once: a redaction event applies to items on any other line.
-        records, problems = agentcontext.parse_context_rows(context_rows, rel)
-        trial.context_records.extend(records)
-        trial.problems.extend(problems)
+    if records:
         trial.present.add("context_records")
-    for number, row in rows:
-        if not lime.is_runtime_event(row) and not agentcontext.is_context_event(row):
-            trial.problems.append(
-                Problem(
-                    rel,
-                    "line is neither a runtime event nor a context event",
-                    line=number,
-                    severity="warning",
-                    kept="the raw bytes",
-                )
-            )
 
 
 def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial) -> None:
