@@ -34,6 +34,12 @@ for model in (
     models.Artifact,
     models.RewardCriterion,
     models.RuntimeEvent,
+    models.QCScenario,
+    models.FailureMode,
+    models.QCItem,
+    models.TriageAssignment,
+    models.Comment,
+    models.AuditEntry,
     models.Document,
 ):
     admin.site.register(model)
