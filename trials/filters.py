@@ -9,7 +9,8 @@ class TrialFilter(django_filters.FilterSet):
     configuration = django_filters.CharFilter(method="filter_configuration")
     role = django_filters.CharFilter(field_name="configuration__role")
     task = django_filters.CharFilter(field_name="task__name")
-    status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices)
+    # distinct=False: status is a column of the trial itself, so no row can repeat.
+    status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices, distinct=False)
     failure_category = django_filters.CharFilter()
     reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte")
     reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte")

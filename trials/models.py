@@ -222,7 +222,11 @@ class Task(models.Model):
 
 class TrialQuerySet(models.QuerySet):
     def for_list(self):
-        return self.select_related("task", "configuration", "dataset", "job")
+        # A Harbor job's result.json names every trial (0.5 MB at 5,000 trials): never load
+        # it once per row of a list (bench/README.md, "Scale").
+        return self.select_related("task", "configuration", "dataset", "job").defer(
+            "job__config", "job__result", "job__extra"
+        )
 
     def failed(self):
         return self.filter(status__in=Trial.FAILED_STATUSES)
