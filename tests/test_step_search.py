@@ -9,6 +9,7 @@ import re
 
 import orjson
 import pytest
+from django.db import connection
 
 from tests.conftest import import_path
 from tests.test_import_bad_input import atif
@@ -36,7 +37,9 @@ def test_index_and_scan_agree(trial, needle):
     needle = needle.lower()
     steps = Step.objects.filter(trial=trial)
     found = set(search.matching(steps, needle).values_list("index", flat=True))
-    at_word_start = re.compile(r"(?:^|[\W_])" + re.escape(needle)) if re.match(r"[^\W_]", needle) else None
+    # SQLite's word index finds needles that start at a word start; elsewhere it is a plain scan.
+    word_index = connection.vendor == "sqlite" and re.match(r"[^\W_]", needle)
+    at_word_start = re.compile(r"(?:^|[\W_])" + re.escape(needle)) if word_index else None
     scanned = {
         s.index for s in steps if (at_word_start.search(s.search_text) if at_word_start else needle in s.search_text)
     }
