@@ -28,7 +28,6 @@ from trials.fastinsert import insert_rows
 from trials.ingest import lime
 from trials.ingest.archives import Limits, extract
 from trials.ingest.detect import Candidate, discover, parse_candidate
-from trials.ingest.harbor import trial_dirs
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import (
     PackError,
@@ -180,7 +179,7 @@ class ImportRun:
 
     @staticmethod
     def weight(candidate: Candidate) -> int:
-        return len(trial_dirs(candidate.path)) if candidate.kind == "harbor-job" else 1
+        return len(candidate.trial_dirs) if candidate.kind == "harbor-job" else 1
 
     def advance(self, n: int = 1) -> None:
         Import.objects.filter(pk=self.imp.pk).update(progress_done=F("progress_done") + n)

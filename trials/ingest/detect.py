@@ -6,7 +6,7 @@ decide. Archives are found by their magic bytes and extracted by the service.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ class Candidate:
     path: Path
     rel: str  # path as shown to the user, relative to what they imported
     kind: str  # harbor-job | harbor-trial | agentv-run | archive | file | skipped
+    trial_dirs: list[Path] = field(default_factory=list)  # harbor-job: found once, used for progress and parsing
 
 
 def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
@@ -36,7 +37,7 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
     if not path.is_dir():
         return [Candidate(path, rel, "skipped")]
     if harbor.is_job_dir(path):
-        return [Candidate(path, rel, "harbor-job")]
+        return [Candidate(path, rel, "harbor-job", harbor.trial_dirs(path))]
     if harbor.is_trial_dir(path):
         return [Candidate(path, rel, "harbor-trial")]
     if is_agentv_run_folder(path):
@@ -63,7 +64,7 @@ def _looks_like_data(path: Path) -> bool:
 
 def parse_candidate(candidate: Candidate, max_file_bytes: int) -> ParsedPack:
     if candidate.kind == "harbor-job":
-        return harbor.parse_job_dir(candidate.path, candidate.rel)
+        return harbor.parse_job_dir(candidate.path, candidate.rel, candidate.trial_dirs)
     if candidate.kind == "harbor-trial":
         return harbor.parse_single_trial(candidate.path, candidate.rel)
     if candidate.kind == "agentv-run":

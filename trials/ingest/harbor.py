@@ -79,7 +79,7 @@ def trial_dirs(job_dir: Path) -> list[Path]:
     return sorted(child for child in job_dir.iterdir() if child.is_dir() and is_trial_dir(child))
 
 
-def parse_job_dir(job_dir: Path, rel: str) -> ParsedPack:
+def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> ParsedPack:
     problems: list[Problem] = []
     config = _safe_dict(job_dir / "config.json", f"{rel}/config.json", problems)
     result = _safe_dict(job_dir / "result.json", f"{rel}/result.json", problems)
@@ -96,7 +96,7 @@ def parse_job_dir(job_dir: Path, rel: str) -> ParsedPack:
         result=result,
         extra={"lock": lock} if lock else {},
     )
-    dirs = trial_dirs(job_dir)
+    dirs = trial_dirs(job_dir) if dirs is None else dirs
     versions = {
         str(d.get("name")): str(d.get("version") or d.get("ref") or "")
         for d in as_list(config.get("datasets"))
