@@ -14,6 +14,7 @@ from django.db import connection
 
 from benchviewer.celery import app as celery_app
 from tests.conftest import REPO
+from tests.hostile_corpus import cases
 from tests.test_import_bad_input import write_trial
 from trials.models import Import, Step, Trial
 from trials.triage import roles
@@ -95,3 +96,44 @@ def test_an_upload_is_imported_by_a_separate_worker_through_redis(worker, tmp_pa
     assert Trial.objects.get().name == trial.name
     assert Step.objects.count() == 2
     assert worker.poll() is None  # still serving
+
+
+def test_the_worker_survives_hostile_packs_and_serves_the_next_one(worker, tmp_path, client, django_user_model):
+    uploader = django_user_model.objects.create_user("uploader")
+    roles.add_to_group(uploader, roles.REVIEWER)
+    client.force_login(uploader)
+    hostile = dict(cases())
+    names = [
+        "truncated-trajectory-12",
+        "nested-50000",
+        "zip-bomb-ratio",
+        "tar-traversal",
+        "tar-chardev",
+        "truncated-zip",
+        "100k-tool-calls",
+        "result-agent_info-2",
+        "invalid-utf8-value-0",
+        "binary-file",
+    ]
+    imports = []
+    for name in names:
+        folder = tmp_path / name
+        folder.mkdir()
+        path = hostile[name](folder)
+        if path.is_dir():  # a trial folder: upload it as an archive, as a user would
+            archive = tmp_path / f"{name}.tar.gz"
+            subprocess.run(["tar", "-czf", str(archive), "-C", str(path.parent), path.name], check=True)
+            path = archive
+        with open(path, "rb") as f:
+            imports.append(client.post("/api/imports/", {"file": f}).json()["id"])
+    good = write_trial(tmp_path / "good")
+    archive = tmp_path / "good.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(good.parent), good.name], check=True)
+    with open(archive, "rb") as f:
+        last = client.post("/api/imports/", {"file": f}).json()["id"]
+    for import_id in imports:
+        imp = wait_for(Import.objects.get(pk=import_id), timeout=120)
+        assert imp.status == "done", (imp.source_name, imp.problems)
+    assert wait_for(Import.objects.get(pk=last), timeout=120).status == "done"
+    assert Trial.objects.filter(name=good.name).exists()
+    assert worker.poll() is None  # the same worker process served every one
