@@ -14,7 +14,7 @@ from django.test import Client
 
 from tests.conftest import import_path
 from tests.viewer_packs import candidate_trial_dir
-from trials.models import Import, Job, Trial
+from trials.models import Import, Job, QCItem, QCScenario, Trial
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
 pytestmark = pytest.mark.browser
@@ -117,6 +117,11 @@ def page_urls(trial: Trial) -> list[str]:
     urls += [f"/trials/{trial.pk}/steps/2/", f"/trials/{trial.pk}/?q=window"]
     if Job.objects.exists():
         urls.append(f"/jobs/{Job.objects.first().pk}/")
+    config = trial.configuration.pk
+    urls += [f"/comparisons/?baseline={config}&candidate={config}", "/triage/", "/qc/", "/qc/blockers/",
+             "/qc/waivers/", "/qc/scenarios/"]  # fmt: skip
+    urls += [f"/qc/items/{item.pk}/" for item in QCItem.objects.all()]
+    urls += [f"/qc/scenarios/{scenario.pk}/" for scenario in QCScenario.objects.all()]
     return urls
 
 
@@ -124,6 +129,17 @@ def test_no_payload_runs_or_becomes_markup_on_any_page(poisoned, live_server, br
     user = get_user_model().objects.create_superuser("admin", password="pw-admin-1")
     client = Client()
     client.force_login(user)
+    # QC pages render what triagers type: file a P0 blocker and a failure mode full of payloads.
+    evidence = [f"step:{poisoned.steps.order_by('index').first().step_id}"]
+    for body in (
+        {"kind": "release-blocker", "category": "runtime", "severity": "P0", "note": ALL},
+        {"kind": "failure-mode", "category": "tool", "severity": "P1", "note": ALL, "new_scenario_id": "xss-scenario",
+         "new_scenario_title": f"scenario {PAYLOADS[1]}", "new_failure_mode": f"mode {PAYLOADS[2]}"},
+    ):  # fmt: skip
+        response = client.post(
+            f"/api/trials/{poisoned.pk}/feedback/", body | {"evidence_refs": evidence}, content_type="application/json"
+        )
+        assert response.status_code == 201, response.content
     context = browser.new_context(base_url=live_server.url)
     context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
                           "url": live_server.url}])  # fmt: skip
