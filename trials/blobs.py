@@ -50,20 +50,6 @@ def store_file(path: Path, sha256: str | None = None, size: int | None = None) -
     return blob
 
 
-def store_bytes(data: bytes, spool_dir: Path) -> Blob:
-    spool_dir.mkdir(parents=True, exist_ok=True)
-    sha = hashlib.sha256(data).hexdigest()
-    existing = Blob.objects.filter(sha256=sha).first()
-    if existing is not None:
-        return existing
-    tmp = spool_dir / f"{sha}.tmp"
-    tmp.write_bytes(data)
-    try:
-        return store_file(tmp, sha, len(data))
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def store_files(files) -> dict[str, int]:
     """Store many (path, sha256, size) files; sha256 -> Blob id, with one query per 500 known blobs."""
     files = list(files)

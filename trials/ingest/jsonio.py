@@ -41,17 +41,6 @@ def load_jsonl(path: Path, rel: str) -> tuple[list[tuple[int, Any]], list[Proble
     return rows, problems
 
 
-def first_jsonl_row(path: Path) -> Any:
-    with open(path, "rb") as f:
-        for line in f:
-            if line.strip():
-                try:
-                    return orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    return None
-    return None
-
-
 def dumps_text(value: Any) -> str:
     """JSON text of a parsed value; orjson first, the standard library for integers past 64 bits."""
     try:
