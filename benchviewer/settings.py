@@ -178,6 +178,9 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+# With no broker, an import sent from the upload page or the API runs in a thread of the web
+# process, so the request answers at once (the tests turn this off to run imports inline).
+IMPORTS_IN_THREAD = CELERY_TASK_ALWAYS_EAGER and env_bool("IMPORTS_IN_THREAD", True)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
@@ -200,7 +203,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "trials.tasks.requeue_stale_imports",
         "schedule": float(IMPORT_RECOVERY_INTERVAL),
         "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},  # a sweep stuck behind imports is dropped
-    }
+    },
+    # Catches up on step text an import's own indexing task did not reach (trials/search.py).
+    "index-step-text": {
+        "task": "trials.tasks.index_step_text_task",
+        "schedule": float(IMPORT_RECOVERY_INTERVAL),
+        "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},
+    },
 }
 
 REST_FRAMEWORK = {

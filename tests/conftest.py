@@ -27,7 +27,7 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(autouse=True)
 def isolated_storage(settings, tmp_path):
-    """Blobs and spool files of each test live in its own folder."""
+    """Blobs and spool files of each test live in its own folder; imports run inline."""
     settings.STORAGES = {
         **settings.STORAGES,
         "blobs": {
@@ -36,6 +36,7 @@ def isolated_storage(settings, tmp_path):
         },
     }
     settings.IMPORT_SPOOL_DIR = tmp_path / "spool"
+    settings.IMPORTS_IN_THREAD = False  # imports run inline; test_import_in_thread.py covers the thread
     return tmp_path
 
 

@@ -28,6 +28,17 @@ def sha256_of_file(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def save_bytes(path: Path, blob: Blob) -> None:
+    """Copy the file into the storage under its content name, unless it is there already."""
+    storage = blob_storage()
+    if storage.exists(blob.storage_name):
+        return
+    with open(path, "rb") as f:
+        saved = storage.save(blob.storage_name, File(f))
+    if saved != blob.storage_name:  # another process stored the same bytes first
+        storage.delete(saved)
+
+
 def store_file(path: Path, sha256: str | None = None, size: int | None = None) -> Blob:
     """Store a file's bytes once, keyed by their sha256, and return its Blob row."""
     if sha256 is None or size is None:
@@ -36,12 +47,7 @@ def store_file(path: Path, sha256: str | None = None, size: int | None = None) -
     if blob is not None:
         return blob
     blob = Blob(sha256=sha256, size=size)
-    storage = blob_storage()
-    if not storage.exists(blob.storage_name):
-        with open(path, "rb") as f:
-            saved = storage.save(blob.storage_name, File(f))
-        if saved != blob.storage_name:  # another process stored the same bytes first
-            storage.delete(saved)
+    save_bytes(path, blob)
     try:
         with transaction.atomic():
             blob.save()
@@ -51,13 +57,26 @@ def store_file(path: Path, sha256: str | None = None, size: int | None = None) -
 
 
 def store_files(files) -> dict[str, int]:
-    """Store many (path, sha256, size) files; sha256 -> Blob id, with one query per 500 known blobs."""
+    """Store many (path, sha256, size) files; sha256 -> Blob id.
+
+    The bytes go to the storage first, then the rows in one insert: a row never names
+    bytes that are not stored. Known blobs are found with one query per 500.
+    """
     files = list(files)
-    known: dict[str, int] = {}
     shas = sorted({sha for _, sha, _ in files})
-    for start in range(0, len(shas), 500):
-        known.update(Blob.objects.filter(sha256__in=shas[start : start + 500]).values_list("sha256", "id"))
+    known = _blob_ids(shas)
+    new: dict[str, Blob] = {}
     for path, sha, size in files:
-        if sha not in known:
-            known[sha] = store_file(path, sha, size).pk
+        if sha not in known and sha not in new:
+            new[sha] = Blob(sha256=sha, size=size)
+            save_bytes(path, new[sha])
+    Blob.objects.bulk_create(new.values(), batch_size=500, ignore_conflicts=True)  # a racing import may win
+    known.update(_blob_ids(sorted(new)))
     return known
+
+
+def _blob_ids(shas: list[str]) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for start in range(0, len(shas), 500):
+        ids.update(Blob.objects.filter(sha256__in=shas[start : start + 500]).values_list("sha256", "id"))
+    return ids

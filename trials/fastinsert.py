@@ -7,6 +7,8 @@ here the way Django's own fields would prepare them for the database.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from django.db import connection, models
@@ -25,13 +27,22 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
         ", ".join(quote(f.column) for f in fields),
         ", ".join(["%s"] * len(fields)),
     )
-    converters = [_converter(f) for f in fields]
-    values = [tuple(convert(row[name]) for convert, name in zip(converters, names, strict=True)) for row in rows]
+    row_values = itemgetter(*names)
+    values = list(map(row_values, rows)) if len(names) > 1 else [(row[names[0]],) for row in rows]
+    converting = [(i, convert) for i, convert in enumerate(map(_converter, fields)) if convert is not None]
+    if converting:  # only JSON and datetime columns need preparing; the rest go as they are
+        prepared = []
+        for row in values:
+            row = list(row)
+            for i, convert in converting:
+                row[i] = convert(row[i])
+            prepared.append(row)
+        values = prepared
     with connection.cursor() as cursor:
         cursor.executemany(sql, values)
 
 
-def _converter(field: models.Field):
+def _converter(field: models.Field) -> Callable[[Any], Any] | None:
     if isinstance(field, models.JSONField):
         encoder = field.encoder
 
@@ -41,8 +52,4 @@ def _converter(field: models.Field):
         return to_json
     if isinstance(field, models.DateTimeField):
         return connection.ops.adapt_datetimefield_value
-    return _same
-
-
-def _same(value: Any) -> Any:
-    return value
+    return None

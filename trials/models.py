@@ -271,6 +271,7 @@ class Trial(models.Model):
     cost_usd = models.FloatField(null=True, blank=True)
     step_count = models.PositiveIntegerField(default=0)
     tool_call_count = models.PositiveIntegerField(default=0)
+    step_text_indexed = models.BooleanField(default=False)  # steps are in the search index (trials/search.py)
     # Joinability: which evidence parts the pack has, and whether it can be trusted.
     is_complete = models.BooleanField(default=False)
     missing = JSONField(default=list, blank=True)

@@ -1,33 +1,32 @@
 """A text index over steps, so a search costs the same however long the trajectory.
 
-SQLite: an FTS5 word index over `trials_step.search_text` (external content, kept in
-step by triggers). It finds the steps that hold every word of the needle, the last one
-as a prefix; `search_text` then confirms the exact substring. So a needle that
-starts at a word boundary is found through the index; one with no word in it (or on
-PostgreSQL, and other databases) is found by a scan. A trigram index would also find
-needles that start mid-word, but made imports five times slower (bench/README.md).
+SQLite: an FTS5 word index over `trials_step.search_text` (external content). It finds
+the steps that hold every word of the needle, the last one as a prefix; `search_text`
+then confirms the exact substring. So a needle that starts at a word boundary is found
+through the index; one with no word in it (or on PostgreSQL, and other databases) is
+found by a scan. A trigram index would also find needles that start mid-word, but made
+imports five times slower (bench/README.md).
+
+The index is filled after the import, not during it: tokenizing the text was half of
+a big trajectory's import time. Until a trial is indexed (`Trial.step_text_indexed`),
+its search scans `search_text`, which finds the same steps, only slower.
 """
 
 from __future__ import annotations
 
 import re
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models.expressions import RawSQL
 
 SQLITE_CREATE = [
     """CREATE VIRTUAL TABLE IF NOT EXISTS trials_step_fts USING fts5(
         search_text, content='trials_step', content_rowid='id', tokenize='unicode61', detail=none, columnsize=0)""",
-    """CREATE TRIGGER IF NOT EXISTS trials_step_fts_insert AFTER INSERT ON trials_step BEGIN
-        INSERT INTO trials_step_fts(rowid, search_text) VALUES (new.id, new.search_text); END""",
-    """CREATE TRIGGER IF NOT EXISTS trials_step_fts_delete AFTER DELETE ON trials_step BEGIN
+    # An external-content index must only be told to delete rows it holds, or it breaks.
+    """CREATE TRIGGER IF NOT EXISTS trials_step_fts_delete AFTER DELETE ON trials_step
+        WHEN (SELECT step_text_indexed FROM trials_trial WHERE id = old.trial_id) BEGIN
         INSERT INTO trials_step_fts(trials_step_fts, rowid, search_text)
         VALUES ('delete', old.id, old.search_text); END""",
-    """CREATE TRIGGER IF NOT EXISTS trials_step_fts_update AFTER UPDATE OF search_text ON trials_step BEGIN
-        INSERT INTO trials_step_fts(trials_step_fts, rowid, search_text)
-        VALUES ('delete', old.id, old.search_text);
-        INSERT INTO trials_step_fts(rowid, search_text) VALUES (new.id, new.search_text); END""",
-    "INSERT INTO trials_step_fts(trials_step_fts) VALUES ('rebuild')",
 ]
 SQLITE_DROP = [
     "DROP TRIGGER IF EXISTS trials_step_fts_insert",
@@ -38,25 +37,63 @@ SQLITE_DROP = [
 
 
 def create_index(apps, schema_editor) -> None:
-    statements = SQLITE_CREATE if schema_editor.connection.vendor == "sqlite" else []
-    for sql in statements:
+    """(Re)build the index from every step there is; every trial is then indexed."""
+    if schema_editor.connection.vendor != "sqlite":
+        return
+    for sql in SQLITE_DROP + SQLITE_CREATE:
         schema_editor.execute(sql)
+    schema_editor.execute("INSERT INTO trials_step_fts(trials_step_fts) VALUES ('rebuild')")
+    apps.get_model("trials", "Trial").objects.update(step_text_indexed=True)
 
 
 def drop_index(apps, schema_editor) -> None:
-    statements = SQLITE_DROP if schema_editor.connection.vendor == "sqlite" else []
-    for sql in statements:
-        schema_editor.execute(sql)
+    if schema_editor.connection.vendor == "sqlite":
+        for sql in SQLITE_DROP:
+            schema_editor.execute(sql)
+
+
+def has_index() -> bool:
+    return connection.vendor == "sqlite"
+
+
+def index_pending(limit: int | None = None) -> int:
+    """Add the steps of trials not yet indexed to the index, one transaction per trial.
+
+    Safe to run twice at once: a trial is claimed by the same UPDATE that marks it.
+    Returns how many trials this call indexed.
+    """
+    from trials.models import Trial
+
+    if not has_index():
+        return 0
+    pending = Trial.objects.filter(step_text_indexed=False).order_by("pk").values_list("pk", flat=True)
+    done = 0
+    for trial_pk in list(pending[:limit] if limit else pending):
+        with transaction.atomic():
+            if not Trial.objects.filter(pk=trial_pk, step_text_indexed=False).update(step_text_indexed=True):
+                continue  # another worker indexed it
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO trials_step_fts(rowid, search_text) SELECT id, search_text FROM trials_step"
+                    " WHERE trial_id = %s",
+                    [trial_pk],
+                )
+        done += 1
+    return done
 
 
 WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps as a token
 
 
-def matching(queryset, needle: str):
-    """Steps whose search text contains `needle` (already lower-cased)."""
+def matching(queryset, needle: str, indexed: bool = True):
+    """Steps whose search text contains `needle` (already lower-cased).
+
+    `indexed` says the steps' trials are in the index; without it, or without a word in
+    the needle, or off SQLite, the steps are scanned.
+    """
     exact = queryset.filter(search_text__contains=needle)
     words = WORD.findall(needle)
-    if connection.vendor != "sqlite" or not words:
+    if not (indexed and has_index() and words):
         return exact
     # Every word of the needle, the last one as a prefix; the exact filter above checks order.
     # (detail=none keeps no positions: half the indexing cost, and order is checked anyway.)

@@ -8,18 +8,20 @@ Re-running an import is safe: packs and trials are keyed by content and natural 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import F
+from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.utils import timezone
 
 from trials import completeness
@@ -63,6 +65,7 @@ from trials.models import (
 
 log = logging.getLogger(__name__)
 STEP_BATCH = 500
+PROGRESS_EVERY = 0.5  # seconds between progress writes: one per trial was a commit per trial
 PREVIEW_CHARS = 2000
 
 
@@ -86,12 +89,30 @@ def enqueue(imp: Import) -> None:
     from trials.tasks import import_pack_task
 
     def send() -> None:
+        if settings.IMPORTS_IN_THREAD:
+            embedded_worker().submit(run_in_embedded_worker, import_pack_task, str(imp.pk))
+            return
         try:
             import_pack_task.delay(str(imp.pk))
         except Exception:  # broker down: the import stays queued and the recovery sweep sends it
             log.warning("could not queue import %s; trials.recovery will send it again", imp.pk, exc_info=True)
 
     transaction.on_commit(send)
+
+
+@functools.cache
+def embedded_worker() -> ThreadPoolExecutor:
+    """The embedded default's worker (no broker): one thread of this process, imports in turn."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchviewer-import")
+
+
+def run_in_embedded_worker(task, import_id: str) -> None:
+    try:
+        task.delay(import_id)  # Celery is eager here: the task runs in this thread
+    except Exception:  # run_import records its own failures; this is a bug, and the thread goes on
+        log.exception("import %s failed in the embedded worker", import_id)
+    finally:
+        connections.close_all()  # this thread's own connections
 
 
 def import_upload(fileobj, name: str, *, origin: str, user=None) -> Import:
@@ -159,6 +180,7 @@ class ImportRun:
         self.workdir = workdir
         self.on_progress = on_progress
         self.limits = limits()
+        self.progress_saved_at = 0.0
 
     def run(self) -> None:
         imp = self.imp
@@ -182,8 +204,12 @@ class ImportRun:
         return len(candidate.trial_dirs) if candidate.kind == "harbor-job" else 1
 
     def advance(self, n: int = 1) -> None:
-        Import.objects.filter(pk=self.imp.pk).update(progress_done=F("progress_done") + n)
+        """Count finished work; the database hears of it at most every PROGRESS_EVERY seconds."""
         self.imp.progress_done += n
+        now = time.monotonic()
+        if now - self.progress_saved_at >= PROGRESS_EVERY or self.imp.progress_done >= self.imp.progress_total:
+            Import.objects.filter(pk=self.imp.pk).update(progress_done=self.imp.progress_done)
+            self.progress_saved_at = now
         if self.on_progress:
             self.on_progress(self.imp)
 
@@ -466,7 +492,7 @@ def write_trial(
     parsed: ParsedTrial, pack: Pack, job: Job | None, blobs: dict[str, int], shared: SharedRows | None = None
 ) -> WriteResult:
     """One transaction per trial: it is imported whole or not at all."""
-    existing = Trial.objects.filter(key=parsed.key[:500]).first()
+    existing = Trial.objects.filter(key=parsed.key[:500]).order_by().first()
     if existing is not None:
         return WriteResult(existing, "already")
     if parsed.source_format == "lime":
@@ -478,15 +504,17 @@ def write_trial(
     try:
         with transaction.atomic():
             trial = create_trial(parsed, pack, job, dataset, task, configuration)
-            steps = 0
+            steps = calls = 0
             for position, trajectory in enumerate(parsed.trajectories):
-                steps += write_trajectory(trial, trajectory, position, blobs)
+                written = write_trajectory(trial, trajectory, position, blobs)
+                steps += written.steps
+                calls += written.tool_calls
             write_trial_children(trial, parsed, blobs)
             trial.step_count = steps
-            trial.tool_call_count = ToolCall.objects.filter(trial=trial).count()
+            trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems
             apply_completeness(trial)
-            trial.save()
+            trial.save(update_fields=["step_count", "tool_call_count", "problems", "is_complete", "missing"])
     except IntegrityError:
         # Another import of the same trial committed first: one copy is kept.
         return WriteResult(Trial.objects.filter(key=parsed.key[:500]).first(), "already")
@@ -558,7 +586,12 @@ def _aware(value):
     return value if value is None or value.tzinfo is not None else None
 
 
-def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blobs: dict[str, int]) -> int:
+class Written(NamedTuple):
+    steps: int
+    tool_calls: int
+
+
+def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blobs: dict[str, int]) -> Written:
     """Steps go in batches from a (possibly streaming) parser; a broken file rolls back alone."""
     try:
         with transaction.atomic():
@@ -576,10 +609,11 @@ def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blob
                 final_metrics=parsed.final_metrics,
                 header=parsed.header,
             )
-            count = 0
+            count = calls = 0
             batch = []
             for step in parsed.steps:
                 batch.append(step)
+                calls += len(step.tool_calls)
                 if len(batch) >= STEP_BATCH:
                     write_steps(trial, trajectory, batch)
                     count += len(batch)
@@ -589,11 +623,11 @@ def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blob
             trajectory.step_count = count
             trajectory.problems = [p.as_dict() for p in parsed.problems]
             trajectory.save(update_fields=["step_count", "problems"])
-            return count
+            return Written(count, calls)
     except PackError as exc:  # a streamed file that turns out to be broken half-way
         exc.problem.kept = "the raw bytes; no steps of this file"
         trial.problems.append(exc.problem.as_dict())
-        return 0
+        return Written(0, 0)
 
 
 def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> None:

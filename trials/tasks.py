@@ -1,4 +1,4 @@
-"""Celery tasks: run an import, and send stranded imports again (see trials/recovery.py).
+"""Celery tasks: run an import, index its step text, send stranded imports again (recovery.py).
 
 Delivery is at least once: a message is acknowledged only after its import ran
 (`acks_late`), a message whose pool process died is put back (`reject_on_worker_lost`),
@@ -15,7 +15,7 @@ from celery import shared_task
 from celery.signals import after_task_publish
 from django.db import InterfaceError, OperationalError
 
-from trials import recovery, services
+from trials import recovery, search, services
 from trials.models import Import
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,14 @@ def import_pack_task(import_id: str) -> None:
         if import_status(import_id) in recovery.FINISHED:
             return  # finished by the worker that held the lock a moment ago
         services.run_import(import_id)
+    if search.has_index():
+        index_step_text_task.delay()
+
+
+@shared_task(ignore_result=True)
+def index_step_text_task() -> int:
+    """Put the steps of newly imported trials into the search index (after the import, not in it)."""
+    return search.index_pending()
 
 
 @shared_task(ignore_result=True)

@@ -1,11 +1,13 @@
+import importlib
+
 from django.db import migrations
 
-from trials.search import create_index, drop_index
+first_index = importlib.import_module("trials.migrations.0004_step_search_index")
 
 
 def rebuild(apps, schema_editor) -> None:
-    drop_index(apps, schema_editor)
-    create_index(apps, schema_editor)
+    first_index.drop_index(apps, schema_editor)
+    first_index.create_index(apps, schema_editor)
 
 
 class Migration(migrations.Migration):

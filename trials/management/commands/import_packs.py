@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from trials import services
+from trials import search, services
 from trials.models import Import
 
 
@@ -33,6 +33,10 @@ class Command(BaseCommand):
                     where += f" {problem['json_path']}" if problem.get("json_path") else ""
                     self.stderr.write(f"  error {where}: {problem['message']} (kept: {problem.get('kept') or '-'})")
             rejected += imp.rejected_count + (imp.status == Import.Status.FAILED)
+        if settings.CELERY_TASK_ALWAYS_EAGER:  # with a worker, the import task queues this itself
+            indexed = search.index_pending()
+            if indexed:
+                self.stdout.write(f"search index: steps of {indexed} trial(s) added")
         if rejected:
             raise CommandError(f"{rejected} pack(s) rejected")
 

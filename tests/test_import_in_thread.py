@@ -1,0 +1,70 @@
+"""The embedded default (no REDIS_URL): an upload answers at once, and a thread of the web
+process runs the import, the way a worker would."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.conftest import REFERENCE
+from trials import services
+from trials.models import Import, Trial
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has its own connection
+
+PACK = REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json"
+
+
+def wait_until_finished(client, import_id: str, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/imports/{import_id}/").json()
+        if body["status"] in ("done", "failed"):
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"import {import_id} still {body['status']} after {timeout} s")
+
+
+@pytest.fixture
+def in_thread(settings):
+    settings.IMPORTS_IN_THREAD = True
+
+
+@pytest.fixture
+def busy_worker():
+    """Keep the import thread busy, so what the request answers cannot depend on timing."""
+    gate = threading.Event()
+    services.embedded_worker().submit(gate.wait, 30)
+    yield gate
+    gate.set()
+
+
+def test_an_api_upload_answers_queued_and_the_thread_then_imports_it(in_thread, busy_worker, client_logged_in):
+    response = client_logged_in.post("/api/imports/", {"file": SimpleUploadedFile("pack.json", PACK.read_bytes())})
+    assert response.status_code == 202
+    assert response.json()["status"] == "queued"
+    assert not Trial.objects.exists()
+
+    busy_worker.set()
+    body = wait_until_finished(client_logged_in, response.json()["id"])
+    assert body["status"] == "done", body["problems"]
+    assert body["progress"] == 1.0
+    assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
+
+
+def test_the_upload_page_redirects_at_once_and_its_imports_run_in_turn(in_thread, busy_worker, client_logged_in):
+    files = [
+        SimpleUploadedFile("a.jsonl", (REFERENCE / "agentv" / "camel-replay-index.jsonl").read_bytes()),
+        SimpleUploadedFile("b.json", PACK.read_bytes()),
+    ]
+    response = client_logged_in.post("/imports/", {"files": files})
+    assert response.status_code == 302
+    assert set(Import.objects.values_list("status", flat=True)) == {"queued"}
+
+    busy_worker.set()
+    for imp in Import.objects.all():
+        assert wait_until_finished(client_logged_in, str(imp.pk))["status"] == "done"
+    assert Trial.objects.filter(name="trial-tool-approval-candidate-1").exists()
