@@ -40,6 +40,7 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
 )
+from trials.ingest.values import seconds_between
 from trials.models import (
     Artifact,
     Blob,
@@ -535,15 +536,9 @@ def create_trial(
     task: Task | None,
     configuration: Configuration | None,
 ) -> Trial:
-    duration = None
-    if (
-        parsed.started_at
-        and parsed.finished_at
-        and (parsed.started_at.tzinfo is None) == (parsed.finished_at.tzinfo is None)
-    ):
-        duration = (parsed.finished_at - parsed.started_at).total_seconds()
-    elif parsed.phases.get("total", {}).get("seconds") is not None:
-        duration = parsed.phases["total"]["seconds"]
+    duration = seconds_between(parsed.started_at, parsed.finished_at)
+    if duration is None:
+        duration = parsed.phases.get("total", {}).get("seconds")
     correlation = parsed.runtime_correlation
     return Trial.objects.create(
         key=parsed.key[:500],

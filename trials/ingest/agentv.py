@@ -24,7 +24,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.values import as_list
+from trials.ingest.values import as_list, comparable_times
 
 _ROW_ALIASES = {
     "answerPath": "answer_path",
@@ -312,8 +312,8 @@ def parse_rows(rows: list[tuple[int, dict[str, Any]]], path: str, summary: dict[
         name=to_str(pick(metadata, "experiment", "eval_file")) or run,
         source_format="agentv",
         started_at=parse_time(metadata.get("timestamp"), path, "summary.metadata.timestamp", problems)
-        or (min(known) if _comparable(known) else None),
-        finished_at=max(known) if _comparable(known) else None,
+        or (min(known) if comparable_times(*known) else None),
+        finished_at=max(known) if comparable_times(*known) else None,
         extra={"summary": summary} if summary else {},
     )
     trials: list[ParsedTrial] = []
@@ -330,11 +330,6 @@ def parse_rows(rows: list[tuple[int, dict[str, Any]]], path: str, summary: dict[
             seen[trial.key] = 1
         trials.append(trial)
     return ParsedPack(kind="agentv", jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
-
-
-def _comparable(times: list[Any]) -> bool:
-    """min/max need all-aware or all-naive datetimes."""
-    return bool(times) and len({t.tzinfo is None for t in times}) == 1
 
 
 def read_jsonl(text: str, file: str) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:

@@ -32,7 +32,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.values import as_dict, as_list
+from trials.ingest.values import as_dict, as_list, seconds_between
 
 TEXT_LIMIT = 256 * 1024  # logs beyond this stay in the raw bytes and are downloaded whole
 TEXT_FILES = ("trial.log", "exception.txt", "job.log")
@@ -217,7 +217,7 @@ def _apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str,
         timing = result.get(phase)
         if isinstance(timing, dict):
             start, end = parse_datetime(timing.get("started_at")), parse_datetime(timing.get("finished_at"))
-            seconds = (end - start).total_seconds() if start and end and _comparable(start, end) else None
+            seconds = seconds_between(start, end)
             trial.phases[phase] = {
                 "started_at": timing.get("started_at"),
                 "finished_at": timing.get("finished_at"),
@@ -246,10 +246,6 @@ def _apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str,
     trial.refs = {"harborTrialResultRef": f"{rel}/result.json"} if result else {}
     if trial.exception_type:
         trial.failure_category = failure_category_for_exception(trial.exception_type)
-
-
-def _comparable(a: datetime, b: datetime) -> bool:
-    return (a.tzinfo is None) == (b.tzinfo is None)
 
 
 def _sum(items: list[dict], key: str) -> Any:
