@@ -35,10 +35,10 @@ services:
 test-sqlite: install
 	$(BIN)/pytest tests -q -n 2
 
-# The import suite again on PostgreSQL, plus the Redis + Celery worker tests.
+# The import suite again on PostgreSQL (rows go in by COPY there), plus the Redis + Celery worker tests.
 test-postgres: install services
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -q -m "not browser" tests/test_import_reference.py \
 		tests/test_import_bad_input.py tests/test_import_concurrency.py tests/test_celery_worker.py \
-		tests/test_faults.py tests/test_step_search.py
+		tests/test_faults.py tests/test_step_search.py tests/test_hostile_input.py tests/test_viewer_api.py
 
 test: lint test-sqlite test-postgres

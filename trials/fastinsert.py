@@ -39,7 +39,16 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
             prepared.append(row)
         values = prepared
     with connection.cursor() as cursor:
-        cursor.executemany(sql, values)
+        if connection.vendor == "postgresql":
+            # executemany is a round trip per row on PostgreSQL; COPY streams them all at once.
+            copy_sql = "COPY {} ({}) FROM STDIN".format(
+                quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields)
+            )
+            with cursor.cursor.copy(copy_sql) as copy:
+                for row in values:
+                    copy.write_row(row)
+        else:
+            cursor.executemany(sql, values)
 
 
 def _converter(field: models.Field) -> Callable[[Any], Any] | None:
