@@ -1,8 +1,9 @@
-"""A plain executemany INSERT for the biggest tables (steps, tool calls, observations).
+"""Plain inserts for the biggest tables (steps, tool calls, observations).
 
 Building one model instance per row costs about half a millisecond in the ORM, which
 dominated imports of long trajectories (bench/import_bench.py). Values are prepared
-here the way Django's own fields would prepare them for the database.
+here the way Django's own fields would prepare them for the database, then go in by
+executemany on SQLite and by COPY on PostgreSQL.
 """
 
 from __future__ import annotations
