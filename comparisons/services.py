@@ -864,14 +864,14 @@ def _points(data: SideData) -> dict[str, list[Any]]:
 
 
 def side_fingerprint(side: Side) -> list[Any]:
-    """Cheap DB aggregates that change whenever a trial is added, removed or re-scored."""
+    """Cheap DB aggregates that change whenever a trial is added, removed, re-scored or joined."""
     agg = (
         side.trials()
         .order_by()
         .aggregate(
             n=Count("pk"),
             max_pk=Max("pk"),
-            last=Max("created_at"),
+            last=Max("updated_at"),
             complete=Count("pk", filter=Q(is_complete=True)),
             reward_sum=Sum("reward"),
         )

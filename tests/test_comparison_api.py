@@ -7,15 +7,18 @@ import re
 import shutil
 import subprocess
 
+import orjson
 import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from comparisons import services, tasks
 from comparisons.models import Comparison, SavedComparison
-from tests.conftest import REFERENCE
+from tests.conftest import REFERENCE, import_path
 from tests.factories import TrialFactory
 from tests.test_comparison_service import build_side
+from tests.test_import_bad_input import write_trial
+from trials.models import Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -327,3 +330,23 @@ def test_the_demo_jobs_compare_end_to_end_through_the_importer(client_logged_in,
     assert body["baseline"]["metrics"]["trials"] == 8 and body["candidate"]["metrics"]["trials"] == 8
     page = client_logged_in.get(f"/comparisons/?baseline={base.pk}&candidate={cand.pk}")
     assert page.status_code == 200
+
+
+def test_an_evidence_pack_joined_later_makes_the_cached_comparison_stale(tmp_path):
+    """A join can change only the trial's documents (here the P0 QC-gate count the promotion guard reads)."""
+    trial_dir = write_trial(tmp_path / "job", "tool-approval__AAAAAAA")
+    import_path(tmp_path / "job")
+    pack = orjson.loads((REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes())
+    pack["benchmark"]["trialId"] = trial_dir.name
+    (tmp_path / "first.json").write_bytes(orjson.dumps(pack))
+    import_path(tmp_path / "first.json")
+    side = services.Side("job", Trial.objects.get().job_id)
+    before, complete_before = services.fingerprint(side, side), Trial.objects.get().is_complete
+
+    pack["decisionInputs"]["p0QcGateRegressionCount"] = 3
+    (tmp_path / "second.json").write_bytes(orjson.dumps(pack))
+    assert import_path(tmp_path / "second.json").outcomes[0]["joined"] == 1
+    trial = Trial.objects.get()
+    assert trial.documents["evidence_pack"]["decisionInputs"]["p0QcGateRegressionCount"] == 3
+    assert trial.is_complete == complete_before  # nothing the old fingerprint counted has changed
+    assert services.fingerprint(side, side) != before

@@ -271,7 +271,6 @@ class Trial(models.Model):
     cost_usd = models.FloatField(null=True, blank=True)
     step_count = models.PositiveIntegerField(default=0)
     tool_call_count = models.PositiveIntegerField(default=0)
-    step_text_indexed = models.BooleanField(default=False)  # steps are in the search index (trials/search.py)
     # Joinability: which evidence parts the pack has, and whether it can be trusted.
     is_complete = models.BooleanField(default=False)
     missing = JSONField(default=list, blank=True)
@@ -286,6 +285,7 @@ class Trial(models.Model):
     ctrf_tests = JSONField(default=list, blank=True)
     problems = JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)  # a later join or re-score: cached comparisons go stale
 
     objects = TrialQuerySet.as_manager()
 

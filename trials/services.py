@@ -843,7 +843,9 @@ def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRec
                 by_trial.setdefault(row.trial.pk, []).append(event)
                 category = (event.payload or {}).get("failureCategory")
                 if event.type == "benchmark.trial.failed" and category and category != "none":
-                    Trial.objects.filter(pk=row.trial.pk, failure_category="").update(failure_category=category)
+                    Trial.objects.filter(pk=row.trial.pk, failure_category="").update(
+                        failure_category=category, updated_at=timezone.now()
+                    )
         for trial_pk, trial_events in by_trial.items():
             trial = Trial.objects.get(pk=trial_pk)
             write_permissions(trial, lime.permissions_from_events(trial_events))

@@ -1,6 +1,6 @@
 import importlib
 
-from django.db import migrations, models
+from django.db import migrations
 
 from trials.search import create_index, drop_index
 
@@ -17,11 +17,4 @@ class Migration(migrations.Migration):
 
     dependencies = [("trials", "0005_step_search_detail_none")]
 
-    operations = [
-        migrations.AddField(
-            model_name="trial",
-            name="step_text_indexed",
-            field=models.BooleanField(default=False),
-        ),
-        migrations.RunPython(create_index, back_to_triggers),
-    ]
+    operations = [migrations.RunPython(create_index, back_to_triggers)]
