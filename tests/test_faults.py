@@ -203,11 +203,11 @@ def all_finished(imports: list[Import], timeout: float, workers: Workers) -> lis
     return imports
 
 
-def long_job(root: Path, tasks: int = 6) -> Path:
+def long_job(root: Path, tasks: int = 10) -> Path:
     """A Harbor job whose import takes a few seconds: long trajectories, big observations."""
     return write_job(
         root, "job", role="baseline", configuration_id="c", agent="a", model="m",
-        tasks=tasks, attempts=2, steps_per_trial=200, observation_bytes=2000, with_extras=False,
+        tasks=tasks, attempts=2, steps_per_trial=400, observation_bytes=2000, with_extras=False,
     )  # fmt: skip
 
 

@@ -1,8 +1,8 @@
 """The step text index finds what a scan finds, for needles that start at a word start.
 
-(A needle that starts mid-word is not found through the word index on SQLite: a
-trigram index would find it but made imports five times slower. See trials/search.py.)
-Steps reach the index after their import (`search.index_pending`); until then a search scans."""
+(A needle that starts mid-word is not found through the word index: a trigram index
+would find it but made imports five times slower. See trials/search.py.) Steps reach the
+index after their import (`search.index_pending`); until then a search scans."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.db import connection
 from tests.conftest import import_path
 from tests.test_import_bad_input import atif
 from trials import search
-from trials.models import Step, Trial
+from trials.models import Step, StepWords, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -36,9 +36,14 @@ def trial(tmp_path):
     return import_trial(tmp_path / "one")
 
 
+def found(trial: Trial, needle: str) -> set[int]:
+    trial.refresh_from_db()
+    return set(search.matching(trial, needle).values_list("index", flat=True))
+
+
 def index_is_sound() -> None:
-    """FTS5's own check that the index and the step table agree (raises if not)."""
-    if search.has_index():
+    """SQLite: FTS5's own check that the index and the step table agree (raises if not)."""
+    if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute("INSERT INTO trials_step_fts(trials_step_fts, rank) VALUES ('integrity-check', 1)")
 
@@ -47,47 +52,59 @@ def index_is_sound() -> None:
 @pytest.mark.parametrize("needle", NEEDLES)
 def test_index_and_scan_agree(trial, needle, indexed):
     if indexed:
-        assert search.index_pending() == (1 if search.has_index() else 0)
-    indexed = search.is_indexed(trial.pk)
+        assert search.index_pending() == 1
     needle = needle.lower()
-    steps = Step.objects.filter(trial=trial)
-    found = set(search.matching(steps, needle, indexed=indexed).values_list("index", flat=True))
-    # SQLite's word index finds needles that start at a word start; a scan finds them anywhere.
-    word_index = indexed and re.match(r"[^\W_]", needle)
-    at_word_start = re.compile(r"(?:^|[\W_])" + re.escape(needle)) if word_index else None
+    # The word index finds needles that start at a word start; a scan finds them anywhere.
+    at_word_start = re.compile(r"(?:^|[\W_])" + re.escape(needle)) if indexed and re.match(r"[^\W_]", needle) else None
     scanned = {
-        s.index for s in steps if (at_word_start.search(s.search_text) if at_word_start else needle in s.search_text)
+        s.index
+        for s in Step.objects.filter(trial=trial)
+        if (at_word_start.search(s.search_text) if at_word_start else needle in s.search_text)
     }
-    assert found == scanned
+    assert found(trial, needle) == scanned
 
 
 def test_a_new_import_is_searchable_at_once_by_scan_then_through_the_index(trial):
-    assert not search.is_indexed(trial.pk)
-    assert list(
-        search.matching(Step.objects.filter(trial=trial), "needle", indexed=False).values_list("index", flat=True)
-    ) == [1]
-    search.index_pending()
-    assert search.is_indexed(trial.pk) == search.has_index()
-    assert list(search.matching(Step.objects.filter(trial=trial), "needle").values_list("index", flat=True)) == [1]
+    assert not trial.step_text_indexed
+    assert found(trial, "needle") == {1}
+    assert search.index_pending() == 1
+    trial.refresh_from_db()
+    assert trial.step_text_indexed
+    assert found(trial, "needle") == {1}
     assert search.index_pending() == 0  # nothing left to do: a second run is a no-op
     index_is_sound()
+
+
+def test_the_index_really_is_used(trial):
+    """A step the index does not know is not found once the trial counts as indexed."""
+    search.index_pending()
+    step = trial.steps.get(index=1)
+    step.search_text += " planted-later"
+    step.save(update_fields=["search_text"])
+    assert found(trial, "planted") == set()
+    Trial.objects.filter(pk=trial.pk).update(step_text_indexed=False)
+    assert found(trial, "planted") == {1}  # the scan sees it
 
 
 def test_deleting_trials_indexed_or_not_keeps_the_index_sound(tmp_path, trial):
     search.index_pending()
     later = import_trial(tmp_path / "two", ["another unique-needle-42"])
-    assert not search.is_indexed(later.pk)
+    assert not later.step_text_indexed
     later.delete()  # never indexed: the index must not be told to forget its rows
     index_is_sound()
     Trial.objects.all().delete()
     index_is_sound()
-    assert not search.matching(Step.objects.all(), "unique-needle-42").exists()
+    assert not StepWords.objects.exists()
 
 
-def test_the_index_trigger_survives_every_migration():
-    """A migration that rebuilds trials_step on SQLite would drop the trigger without a word."""
-    if not search.has_index():
-        pytest.skip("the word index is SQLite's")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'trials_step'")
-        assert [name for (name,) in cursor.fetchall()] == ["trials_step_fts_delete"]
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_postgresql_keeps_long_words_cut_and_scans_steps_with_too_many(tmp_path):
+    long_word = "x" * 400
+    many_words = " ".join(f"w{i:06d}" for i in range(80_000))  # > 512 kB of distinct words
+    trial = import_trial(tmp_path / "pg", [f"start {long_word} end", many_words, "plain"])
+    search.index_pending()
+    words = dict(StepWords.objects.filter(trial=trial).values_list("step__index", "words"))
+    assert words[1] is None and words[2] is not None
+    assert found(trial, "x" * 300) == {0}  # a needle word past the cut: scanned
+    assert found(trial, "start " + "x" * 100) == {0}  # a prefix of the long word: through the index
+    assert found(trial, "w079999") == {1}  # a step with too many words: scanned, still found

@@ -41,5 +41,6 @@ for model in (
     models.Comment,
     models.AuditEntry,
     models.Document,
+    models.StepWords,
 ):
     admin.site.register(model)

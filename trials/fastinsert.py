@@ -45,7 +45,7 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
             copy_sql = "COPY {} ({}) FROM STDIN".format(
                 quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields)
             )
-            with cursor.cursor.copy(copy_sql) as copy:
+            with connection.wrap_database_errors, cursor.cursor.copy(copy_sql) as copy:  # Django's errors
                 for row in values:
                     copy.write_row(row)
         else:

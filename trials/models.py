@@ -11,6 +11,7 @@ import uuid
 
 import orjson
 from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.urls import reverse
@@ -271,6 +272,7 @@ class Trial(models.Model):
     cost_usd = models.FloatField(null=True, blank=True)
     step_count = models.PositiveIntegerField(default=0)
     tool_call_count = models.PositiveIntegerField(default=0)
+    step_text_indexed = models.BooleanField(default=False)  # its steps are in the search index (trials/search.py)
     # Joinability: which evidence parts the pack has, and whether it can be trusted.
     is_complete = models.BooleanField(default=False)
     missing = JSONField(default=list, blank=True)
@@ -370,6 +372,24 @@ class Step(models.Model):
     @property
     def raw(self) -> dict:
         return orjson.loads(self.raw_json)
+
+
+class StepWords(models.Model):
+    """The distinct words of a step's search text: PostgreSQL's step index (trials/search.py).
+
+    Filled after the import. `words` is empty (NULL) for a step with too many distinct
+    words for a tsvector; a search scans those. SQLite uses an FTS5 table instead.
+    """
+
+    step = models.OneToOneField(Step, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="+")
+    words = SearchVectorField(null=True)
+
+    class Meta:
+        verbose_name_plural = "step words"
+
+    def __str__(self) -> str:
+        return f"words of step {self.step_id}"
 
 
 class ToolCall(models.Model):

@@ -474,7 +474,7 @@ def search_steps(trial: Trial, query: str, offset: int = 0, limit: int = SEARCH_
     # (trial, trajectory, index) order is the Step index: the scan stops after a page of
     # matches. Trajectories are written in position order, so their ids follow it.
     rows = list(
-        search.matching(Step.objects.filter(trial=trial), needle, indexed=search.is_indexed(trial.pk))
+        search.matching(trial, needle)
         .order_by("trajectory_id", "index")
         .values("trajectory_id", "index", "source", "step_id")[offset : offset + limit + 1]
     )

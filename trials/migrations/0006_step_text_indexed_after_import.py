@@ -1,6 +1,8 @@
 import importlib
 
-from django.db import migrations
+import django.contrib.postgres.search
+import django.db.models.deletion
+from django.db import migrations, models
 
 from trials.search import create_index, drop_index
 
@@ -13,8 +15,38 @@ def back_to_triggers(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
-    """Steps are indexed after their import, not by triggers as they are written."""
+    """Steps are indexed after their import, not as they are written; PostgreSQL gets an index too."""
 
     dependencies = [("trials", "0005_step_search_detail_none")]
 
-    operations = [migrations.RunPython(create_index, back_to_triggers)]
+    operations = [
+        migrations.AddField(
+            model_name="trial",
+            name="step_text_indexed",
+            field=models.BooleanField(default=False),
+        ),
+        migrations.CreateModel(
+            name="StepWords",
+            fields=[
+                (
+                    "step",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="+",
+                        serialize=False,
+                        to="trials.step",
+                    ),
+                ),
+                ("words", django.contrib.postgres.search.SearchVectorField(null=True)),
+                (
+                    "trial",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="trials.trial"
+                    ),
+                ),
+            ],
+            options={"verbose_name_plural": "step words"},
+        ),
+        migrations.RunPython(create_index, back_to_triggers),
+    ]
