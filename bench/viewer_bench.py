@@ -102,6 +102,11 @@ def main() -> int:
         client.force_login(get_user_model().objects.create_user("bench", password="bench-password"))
 
         trials = {n: import_trajectory(Path(tmp), n, args.observation_bytes) for n in (args.small, args.steps)}
+        from django.db import connection
+
+        if connection.vendor == "postgresql":  # statistics, as autovacuum gathers soon after an import
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE")
 
         def cases(trial, n: int) -> dict[str, str]:
             page = reverse("trial-detail", args=[trial.pk])

@@ -377,13 +377,14 @@ class Step(models.Model):
 class StepWords(models.Model):
     """The distinct words of a step's search text: PostgreSQL's step index (trials/search.py).
 
-    Filled after the import. `words` is empty (NULL) for a step with too many distinct
-    words for a tsvector; a search scans those. SQLite uses an FTS5 table instead.
+    Filled after the import. A step with too many distinct words for a tsvector gets
+    one word that every search asks for, so it is always scanned. SQLite uses an FTS5
+    table instead.
     """
 
     step = models.OneToOneField(Step, primary_key=True, on_delete=models.CASCADE, related_name="+")
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="+")
-    words = SearchVectorField(null=True)
+    words = SearchVectorField()
 
     class Meta:
         verbose_name_plural = "step words"

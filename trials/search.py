@@ -26,6 +26,7 @@ from django.dispatch import receiver
 WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps as a token
 MAX_WORD = 255  # PostgreSQL keeps longer words cut to this: a prefix query still finds them
 MAX_WORDS_BYTES = 512 * 1024  # a tsvector holds at most 1 MB; a step past this is always scanned
+TOO_MANY_WORDS = "'_too_many_words_'"  # no WORD has "_": every query asks for this lexeme too
 
 SQLITE_CREATE = [
     """CREATE VIRTUAL TABLE IF NOT EXISTS trials_step_fts USING fts5(
@@ -107,11 +108,11 @@ def _add_step_words(trial_pk: int, batch_size: int = 50) -> None:
     insert_rows(StepWords, rows)
 
 
-def words_vector(text: str) -> str | None:
-    """A tsvector (in its text form) of the text's distinct words; None when too big for one."""
+def words_vector(text: str) -> str:
+    """A tsvector (in its text form) of the text's distinct words, or TOO_MANY_WORDS."""
     words = {word[:MAX_WORD] for word in WORD.findall(text)}
     vector = " ".join(f"'{word}'" for word in words)  # a WORD has no quote or backslash to escape
-    return vector if len(vector.encode()) <= MAX_WORDS_BYTES else None
+    return vector if len(vector.encode()) <= MAX_WORDS_BYTES else TOO_MANY_WORDS
 
 
 def matching(trial, needle: str):
@@ -131,9 +132,9 @@ def matching(trial, needle: str):
         if any(len(word) > MAX_WORD for word in words):
             return exact  # longer words are kept cut short: only a scan can tell
         query = " & ".join([f"'{word}'" for word in words[:-1]] + [f"'{words[-1]}':*"])
-        found = RawSQL(
-            "SELECT step_id FROM trials_stepwords WHERE trial_id = %s AND (words @@ %s::tsquery OR words IS NULL)",
-            [trial.pk, query],
+        found = RawSQL(  # one tsquery, so the GIN index answers it whole
+            "SELECT step_id FROM trials_stepwords WHERE trial_id = %s AND words @@ %s::tsquery",
+            [trial.pk, f"({query}) | {TOO_MANY_WORDS}"],
         )
     return exact.filter(id__in=found)
 

@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
                         to="trials.step",
                     ),
                 ),
-                ("words", django.contrib.postgres.search.SearchVectorField(null=True)),
+                ("words", django.contrib.postgres.search.SearchVectorField()),
                 (
                     "trial",
                     models.ForeignKey(
