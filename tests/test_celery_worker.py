@@ -95,6 +95,11 @@ def test_an_upload_is_imported_by_a_separate_worker_through_redis(worker, tmp_pa
     assert imp.status == "done", (imp.problems, (tmp_path / "worker.log").read_text()[-2000:])
     assert Trial.objects.get().name == trial.name
     assert Step.objects.count() == 2
+    # The import's follow-up task, also through Redis, puts the steps into the search index.
+    deadline = time.monotonic() + 30
+    while not Trial.objects.get().step_text_indexed and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert Trial.objects.get().step_text_indexed
     assert worker.poll() is None  # still serving
 
 

@@ -53,6 +53,8 @@ def test_an_api_upload_answers_queued_and_the_thread_then_imports_it(in_thread, 
     assert body["status"] == "done", body["problems"]
     assert body["progress"] == 1.0
     assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
+    services.embedded_worker().submit(lambda: None).result(timeout=30)  # the thread's queue is drained
+    assert Trial.objects.get().step_text_indexed  # the follow-up indexing ran in the same thread
 
 
 def test_the_upload_page_redirects_at_once_and_its_imports_run_in_turn(in_thread, busy_worker, client_logged_in):

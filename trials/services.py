@@ -493,7 +493,7 @@ def write_trial(
     parsed: ParsedTrial, pack: Pack, job: Job | None, blobs: dict[str, int], shared: SharedRows | None = None
 ) -> WriteResult:
     """One transaction per trial: it is imported whole or not at all."""
-    existing = Trial.objects.filter(key=parsed.key[:500]).order_by().first()
+    existing = Trial.objects.filter(key=parsed.key[:500]).first()
     if existing is not None:
         return WriteResult(existing, "already")
     if parsed.source_format == "lime":

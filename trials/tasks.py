@@ -47,8 +47,7 @@ def import_pack_task(import_id: str) -> None:
         if import_status(import_id) in recovery.FINISHED:
             return  # finished by the worker that held the lock a moment ago
         services.run_import(import_id)
-    if search.has_index():
-        index_step_text_task.delay()
+    index_step_text_task.delay()
 
 
 @shared_task(ignore_result=True)
