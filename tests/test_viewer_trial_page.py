@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 import shutil
 
+import orjson
 import pytest
 from django.urls import reverse
 
 from tests.conftest import REFERENCE, import_path
+from tests.test_import_bad_input import atif
 from tests.viewer_packs import XSS, candidate_trial_dir, crafted_trial_dir, demo_jobs, import_trial_dir, long_trajectory
 from trials.demo import SECRET
 from trials.models import Trial
@@ -338,3 +340,20 @@ def test_every_reference_trajectory_renders_every_step(client_logged_in, path):
     trial = Trial.objects.latest("pk")
     html = page(client_logged_in, trial)
     assert step_numbers(html) == list(range(1, min(trial.step_count, 50) + 1))
+
+
+def test_token_bars_share_one_scale_over_the_whole_trajectory(client_logged_in, tmp_path):
+    """The biggest step is in the second window; the first window's bars are drawn against it."""
+    steps = [
+        {"step_id": i + 1, "source": "agent", "message": f"step {i + 1}", "metrics": {"prompt_tokens": 100}}
+        for i in range(60)
+    ]
+    steps[55]["metrics"] = {"prompt_tokens": 900, "completion_tokens": 100}
+    path = tmp_path / "tokens.json"
+    path.write_bytes(orjson.dumps({**atif(steps), "session_id": "token-scale"}))
+    import_path(path)
+    trial = Trial.objects.get()
+    assert trial.trajectories.get().max_step_tokens == 1000
+    first_window = page(client_logged_in, trial)
+    assert 1 in step_numbers(first_window) and 56 not in step_numbers(first_window)
+    assert re.findall(r'class="tok prompt" data-width="([\d.]+)"', first_window)[0] == "10.0"

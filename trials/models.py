@@ -326,6 +326,8 @@ class Trajectory(models.Model):
     final_metrics = JSONField(null=True, blank=True)
     header = JSONField(default=dict, blank=True)
     step_count = models.PositiveIntegerField(default=0)
+    # The largest prompt + completion of one step: token bars share one scale over the whole file.
+    max_step_tokens = models.BigIntegerField(null=True, blank=True)
     problems = JSONField(default=list, blank=True)
 
     class Meta:

@@ -36,6 +36,7 @@ from trials.ingest.records import (
     ParsedContextRecord,
     ParsedEvent,
     ParsedPack,
+    ParsedStep,
     ParsedTrajectory,
     ParsedTrial,
     Problem,
@@ -604,11 +605,12 @@ def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blob
                 final_metrics=parsed.final_metrics,
                 header=parsed.header,
             )
-            count = calls = 0
+            count = calls = max_tokens = 0
             batch = []
             for step in parsed.steps:
                 batch.append(step)
                 calls += len(step.tool_calls)
+                max_tokens = max(max_tokens, step_tokens(step))
                 if len(batch) >= STEP_BATCH:
                     write_steps(trial, trajectory, batch)
                     count += len(batch)
@@ -616,8 +618,9 @@ def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blob
             write_steps(trial, trajectory, batch)
             count += len(batch)
             trajectory.step_count = count
+            trajectory.max_step_tokens = _bigint(max_tokens)
             trajectory.problems = [p.as_dict() for p in parsed.problems]
-            trajectory.save(update_fields=["step_count", "problems"])
+            trajectory.save(update_fields=["step_count", "max_step_tokens", "problems"])
             return Written(count, calls)
     except PackError as exc:  # a streamed file that turns out to be broken half-way
         exc.problem.kept = "the raw bytes; no steps of this file"
@@ -691,6 +694,11 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
             )
     insert_rows(ToolCall, calls)
     insert_rows(ObservationResult, observations)
+
+
+def step_tokens(step: ParsedStep) -> int:
+    """Prompt + completion tokens, as the viewer's token bar draws them (0 for nonsense counts)."""
+    return (_bigint(step.prompt_tokens) or 0) + (_bigint(step.completion_tokens) or 0)
 
 
 def _bigint(value: int | None) -> int | None:

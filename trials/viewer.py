@@ -353,7 +353,9 @@ def step_window(trial: Trial, trajectory: Trajectory, start: int, trajectories: 
         .exclude(kind="selection", status="")  # the per-item rows say it all
         .order_by("pk")
     )
-    max_tokens = max([(s.prompt_tokens or 0) + (s.completion_tokens or 0) for s in rows] + [1])
+    # One scale for the whole file (set at import); trajectories imported before it: this window's.
+    window_max = max((s.prompt_tokens or 0) + (s.completion_tokens or 0) for s in rows) if rows else 0
+    max_tokens = max(trajectory.max_step_tokens or 0, window_max, 1)
     # Permalinks are built from one reverse(): a url tag per step is a measurable cost.
     base = reverse("trial-step", args=[trial.pk, 0]).removesuffix("0/")
     main = main_trajectory(trial, trajectories)
