@@ -1,0 +1,54 @@
+"""The upload page in a real browser (system Chromium via Playwright), on the embedded default:
+the form answers at once and the import page follows the import to its end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from playwright.sync_api import expect
+
+from tests.test_import_bad_input import write_trial
+from trials import services
+from trials.models import Trial
+from trials.triage import roles
+
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db):
+    uploader = get_user_model().objects.create_user("uploader", password="pw-uploader-1")
+    roles.add_to_group(uploader, roles.REVIEWER)
+    client = Client()
+    client.force_login(uploader)
+    context = browser.new_context(base_url=live_server.url)
+    context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+    yield context.new_page()
+    context.close()
+
+
+def test_an_upload_answers_at_once_and_its_page_follows_the_import_to_done(page, settings, tmp_path):
+    settings.IMPORTS_IN_THREAD = True
+    trial = write_trial(tmp_path / "src")
+    archive = tmp_path / "trial.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(trial.parent), trial.name], check=True)
+
+    gate = threading.Event()
+    services.embedded_worker().submit(gate.wait, 60)  # busy: what the page first shows is certain
+    try:
+        page.goto("/imports/")
+        page.set_input_files("input[type=file]", str(archive))
+        page.get_by_role("button", name="Import", exact=True).click()
+        expect(page.locator("#import-status")).to_have_text("queued")
+    finally:
+        gate.set()
+    expect(page.locator("#import-status")).to_have_text("done", timeout=30_000)  # the page polls the API
+    expect(page.locator("#import-count")).to_have_text("1 / 1")
+    expect(page.locator("#import-outcomes tbody")).to_contain_text("imported")
+    assert Trial.objects.get().name == trial.name
