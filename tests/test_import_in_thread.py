@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 
 from tests.conftest import REFERENCE
 from trials import services
+from trials.blobs import store_file
 from trials.models import Import, Trial
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has its own connection
@@ -70,3 +73,15 @@ def test_the_upload_page_redirects_at_once_and_its_imports_run_in_turn(in_thread
     for imp in Import.objects.all():
         assert wait_until_finished(client_logged_in, str(imp.pk))["status"] == "done"
     assert Trial.objects.filter(name="trial-tool-approval-candidate-1").exists()
+
+
+def test_a_new_server_process_runs_the_imports_a_previous_one_left_queued(in_thread, client_logged_in, tmp_path):
+    pack = tmp_path / "pack.json"
+    pack.write_bytes(PACK.read_bytes())
+    left = services.create_import(origin=Import.Origin.UPLOAD, source_name="pack.json", upload=store_file(pack))
+    Import.objects.filter(pk=left.pk).update(created_at=timezone.now() - timedelta(minutes=10))
+
+    services.embedded_worker.cache_clear()  # as in a new process: no import thread yet
+    client_logged_in.get("/")  # its first request starts the thread, which looks for stranded imports
+    assert wait_until_finished(client_logged_in, str(left.pk))["status"] == "done"
+    assert Trial.objects.get().name == "trial-tool-approval-candidate-1"

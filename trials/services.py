@@ -104,8 +104,33 @@ def enqueue(imp: Import) -> None:
 
 @functools.cache
 def embedded_worker() -> ThreadPoolExecutor:
-    """The embedded default's worker (no broker): one thread of this process, imports in turn."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchviewer-import")
+    """The embedded default's worker (no broker): one thread of this process, imports in turn.
+
+    Its first job picks up the imports a previous server process left behind.
+    """
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchviewer-import")
+    worker.submit(resume_stranded_imports)
+    return worker
+
+
+def start_embedded_worker(**kwargs) -> None:
+    """On a request (`request_started`): the server has started, so its import thread does."""
+    if settings.IMPORTS_IN_THREAD:
+        embedded_worker()
+
+
+def resume_stranded_imports() -> None:
+    """Imports queued in a thread that died with its process, or running there for too long."""
+    from trials import recovery
+    from trials.tasks import import_pack_task
+
+    try:
+        stranded = recovery.stale_imports()
+    finally:
+        connections.close_all()
+    for item in stranded:
+        log.warning("import %s: %s; running it again", item.import_id, item.reason)
+        run_in_embedded_worker(import_pack_task, item.import_id)
 
 
 def run_in_embedded_worker(task, import_id: str) -> None:
