@@ -65,7 +65,7 @@ def has_index() -> bool:
     return connection.vendor in ("sqlite", "postgresql")
 
 
-def index_pending(limit: int | None = None) -> int:
+def index_pending() -> int:
     """Add the steps of trials not yet indexed to the index, one transaction per trial.
 
     Safe to run twice at once: a trial is claimed by the same UPDATE that marks it.
@@ -77,7 +77,7 @@ def index_pending(limit: int | None = None) -> int:
         return 0
     pending = Trial.objects.filter(step_text_indexed=False).order_by("pk").values_list("pk", flat=True)
     done = 0
-    for trial_pk in list(pending[:limit] if limit else pending):
+    for trial_pk in list(pending):
         with transaction.atomic():
             if not Trial.objects.filter(pk=trial_pk, step_text_indexed=False).update(step_text_indexed=True):
                 continue  # another worker indexed it
