@@ -14,6 +14,7 @@ from django.db import connection
 
 from tests.conftest import import_path
 from tests.test_import_bad_input import atif
+from tests.test_import_concurrency import run_concurrently
 from trials import search
 from trials.models import Step, StepWords, Trial
 
@@ -108,3 +109,18 @@ def test_postgresql_keeps_long_words_cut_and_scans_steps_with_too_many(tmp_path)
     assert found(trial, "x" * 300) == {0}  # a needle word past the cut: scanned
     assert found(trial, "start " + "x" * 100) == {0}  # a prefix of the long word: through the index
     assert found(trial, "w079999") == {1}  # a step with too many words: scanned, still found
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_indexing_runs_at_once_index_every_trial_once(tmp_path, monkeypatch):
+    for i in range(7):
+        import_trial(tmp_path / f"t{i}", [f"message {i}", "shared words"])
+    monkeypatch.setattr(search, "CLAIM_BATCH", 2)  # several batches each, so the runs interleave
+    done = run_concurrently(2, search.index_pending)
+    assert sum(done) == 7  # PostgreSQL: SKIP LOCKED splits them; SQLite: one writer at a time
+    assert Trial.objects.filter(step_text_indexed=False).count() == 0
+    for trial in Trial.objects.all():
+        assert found(trial, "shared") == {1}
+    if connection.vendor == "postgresql":
+        assert StepWords.objects.count() == Step.objects.count()  # no step twice (it is the key)
+    index_is_sound()

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import re
 
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.db.models.expressions import RawSQL
-from django.db.models.signals import pre_delete
+from django.db.models.signals import post_migrate, pre_delete
 from django.dispatch import receiver
 
 WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps as a token
 MAX_WORD = 255  # PostgreSQL keeps longer words cut to this: a prefix query still finds them
 MAX_WORDS_BYTES = 512 * 1024  # a tsvector holds at most 1 MB; a step past this is always scanned
+CLAIM_BATCH = 200  # trials indexed per transaction: one each was a commit (and an fsync) per trial
 TOO_MANY_WORDS = "'_too_many_words_'"  # no WORD has "_": every query asks for this lexeme too
 
 SQLITE_CREATE = [
@@ -65,42 +66,49 @@ def has_index() -> bool:
     return connection.vendor in ("sqlite", "postgresql")
 
 
-def index_pending() -> int:
-    """Add the steps of trials not yet indexed to the index, one transaction per trial.
+def index_pending(max_trials: int | None = None) -> int:
+    """Add the steps of trials not yet indexed to the index, up to `max_trials` of them.
 
-    Safe to run twice at once: a trial is claimed by the same UPDATE that marks it.
-    Returns how many trials this call indexed.
+    Trials go in batches of CLAIM_BATCH, one transaction each; a batch is claimed by the
+    transaction that marks it (rows locked with SKIP LOCKED on PostgreSQL, one writer at a
+    time on SQLite), so two runs at once never index a trial twice. Returns how many trials
+    this call indexed.
     """
     from trials.models import Trial
 
     if not has_index():
         return 0
-    pending = Trial.objects.filter(step_text_indexed=False).order_by("pk").values_list("pk", flat=True)
     done = 0
-    for trial_pk in list(pending):
+    while max_trials is None or done < max_trials:
+        size = CLAIM_BATCH if max_trials is None else min(CLAIM_BATCH, max_trials - done)
         with transaction.atomic():
-            if not Trial.objects.filter(pk=trial_pk, step_text_indexed=False).update(step_text_indexed=True):
-                continue  # another worker indexed it
+            pending = Trial.objects.filter(step_text_indexed=False).order_by("pk")
+            if connection.features.has_select_for_update_skip_locked:
+                pending = pending.select_for_update(skip_locked=True)
+            claimed = list(pending.values_list("pk", flat=True)[:size])
+            if not claimed:
+                break
+            Trial.objects.filter(pk__in=claimed).update(step_text_indexed=True)
             if connection.vendor == "sqlite":
                 with connection.cursor() as cursor:
                     cursor.execute(
-                        "INSERT INTO trials_step_fts(rowid, search_text)"
-                        " SELECT id, search_text FROM trials_step WHERE trial_id = %s",
-                        [trial_pk],
+                        "INSERT INTO trials_step_fts(rowid, search_text) SELECT id, search_text FROM trials_step"
+                        f" WHERE trial_id IN ({', '.join(['%s'] * len(claimed))})",
+                        claimed,
                     )
             else:
-                _add_step_words(trial_pk)
-        done += 1
+                _add_step_words(claimed)
+        done += len(claimed)
     return done
 
 
-def _add_step_words(trial_pk: int, batch_size: int = 50) -> None:
+def _add_step_words(trial_pks: list[int], batch_size: int = 50) -> None:
     from trials.fastinsert import insert_rows
     from trials.models import Step, StepWords
 
-    steps = Step.objects.filter(trial_id=trial_pk).order_by("pk").values_list("pk", "search_text")
+    steps = Step.objects.filter(trial_id__in=trial_pks).order_by("pk").values_list("pk", "trial_id", "search_text")
     rows = []
-    for step_pk, text in steps.iterator(chunk_size=batch_size):  # a step's text may be megabytes
+    for step_pk, trial_pk, text in steps.iterator(chunk_size=batch_size):  # a step's text may be megabytes
         rows.append({"step_id": step_pk, "trial_id": trial_pk, "words": words_vector(text)})
         if len(rows) >= batch_size:
             insert_rows(StepWords, rows)
@@ -154,3 +162,16 @@ def forget_deleted_steps(sender, instance, **kwargs) -> None:
                 " SELECT 'delete', id, search_text FROM trials_step WHERE trajectory_id = %s",
                 [instance.pk],
             )
+
+
+@receiver(post_migrate)
+def forget_flushed_steps(sender, using: str, **kwargs) -> None:
+    """`flush` (the tests' reset) empties trials_step but not the FTS5 table: empty that too."""
+    if sender.name != "trials" or connections[using].vendor != "sqlite":
+        return
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'trials_step_fts'")
+        has_fts = cursor.fetchone() is not None
+        cursor.execute("SELECT 1 FROM trials_step LIMIT 1")
+        if has_fts and cursor.fetchone() is None:
+            cursor.execute("INSERT INTO trials_step_fts(trials_step_fts) VALUES ('delete-all')")

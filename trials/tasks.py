@@ -50,10 +50,17 @@ def import_pack_task(import_id: str) -> None:
     index_step_text_task.delay()
 
 
+# Trials one indexing run takes on; then it queues itself again, behind whatever waits.
+INDEX_TRIALS_PER_RUN = 1000
+
+
 @shared_task(ignore_result=True)
 def index_step_text_task() -> int:
     """Put the steps of newly imported trials into the search index (after the import, not in it)."""
-    return search.index_pending()
+    done = search.index_pending(max_trials=INDEX_TRIALS_PER_RUN)
+    if done == INDEX_TRIALS_PER_RUN:  # more may be waiting: a comparison queued meanwhile goes first
+        index_step_text_task.delay()
+    return done
 
 
 @shared_task(ignore_result=True)
