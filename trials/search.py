@@ -102,17 +102,19 @@ def index_pending(max_trials: int | None = None) -> int:
     return done
 
 
-def _add_step_words(trial_pks: list[int], batch_size: int = 50) -> None:
+def _add_step_words(trial_pks: list[int]) -> None:
     from trials.fastinsert import insert_rows
     from trials.models import Step, StepWords
 
     steps = Step.objects.filter(trial_id__in=trial_pks).order_by("pk").values_list("pk", "trial_id", "search_text")
-    rows = []
-    for step_pk, trial_pk, text in steps.iterator(chunk_size=batch_size):  # a step's text may be megabytes
-        rows.append({"step_id": step_pk, "trial_id": trial_pk, "words": words_vector(text)})
-        if len(rows) >= batch_size:
+    rows, size = [], 0
+    for step_pk, trial_pk, text in steps.iterator(chunk_size=50):  # a step's text may be megabytes
+        words = words_vector(text)
+        rows.append({"step_id": step_pk, "trial_id": trial_pk, "words": words})
+        size += len(words)
+        if len(rows) >= 2000 or size >= 8 * 1024 * 1024:  # each COPY costs a round trip or two
             insert_rows(StepWords, rows)
-            rows = []
+            rows, size = [], 0
     insert_rows(StepWords, rows)
 
 
