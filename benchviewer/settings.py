@@ -126,10 +126,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "NAME": os.environ.get("TEST_SQLITE_PATH", str(DATA_DIR / f"test-{os.getpid()}.sqlite3"))
     }
     # WAL lets the dashboard read while an import writes; a busy timeout instead of "locked".
+    # 16 kB pages (for a new database; an existing one keeps its own): steps hold kilobytes
+    # to megabytes of text, and imports of big trajectories were 13-20% faster than with 4 kB.
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 30,
         "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "init_command": "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
