@@ -41,22 +41,24 @@ def _not_ready(comparison: Comparison) -> Response | None:
     return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
-def _comparison_for(request) -> Comparison | Response:
+def _finished_comparison(request) -> Comparison | Response:
+    """The finished comparison the request names, or the response to send instead (400, 202, 500)."""
     try:
         baseline, candidate = services.parse_sides(request.query_params or request.data)
     except services.SideError as exc:
         return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-    return services.get_or_compute(baseline, candidate)
+    comparison = services.get_or_compute(baseline, candidate)
+    return _not_ready(comparison) or comparison
 
 
 @method_decorator(login_not_required, name="dispatch")
 class ComparisonView(APIView):
     @extend_schema(parameters=SIDE_PARAMETERS, responses={200: OpenApiResponse(description="comparison JSON")})
     def get(self, request):
-        comparison = _comparison_for(request)
+        comparison = _finished_comparison(request)
         if isinstance(comparison, Response):
             return comparison
-        return _not_ready(comparison) or Response(
+        return Response(
             {"id": comparison.pk, "status": comparison.status, "computeMs": comparison.compute_ms, **comparison.result}
         )
 
@@ -75,12 +77,9 @@ class ChartView(APIView):
     def get(self, request, chart: str):
         if chart not in charts.BUILDERS:
             raise Http404(f"no chart {chart!r}; charts: {', '.join(charts.CHARTS)}")
-        comparison = _comparison_for(request)
+        comparison = _finished_comparison(request)
         if isinstance(comparison, Response):
             return comparison
-        pending = _not_ready(comparison)
-        if pending:
-            return pending
         points = services.points_for(comparison) if chart == "cost_reward" else {}
         # One reverse(), then string formatting: the scatter can hold 10,000 trials.
         prefix = reverse("trial-detail", args=[0]).removesuffix("0/")
@@ -96,12 +95,9 @@ class SaveView(APIView):
         parameters=SIDE_PARAMETERS, request=None, responses={201: OpenApiResponse(description="the saved event")}
     )
     def post(self, request):
-        comparison = _comparison_for(request)
+        comparison = _finished_comparison(request)
         if isinstance(comparison, Response):
             return comparison
-        pending = _not_ready(comparison)
-        if pending:
-            return pending
         saved = services.save_comparison(comparison, request.user)
         return Response(
             {
