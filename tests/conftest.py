@@ -57,6 +57,21 @@ def user(db):
 
 
 @pytest.fixture
+def triager(db):
+    from tests.triage_support import make_user  # it imports this module
+
+    return make_user("tina", "triager")
+
+
+@pytest.fixture
+def failed(tmp_path):
+    """The demo candidate job imported; its failed trials (errored ones first)."""
+    from tests.triage_support import import_demo  # it imports this module
+
+    return import_demo(tmp_path)
+
+
+@pytest.fixture
 def client_logged_in(client, user):
     client.force_login(user)
     return client

@@ -12,23 +12,13 @@ from referencing import Registry, Resource
 
 from tests.conftest import REFERENCE
 from tests.factories import TrialFactory
-from tests.triage_support import import_demo, make_user
+from tests.triage_support import make_user
 from trials.models import RuntimeEvent
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def failed(tmp_path):
-    return import_demo(tmp_path)
-
-
-@pytest.fixture
-def triager(db):
-    return make_user("tina", "triager")
 
 
 @pytest.fixture

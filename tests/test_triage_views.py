@@ -8,23 +8,13 @@ import pytest
 from django.utils import timezone
 
 from tests.conftest import REFERENCE, import_path
-from tests.triage_support import import_demo, make_user
+from tests.triage_support import make_user
 from trials.models import Document
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario, TriageAssignment
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def failed(tmp_path):
-    return import_demo(tmp_path)
-
-
-@pytest.fixture
-def triager(db):
-    return make_user("tina", "triager")
 
 
 def _file(user, trial, **data) -> QCItem:
