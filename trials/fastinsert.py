@@ -23,11 +23,7 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     names = list(rows[0])
     fields = [by_attname[name] for name in names]
     quote = connection.ops.quote_name
-    sql = "INSERT INTO {} ({}) VALUES ({})".format(
-        quote(model._meta.db_table),
-        ", ".join(quote(f.column) for f in fields),
-        ", ".join(["%s"] * len(fields)),
-    )
+    target = "{} ({})".format(quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields))
     row_values = itemgetter(*names)
     values = list(map(row_values, rows)) if len(names) > 1 else [(row[names[0]],) for row in rows]
     converting = [(i, convert) for i, convert in enumerate(map(_converter, fields)) if convert is not None]
@@ -42,14 +38,11 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             # executemany is a round trip per row on PostgreSQL; COPY streams them all at once.
-            copy_sql = "COPY {} ({}) FROM STDIN".format(
-                quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields)
-            )
-            with connection.wrap_database_errors, cursor.cursor.copy(copy_sql) as copy:  # Django's errors
-                for row in values:
+            with connection.wrap_database_errors, cursor.cursor.copy(f"COPY {target} FROM STDIN") as copy:
+                for row in values:  # (wrap_database_errors: Django's exceptions, as from any query)
                     copy.write_row(row)
         else:
-            cursor.executemany(sql, values)
+            cursor.executemany(f"INSERT INTO {target} VALUES ({', '.join(['%s'] * len(fields))})", values)
 
 
 def _converter(field: models.Field) -> Callable[[Any], Any] | None:
