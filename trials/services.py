@@ -64,6 +64,7 @@ from trials.models import (
     Trial,
     nul_free,
 )
+from trials.sqlitewal import checkpoints_in_background
 
 log = logging.getLogger(__name__)
 STEP_BATCH = 500
@@ -182,7 +183,8 @@ def run_import(import_id: str, on_progress: Callable[[Import], None] | None = No
     workdir = Path(tempfile.mkdtemp(dir=settings.IMPORT_SPOOL_DIR, prefix="import-"))
     runner = ImportRun(imp, workdir, on_progress)
     try:
-        runner.run()
+        with checkpoints_in_background():
+            runner.run()
         imp.status = Import.Status.DONE
     except Exception as exc:  # a failed import says why; the server and worker keep going
         log.exception("import %s failed", imp.pk)
