@@ -21,7 +21,10 @@ from trials.triage import roles
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# A Redis database of the tests' own per xdist process (15, 14, ...): two worker fixtures at once
+# flushed each other's queue and took each other's messages.
+XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - XDIST_INDEX}")
 
 
 def database_url() -> str:
@@ -37,7 +40,7 @@ def database_url() -> str:
 def worker(isolated_storage: Path):
     server = redis.Redis.from_url(REDIS_URL)
     server.ping()  # a real server, or the test fails here
-    server.flushdb()  # database 15 is the tests' own: no message from an earlier run is left
+    server.flushdb()  # the tests' own database: no message from an earlier run is left
     queue = celery_app.conf.task_default_queue
     env = {
         **os.environ,
