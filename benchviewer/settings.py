@@ -198,7 +198,7 @@ CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False  # an import 
 # seconds (`celery -A benchviewer beat`, or `worker -B`) and by `manage.py requeue_imports`.
 IMPORT_RECOVERY_INTERVAL = env_int("IMPORT_RECOVERY_INTERVAL", 60)
 IMPORT_QUEUED_GRACE = env_int("IMPORT_QUEUED_GRACE", 60)  # queued this long with no message: lost
-IMPORT_RUNNING_STALE_AFTER = env_int("IMPORT_RUNNING_STALE_AFTER", 3600)  # SQLite only (no worker lock)
+IMPORT_LOCK_DIR = DATA_DIR / "import-locks"  # without PostgreSQL: the file locks of running imports
 IMPORT_SENT_MARKER_TTL = env_int("IMPORT_SENT_MARKER_TTL", 7 * 24 * 3600)
 CELERY_BEAT_SCHEDULE = {
     "requeue-stale-imports": {

@@ -3,16 +3,19 @@ process runs the import, the way a worker would."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.utils import timezone
 
 from tests.conftest import REFERENCE
-from trials import services
+from trials import recovery, services
 from trials.blobs import store_file
 from trials.models import Import, Trial
 
@@ -85,3 +88,39 @@ def test_a_new_server_process_runs_the_imports_a_previous_one_left_queued(in_thr
     client_logged_in.get("/")  # its first request starts the thread, which looks for stranded imports
     assert wait_until_finished(client_logged_in, str(left.pk))["status"] == "done"
     assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL has an advisory lock (test_faults.py)")
+def test_a_new_server_process_runs_the_import_a_killed_one_left_running(in_thread, client_logged_in, tmp_path):
+    pack = tmp_path / "pack.json"
+    pack.write_bytes(PACK.read_bytes())
+    left = services.create_import(origin=Import.Origin.UPLOAD, source_name="pack.json", upload=store_file(pack))
+    Import.objects.filter(pk=left.pk).update(status=Import.Status.RUNNING, started_at=timezone.now())
+    lock = recovery.lock_path(str(left.pk))
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(  # the process running it: holds its lock until it is killed
+        [sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert [s.import_id for s in recovery.stale_imports()] == []  # its process is alive: not stranded
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [(s.import_id, s.reason) for s in recovery.stale_imports()] == [
+        (str(left.pk), "running, but no process holds it")
+    ]
+
+    services.embedded_worker.cache_clear()  # a new server process: its first request starts the thread
+    client_logged_in.get("/")
+    assert wait_until_finished(client_logged_in, str(left.pk))["status"] == "done"
+    assert not lock.exists()  # the lock file goes with the import that held it last
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(120)
+"""

@@ -10,8 +10,9 @@ An import can be stranded two ways:
 - **running, but its worker is gone**: SIGKILL, out of memory, a lost machine. A running
   import holds a PostgreSQL advisory lock, on a connection of its own, for as long as its
   worker lives; PostgreSQL releases it when that connection closes, however the worker
-  died. Running with the lock free means nobody is working on it. (SQLite has no such
-  lock: there an import running for longer than `IMPORT_RUNNING_STALE_AFTER` counts.)
+  died. Running with the lock free means nobody is working on it. SQLite has no such
+  lock, and its workers share one machine, so there the lock is an exclusive `flock` on a
+  file in `IMPORT_LOCK_DIR`, which the kernel releases when its process ends.
 
 `requeue_stale_imports` sends both kinds again. It runs every `IMPORT_RECOVERY_INTERVAL`
 seconds from Celery beat and from `manage.py requeue_imports`. Sending an import twice is
@@ -21,13 +22,16 @@ itself keys packs by content and trials by natural key.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import redis
 from django.conf import settings
@@ -77,10 +81,11 @@ def import_lock(import_id: str, wait: float) -> Iterator[bool]:
     """Hold the import's lock while the block runs; yields False if another worker holds it.
 
     Waits up to `wait` seconds: a redelivered task can arrive a moment before PostgreSQL has
-    noticed that the previous holder's connection closed. Without PostgreSQL, always True.
+    noticed that the previous holder's connection closed. Without PostgreSQL, a file lock.
     """
     if not has_advisory_locks():
-        yield True
+        with file_lock(lock_path(import_id), wait) as held:
+            yield held
         return
     with own_connection() as conn:
         deadline = time.monotonic() + wait
@@ -89,6 +94,42 @@ def import_lock(import_id: str, wait: float) -> Iterator[bool]:
             time.sleep(LOCK_POLL_SECONDS)
             held = try_lock(conn, import_id)
         yield held  # closing the connection releases the lock, even if unlocking were forgotten
+
+
+def lock_path(import_id: str) -> Path:
+    return Path(settings.IMPORT_LOCK_DIR) / f"{uuid.UUID(str(import_id))}.lock"
+
+
+@contextmanager
+def file_lock(path: Path, wait: float) -> Iterator[bool]:
+    """An exclusive flock on `path`, or False after `wait` seconds; the file goes when released."""
+    deadline = time.monotonic() + wait
+    fd = try_file_lock(path)
+    while fd is None and time.monotonic() < deadline:
+        time.sleep(LOCK_POLL_SECONDS)
+        fd = try_file_lock(path)
+    if fd is None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        path.unlink(missing_ok=True)  # still locked: whoever opened this file finds it gone and retries
+        os.close(fd)
+
+
+def try_file_lock(path: Path) -> int | None:
+    """A descriptor holding the lock on the file at `path` now, or None if a process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino == os.stat(path).st_ino:
+            return fd
+    except (BlockingIOError, FileNotFoundError):
+        pass  # held, or released and removed between our open and our lock
+    os.close(fd)
+    return None
 
 
 # The "a message is waiting for it" marker ------------------------------------------------
@@ -160,9 +201,10 @@ def stale_imports() -> list[Requeued]:
                 if try_lock(conn, str(import_id)):  # released when the connection closes below
                     stale.append(Requeued(str(import_id), "running, but no worker holds it"))
     else:
-        cutoff = now - timedelta(seconds=settings.IMPORT_RUNNING_STALE_AFTER)
-        for import_id in running.filter(started_at__lt=cutoff).values_list("pk", flat=True):
-            stale.append(Requeued(str(import_id), "running for too long (no worker lock on this database)"))
+        for import_id in running.values_list("pk", flat=True):
+            with file_lock(lock_path(str(import_id)), wait=0) as held:
+                if held:
+                    stale.append(Requeued(str(import_id), "running, but no process holds it"))
     return stale
 
 

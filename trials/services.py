@@ -121,7 +121,7 @@ def start_embedded_worker(**kwargs) -> None:
 
 
 def resume_stranded_imports() -> None:
-    """Imports queued in a thread that died with its process, or running there for too long."""
+    """Imports queued in a thread that died with its process, or left running by a process now gone."""
     from trials import recovery
     from trials.tasks import import_pack_task
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from trials import search, services
+from trials import recovery, search, services
 from trials.models import Import
 
 
@@ -49,7 +49,8 @@ class Command(BaseCommand):
                 bar.n = current.progress_done
                 bar.refresh()
 
-            imp = services.run_import(str(imp.pk), on_progress=progress)
+            with recovery.import_lock(str(imp.pk), wait=0):  # so no sweep takes it for stranded
+                imp = services.run_import(str(imp.pk), on_progress=progress)
             bar.close()
             return imp
         return self.wait_for_worker(imp, show_progress)
