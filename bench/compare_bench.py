@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import p95  # bench/timing.py: this folder is on sys.path when run as a script
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -97,9 +99,7 @@ def timed(fn, runs: int) -> list[float]:
 
 
 def describe(name: str, ms: list[float]) -> str:
-    ordered = sorted(ms)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return f"{name:<44} median {statistics.median(ms):8.1f} ms   p95 {p95:8.1f} ms   (n={len(ms)})"
+    return f"{name:<44} median {statistics.median(ms):8.1f} ms   p95 {p95(ms):8.1f} ms   (n={len(ms)})"
 
 
 def main() -> None:

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
+from timing import measure, p95  # bench/timing.py: this folder is on sys.path when run as a script
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -168,25 +170,6 @@ def comparison_compute(client, url: str, log_dir: Path) -> dict:
     row = Comparison.objects.get()
     assert row.status == Comparison.Status.DONE, row.error
     return {"compute_ms": row.compute_ms, "wall_s": wall}
-
-
-def measure(client, urls: dict[str, str], repeat: int) -> dict[str, list[float]]:
-    for url in urls.values():  # warm-up, and a check that every page answers
-        response = client.get(url)
-        assert response.status_code == 200, (url, response.status_code)
-    times: dict[str, list[float]] = {name: [] for name in urls}
-    for _ in range(repeat):
-        for name, url in urls.items():
-            started = time.perf_counter()
-            response = client.get(url)
-            times[name].append((time.perf_counter() - started) * 1000)
-            assert response.status_code == 200
-    return times
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def page_urls() -> dict[str, str]:

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import measure, p95  # bench/timing.py: this folder is on sys.path when run as a script
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -64,26 +66,6 @@ def import_trajectory(out: Path, steps: int, observation_bytes: int):
     return trial
 
 
-def measure(client, urls: list[str], repeat: int) -> list[list[float]]:
-    """Times of each URL, taken in turns so that load from other processes hits all alike."""
-    for url in urls:
-        response = client.get(url)  # warm-up (and a check)
-        assert response.status_code == 200, (url, response.status_code)
-    times: list[list[float]] = [[] for _ in urls]
-    for _ in range(repeat):
-        for i, url in enumerate(urls):
-            started = time.perf_counter()
-            response = client.get(url)
-            times[i].append((time.perf_counter() - started) * 1000)
-            assert response.status_code == 200
-    return times
-
-
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=50_000)
@@ -121,7 +103,8 @@ def main() -> int:
         results: dict[str, dict[int, list[float]]] = {}
         small_cases, large_cases = cases(trials[args.small], args.small), cases(trials[args.steps], args.steps)
         for name in small_cases:
-            small_times, large_times = measure(client, [small_cases[name], large_cases[name]], args.repeat)
+            times = measure(client, {"short": small_cases[name], "long": large_cases[name]}, args.repeat)
+            small_times, large_times = times["short"], times["long"]
             results[name] = {args.small: small_times, args.steps: large_times}
 
         small, large = args.small, args.steps

@@ -1,0 +1,25 @@
+"""Timing helpers shared by the bench scripts."""
+
+from __future__ import annotations
+
+import time
+
+
+def measure(client, urls: dict[str, str], repeat: int) -> dict[str, list[float]]:
+    """Milliseconds of each URL, taken in turns so that load from other processes hits all alike."""
+    for url in urls.values():  # warm-up, and a check that every page answers
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+    times: dict[str, list[float]] = {name: [] for name in urls}
+    for _ in range(repeat):
+        for name, url in urls.items():
+            started = time.perf_counter()
+            response = client.get(url)
+            times[name].append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200
+    return times
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
