@@ -145,13 +145,7 @@ def _choices() -> dict[str, Any]:
     configurations = (
         Configuration.objects.annotate(n_trials=Count("trials")).filter(n_trials__gt=0).order_by("role", "key")
     )
-    # The picker shows names only; a Harbor job's result.json lists every trial (0.5 MB at 5,000).
-    jobs = (
-        Job.objects.defer("config", "result", "extra")
-        .annotate(n_trials=Count("trials"))
-        .filter(n_trials__gt=0)
-        .order_by("-created_at")
-    )
+    jobs = Job.objects.for_list().annotate(n_trials=Count("trials")).filter(n_trials__gt=0).order_by("-created_at")
     return {"configurations": configurations, "jobs": jobs}
 
 

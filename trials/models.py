@@ -182,6 +182,15 @@ class Configuration(models.Model):
         return f"{self.key} ({self.role})" if self.role else self.key
 
 
+class JobQuerySet(models.QuerySet):
+    # A Harbor job's result.json names every trial (0.5 MB at 5,000 trials): lists of jobs,
+    # and of trials with their job, never load these (bench/README.md, "Scale").
+    DOCUMENT_FIELDS = ("config", "result", "extra")
+
+    def for_list(self):
+        return self.defer(*self.DOCUMENT_FIELDS)
+
+
 class Job(models.Model):
     """A run container: a Harbor job, an AgentV run, an OpenChrome envelope, a QC experiment."""
 
@@ -195,6 +204,8 @@ class Job(models.Model):
     result = JSONField(default=dict, blank=True)
     extra = JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -223,10 +234,8 @@ class Task(models.Model):
 
 class TrialQuerySet(models.QuerySet):
     def for_list(self):
-        # A Harbor job's result.json names every trial (0.5 MB at 5,000 trials): never load
-        # it once per row of a list (bench/README.md, "Scale").
         return self.select_related("task", "configuration", "dataset", "job").defer(
-            "job__config", "job__result", "job__extra"
+            *(f"job__{name}" for name in JobQuerySet.DOCUMENT_FIELDS)
         )
 
     def failed(self):
