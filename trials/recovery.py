@@ -27,11 +27,12 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import redis
 from django.conf import settings
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 FINISHED = (Import.Status.DONE, Import.Status.FAILED)
 MARKER_PREFIX = "benchviewer:import-sent:"
 LOCK_POLL_SECONDS = 0.25
+T = TypeVar("T")
 
 
 # The "a worker is on it" lock ------------------------------------------------------------
@@ -88,12 +90,18 @@ def import_lock(import_id: str, wait: float) -> Iterator[bool]:
             yield held
         return
     with own_connection() as conn:
-        deadline = time.monotonic() + wait
-        held = try_lock(conn, import_id)
-        while not held and time.monotonic() < deadline:
-            time.sleep(LOCK_POLL_SECONDS)
-            held = try_lock(conn, import_id)
-        yield held  # closing the connection releases the lock, even if unlocking were forgotten
+        # Closing the connection releases the lock, even if unlocking were forgotten.
+        yield keep_trying(lambda: try_lock(conn, import_id), wait)
+
+
+def keep_trying(attempt: Callable[[], T], wait: float) -> T:
+    """`attempt()` every LOCK_POLL_SECONDS until it gives neither False nor None, or `wait` is up."""
+    deadline = time.monotonic() + wait
+    result = attempt()
+    while (result is False or result is None) and time.monotonic() < deadline:  # (a descriptor may be 0)
+        time.sleep(LOCK_POLL_SECONDS)
+        result = attempt()
+    return result
 
 
 def lock_path(import_id: str) -> Path:
@@ -103,11 +111,7 @@ def lock_path(import_id: str) -> Path:
 @contextmanager
 def file_lock(path: Path, wait: float) -> Iterator[bool]:
     """An exclusive flock on `path`, or False after `wait` seconds; the file goes when released."""
-    deadline = time.monotonic() + wait
-    fd = try_file_lock(path)
-    while fd is None and time.monotonic() < deadline:
-        time.sleep(LOCK_POLL_SECONDS)
-        fd = try_file_lock(path)
+    fd = keep_trying(lambda: try_file_lock(path), wait)
     if fd is None:
         yield False
         return
