@@ -7,7 +7,6 @@ from pathlib import Path
 
 from django.core.files import File
 from django.core.files.storage import Storage, storages
-from django.db import IntegrityError, transaction
 
 from trials.models import Blob
 
@@ -43,17 +42,7 @@ def store_file(path: Path, sha256: str | None = None, size: int | None = None) -
     """Store a file's bytes once, keyed by their sha256, and return its Blob row."""
     if sha256 is None or size is None:
         sha256, size = sha256_of_file(path)
-    blob = Blob.objects.filter(sha256=sha256).first()
-    if blob is not None:
-        return blob
-    blob = Blob(sha256=sha256, size=size)
-    save_bytes(path, blob)
-    try:
-        with transaction.atomic():
-            blob.save()
-    except IntegrityError:
-        blob = Blob.objects.get(sha256=sha256)
-    return blob
+    return Blob.objects.get(pk=store_files([(path, sha256, size)])[sha256])
 
 
 def store_files(files) -> dict[str, int]:
