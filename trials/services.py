@@ -378,7 +378,7 @@ class ImportRun:
                 trial.problems.append(
                     Problem(trial.name, f"database rejected the trial: {exc}", kept="the pack's raw bytes")
                 )
-                result = WriteResult(None, "rejected")
+                result = WriteResult("rejected")
             counts[result.outcome] += 1
             counts["steps"] += result.steps
             self.imp.problems.extend(p.as_dict() for p in trial.problems)
@@ -484,9 +484,9 @@ def get_configuration(ref) -> Configuration | None:
     return config
 
 
-class WriteResult:
-    def __init__(self, trial: Trial | None, outcome: str, steps: int = 0):
-        self.trial, self.outcome, self.steps = trial, outcome, steps  # outcome: trials | already | joined
+class WriteResult(NamedTuple):
+    outcome: str  # trials | already | joined | rejected
+    steps: int = 0
 
 
 class SharedRows:
@@ -521,14 +521,13 @@ def write_trial(
     parsed: ParsedTrial, pack: Pack, job: Job | None, blobs: dict[str, int], shared: SharedRows | None = None
 ) -> WriteResult:
     """One transaction per trial: it is imported whole or not at all."""
-    existing = Trial.objects.filter(key=parsed.key[:500]).first()
-    if existing is not None:
-        return WriteResult(existing, "already")
+    if Trial.objects.filter(key=parsed.key[:500]).exists():
+        return WriteResult("already")
     if parsed.source_format == "lime":
         target = find_trial_for_evidence_pack(parsed)
         if target is not None:
             join_evidence_pack(target, parsed)
-            return WriteResult(target, "joined")
+            return WriteResult("joined")
     dataset, task, configuration = (shared or SharedRows()).resolve(parsed)
     try:
         with transaction.atomic():
@@ -546,8 +545,8 @@ def write_trial(
             trial.save(update_fields=["step_count", "tool_call_count", "problems", "is_complete", "missing"])
     except IntegrityError:
         # Another import of the same trial committed first: one copy is kept.
-        return WriteResult(Trial.objects.filter(key=parsed.key[:500]).first(), "already")
-    return WriteResult(trial, "trials", steps)
+        return WriteResult("already")
+    return WriteResult("trials", steps)
 
 
 def apply_completeness(trial: Trial) -> None:
