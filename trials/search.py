@@ -9,6 +9,8 @@ slower (bench/README.md).
 - SQLite: an FTS5 word index over `trials_step.search_text` (external content).
 - PostgreSQL: `StepWords`, each step's distinct words as a tsvector, with a GIN index.
 
+Both are created by migrations (0004 to 0006), which keep their own copy of the SQL.
+
 The index is filled after the import, not during it: tokenizing the text was half of a
 big trajectory's import time. Until `Trial.step_text_indexed`, a search of that trial
 scans `search_text`, which finds the same steps, only slower.
@@ -28,38 +30,6 @@ MAX_WORD = 255  # PostgreSQL keeps longer words cut to this: a prefix query stil
 MAX_WORDS_BYTES = 512 * 1024  # a tsvector holds at most 1 MB; a step past this is always scanned
 CLAIM_BATCH = 200  # trials indexed per transaction: one each was a commit (and an fsync) per trial
 TOO_MANY_WORDS = "'_too_many_words_'"  # no WORD has "_": every query asks for this lexeme too
-
-SQLITE_CREATE = [
-    """CREATE VIRTUAL TABLE IF NOT EXISTS trials_step_fts USING fts5(
-        search_text, content='trials_step', content_rowid='id', tokenize='unicode61', detail=none, columnsize=0)""",
-    "INSERT INTO trials_step_fts(trials_step_fts) VALUES ('rebuild')",
-]
-SQLITE_DROP = [
-    "DROP TRIGGER IF EXISTS trials_step_fts_insert",
-    "DROP TRIGGER IF EXISTS trials_step_fts_delete",
-    "DROP TRIGGER IF EXISTS trials_step_fts_update",
-    "DROP TABLE IF EXISTS trials_step_fts",
-]
-POSTGRES_CREATE = ["CREATE INDEX IF NOT EXISTS trials_stepwords_words_gin ON trials_stepwords USING gin (words)"]
-POSTGRES_DROP = ["DROP INDEX IF EXISTS trials_stepwords_words_gin"]
-
-
-def create_index(apps, schema_editor) -> None:
-    """SQLite: (re)build the index from every step there is. PostgreSQL: the GIN index."""
-    vendor = schema_editor.connection.vendor
-    if vendor == "sqlite":
-        for sql in SQLITE_DROP + SQLITE_CREATE:
-            schema_editor.execute(sql)
-        apps.get_model("trials", "Trial").objects.update(step_text_indexed=True)
-    elif vendor == "postgresql":
-        for sql in POSTGRES_CREATE:  # trials already there are indexed by the next `index_pending`
-            schema_editor.execute(sql)
-
-
-def drop_index(apps, schema_editor) -> None:
-    vendor = schema_editor.connection.vendor
-    for sql in {"sqlite": SQLITE_DROP, "postgresql": POSTGRES_DROP}.get(vendor, []):
-        schema_editor.execute(sql)
 
 
 def has_index() -> bool:

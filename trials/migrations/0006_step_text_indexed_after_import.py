@@ -4,13 +4,41 @@ import django.contrib.postgres.search
 import django.db.models.deletion
 from django.db import migrations, models
 
-from trials.search import create_index, drop_index
-
 trigger_index = importlib.import_module("trials.migrations.0004_step_search_index")
+
+# The SQL as it was when this migration was written (trials/search.py may move on; a
+# migration must keep doing what it did).
+SQLITE_CREATE = [
+    """CREATE VIRTUAL TABLE IF NOT EXISTS trials_step_fts USING fts5(
+        search_text, content='trials_step', content_rowid='id', tokenize='unicode61', detail=none, columnsize=0)""",
+    "INSERT INTO trials_step_fts(trials_step_fts) VALUES ('rebuild')",
+]
+SQLITE_DROP = [
+    "DROP TRIGGER IF EXISTS trials_step_fts_insert",
+    "DROP TRIGGER IF EXISTS trials_step_fts_delete",
+    "DROP TRIGGER IF EXISTS trials_step_fts_update",
+    "DROP TABLE IF EXISTS trials_step_fts",
+]
+POSTGRES_CREATE = ["CREATE INDEX IF NOT EXISTS trials_stepwords_words_gin ON trials_stepwords USING gin (words)"]
+POSTGRES_DROP = ["DROP INDEX IF EXISTS trials_stepwords_words_gin"]
+
+
+def create_index(apps, schema_editor) -> None:
+    """SQLite: rebuild the index from every step there is (all indexed). PostgreSQL: the GIN index."""
+    vendor = schema_editor.connection.vendor
+    if vendor == "sqlite":
+        for sql in SQLITE_DROP + SQLITE_CREATE:
+            schema_editor.execute(sql)
+        apps.get_model("trials", "Trial").objects.update(step_text_indexed=True)
+    elif vendor == "postgresql":
+        for sql in POSTGRES_CREATE:  # trials already there are indexed by the next `index_pending`
+            schema_editor.execute(sql)
 
 
 def back_to_triggers(apps, schema_editor) -> None:
-    drop_index(apps, schema_editor)
+    vendor = schema_editor.connection.vendor
+    for sql in {"sqlite": SQLITE_DROP, "postgresql": POSTGRES_DROP}.get(vendor, []):
+        schema_editor.execute(sql)
     trigger_index.create_index(apps, schema_editor)
 
 
