@@ -99,6 +99,49 @@ def test_an_evidence_pack_beside_a_trial_folder_is_joined_to_it(tmp_path):
     assert trial.documents["evidence_pack"] == pack
 
 
+def reference_evidence_pack(trial_id: str) -> dict:
+    pack = orjson.loads((REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes())
+    pack["benchmark"]["trialId"] = trial_id
+    return pack
+
+
+@pytest.mark.parametrize("where", ["inside the trial folder", "beside it, imported later"])
+def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_incomplete(tmp_path, where):
+    trial_dir = write_trial(tmp_path / "upload", "tool-approval__AAAAAAA", trajectory=False, manifest=False)
+    pack = reference_evidence_pack(trial_dir.name)
+    assert {"trajectoryRef", "rewardDetailsRef", "artifactManifestRef"} <= set(pack["refs"])
+    if where == "inside the trial folder":
+        (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps(pack))
+        imp = import_path(trial_dir)
+    else:
+        import_path(trial_dir)
+        (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
+        imp = import_path(tmp_path / "evidence.json")
+    trial = Trial.objects.get()
+    assert not trial.is_complete
+    assert set(trial.missing) == {"trajectoryRef", "artifactManifestRef"}  # the reward details are there
+    assert trial.refs["rewardDetailsRef"].endswith("verifier/reward-details.json")  # the folder's own file
+    flagged = {p["json_path"] for p in imp.problems if "no such file" in p["message"]}
+    assert flagged == {"refs.trajectoryRef", "refs.artifactManifestRef"}
+    assert trial.documents["evidence_pack"]["refs"] == pack["refs"]  # the pack itself kept as written
+
+
+def test_an_evidence_pack_joined_later_gives_its_trial_its_configuration_and_no_other(tmp_path):
+    job = tmp_path / "job"
+    write_trial(job, "task-a__AAAAAAA")
+    write_trial(job, "task-b__BBBBBBB")
+    import_path(job)
+    harbor_config = Trial.objects.get(name="task-b__BBBBBBB").configuration
+    pack = reference_evidence_pack("task-a__AAAAAAA")
+    (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
+    import_path(tmp_path / "evidence.json")
+    joined, other = Trial.objects.order_by("name")
+    assert joined.configuration.key == pack["benchmark"]["configurationId"]
+    assert joined.configuration.role == pack["benchmark"]["role"]
+    assert joined.configuration.model_name == harbor_config.model_name  # Harbor's facts kept
+    assert other.configuration == harbor_config and harbor_config.role == ""  # untouched
+
+
 def test_a_runtime_events_file_is_joined_to_its_trial_by_session_id(tmp_path):
     trial_dir = write_trial(tmp_path / "trial")
     import_path(trial_dir)

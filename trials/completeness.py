@@ -47,6 +47,21 @@ CHECKS: list[dict[str, Any]] = [
 ]
 
 
+FILE_REFS = ("trajectoryRef", "rewardDetailsRef", "artifactManifestRef")  # each names a file of the trial
+
+
+def join_refs(own: dict, pack: dict) -> tuple[dict, list[str]]:
+    """A trial's refs with an evidence pack's joined in (the trial's own win), and the refs not taken.
+
+    When the trial came from a Harbor trial directory, its own refs list the files that
+    directory has. A pack ref to a trial file the directory lacks names something nobody
+    imported: it is not taken, so that part counts as missing.
+    """
+    from_directory = bool(own.get("harborTrialResultRef"))
+    unbacked = [k for k in FILE_REFS if from_directory and pack.get(k) and not own.get(k)]
+    return {**{k: v for k, v in pack.items() if k not in unbacked}, **own}, unbacked
+
+
 def evaluate(benchmark: dict, runtime_correlation: dict, refs: dict) -> dict[str, Any]:
     sources = {"benchmark": benchmark or {}, "runtimeCorrelation": runtime_correlation or {}, "refs": refs or {}}
     checks = []

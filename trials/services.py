@@ -8,6 +8,7 @@ Re-running an import is safe: packs and trials are keyed by content and natural 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -27,11 +28,12 @@ from django.utils import timezone
 from trials import completeness
 from trials.blobs import sha256_of_file, store_file, store_files
 from trials.fastinsert import insert_rows
-from trials.ingest import lime
+from trials.ingest import harbor, lime
 from trials.ingest.archives import Limits, extract
 from trials.ingest.detect import Candidate, discover, parse_candidate
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import (
+    ConfigurationRef,
     PackError,
     ParsedContextRecord,
     ParsedEvent,
@@ -845,16 +847,34 @@ def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
     with transaction.atomic():
         trial.benchmark = {**trial.benchmark, **{k: v for k, v in parsed.benchmark.items() if v}}
         trial.runtime_correlation = {**parsed.runtime_correlation, **trial.runtime_correlation}
-        trial.refs = {**parsed.refs, **trial.refs}
+        trial.refs, unbacked = completeness.join_refs(trial.refs, parsed.refs)
+        unbacked_problems = [harbor.unbacked_ref_problem(parsed.files[0], r, parsed.refs[r]) for r in unbacked]
+        parsed.problems += unbacked_problems  # for the import's report
+        trial.problems += [p.as_dict() for p in unbacked_problems]
         trial.documents = {**trial.documents, "evidence_pack": parsed.documents.get("evidence_pack")}
         trial.session_id = trial.session_id or str(trial.runtime_correlation.get("sessionId") or "")[:200]
         trial.run_id = trial.run_id or str(trial.runtime_correlation.get("runId") or "")[:200]
         if not trial.failure_category:
             trial.failure_category = parsed.failure_category[:60]
-        if parsed.configuration and parsed.configuration.role and trial.configuration_id:
-            Configuration.objects.filter(pk=trial.configuration_id, role="").update(role=parsed.configuration.role)
+        replaced = trial.configuration
+        if parsed.configuration:  # the pack's configuration id and role, with Harbor's agent and model
+            trial.configuration = get_configuration(joined_configuration(parsed.configuration, replaced))
         apply_completeness(trial)
         trial.save()
+        if replaced is not None and replaced != trial.configuration:
+            Configuration.objects.filter(pk=replaced.pk, trials__isnull=True).delete()  # left with no trial
+
+
+def joined_configuration(ref: ConfigurationRef, current: Configuration | None) -> ConfigurationRef:
+    if current is None:
+        return ref
+    return dataclasses.replace(
+        ref,
+        agent_name=ref.agent_name or current.agent_name,
+        agent_version=ref.agent_version or current.agent_version,
+        model_name=ref.model_name or current.model_name,
+        profiles={**current.profiles, **ref.profiles},
+    )
 
 
 def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRecord], pack: Pack) -> int:

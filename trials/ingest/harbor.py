@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trials import completeness
 from trials.ingest import agentcontext, lime
 from trials.ingest.atif import parse_datetime, read_trajectory
 from trials.ingest.jsonio import load_json, load_jsonl
@@ -481,7 +482,7 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
             trial.problems.append(exc.problem)
             continue
         if lime.is_evidence_pack(data):
-            join_evidence_pack(trial, lime.parse_evidence_pack(data, f"{rel}/{local}"))
+            join_evidence_pack(trial, lime.parse_evidence_pack(data, f"{rel}/{local}"), f"{rel}/{local}")
         elif path.stat().st_size < TEXT_LIMIT:
             trial.documents.setdefault("other", {})[local] = data
     for path in sorted(trial_dir.rglob("*.jsonl")):
@@ -525,12 +526,13 @@ def read_event_rows(trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str) -
         trial.present.add("context_records")
 
 
-def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial) -> None:
+def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial, pack_rel: str) -> None:
     """The evidence pack's ids win where Harbor had none; Harbor's facts stay where it has them."""
     trial.present.add("evidence_pack")
     trial.benchmark = {**trial.benchmark, **{k: v for k, v in pack.benchmark.items() if v}}
     trial.runtime_correlation = {**pack.runtime_correlation, **trial.runtime_correlation}
-    trial.refs = {**pack.refs, **trial.refs}
+    trial.refs, unbacked = completeness.join_refs(trial.refs, pack.refs)
+    trial.problems.extend(unbacked_ref_problem(pack_rel, ref, pack.refs[ref]) for ref in unbacked)
     trial.documents["evidence_pack"] = pack.documents.get("evidence_pack")
     if pack.dataset and (trial.dataset is None or trial.dataset.name in ("", "adhoc")):
         trial.dataset = pack.dataset
@@ -546,6 +548,16 @@ def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial) -> None:
         trial.failure_category = pack.failure_category
     if not trial.criteria:
         trial.criteria.extend(pack.criteria)
+
+
+def unbacked_ref_problem(pack_rel: str, ref: str, target: Any) -> Problem:
+    return Problem(
+        pack_rel,
+        f"the evidence pack names {target!r}, but the trial folder has no such file: counted as missing",
+        json_path=f"refs.{ref}",
+        severity="warning",
+        kept="the evidence pack as written",
+    )
 
 
 def parse_task_toml(path: Path, rel: str) -> ParsedPack:
