@@ -10,11 +10,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from django.core.management import call_command
 from django.db import DatabaseError
 
 from tests.conftest import import_path
 from trials import services
-from trials.models import Blob, Pack, PackFile, Step, Trajectory, Trial
+from trials.models import Blob, Import, Pack, PackFile, Step, Trajectory, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -99,6 +100,39 @@ def test_non_sequential_step_ids_are_flagged_on_a_kept_trajectory(tmp_path):
     assert not trajectory.is_valid
 
 
+def test_a_kept_trajectorys_schema_violations_are_in_the_import_report_and_printed(tmp_path):
+    steps = good_steps()
+    steps[1]["step_id"] = 5
+    write_trial(tmp_path / "job", steps=steps)
+    out, err = io.StringIO(), io.StringIO()
+    call_command("import_packs", str(tmp_path / "job" / "task-a__AAAAAAA"), "--no-progress", stdout=out, stderr=err)
+    imp = Import.objects.get()
+    [problem] = problems_of(imp)
+    assert problem["file"] == "task-a__AAAAAAA/agent/trajectory.json" and problem["json_path"] == "steps[1].step_id"
+    assert "error task-a__AAAAAAA/agent/trajectory.json steps[1].step_id: " in err.getvalue()
+    assert "imported" in out.getvalue()
+
+
+def test_the_import_report_lists_the_first_problems_of_a_file_and_counts_the_rest(tmp_path):
+    steps = [{"step_id": i + 1, "source": "user", "message": "hi", "shiny": True} for i in range(50)]
+    write_trial(tmp_path / "job", steps=steps)
+    imp = import_path(tmp_path / "job" / "task-a__AAAAAAA")
+    assert len(Trajectory.objects.get().problems) == 50  # every one kept with the file
+    unknown = [p for p in imp.problems if "unknown field" in p["message"]]
+    assert len(unknown) == services.REPORTED_PER_FILE
+    assert any(f"and {50 - services.REPORTED_PER_FILE} more problems" in p["message"] for p in imp.problems)
+
+
+def test_unsafe_archive_members_are_printed_by_the_command(tmp_path):
+    archive = tmp_path / "hostile.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("../../evil.json", orjson.dumps(atif(good_steps())))
+        zf.writestr("good.json", orjson.dumps(atif(good_steps())))
+    err = io.StringIO()
+    call_command("import_packs", str(archive), "--no-progress", stdout=io.StringIO(), stderr=err)
+    assert "error hostile.zip ../../evil.json: unsafe archive member skipped" in err.getvalue()
+
+
 def test_source_call_id_with_no_matching_tool_call_is_flagged(tmp_path):
     steps = good_steps()
     steps[1]["observation"]["results"][0]["source_call_id"] = "nope"
@@ -178,7 +212,7 @@ def test_hostile_tar_members_are_skipped_and_nothing_escapes_the_storage(tmp_pat
     archive = tmp_path / "hostile.tar.gz"
     archive.write_bytes(tar_bytes(members))
     imp = import_path(archive)
-    skipped = {p["json_path"]: p["message"] for p in problems_of(imp, "warning") if "unsafe" in p["message"]}
+    skipped = {p["json_path"]: p["message"] for p in problems_of(imp) if "unsafe" in p["message"]}
     assert set(skipped) == {"../escaped.json", "/tmp/absolute-escaped.json", "ok/link.json", "ok/device",
                             "ok/hard.json"}  # fmt: skip
     assert "traversal" in skipped["../escaped.json"] and "absolute" in skipped["/tmp/absolute-escaped.json"]

@@ -72,6 +72,7 @@ log = logging.getLogger(__name__)
 STEP_BATCH = 500
 PROGRESS_EVERY = 0.5  # seconds between progress writes: one per trial was a commit per trial
 PREVIEW_CHARS = 2000
+REPORTED_PER_FILE = 20  # problems of one file listed in the import report (all are kept with the file)
 
 
 # Creating and queueing imports ---------------------------------------------------------
@@ -383,7 +384,7 @@ class ImportRun:
                 result = WriteResult("rejected")
             counts[result.outcome] += 1
             counts["steps"] += result.steps
-            self.imp.problems.extend(p.as_dict() for p in trial.problems)
+            self.imp.problems.extend(reported_problems(trial))
             if per_trial_progress:
                 self.advance()
         for job in jobs.values():
@@ -393,6 +394,18 @@ class ImportRun:
         if not per_trial_progress:
             self.advance()
         return counts
+
+
+def reported_problems(trial: ParsedTrial) -> list[dict]:
+    """What the import report lists for a trial: its problems and its files' (the first few of each)."""
+    reported = [p.as_dict() for p in trial.problems]
+    for trajectory in trial.trajectories:
+        reported += [p.as_dict() for p in trajectory.problems[:REPORTED_PER_FILE]]
+        if len(trajectory.problems) > REPORTED_PER_FILE:
+            more = len(trajectory.problems) - REPORTED_PER_FILE
+            message = f"and {more} more problems in this file, listed with its trajectory"
+            reported.append(Problem(trajectory.path, message, severity="warning", kept="the steps").as_dict())
+    return reported
 
 
 # Writing rows --------------------------------------------------------------------------
@@ -652,6 +665,7 @@ def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blob
             return Written(count, calls)
     except PackError as exc:  # a streamed file that turns out to be broken half-way
         exc.problem.kept = "the raw bytes; no steps of this file"
+        parsed.problems.append(exc.problem)  # for the import's report
         trial.problems.append(exc.problem.as_dict())
         return Written(0, 0)
 

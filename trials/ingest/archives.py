@@ -119,7 +119,6 @@ def _skip(archive_name: str, member: str, reason: str) -> Problem:
         file=archive_name,
         json_path=member,
         message=f"unsafe archive member skipped: {reason}",
-        severity="warning",
         kept="the rest of the archive; this member only in the archive's raw bytes",
     )
 

@@ -9,6 +9,8 @@ from tqdm import tqdm
 from trials import recovery, search, services
 from trials.models import Import
 
+PROBLEMS_SHOWN = 30
+
 
 class Command(BaseCommand):
     help = "Import trial packs (Harbor job or trial folders, archives, evidence packs, events, results)."
@@ -27,11 +29,7 @@ class Command(BaseCommand):
             imp = self.run(imp, show_progress=not options["no_progress"])
             for outcome in imp.outcomes:
                 self.stdout.write(self.describe(outcome))
-            for problem in imp.problems:
-                if problem.get("severity") == "error":
-                    where = problem["file"] + (f":{problem['line']}" if problem.get("line") else "")
-                    where += f" {problem['json_path']}" if problem.get("json_path") else ""
-                    self.stderr.write(f"  error {where}: {problem['message']} (kept: {problem.get('kept') or '-'})")
+            self.report_problems(imp)
             rejected += imp.rejected_count + (imp.status == Import.Status.FAILED)
         if settings.CELERY_TASK_ALWAYS_EAGER:  # with a worker, the import task queues this itself
             indexed = search.index_pending()
@@ -69,6 +67,17 @@ class Command(BaseCommand):
             bar.refresh()
         bar.close()
         return imp
+
+    def report_problems(self, imp: Import) -> None:
+        """Errors first, then warnings; past PROBLEMS_SHOWN, where to read the rest."""
+        ordered = sorted(imp.problems, key=lambda p: p.get("severity") != "error")
+        for problem in ordered[:PROBLEMS_SHOWN]:
+            where = problem["file"] + (f":{problem['line']}" if problem.get("line") else "")
+            where += f" {problem['json_path']}" if problem.get("json_path") else ""
+            kept = problem.get("kept") or "-"
+            self.stderr.write(f"  {problem.get('severity', 'error')} {where}: {problem['message']} (kept: {kept})")
+        if len(ordered) > PROBLEMS_SHOWN:
+            self.stderr.write(f"  ... {len(ordered) - PROBLEMS_SHOWN} more: GET /api/imports/{imp.pk}/")
 
     @staticmethod
     def describe(outcome: dict) -> str:
