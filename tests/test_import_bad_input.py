@@ -261,6 +261,36 @@ def test_single_file_over_the_size_limit_is_rejected_unread(tmp_path, settings):
     assert "over the limit" in problems_of(imp)[0]["message"]
 
 
+def test_a_file_over_the_size_limit_in_a_folder_is_left_out_unread_and_the_rest_imports(tmp_path, settings):
+    trial = write_trial(tmp_path)
+    big = trial / "agent" / "trajectory.cont-1.json"
+    big.write_bytes(orjson.dumps(atif(good_steps())) + b" " * 5_000)
+    settings.IMPORT_MAX_FILE_BYTES = 4_000
+    imp = import_path(trial)
+    assert imp.outcomes[0]["outcome"] == "imported"
+    [problem] = problems_of(imp)
+    assert problem["file"] == "task-a__AAAAAAA/agent/trajectory.cont-1.json" and "over the limit" in problem["message"]
+    assert Trial.objects.get().step_count == 2  # the main trajectory only
+    assert not PackFile.objects.filter(path__endswith="cont-1.json").exists()  # never read, so not stored
+
+
+def test_links_in_a_folder_are_reported_and_never_followed(tmp_path):
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(orjson.dumps(atif(good_steps())))
+    trial = write_trial(tmp_path / "packs")
+    (trial / "agent" / "trajectory.cont-1.json").symlink_to(outside)
+    (trial / "verifier" / "passwd").symlink_to("/etc/passwd")
+    (trial / "linked-folder").symlink_to(tmp_path, target_is_directory=True)
+    imp = import_path(trial)
+    assert imp.outcomes[0]["outcome"] == "imported"
+    links = {p["file"].split("/", 1)[1]: p["message"] for p in problems_of(imp) if "link not followed" in p["message"]}
+    assert set(links) == {"agent/trajectory.cont-1.json", "verifier/passwd", "linked-folder"}
+    assert "/etc/passwd" in links["verifier/passwd"]
+    trial_row = Trial.objects.get()
+    assert trial_row.step_count == 2 and trial_row.trajectories.count() == 1  # the link's steps were not read
+    assert not Blob.objects.filter(sha256=hashlib.sha256(Path("/etc/passwd").read_bytes()).hexdigest()).exists()
+
+
 def test_a_database_failure_in_one_trial_leaves_no_half_imported_trial(tmp_path, monkeypatch):
     job = tmp_path / "job"
     write_trial(job, "task-a__AAAAAAA")

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -30,7 +31,7 @@ from trials.blobs import sha256_of_file, store_file, store_files
 from trials.fastinsert import insert_rows
 from trials.ingest import harbor, lime
 from trials.ingest.archives import Limits, extract
-from trials.ingest.detect import Candidate, discover, parse_candidate
+from trials.ingest.detect import Candidate, discover, parse_candidate, screen_folder
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import (
     ConfigurationRef,
@@ -264,14 +265,17 @@ class ImportRun:
         if candidate.kind == "archive":
             self.import_archive(candidate)
             return
-        files = self.pack_files(candidate)
+        files, screened = self.pack_files(candidate)
         pack, created = self.pack_row(candidate, files)
         if not created and pack.status == Pack.Status.IMPORTED:
             self.outcome(candidate.rel, pack.kind, "already imported", trials=pack.trials.count())
             self.advance(self.weight(candidate))
             return
         try:
+            if screened:  # the parsers see only what was stored: no link followed, nothing past the limit
+                candidate = self.stored_copy(candidate, files)
             parsed = parse_candidate(candidate, self.limits.max_file_bytes)
+            parsed.problems[:0] = screened
             Pack.objects.filter(pk=pack.pk).update(kind=parsed.kind)
             pack.kind = parsed.kind
             counts = self.write_pack(parsed, pack, files)
@@ -329,21 +333,30 @@ class ImportRun:
         for child in inner:
             self.import_candidate(child)
 
-    def pack_files(self, candidate: Candidate) -> dict[str, tuple[Path, str, int]]:
-        """pack-relative path -> (file, sha256, size) for every regular file of the pack."""
+    def pack_files(self, candidate: Candidate) -> tuple[dict[str, tuple[Path, str, int]], list[Problem]]:
+        """pack-relative path -> (file, sha256, size) for every regular file of the pack, and what was left out."""
         if candidate.path.is_file():
-            paths = [(candidate.rel, candidate.path)]
+            paths, screened = [(candidate.rel, candidate.path)], []
         else:
-            paths = [
-                (f"{candidate.rel}/{p.relative_to(candidate.path).as_posix()}", p)
-                for p in sorted(candidate.path.rglob("*"))
-                if p.is_file() and not p.is_symlink()
-            ]
+            paths, screened = screen_folder(candidate.path, candidate.rel, self.limits.max_file_bytes)
         files = {}
         for rel, path in paths:
             sha, size = sha256_of_file(path)
             files[rel] = (path, sha, size)
-        return files
+        return files, screened
+
+    def stored_copy(self, candidate: Candidate, files: dict[str, tuple[Path, str, int]]) -> Candidate:
+        """The folder again, holding only the files stored (hard links where the disk allows)."""
+        root = Path(tempfile.mkdtemp(dir=self.workdir)) / candidate.path.name
+        for path, _, _ in files.values():
+            target = root / path.relative_to(candidate.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, target)
+            except OSError:  # another file system
+                shutil.copyfile(path, target)
+        trial_dirs = [root / d.relative_to(candidate.path) for d in candidate.trial_dirs]
+        return Candidate(root, candidate.rel, candidate.kind, [d for d in trial_dirs if d.is_dir()])
 
     def pack_row(self, candidate: Candidate, files: dict[str, tuple[Path, str, int]]) -> tuple[Pack, bool]:
         manifest = orjson.dumps(sorted((rel.split("/", 1)[-1], sha) for rel, (_, sha, _) in files.items()))

@@ -6,6 +6,7 @@ decide. Archives are found by their magic bytes and extracted by the service.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,33 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
     for child in children:  # folders first, so a trial exists before an evidence pack beside it
         found.extend(discover(child, f"{rel}/{child.name}" if rel else child.name, top=False))
     return found
+
+
+def screen_folder(folder: Path, rel: str, max_file_bytes: int) -> tuple[list[tuple[str, Path]], list[Problem]]:
+    """The folder's regular files as (pack-relative path, path), and a problem for each thing left out.
+
+    A link is never followed (it could point anywhere on this machine) and a file past the
+    size limit is never read, so a pack is what its own regular files say.
+    """
+    kept: list[tuple[str, Path]] = []
+    problems: list[Problem] = []
+    for top, dirs, names in os.walk(folder):  # does not descend into linked folders
+        for name in sorted(dirs + names):
+            path = Path(top) / name
+            path_rel = f"{rel}/{path.relative_to(folder).as_posix()}"
+            if path.is_symlink():
+                message = f"link not followed (it points to {os.readlink(path)!r})"
+                problems.append(Problem(path_rel, message, kept="nothing: a link has no bytes of its own"))
+            elif path.is_file():
+                size = path.stat().st_size
+                if size <= max_file_bytes:
+                    kept.append((path_rel, path))
+                else:
+                    message = f"file is {size} bytes, over the limit of {max_file_bytes}"
+                    problems.append(Problem(path_rel, message, kept="nothing: the file was not read"))
+            elif not path.is_dir():
+                problems.append(Problem(path_rel, "not a regular file (a device, pipe or socket)", kept="nothing"))
+    return sorted(kept), problems
 
 
 def is_agentv_run_folder(path: Path) -> bool:
