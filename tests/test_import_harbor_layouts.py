@@ -163,3 +163,34 @@ def test_a_runtime_events_file_is_joined_to_its_trial_by_session_id(tmp_path):
     assert RuntimeEvent.objects.filter(trial=trial).count() == 3
     decision = PermissionDecision.objects.get(trial=trial)
     assert decision.decision == "deny" and decision.side_effect_after_denial
+
+
+def trial_started(attempt, session_id: str = "sess-bad-input") -> bytes:
+    event = {"schemaVersion": "lime-profile-0.4.0", "type": "benchmark.trial.started", "eventId": f"start-{attempt}",
+             "timestamp": "2026-01-01T00:00:00Z", "sequence": 1, "runtimeId": "rt", "sessionId": session_id,
+             "threadId": "th", "turnId": "tu", "payload": {"attempt": attempt, "timeoutSec": 600}}  # fmt: skip
+    return orjson.dumps(event) + b"\n"
+
+
+def test_a_trials_attempt_comes_from_its_trial_started_event(tmp_path):
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    (trial_dir / "agent" / "events.jsonl").write_bytes(trial_started(2) + trial_started(3).replace(b"start-3", b"x"))
+    import_path(trial_dir)
+    assert Trial.objects.get().attempt == 2  # the first start event names it
+
+
+def test_an_events_file_imported_later_fills_in_a_missing_attempt(tmp_path):
+    import_path(write_trial(tmp_path / "job", "task-a__AAAAAAA"))
+    assert Trial.objects.get().attempt is None
+    (tmp_path / "events.jsonl").write_bytes(trial_started(3) + trial_started(1.5).replace(b"start-1.5", b"y"))
+    import_path(tmp_path / "events.jsonl")
+    assert Trial.objects.get().attempt == 3  # 1.5 is not an attempt
+
+
+def test_an_evidence_packs_attempt_is_the_trials_attempt(tmp_path):
+    trial_dir = write_trial(tmp_path / "job", "tool-approval__AAAAAAA")
+    pack = reference_evidence_pack(trial_dir.name)
+    pack["benchmark"]["attempt"] = 2
+    (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps(pack))
+    import_path(trial_dir)
+    assert Trial.objects.get().attempt == 2

@@ -883,6 +883,8 @@ def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
         trial.run_id = trial.run_id or str(trial.runtime_correlation.get("runId") or "")[:200]
         if not trial.failure_category:
             trial.failure_category = parsed.failure_category[:60]
+        if trial.attempt is None:
+            trial.attempt = parsed.attempt
         replaced = trial.configuration
         if parsed.configuration:  # the pack's configuration id and role, with Harbor's agent and model
             trial.configuration = get_configuration(joined_configuration(parsed.configuration, replaced))
@@ -922,6 +924,10 @@ def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRec
         for event, row in zip([e for e in events if e.event_id not in existing], rows, strict=True):
             if row.trial is not None:
                 by_trial.setdefault(row.trial.pk, []).append(event)
+                if (attempt := lime.attempt_of(event)) is not None:
+                    Trial.objects.filter(pk=row.trial.pk, attempt__isnull=True).update(
+                        attempt=attempt, updated_at=timezone.now()
+                    )
                 category = (event.payload or {}).get("failureCategory")
                 if event.type == "benchmark.trial.failed" and category and category != "none":
                     Trial.objects.filter(pk=row.trial.pk, failure_category="").update(

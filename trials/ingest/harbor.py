@@ -519,6 +519,8 @@ def read_event_rows(trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str) -
         trial.permissions = lime.permissions_from_events(trial.events)
         trial.present.add("runtime_events")
         for event in events:
+            if trial.attempt is None:
+                trial.attempt = lime.attempt_of(event)
             category = (event.payload or {}).get("failureCategory")
             if event.type == "benchmark.trial.failed" and category and category != "none":
                 trial.failure_category = str(category)
@@ -546,6 +548,8 @@ def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial, pack_rel: str) -> 
         trial.configuration = pack.configuration
     if not trial.failure_category and pack.failure_category:
         trial.failure_category = pack.failure_category
+    if trial.attempt is None:
+        trial.attempt = pack.attempt
     if not trial.criteria:
         trial.criteria.extend(pack.criteria)
 

@@ -119,6 +119,17 @@ def to_int(value: Any) -> int | None:
         return None
 
 
+def to_attempt(value: Any) -> int | None:
+    """An attempt number, or None for anything that is not one (a float is not an attempt)."""
+    number = to_int(value) if not isinstance(value, float) else None
+    return number if number is not None and 0 <= number < 2**31 else None
+
+
+def attempt_of(event: ParsedEvent) -> int | None:
+    """The attempt a `benchmark.trial.started` event names in its payload (seed 000)."""
+    return to_attempt((event.payload or {}).get("attempt")) if event.type == "benchmark.trial.started" else None
+
+
 def to_str(value: Any) -> str:
     return "" if value is None else str(value)
 
@@ -227,6 +238,7 @@ def parse_evidence_pack(data: dict[str, Any], path: str) -> ParsedTrial:
         key="lime:" + (trial_id or path),
         source_format="lime",
         name=trial_id or path,
+        attempt=to_attempt(bench.get("attempt")),
         dataset=DatasetRef(
             dataset_id or dataset_ref, to_str(pick(bench, "datasetVersion", "dataset_version")), dataset_ref
         )
