@@ -45,6 +45,14 @@ def test_posting_without_a_file_is_a_400_with_the_field_error(client_logged_in):
     assert "file" in response.json()
 
 
+def test_posting_several_files_at_once_is_a_400_not_a_silent_drop(client_logged_in):
+    files = [SimpleUploadedFile(name, b"{}") for name in ("a.json", "b.json")]
+    response = client_logged_in.post("/api/imports/", {"file": files})
+    assert response.status_code == 400
+    assert "one file per request" in response.json()["file"][0]
+    assert not Import.objects.exists()
+
+
 def test_bad_upload_reports_every_error_in_the_import_status(client_logged_in, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         response = client_logged_in.post("/api/imports/", {"file": SimpleUploadedFile("x.json", b'{"a": [1,}')})
@@ -88,6 +96,16 @@ def test_trials_list_filters_by_job_dataset_configuration_role_task_and_status(c
             }[name]
         ).count()
         assert len(results) == expected, name
+
+
+def test_the_task_filter_takes_the_task_id_as_well_as_its_name(client_logged_in):
+    import_path(REFERENCE / "lime-agentqc" / "lime-benchmark-experiment.json")
+    trial = Trial.objects.exclude(task=None).first()
+    by_id = client_logged_in.get("/api/trials/", {"task": trial.task_id}).json()["results"]
+    by_name = client_logged_in.get("/api/trials/", {"task": trial.task.name}).json()["results"]
+    assert trial.pk in [r["id"] for r in by_id]
+    assert {r["id"] for r in by_id} == set(Trial.objects.filter(task_id=trial.task_id).values_list("pk", flat=True))
+    assert {r["id"] for r in by_id} <= {r["id"] for r in by_name}
 
 
 def test_trials_list_is_paginated(client_logged_in, settings):

@@ -85,6 +85,29 @@ def test_a_multi_step_trial_keeps_each_steps_trajectory_and_reward(tmp_path):
     assert trial.step_count == 6
 
 
+def test_each_trajectory_of_a_multi_step_trial_is_served_by_id(tmp_path, client_logged_in):
+    trial_dir = write_trial(tmp_path)
+    for name, message in (("setup", "set up"), ("main", "the main step")):
+        (trial_dir / "steps" / name / "agent").mkdir(parents=True)
+        steps = good_steps()
+        steps[0]["message"] = message
+        (trial_dir / "steps" / name / "agent" / "trajectory.json").write_bytes(orjson.dumps(atif(steps)))
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    listed = client_logged_in.get(f"/api/trials/{trial.pk}/").json()["trajectories"]
+    for entry in listed:
+        served = b"".join(client_logged_in.get(entry["url"]).streaming_content)
+        assert served == (tmp_path / entry["path"]).read_bytes()
+    assert {orjson.loads((tmp_path / e["path"]).read_bytes())["steps"][0]["message"] for e in listed} >= {
+        "set up",
+        "the main step",
+    }
+    default = b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content)
+    assert default == (trial_dir / "agent" / "trajectory.json").read_bytes()
+    assert client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/", {"trajectory": "x"}).status_code == 404
+    assert client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/", {"trajectory": 10**6}).status_code == 404
+
+
 def test_an_evidence_pack_beside_a_trial_folder_is_joined_to_it(tmp_path):
     trial_dir = write_trial(tmp_path / "upload", "tool-approval__AAAAAAA")
     pack = orjson.loads((REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes())

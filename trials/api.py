@@ -1,8 +1,9 @@
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -31,6 +32,8 @@ class ImportListCreate(generics.ListCreateAPIView):
 
     @extend_schema(request=ImportCreateSerializer, responses={202: ImportSerializer})
     def post(self, request, *args, **kwargs):
+        if len(request.FILES.getlist("file")) > 1:  # one import, one id: say so rather than drop files
+            raise ValidationError({"file": ["one file per request (several were sent); POST each on its own"]})
         serializer = ImportCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         upload = serializer.validated_data["file"]
@@ -56,12 +59,23 @@ class TrialDetail(generics.RetrieveAPIView):
 
 
 class TrialTrajectory(APIView):
-    """The trial's trajectory as ATIF JSON: the stored bytes of the imported file, unchanged."""
+    """The trial's trajectory as ATIF JSON: the stored bytes of the imported file, unchanged.
 
-    @extend_schema(responses={200: OpenApiResponse(description="ATIF trajectory JSON")})
+    `?trajectory=<id>` (ids in the trial's `trajectories`) picks another file of the trial:
+    a multi-step trial's other steps, a continuation, a subagent's.
+    """
+
+    @extend_schema(
+        parameters=[OpenApiParameter("trajectory", int, description="a trajectory id; default the main one")],
+        responses={200: OpenApiResponse(description="ATIF trajectory JSON")},
+    )
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
-        trajectory = trial.trajectories.filter(role__in=("main", "step")).order_by("position").first()
+        wanted = request.query_params.get("trajectory")
+        if wanted is not None:
+            trajectory = trial.trajectories.filter(pk=int(wanted)).first() if wanted.isdigit() else None
+        else:
+            trajectory = viewer.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
         if trajectory is None or trajectory.blob is None:
             raise Http404("this trial has no trajectory")
         return FileResponse(trajectory.blob.open(), content_type="application/json")

@@ -8,7 +8,7 @@ class TrialFilter(django_filters.FilterSet):
     dataset = django_filters.CharFilter(method="filter_dataset")
     configuration = django_filters.CharFilter(method="filter_configuration")
     role = django_filters.CharFilter(field_name="configuration__role")
-    task = django_filters.CharFilter(field_name="task__name")
+    task = django_filters.CharFilter(method="filter_task")
     # distinct=False: status is a column of the trial itself, so no row can repeat.
     status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices, distinct=False)
     failure_category = django_filters.CharFilter()
@@ -33,3 +33,9 @@ class TrialFilter(django_filters.FilterSet):
         if value.isdigit():
             return queryset.filter(configuration_id=int(value))
         return queryset.filter(configuration__key=value)
+
+    def filter_task(self, queryset, name, value):
+        """A task id, or its name."""
+        if value.isdigit():
+            return queryset.filter(task_id=int(value))
+        return queryset.filter(task__name=value)

@@ -1,3 +1,4 @@
+from django.urls import reverse
 from rest_framework import serializers
 
 from trials import completeness
@@ -130,6 +131,7 @@ class TrialDetailSerializer(TrialListSerializer):
                 "step_count": t.step_count,
                 "valid": t.is_valid,
                 "problems": t.problems,
+                "url": f"{reverse('api-trial-trajectory', args=[obj.pk])}?trajectory={t.pk}",  # the ATIF file
             }
             for t in obj.trajectories.all()
         ]
