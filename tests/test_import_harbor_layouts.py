@@ -217,3 +217,20 @@ def test_an_evidence_packs_attempt_is_the_trials_attempt(tmp_path):
     (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps(pack))
     import_path(trial_dir)
     assert Trial.objects.get().attempt == 2
+
+
+def test_a_trial_imported_again_inside_its_job_folder_is_already_imported(tmp_path):
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    import_path(trial_dir)
+    (tmp_path / "job" / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
+    again = import_path(tmp_path / "job")  # another pack (a Harbor job folder) holding the same trial
+    assert [(o["kind"], o["outcome"]) for o in again.outcomes] == [("harbor-job", "already imported")]
+    assert again.outcomes[0]["already"] == 1 and Trial.objects.count() == 1
+
+
+def test_a_trajectory_imported_alone_after_its_trial_folder_is_already_imported(tmp_path):
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    import_path(trial_dir)
+    again = import_path(trial_dir / "agent" / "trajectory.json")
+    assert [o["outcome"] for o in again.outcomes] == ["already imported"]
+    assert Trial.objects.count() == 1 and Trajectory.objects.count() == 1

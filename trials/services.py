@@ -299,7 +299,8 @@ class ImportRun:
         Pack.objects.filter(pk=pack.pk).update(status=status, problems=problems)
         self.imp.problems.extend(problems)
         Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
-        self.outcome(candidate.rel, parsed.kind, "imported", **counts)
+        nothing_new = counts["already"] and not any(counts.get(k) for k in ("trials", "joined", "rejected", "events"))
+        self.outcome(candidate.rel, parsed.kind, "already imported" if nothing_new else "imported", **counts)
 
     def import_archive(self, candidate: Candidate) -> None:
         sha, size = sha256_of_file(candidate.path)
@@ -551,6 +552,9 @@ def write_trial(
     """One transaction per trial: it is imported whole or not at all."""
     if Trial.objects.filter(key=parsed.key[:500]).exists():
         return WriteResult("already")
+    lone_file = blobs.get(parsed.files[0]) if parsed.key.startswith("atif:") else None  # a trajectory on its own
+    if lone_file is not None and Trajectory.objects.filter(blob_id=lone_file).exists():
+        return WriteResult("already")  # these bytes are already a trial's trajectory (imported with its folder)
     if parsed.source_format == "lime":
         target = find_trial_for_evidence_pack(parsed)
         if target is not None:
