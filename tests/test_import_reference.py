@@ -145,6 +145,31 @@ def test_openchrome_runs_and_agentqc_trials_are_counted_from_the_file():
     assert Trial.objects.filter(source_format="agentqc").count() == len(experiment["trials"])
 
 
+@pytest.mark.parametrize(
+    "path",
+    [p for p in DATA_FILES if p.suffix in (".json", ".jsonl", ".toml")],
+    ids=lambda p: str(p.relative_to(REFERENCE)),
+)
+def test_every_reference_data_file_imports_on_its_own(path):
+    imp = import_path(path)
+    assert [o["outcome"] for o in imp.outcomes] == ["imported"], imp.problems
+
+
+@pytest.mark.parametrize(
+    "local, kind",
+    [
+        ("job/config.json", "harbor-job-config"),
+        ("job/configure-git-webserver__YfkUhxf/lock.json", "harbor-trial-lock"),
+        ("job/configure-git-webserver__YfkUhxf/verifier/ctrf.json", "ctrf-report"),
+    ],
+)
+def test_harbor_job_config_lock_and_ctrf_files_alone_are_kept_as_documents(local, kind):
+    path = REFERENCE / "harbor" / "job-thinharness" / local
+    import_path(path)
+    document = Document.objects.get()
+    assert document.kind == kind and document.data == orjson.loads(path.read_bytes())
+
+
 def test_qc_scenario_manifest_is_kept_as_a_document_with_its_counts():
     path = REFERENCE / "lime-app" / "agent-qc-scenarios.manifest.json"
     import_path(path)

@@ -16,6 +16,7 @@ from trials.ingest.archives import archive_kind
 from trials.ingest.atif import looks_like_atif
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
+from trials.ingest.values import as_dict, as_list
 
 
 @dataclass
@@ -141,6 +142,15 @@ def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
         return harbor.parse_single_trial(path.parent, rel.rsplit("/", 1)[0] if "/" in rel else path.parent.name)
     if harbor.is_job_result(data):
         return _document("harbor-job-result", rel, data, {"trials": int(data.get("n_total_trials") or 0)})
+    if harbor.is_job_config(data):
+        counts = {"agents": len(as_list(data.get("agents"))), "datasets": len(as_list(data.get("datasets")))}
+        return _document("harbor-job-config", rel, data, counts)
+    if harbor.is_trial_lock(data):
+        return _document("harbor-trial-lock", rel, data, {})
+    if harbor.is_ctrf_report(data):
+        summary = as_dict(data["results"].get("summary"))
+        counts = {k: v for k in ("tests", "passed", "failed") if isinstance(v := summary.get(k), int)}
+        return _document("ctrf-report", rel, data, counts)
     if lime.is_evidence_pack(data):
         return ParsedPack(kind="lime-evidence-pack", trials=[lime.parse_evidence_pack(data, rel)], trial_count=1)
     if lime.is_runtime_event(data):

@@ -57,6 +57,33 @@ def is_job_result(data: Any) -> bool:
     return isinstance(data, dict) and ("n_total_trials" in data or "stats" in data) and "trial_name" not in data
 
 
+def is_job_config(data: Any) -> bool:
+    """A Harbor job's config.json: the job's name and what it ran (agents, datasets)."""
+    return (
+        isinstance(data, dict)
+        and "job_name" in data
+        and ("agents" in data or "datasets" in data or "jobs_dir" in data)
+        and "trial_name" not in data
+    )
+
+
+def is_trial_lock(data: Any) -> bool:
+    """A Harbor trial's lock.json: the task digest and agent it was pinned to."""
+    return (
+        isinstance(data, dict)
+        and "schema_version" in data
+        and isinstance(data.get("task"), dict)
+        and "digest" in data["task"]
+        and "agent" in data
+    )
+
+
+def is_ctrf_report(data: Any) -> bool:
+    """A CTRF test report (a verifier's ctrf.json): results.tool, results.summary, results.tests."""
+    results = data.get("results") if isinstance(data, dict) else None
+    return isinstance(results, dict) and isinstance(results.get("tests"), list) and "summary" in results
+
+
 def is_trial_dir(path: Path) -> bool:
     if (path / "agent").is_dir() or (path / "verifier").is_dir():
         return True
