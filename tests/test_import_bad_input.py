@@ -259,6 +259,7 @@ def test_single_file_over_the_size_limit_is_rejected_unread(tmp_path, settings):
     imp = import_path(path)
     assert imp.outcomes[0]["outcome"] == "rejected"
     assert "over the limit" in problems_of(imp)[0]["message"]
+    assert not Blob.objects.exists()  # its bytes were never read, so not stored
 
 
 def test_a_file_over_the_size_limit_in_a_folder_is_left_out_unread_and_the_rest_imports(tmp_path, settings):

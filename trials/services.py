@@ -31,7 +31,7 @@ from trials.blobs import sha256_of_file, store_file, store_files
 from trials.fastinsert import insert_rows
 from trials.ingest import harbor, lime
 from trials.ingest.archives import Limits, extract
-from trials.ingest.detect import Candidate, discover, parse_candidate, screen_folder
+from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import (
     ConfigurationRef,
@@ -266,6 +266,13 @@ class ImportRun:
             self.import_archive(candidate)
             return
         files, screened = self.pack_files(candidate)
+        if not files and screened:  # a single file past the size limit: not read, not stored
+            problem = screened[0]
+            if self.imp.upload_id:
+                problem = dataclasses.replace(problem, kept="the upload's raw bytes; the file was not read")
+            self.reject(candidate, problem)
+            self.advance()
+            return
         pack, created = self.pack_row(candidate, files)
         if not created and pack.status == Pack.Status.IMPORTED:
             self.outcome(candidate.rel, pack.kind, "already imported", trials=pack.trials.count())
@@ -274,7 +281,7 @@ class ImportRun:
         try:
             if screened:  # the parsers see only what was stored: no link followed, nothing past the limit
                 candidate = self.stored_copy(candidate, files)
-            parsed = parse_candidate(candidate, self.limits.max_file_bytes)
+            parsed = parse_candidate(candidate)
             parsed.problems[:0] = screened
             Pack.objects.filter(pk=pack.pk).update(kind=parsed.kind)
             pack.kind = parsed.kind
@@ -337,7 +344,8 @@ class ImportRun:
     def pack_files(self, candidate: Candidate) -> tuple[dict[str, tuple[Path, str, int]], list[Problem]]:
         """pack-relative path -> (file, sha256, size) for every regular file of the pack, and what was left out."""
         if candidate.path.is_file():
-            paths, screened = [(candidate.rel, candidate.path)], []
+            too_big = over_the_limit(candidate.path, candidate.rel, self.limits.max_file_bytes)
+            paths, screened = ([], [too_big]) if too_big else ([(candidate.rel, candidate.path)], [])
         else:
             paths, screened = screen_folder(candidate.path, candidate.rel, self.limits.max_file_bytes)
         files = {}

@@ -51,6 +51,14 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
     return found
 
 
+def over_the_limit(path: Path, rel: str, max_file_bytes: int) -> Problem | None:
+    size = path.stat().st_size
+    if size <= max_file_bytes:
+        return None
+    message = f"file is {size} bytes, over the limit of {max_file_bytes}"
+    return Problem(rel, message, kept="nothing: the file was not read")
+
+
 def screen_folder(folder: Path, rel: str, max_file_bytes: int) -> tuple[list[tuple[str, Path]], list[Problem]]:
     """The folder's regular files as (pack-relative path, path), and a problem for each thing left out.
 
@@ -67,12 +75,10 @@ def screen_folder(folder: Path, rel: str, max_file_bytes: int) -> tuple[list[tup
                 message = f"link not followed (it points to {os.readlink(path)!r})"
                 problems.append(Problem(path_rel, message, kept="nothing: a link has no bytes of its own"))
             elif path.is_file():
-                size = path.stat().st_size
-                if size <= max_file_bytes:
+                if (too_big := over_the_limit(path, path_rel, max_file_bytes)) is None:
                     kept.append((path_rel, path))
                 else:
-                    message = f"file is {size} bytes, over the limit of {max_file_bytes}"
-                    problems.append(Problem(path_rel, message, kept="nothing: the file was not read"))
+                    problems.append(too_big)
             elif not path.is_dir():
                 problems.append(Problem(path_rel, "not a regular file (a device, pipe or socket)", kept="nothing"))
     return sorted(kept), problems
@@ -91,24 +97,19 @@ def _looks_like_data(path: Path) -> bool:
     return head[:1] in (b"{", b"[") or path.suffix == ".toml"
 
 
-def parse_candidate(candidate: Candidate, max_file_bytes: int) -> ParsedPack:
+def parse_candidate(candidate: Candidate) -> ParsedPack:
     if candidate.kind == "harbor-job":
         return harbor.parse_job_dir(candidate.path, candidate.rel, candidate.trial_dirs)
     if candidate.kind == "harbor-trial":
         return harbor.parse_single_trial(candidate.path, candidate.rel)
     if candidate.kind == "agentv-run":
         return agentv.parse_run_folder(candidate.path, candidate.rel)
-    return parse_file(candidate.path, candidate.rel, max_file_bytes)
+    return parse_file(candidate.path, candidate.rel)
 
 
-def parse_file(path: Path, rel: str, max_file_bytes: int) -> ParsedPack:
+def parse_file(path: Path, rel: str) -> ParsedPack:
+    """One file (its size already checked against the limit, by `screen_folder` or the service)."""
     size = path.stat().st_size
-    if size > max_file_bytes:
-        raise PackError(
-            Problem(
-                rel, f"file is {size} bytes, over the limit of {max_file_bytes}", kept="nothing: the file was not read"
-            )
-        )
     if size == 0:
         raise PackError(Problem(rel, "empty file", kept="nothing"))
     if harbor.sniff_trajectory(path):  # parsed once, by the trajectory reader (streaming when big)
