@@ -4,6 +4,7 @@ Without REDIS_URL, Celery tasks run in-process; without DATABASE_URL, SQLite in 
 """
 
 import os
+import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -50,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files, with DEBUG off too (`make demo`)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -151,6 +153,11 @@ STATICFILES_DIRS = [
     BASE_DIR / "static",
     ("plotly", Path(__import__("plotly").__file__).parent / "package_data"),
 ]
+
+# WhiteNoise serves them from the app folders (no collectstatic needed) or, after collectstatic,
+# from STATIC_ROOT; a proxy or CDN in front may serve STATIC_ROOT instead.
+WHITENOISE_USE_FINDERS = True
+warnings.filterwarnings("ignore", message="No directory at: .*staticfiles")  # STATIC_ROOT is optional
 
 # Raw imported bytes live in a Django storage (local folder by default; S3 via django-storages).
 STORAGES = {
