@@ -292,30 +292,53 @@ def test_links_in_a_folder_are_reported_and_never_followed(tmp_path):
     assert not Blob.objects.filter(sha256=hashlib.sha256(Path("/etc/passwd").read_bytes()).hexdigest()).exists()
 
 
-def test_a_database_failure_in_one_trial_leaves_no_half_imported_trial(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "failure, reported",
+    [
+        (DatabaseError("injected failure after the trial's rows were written"), "database rejected"),
+        (OverflowError("injected bug in writing one trial"), "internal error while writing the trial"),
+    ],
+)
+def test_a_failure_in_one_trial_leaves_no_half_imported_trial_and_the_others_go_on(
+    tmp_path, monkeypatch, failure, reported
+):
     job = tmp_path / "job"
     write_trial(job, "task-a__AAAAAAA")
     write_trial(job, "task-b__BBBBBBB")
+    write_trial(job, "task-c__CCCCCCC")
     (job / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
     real = services.write_trial_children
 
     def fail_for_task_b(trial, parsed, blobs):
         if parsed.name.startswith("task-b"):
             real(trial, parsed, blobs)
-            raise DatabaseError("injected failure after the trial's rows were written")
+            raise failure
         real(trial, parsed, blobs)
 
     monkeypatch.setattr(services, "write_trial_children", fail_for_task_b)
     imp = import_path(job)
     assert imp.status == "done"
-    assert list(Trial.objects.values_list("name", flat=True)) == ["task-a__AAAAAAA"]
+    assert list(Trial.objects.order_by("name").values_list("name", flat=True)) == ["task-a__AAAAAAA", "task-c__CCCCCCC"]
     assert Step.objects.filter(trial__name__startswith="task-b").count() == 0
     assert imp.outcomes[0]["rejected"] == 1 and imp.rejected_count == 1
-    assert any("database rejected" in p["message"] for p in imp.problems)
+    assert any(reported in p["message"] for p in imp.problems)
     monkeypatch.setattr(services, "write_trial_children", real)
     again = import_path(job)  # the pack stayed open: importing it again finishes it
     assert again.outcomes[0]["trials"] == 1
-    assert Trial.objects.count() == 2
+    assert Trial.objects.count() == 3
+
+
+def test_a_timestamp_before_year_1_in_utc_is_flagged_and_its_trial_imported(tmp_path):
+    steps = good_steps()
+    steps[1]["timestamp"] = "0001-01-01T00:00:00+01:00"  # valid ISO, but 31 Dec of year 0 in UTC
+    job = tmp_path / "job"
+    write_trial(job, "task-a__AAAAAAA", steps=steps)
+    write_trial(job, "task-b__BBBBBBB")
+    (job / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
+    imp = import_path(job)
+    assert imp.outcomes[0]["trials"] == 2 and Step.objects.count() == 4
+    assert Step.objects.get(trial__name="task-a__AAAAAAA", index=1).timestamp is None  # the raw step keeps it
+    assert any(p["json_path"] == "steps[1].timestamp" for p in imp.problems)
 
 
 def test_nul_characters_in_agent_output_are_stored_and_the_raw_step_kept(tmp_path):

@@ -404,6 +404,11 @@ class ImportRun:
                     Problem(trial.name, f"database rejected the trial: {exc}", kept="the pack's raw bytes")
                 )
                 result = WriteResult("rejected")
+            except Exception as exc:  # a bug on one trial's data: that trial rolls back, the others go on
+                log.exception("internal error while writing trial %s", trial.key)
+                message = f"internal error while writing the trial: {type(exc).__name__}: {exc}"
+                trial.problems.append(Problem(trial.name, message, kept="the pack's raw bytes"))
+                result = WriteResult("rejected")
             counts[result.outcome] += 1
             counts["steps"] += result.steps
             self.imp.problems.extend(reported_problems(trial))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from trials.ingest.records import (
     ParsedTrajectory,
     Problem,
 )
-from trials.ingest.values import as_dict, as_list
+from trials.ingest.values import as_dict, as_list, parse_iso
 
 STREAM_THRESHOLD = 32 * 1024 * 1024
 KNOWN_VERSIONS = {f"ATIF-v1.{n}" for n in range(0, 9)}
@@ -65,15 +64,6 @@ def looks_like_atif(data: Any) -> bool:
         return False
     version = data.get("schema_version")
     return (isinstance(version, str) and version.startswith("ATIF")) or ("steps" in data and "agent" in data)
-
-
-def parse_datetime(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def content_text(content: Any) -> str:
@@ -226,7 +216,7 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
                 add(f"{key} is allowed only on agent steps (this is a {source} step)", f".{key}")
     if "message" not in step:
         add("message is required", ".message")
-    if step.get("timestamp") is not None and parse_datetime(step.get("timestamp")) is None:
+    if step.get("timestamp") is not None and parse_iso(step.get("timestamp")) is None:
         add(f"timestamp is not ISO 8601: {step.get('timestamp')!r}", ".timestamp")
     if step.get("llm_call_count") == 0 and source == "agent":
         for key in ("metrics", "reasoning_content"):
@@ -320,7 +310,7 @@ def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
         index=index,
         step_id=raw.get("step_id"),
         source=str(raw.get("source") or ""),
-        timestamp=parse_datetime(raw.get("timestamp")),
+        timestamp=parse_iso(raw.get("timestamp")),
         model_name=str(raw.get("model_name") or ""),
         message_text=content_text(raw.get("message")),
         reasoning=str(raw.get("reasoning_content") or ""),

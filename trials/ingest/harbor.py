@@ -15,7 +15,7 @@ from typing import Any
 
 from trials import completeness
 from trials.ingest import agentcontext, lime
-from trials.ingest.atif import parse_datetime, read_trajectory
+from trials.ingest.atif import read_trajectory
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
     PASS_REWARD,
@@ -33,7 +33,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.values import as_dict, as_list, seconds_between
+from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between
 
 TEXT_LIMIT = 256 * 1024  # logs beyond this stay in the raw bytes and are downloaded whole
 TEXT_FILES = ("trial.log", "exception.txt", "job.log")
@@ -154,7 +154,7 @@ def _safe_dict(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any]:
 
 
 def _naive_flagged(value: Any, rel: str, problems: list[Problem]) -> datetime | None:
-    parsed = parse_datetime(value)
+    parsed = parse_iso(value)
     if parsed is not None and parsed.tzinfo is None:
         problems.append(
             Problem(
@@ -239,12 +239,12 @@ def _apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str,
     if rewards:
         trial.rewards = dict(rewards)
         trial.present.add("reward")
-    trial.started_at = parse_datetime(result.get("started_at"))
-    trial.finished_at = parse_datetime(result.get("finished_at"))
+    trial.started_at = parse_iso(result.get("started_at"))
+    trial.finished_at = parse_iso(result.get("finished_at"))
     for phase in PHASES:
         timing = result.get(phase)
         if isinstance(timing, dict):
-            start, end = parse_datetime(timing.get("started_at")), parse_datetime(timing.get("finished_at"))
+            start, end = parse_iso(timing.get("started_at")), parse_iso(timing.get("finished_at"))
             seconds = seconds_between(start, end)
             trial.phases[phase] = {
                 "started_at": timing.get("started_at"),

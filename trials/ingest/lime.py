@@ -25,7 +25,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.values import as_dict, as_list
+from trials.ingest.values import as_dict, as_list, parse_iso
 
 PROFILE_PREFIX = "lime-profile"
 
@@ -138,10 +138,8 @@ def parse_time(value: Any, file: str, json_path: str, problems: list[Problem] | 
     """ISO timestamp -> datetime. A naive result is kept but flagged: its zone is a guess."""
     if not isinstance(value, str) or not value:
         return None
-    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
+    moment = parse_iso(value)
+    if moment is None:
         if problems is not None:
             problems.append(
                 Problem(file, f"unreadable timestamp {value!r}", json_path, severity="warning", kept="raw value")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -21,3 +21,17 @@ def comparable_times(*times: datetime) -> bool:
 
 def seconds_between(start: datetime | None, end: datetime | None) -> float | None:
     return (end - start).total_seconds() if start and end and comparable_times(start, end) else None
+
+
+def parse_iso(value: Any) -> datetime | None:
+    """An ISO 8601 timestamp, or None when it is not one or not a moment a database can hold."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is not None:
+            moment.astimezone(UTC)  # 0001-01-01T00:00+01:00 falls before year 1 in UTC
+    except (ValueError, OverflowError):
+        return None
+    return moment
