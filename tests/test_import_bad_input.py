@@ -352,6 +352,31 @@ def test_nul_characters_in_agent_output_are_stored_and_the_raw_step_kept(tmp_pat
     assert "\x00" not in step.message_text
 
 
+def test_nul_characters_anywhere_a_producer_writes_text_do_not_reject_the_trial(tmp_path):
+    steps = good_steps()
+    steps[1]["model_name"] = "model\x00name"
+    steps[1]["llm_call_count"] = 2**40  # past a 32-bit column: kept in the raw step only
+    steps[1]["tool_calls"][0]["function_name"] = "ba\x00sh"
+    steps[1]["observation"]["results"][0]["source_call_id"] = "c1"
+    trial_dir = write_trial(tmp_path / "src", steps=steps)
+    (trial_dir / "verifier" / "reward-details.json").write_bytes(
+        orjson.dumps({"criteria": [{"name": "wor\x00ks", "score": 1.0, "reasoning": "a NUL \x00 here"}]})
+    )
+    event = {"schemaVersion": "lime-profile-0.4.0", "type": "action.resolved", "eventId": "e\x001",
+             "timestamp": "2026-01-01T00:00:02Z", "sequence": 2, "runtimeId": "rt", "sessionId": "sess-bad-input",
+             "threadId": "th", "turnId": "tu", "actionId": "a\x001", "toolCallId": "c1",
+             "payload": {"decision": "deny", "decidedBy": "policy", "reason": "no\x00pe"}}  # fmt: skip
+    (trial_dir / "agent" / "events.jsonl").write_bytes(orjson.dumps(event) + b"\n")
+    imp = import_path(trial_dir)
+    assert imp.outcomes[0]["trials"] == 1, imp.problems
+    trial = Trial.objects.get()
+    assert trial.criteria.get().reasoning == "a NUL \ufffd here"
+    assert trial.permissions.get().reason == "no\ufffdpe"
+    step = Step.objects.get(index=1)
+    assert step.model_name == "model\ufffdname" and step.llm_call_count is None
+    assert step.raw == steps[1]  # the raw step keeps every byte
+
+
 def test_every_file_of_an_imported_folder_is_stored(tmp_path):
     trial = write_trial(tmp_path)
     (trial / "agent" / "notes.bin").write_bytes(bytes(range(256)))

@@ -14,6 +14,8 @@ from typing import Any
 
 from django.db import connection, models
 
+from trials.models import NulFreeText, nul_free
+
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     """INSERT rows given as {attname: value}; every row has the same keys."""
@@ -27,7 +29,7 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
     row_values = itemgetter(*names)
     values = list(map(row_values, rows)) if len(names) > 1 else [(row[names[0]],) for row in rows]
     converting = [(i, convert) for i, convert in enumerate(map(_converter, fields)) if convert is not None]
-    if converting:  # only JSON and datetime columns need preparing; the rest go as they are
+    if converting:  # only text, JSON and datetime columns need preparing; the rest go as they are
         prepared = []
         for row in values:
             row = list(row)
@@ -46,6 +48,12 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
 
 
 def _converter(field: models.Field) -> Callable[[Any], Any] | None:
+    if isinstance(field, NulFreeText):  # what its get_prep_value would do
+
+        def to_text(value: Any) -> Any:
+            return nul_free(value) if isinstance(value, str) else value
+
+        return to_text
     if isinstance(field, models.JSONField):
         encoder = field.encoder
 

@@ -38,6 +38,30 @@ def nul_free(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
+class NulFreeText:
+    """Text fields whose values lose their NUL characters on the way to the database.
+
+    Every string an import writes comes from an agent or a producer and may hold NUL.
+    The column itself is Django's own (see `deconstruct`), so no migration changes.
+    """
+
+    def get_prep_value(self, value):
+        value = super().get_prep_value(value)
+        return nul_free(value) if isinstance(value, str) else value
+
+    def deconstruct(self):
+        name, _, args, kwargs = super().deconstruct()
+        return name, f"django.db.models.{type(self).__name__}", args, kwargs
+
+
+class CharField(NulFreeText, models.CharField):
+    pass
+
+
+class TextField(NulFreeText, models.TextField):
+    pass
+
+
 class JSONField(models.JSONField):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("encoder", NulSafeJSONEncoder)
@@ -47,7 +71,7 @@ class JSONField(models.JSONField):
 class Blob(models.Model):
     """Content-addressed bytes: the same content is stored once, whoever imports it."""
 
-    sha256 = models.CharField(max_length=64, unique=True)
+    sha256 = CharField(max_length=64, unique=True)
     size = models.BigIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -83,11 +107,11 @@ class Import(models.Model):
         CLI = "cli"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    origin = models.CharField(max_length=10, choices=Origin.choices)
-    source_name = models.CharField(max_length=500)  # file name or path as the user gave it
-    source_path = models.CharField(max_length=2000, blank=True)  # CLI: a path on this machine
+    origin = CharField(max_length=10, choices=Origin.choices)
+    source_name = CharField(max_length=500)  # file name or path as the user gave it
+    source_path = CharField(max_length=2000, blank=True)  # CLI: a path on this machine
     upload = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    status = CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     # One line per pack: {"pack": path, "kind": ..., "outcome": imported|already imported|rejected, ...}
@@ -124,10 +148,10 @@ class Pack(models.Model):
         IMPORTED = "imported"
         REJECTED = "rejected"  # bytes kept, nothing could be read from them
 
-    sha256 = models.CharField(max_length=64, unique=True)
-    kind = models.CharField(max_length=40)
-    name = models.CharField(max_length=500)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.IMPORTING)
+    sha256 = CharField(max_length=64, unique=True)
+    kind = CharField(max_length=40)
+    name = CharField(max_length=500)
+    status = CharField(max_length=10, choices=Status.choices, default=Status.IMPORTING)
     first_import = models.ForeignKey(Import, null=True, on_delete=models.SET_NULL)
     problems = JSONField(default=list)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -138,7 +162,7 @@ class Pack(models.Model):
 
 class PackFile(models.Model):
     pack = models.ForeignKey(Pack, on_delete=models.CASCADE, related_name="files")
-    path = models.CharField(max_length=1000)
+    path = CharField(max_length=1000)
     blob = models.ForeignKey(Blob, on_delete=models.PROTECT)
 
     class Meta:
@@ -149,9 +173,9 @@ class PackFile(models.Model):
 
 
 class Dataset(models.Model):
-    name = models.CharField(max_length=300)
-    version = models.CharField(max_length=100, blank=True)
-    ref = models.CharField(max_length=500, blank=True)
+    name = CharField(max_length=300)
+    version = CharField(max_length=100, blank=True)
+    ref = CharField(max_length=500, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["name", "version"], name="unique_dataset_version")]
@@ -168,11 +192,11 @@ class Configuration(models.Model):
         CONTROL = "control"
         NONE = "", "unassigned"
 
-    key = models.CharField(max_length=300, unique=True)
-    role = models.CharField(max_length=20, choices=Role.choices, blank=True, db_index=True)
-    agent_name = models.CharField(max_length=200, blank=True)
-    agent_version = models.CharField(max_length=100, blank=True)
-    model_name = models.CharField(max_length=200, blank=True)
+    key = CharField(max_length=300, unique=True)
+    role = CharField(max_length=20, choices=Role.choices, blank=True, db_index=True)
+    agent_name = CharField(max_length=200, blank=True)
+    agent_version = CharField(max_length=100, blank=True)
+    model_name = CharField(max_length=200, blank=True)
     profiles = JSONField(default=dict, blank=True)
 
     class Meta:
@@ -194,9 +218,9 @@ class JobQuerySet(models.QuerySet):
 class Job(models.Model):
     """A run container: a Harbor job, an AgentV run, an OpenChrome envelope, a QC experiment."""
 
-    key = models.CharField(max_length=300, unique=True)
-    name = models.CharField(max_length=300)
-    source_format = models.CharField(max_length=20)
+    key = CharField(max_length=300, unique=True)
+    name = CharField(max_length=300)
+    source_format = CharField(max_length=20)
     pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -219,9 +243,9 @@ class Job(models.Model):
 
 class Task(models.Model):
     dataset = models.ForeignKey(Dataset, null=True, on_delete=models.PROTECT)
-    name = models.CharField(max_length=300)
-    checksum = models.CharField(max_length=128, blank=True)
-    source = models.CharField(max_length=1000, blank=True)
+    name = CharField(max_length=300)
+    checksum = CharField(max_length=128, blank=True)
+    source = CharField(max_length=1000, blank=True)
     definition = JSONField(default=dict, blank=True)
 
     class Meta:
@@ -253,9 +277,9 @@ class Trial(models.Model):
 
     FAILED_STATUSES = ("failed", "errored", "timeout")
 
-    key = models.CharField(max_length=500, unique=True)
-    source_format = models.CharField(max_length=20, db_index=True)
-    name = models.CharField(max_length=300)
+    key = CharField(max_length=500, unique=True)
+    source_format = CharField(max_length=20, db_index=True)
+    name = CharField(max_length=300)
     pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL, related_name="trials")
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="trials")
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT)
@@ -264,13 +288,13 @@ class Trial(models.Model):
         Configuration, null=True, blank=True, on_delete=models.PROTECT, related_name="trials"
     )
     attempt = models.PositiveIntegerField(null=True, blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.UNKNOWN)
+    status = CharField(max_length=10, choices=Status.choices, default=Status.UNKNOWN)
     reward = models.FloatField(null=True, blank=True)
     rewards = JSONField(default=dict, blank=True)
-    exception_type = models.CharField(max_length=200, blank=True)
-    exception_message = models.TextField(blank=True)
-    exception_traceback = models.TextField(blank=True)
-    failure_category = models.CharField(max_length=60, blank=True)
+    exception_type = CharField(max_length=200, blank=True)
+    exception_message = TextField(blank=True)
+    exception_traceback = TextField(blank=True)
+    failure_category = CharField(max_length=60, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_sec = models.FloatField(null=True, blank=True)
@@ -285,8 +309,8 @@ class Trial(models.Model):
     # Joinability: which evidence parts the pack has, and whether it can be trusted.
     is_complete = models.BooleanField(default=False)
     missing = JSONField(default=list, blank=True)
-    session_id = models.CharField(max_length=200, blank=True, db_index=True)
-    run_id = models.CharField(max_length=200, blank=True, db_index=True)
+    session_id = CharField(max_length=200, blank=True, db_index=True)
+    run_id = CharField(max_length=200, blank=True, db_index=True)
     benchmark = JSONField(default=dict, blank=True)
     runtime_correlation = JSONField(default=dict, blank=True)
     refs = JSONField(default=dict, blank=True)
@@ -323,14 +347,14 @@ class Trial(models.Model):
 
 class Trajectory(models.Model):
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="trajectories")
-    path = models.CharField(max_length=1000)
-    role = models.CharField(max_length=20)  # main | continuation | subagent | user-agent | step
-    step_name = models.CharField(max_length=200, blank=True)
+    path = CharField(max_length=1000)
+    role = CharField(max_length=20)  # main | continuation | subagent | user-agent | step
+    step_name = CharField(max_length=200, blank=True)
     position = models.PositiveIntegerField(default=0)
     blob = models.ForeignKey(Blob, null=True, on_delete=models.PROTECT)
-    schema_version = models.CharField(max_length=40, blank=True)
-    session_id = models.CharField(max_length=200, blank=True)
-    trajectory_id = models.CharField(max_length=200, blank=True)
+    schema_version = CharField(max_length=40, blank=True)
+    session_id = CharField(max_length=200, blank=True)
+    trajectory_id = CharField(max_length=200, blank=True)
     agent = JSONField(default=dict, blank=True)
     final_metrics = JSONField(null=True, blank=True)
     header = JSONField(default=dict, blank=True)
@@ -354,23 +378,23 @@ class Step(models.Model):
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="steps")
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()  # position in the file, 0-based
-    step_id = models.CharField(max_length=40)  # as written; ATIF says index + 1
-    source = models.CharField(max_length=10)
+    step_id = CharField(max_length=40)  # as written; ATIF says index + 1
+    source = CharField(max_length=10)
     timestamp = models.DateTimeField(null=True, blank=True)
-    model_name = models.CharField(max_length=200, blank=True)
-    message_text = models.TextField(blank=True)
-    reasoning = models.TextField(blank=True)
+    model_name = CharField(max_length=200, blank=True)
+    message_text = TextField(blank=True)
+    reasoning = TextField(blank=True)
     prompt_tokens = models.BigIntegerField(null=True, blank=True)
     completion_tokens = models.BigIntegerField(null=True, blank=True)
     cached_tokens = models.BigIntegerField(null=True, blank=True)
     cost_usd = models.FloatField(null=True, blank=True)
     is_copied_context = models.BooleanField(default=False)
     llm_call_count = models.IntegerField(null=True, blank=True)
-    context_management = models.CharField(max_length=20, blank=True)
+    context_management = CharField(max_length=20, blank=True)
     tool_call_count = models.PositiveIntegerField(default=0)
     size = models.PositiveIntegerField(default=0)  # bytes of the step's JSON
-    search_text = models.TextField(blank=True)  # lower-cased text for in-database search
-    raw_json = models.TextField()  # the step exactly as in the file (orjson text)
+    search_text = TextField(blank=True)  # lower-cased text for in-database search
+    raw_json = TextField()  # the step exactly as in the file (orjson text)
 
     class Meta:
         ordering = ["trajectory", "index"]
@@ -407,8 +431,8 @@ class StepWords(models.Model):
 class ToolCall(models.Model):
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="tool_calls")
-    tool_call_id = models.CharField(max_length=200, db_index=True)
-    function_name = models.CharField(max_length=200, db_index=True)
+    tool_call_id = CharField(max_length=200, db_index=True)
+    function_name = CharField(max_length=200, db_index=True)
     arguments = JSONField(null=True, blank=True)
 
     def __str__(self) -> str:
@@ -417,9 +441,9 @@ class ToolCall(models.Model):
 
 class ObservationResult(models.Model):
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="observations")
-    source_call_id = models.CharField(max_length=200, blank=True)
+    source_call_id = CharField(max_length=200, blank=True)
     content_size = models.PositiveIntegerField(default=0)
-    preview = models.TextField(blank=True)
+    preview = TextField(blank=True)
     subagent_refs = JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
@@ -434,16 +458,16 @@ class PermissionDecision(models.Model):
         PENDING = "pending"
 
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="permissions")
-    action_id = models.CharField(max_length=200)
-    tool_call_id = models.CharField(max_length=200, blank=True, db_index=True)
-    step_id = models.CharField(max_length=40, blank=True)
-    action_type = models.CharField(max_length=100, blank=True)
-    tool_name = models.CharField(max_length=200, blank=True)
+    action_id = CharField(max_length=200)
+    tool_call_id = CharField(max_length=200, blank=True, db_index=True)
+    step_id = CharField(max_length=40, blank=True)
+    action_type = CharField(max_length=100, blank=True)
+    tool_name = CharField(max_length=200, blank=True)
     scope = JSONField(default=dict, blank=True)
-    prompt = models.TextField(blank=True)
-    decision = models.CharField(max_length=10, choices=Decision.choices)
-    decided_by = models.CharField(max_length=200, blank=True)
-    reason = models.TextField(blank=True)
+    prompt = TextField(blank=True)
+    decision = CharField(max_length=10, choices=Decision.choices)
+    decided_by = CharField(max_length=200, blank=True)
+    reason = TextField(blank=True)
     side_effect_after_denial = models.BooleanField(default=False)
     requested_at = models.DateTimeField(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
@@ -458,14 +482,14 @@ class ContextRecord(models.Model):
 
     trial = models.ForeignKey(Trial, null=True, blank=True, on_delete=models.CASCADE, related_name="context_records")
     pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
-    kind = models.CharField(max_length=20, db_index=True)
-    record_id = models.CharField(max_length=300)
-    context_id = models.CharField(max_length=200, blank=True)
-    status = models.CharField(max_length=20, blank=True, db_index=True)
-    reason = models.TextField(blank=True)
-    redaction_state = models.CharField(max_length=30, blank=True)
-    step_id = models.CharField(max_length=40, blank=True)
-    tool_call_id = models.CharField(max_length=200, blank=True)
+    kind = CharField(max_length=20, db_index=True)
+    record_id = CharField(max_length=300)
+    context_id = CharField(max_length=200, blank=True)
+    status = CharField(max_length=20, blank=True, db_index=True)
+    reason = TextField(blank=True)
+    redaction_state = CharField(max_length=30, blank=True)
+    step_id = CharField(max_length=40, blank=True)
+    tool_call_id = CharField(max_length=200, blank=True)
     correlation = JSONField(default=dict, blank=True)
     data = JSONField(default=dict, blank=True)
 
@@ -475,11 +499,11 @@ class ContextRecord(models.Model):
 
 class Artifact(models.Model):
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="artifacts")
-    source = models.CharField(max_length=1000)
-    destination = models.CharField(max_length=1000, blank=True)
-    kind = models.CharField(max_length=20, blank=True)
-    status = models.CharField(max_length=20, blank=True)
-    service = models.CharField(max_length=100, blank=True)
+    source = CharField(max_length=1000)
+    destination = CharField(max_length=1000, blank=True)
+    kind = CharField(max_length=20, blank=True)
+    status = CharField(max_length=20, blank=True)
+    service = CharField(max_length=100, blank=True)
     blob = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT)
     raw = JSONField(default=dict, blank=True)
 
@@ -489,10 +513,10 @@ class Artifact(models.Model):
 
 class RewardCriterion(models.Model):
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="criteria")
-    name = models.CharField(max_length=300)
+    name = CharField(max_length=300)
     score = models.FloatField(null=True, blank=True)
     weight = models.FloatField(null=True, blank=True)
-    reasoning = models.TextField(blank=True)
+    reasoning = TextField(blank=True)
     evidence_refs = JSONField(default=list, blank=True)
     raw = JSONField(default=dict, blank=True)
 
@@ -503,12 +527,12 @@ class RewardCriterion(models.Model):
 class RuntimeEvent(models.Model):
     trial = models.ForeignKey(Trial, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
-    type = models.CharField(max_length=100, db_index=True)
-    event_id = models.CharField(max_length=200, blank=True, db_index=True)
+    type = CharField(max_length=100, db_index=True)
+    event_id = CharField(max_length=200, blank=True, db_index=True)
     timestamp = models.DateTimeField(null=True, blank=True)
     sequence = models.BigIntegerField(null=True, blank=True)
-    session_id = models.CharField(max_length=200, blank=True, db_index=True)
-    run_id = models.CharField(max_length=200, blank=True, db_index=True)
+    session_id = CharField(max_length=200, blank=True, db_index=True)
+    run_id = CharField(max_length=200, blank=True, db_index=True)
     correlation = JSONField(default=dict, blank=True)
     payload = JSONField(default=dict, blank=True)
     refs = JSONField(default=dict, blank=True)
@@ -525,9 +549,9 @@ class Document(models.Model):
     """Evidence that is not a trial: QC manifests and verdicts, schemas, task.toml, traces."""
 
     pack = models.ForeignKey(Pack, on_delete=models.CASCADE, related_name="documents")
-    kind = models.CharField(max_length=60, db_index=True)
-    path = models.CharField(max_length=1000)
-    title = models.CharField(max_length=500, blank=True)
+    kind = CharField(max_length=60, db_index=True)
+    path = CharField(max_length=1000)
+    title = CharField(max_length=500, blank=True)
     data = JSONField(null=True, blank=True)
     counts = JSONField(default=dict, blank=True)
 

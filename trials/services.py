@@ -65,7 +65,6 @@ from trials.models import (
     ToolCall,
     Trajectory,
     Trial,
-    nul_free,
 )
 from trials.sqlitewal import checkpoints_in_background
 
@@ -626,8 +625,8 @@ def create_trial(
         reward=parsed.reward,
         rewards=parsed.rewards,
         exception_type=parsed.exception_type[:200],
-        exception_message=nul_free(parsed.exception_message),
-        exception_traceback=nul_free(parsed.exception_traceback),
+        exception_message=parsed.exception_message,
+        exception_traceback=parsed.exception_traceback,
         failure_category=parsed.failure_category[:60],
         started_at=_aware(parsed.started_at),
         finished_at=_aware(parsed.finished_at),
@@ -720,18 +719,18 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
                 "source": step.source[:10],
                 "timestamp": _aware(step.timestamp),
                 "model_name": step.model_name[:200],
-                "message_text": nul_free(step.message_text),
-                "reasoning": nul_free(step.reasoning),
+                "message_text": step.message_text,
+                "reasoning": step.reasoning,
                 "prompt_tokens": _bigint(step.prompt_tokens),
                 "completion_tokens": _bigint(step.completion_tokens),
                 "cached_tokens": _bigint(step.cached_tokens),
                 "cost_usd": step.cost_usd,
                 "is_copied_context": step.is_copied_context,
-                "llm_call_count": _bigint(step.llm_call_count),
+                "llm_call_count": _int32(step.llm_call_count),
                 "context_management": step.context_management[:20],
                 "tool_call_count": len(step.tool_calls),
                 "size": len(raw_json),
-                "search_text": nul_free("\n".join(search_parts).lower()),
+                "search_text": "\n".join(search_parts).lower(),
                 "raw_json": raw_json,
             }
         )
@@ -760,7 +759,7 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
                     "step_id": step_pk,
                     "source_call_id": str(obs.source_call_id or "")[:200],
                     "content_size": obs.content_size,
-                    "preview": nul_free(obs.content_text[:PREVIEW_CHARS]),
+                    "preview": obs.content_text[:PREVIEW_CHARS],
                     "subagent_refs": obs.subagent_refs,
                 }
             )
@@ -776,6 +775,11 @@ def step_tokens(step: ParsedStep) -> int:
 def _bigint(value: int | None) -> int | None:
     """A count past 64 bits is not a real count: keep it only in the raw step."""
     return value if value is None or -(2**63) <= value < 2**63 else None
+
+
+def _int32(value: int | None) -> int | None:
+    """The same for a 32-bit column: billions of LLM calls in one step is not a real count."""
+    return value if value is None or -(2**31) <= value < 2**31 else None
 
 
 def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int]) -> None:
