@@ -234,3 +234,26 @@ def test_a_trajectory_imported_alone_after_its_trial_folder_is_already_imported(
     again = import_path(trial_dir / "agent" / "trajectory.json")
     assert [o["outcome"] for o in again.outcomes] == ["already imported"]
     assert Trial.objects.count() == 1 and Trajectory.objects.count() == 1
+
+
+def test_a_trial_folder_imported_after_its_trajectory_alone_takes_that_trials_place(tmp_path):
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    import_path(trial_dir / "agent" / "trajectory.json")
+    lone = Trial.objects.get()
+    imp = import_path(trial_dir)
+    trial = Trial.objects.get()  # one trial for one run
+    assert trial.pk != lone.pk and trial.key.startswith("harbor:")
+    assert trial.step_count == 2 and Step.objects.count() == 2
+    assert any(f"replaces trial #{lone.pk}" in p["message"] for p in imp.problems)
+
+
+def test_a_lone_trajectory_trial_with_triage_work_is_kept_when_its_folder_arrives(tmp_path, user):
+    from trials.triage.models import Comment
+
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    import_path(trial_dir / "agent" / "trajectory.json")
+    lone = Trial.objects.get()
+    Comment.objects.create(trial=lone, author=user, text="looked at this one")
+    imp = import_path(trial_dir)
+    assert Trial.objects.count() == 2 and Trial.objects.filter(pk=lone.pk).exists()
+    assert any(f"trial #{lone.pk} holds this trajectory" in p["message"] for p in imp.problems)

@@ -47,6 +47,7 @@ from trials.ingest.records import (
 from trials.ingest.values import seconds_between
 from trials.models import (
     Artifact,
+    AuditEntry,
     Blob,
     Configuration,
     ContextRecord,
@@ -582,6 +583,8 @@ def write_trial(
                 steps += written.steps
                 calls += written.tool_calls
             write_trial_children(trial, parsed, blobs)
+            if not parsed.key.startswith("atif:"):
+                take_over_lone_trajectories(trial, parsed, blobs)
             trial.step_count = steps
             trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems
@@ -591,6 +594,22 @@ def write_trial(
         # Another import of the same trial committed first: one copy is kept.
         return WriteResult("already")
     return WriteResult("trials", steps)
+
+
+def take_over_lone_trajectories(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int]) -> None:
+    """This trial's trajectory files, imported alone before, were trials of their own: this one replaces them.
+
+    One with triage work on it (QC items, comments, history) is kept, and said so.
+    """
+    blob_ids = [blobs[t.path] for t in parsed.trajectories if t.path in blobs]
+    for lone in Trial.objects.filter(key__startswith="atif:", trajectories__blob_id__in=blob_ids).distinct():
+        triaged = lone.qc_items.exists() or lone.qc_comments.exists() or AuditEntry.objects.filter(trial=lone).exists()
+        if triaged:
+            message = f"trial #{lone.pk} holds this trajectory, imported alone earlier; it has triage work, so it stays"
+        else:
+            message = f"replaces trial #{lone.pk}, which held this trajectory alone (imported earlier)"
+            lone.delete()
+        parsed.problems.append(Problem(parsed.name, message, severity="warning", kept="this trial"))
 
 
 def apply_completeness(trial: Trial) -> None:
