@@ -52,3 +52,26 @@ def test_an_upload_answers_at_once_and_its_page_follows_the_import_to_done(page,
     expect(page.locator("#import-count")).to_have_text("1 / 1")
     expect(page.locator("#import-outcomes tbody")).to_contain_text("imported")
     assert Trial.objects.get().name == trial.name
+
+
+def test_several_uploads_at_once_are_followed_to_done_on_the_imports_list(page, settings, tmp_path):
+    settings.IMPORTS_IN_THREAD = True
+    archives = []
+    for name in ("task-a__AAAAAAA", "task-b__BBBBBBB"):
+        trial = write_trial(tmp_path / "src", name)
+        archives.append(tmp_path / f"{name}.tar.gz")
+        subprocess.run(["tar", "-czf", str(archives[-1]), "-C", str(trial.parent), trial.name], check=True)
+
+    gate = threading.Event()
+    services.embedded_worker().submit(gate.wait, 60)  # busy: both show as queued first
+    try:
+        page.goto("/imports/")
+        page.set_input_files("input[type=file]", [str(a) for a in archives])
+        page.get_by_role("button", name="Import", exact=True).click()
+        expect(page.locator("tr.import-row [data-field=status]")).to_have_text(["queued", "queued"])
+    finally:
+        gate.set()
+    statuses = page.locator("tr.import-row [data-field=status]")
+    expect(statuses).to_have_text(["done", "done"], timeout=30_000)  # the list polls each import
+    expect(page.locator("tr.import-row [data-field=count]")).to_have_text(["1 / 1", "1 / 1"])
+    assert Trial.objects.count() == 2

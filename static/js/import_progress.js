@@ -1,6 +1,27 @@
 // Polls the import's API resource while it runs and redraws the progress and tables.
 // Every value is inserted as text: file names and messages come from untrusted packs.
 (function () {
+  const running = (status) => status === "queued" || status === "running";
+
+  // The imports list: each row still queued or running polls its own import.
+  document.querySelectorAll("tr.import-row").forEach((row) => {
+    const badge = row.querySelector('[data-field="status"]');
+    const count = row.querySelector('[data-field="count"]');
+    const bar = row.querySelector("progress");
+    async function pollRow() {
+      const response = await fetch(row.dataset.statusUrl, { headers: { Accept: "application/json" } });
+      if (!response.ok) return;
+      const data = await response.json();
+      badge.textContent = data.status;
+      badge.className = "badge " + data.status;
+      count.textContent = data.progress_done + " / " + data.progress_total;
+      bar.max = Math.max(data.progress_total, 1);
+      bar.value = data.progress_done;
+      if (running(data.status)) setTimeout(pollRow, 1000);
+    }
+    if (running(badge.textContent)) pollRow();
+  });
+
   const root = document.getElementById("import");
   if (!root) return;
   const url = root.dataset.statusUrl;
