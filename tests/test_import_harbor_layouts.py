@@ -51,8 +51,9 @@ def test_every_atif_feature_up_to_v1_8_is_kept_and_exported_unchanged(tmp_path, 
     continuation["steps"][0]["is_copied_context"] = True
     (trial_dir / "agent" / "trajectory.cont-1.json").write_bytes(orjson.dumps(continuation))
     import_path(trial_dir)
-    main, cont = Trajectory.objects.order_by("position")
-    assert (main.role, cont.role) == ("main", "continuation")
+    main, sub, cont = Trajectory.objects.order_by("position")
+    assert (main.role, sub.role, cont.role) == ("main", "subagent", "continuation")
+    assert sub.trajectory_id == "sub-1" and sub.step_count == 1  # the embedded subagent, read on its own
     assert main.header["subagent_trajectories"] == data["subagent_trajectories"]
     assert main.agent["tool_definitions"] == data["agent"]["tool_definitions"]
     assert main.header["extra"] == data["extra"] and main.final_metrics == data["final_metrics"]
@@ -257,3 +258,36 @@ def test_a_lone_trajectory_trial_with_triage_work_is_kept_when_its_folder_arrive
     imp = import_path(trial_dir)
     assert Trial.objects.count() == 2 and Trial.objects.filter(pk=lone.pk).exists()
     assert any(f"trial #{lone.pk} holds this trajectory" in p["message"] for p in imp.problems)
+
+
+def test_embedded_subagents_are_trajectories_of_their_own_with_steps_calls_and_problems(tmp_path, client_logged_in):
+    helper = {
+        "schema_version": "ATIF-v1.7",
+        "trajectory_id": "sub-emb-1",
+        "agent": {"name": "helper", "version": "1.0", "model_name": "small-model"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "find the TODOs"},
+            {"step_id": 7, "source": "agent", "message": "searching",  # step_id 7: not sequential
+             "tool_calls": [{"tool_call_id": "g1", "function_name": "grep", "arguments": {"pattern": "TODO"}}],
+             "observation": {"results": [{"source_call_id": "nope", "content": "TODO: fix"}]}},
+        ],
+    }  # fmt: skip
+    parent = atif(good_steps(), version="ATIF-v1.7")
+    parent["subagent_trajectories"] = [helper]
+    parent["steps"][1]["observation"]["results"][0]["subagent_trajectory_ref"] = [{"trajectory_id": "sub-emb-1"}]
+    trial_dir = write_trial(tmp_path, "task-a__AAAAAAA")
+    (trial_dir / "agent" / "trajectory.json").write_bytes(orjson.dumps(parent))
+    imp = import_path(trial_dir)
+    trial = Trial.objects.get()
+    sub = trial.trajectories.get(trajectory_id="sub-emb-1")
+    assert sub.role == "subagent" and sub.step_count == 2
+    assert sub.path == "task-a__AAAAAAA/agent/trajectory.json#subagent_trajectories[0]"
+    assert trial.tool_calls.filter(function_name="grep", step__trajectory=sub).exists()
+    flagged = {p["json_path"] for p in imp.problems if p["file"] == sub.path}
+    assert {"steps[1].step_id", "steps[1].observation.results[0].source_call_id"} <= flagged
+    served = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/", {"trajectory": sub.pk})
+    assert orjson.loads(served.content) == helper
+    main = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/")
+    assert b"".join(main.streaming_content) == (trial_dir / "agent" / "trajectory.json").read_bytes()
+    page = client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
+    assert f"?t={sub.pk}" in page and "not in this pack" not in page  # the parent's step links to it

@@ -1,4 +1,4 @@
-from django.http import FileResponse, Http404
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from trials import services, viewer
 from trials.filters import TrialFilter
+from trials.ingest.atif import EMBEDDED_MARK
 from trials.models import Import, Trial
 from trials.serializers import (
     ImportCreateSerializer,
@@ -78,6 +79,8 @@ class TrialTrajectory(APIView):
             trajectory = viewer.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
         if trajectory is None or trajectory.blob is None:
             raise Http404("this trial has no trajectory")
+        if EMBEDDED_MARK in trajectory.path:  # an embedded subagent: its object, cut out of its parent's file
+            return HttpResponse(trajectory.atif_bytes(), content_type="application/json")
         return FileResponse(trajectory.blob.open(), content_type="application/json")
 
 

@@ -16,6 +16,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.urls import reverse
 
+from trials.ingest.atif import EMBEDDED_MARK
+
 _NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
 
@@ -372,6 +374,14 @@ class Trajectory(models.Model):
     @property
     def is_valid(self) -> bool:
         return not any(p.get("severity") == "error" for p in self.problems)
+
+    def atif_bytes(self) -> bytes:
+        """The ATIF JSON of this trajectory: its file's bytes, or an embedded subagent's object in its parent's."""
+        data = self.blob.read()
+        _, embedded, index = self.path.partition(EMBEDDED_MARK)
+        if not embedded:
+            return data
+        return orjson.dumps(orjson.loads(data)["subagent_trajectories"][int(index.strip("[]"))])
 
 
 class Step(models.Model):

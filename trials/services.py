@@ -31,6 +31,7 @@ from trials.blobs import sha256_of_file, store_file, store_files
 from trials.fastinsert import insert_rows
 from trials.ingest import harbor, lime
 from trials.ingest.archives import Limits, extract
+from trials.ingest.atif import EMBEDDED_MARK
 from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import (
@@ -686,7 +687,7 @@ def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blob
                 role=parsed.role,
                 step_name=parsed.step_name[:200],
                 position=position,
-                blob_id=blobs.get(parsed.path),
+                blob_id=blobs.get(parsed.path.partition(EMBEDDED_MARK)[0]),  # an embedded one: its parent's file
                 schema_version=parsed.schema_version[:40],
                 session_id=parsed.session_id[:200],
                 trajectory_id=parsed.trajectory_id[:200],

@@ -59,6 +59,9 @@ ROOT_FIELDS = {
 }
 
 
+EMBEDDED_MARK = "#subagent_trajectories"  # path of an embedded subagent: file#subagent_trajectories[i]
+
+
 def looks_like_atif(data: Any) -> bool:
     if not isinstance(data, dict):
         return False
@@ -125,6 +128,22 @@ def trajectory_from(
         problems=problems,
         step_name=step_name,
     )
+
+
+def embedded_subagents(parent: ParsedTrajectory) -> list[ParsedTrajectory]:
+    """v1.7 `subagent_trajectories[]`: whole trajectories inside their parent's file, each read on its own.
+
+    Their path is the parent's with `#subagent_trajectories[i]`, so a problem says where it is.
+    """
+    found = []
+    for i, sub in enumerate(as_list(parent.header.get("subagent_trajectories"))):
+        if not isinstance(sub, dict):
+            continue  # validate_header has flagged it
+        header = {k: v for k, v in sub.items() if k != "steps"}
+        steps = sub.get("steps") if isinstance(sub.get("steps"), list) else []
+        path = f"{parent.path}{EMBEDDED_MARK}[{i}]"
+        found.append(trajectory_from(header, iter(steps), path, "subagent", parent.step_name))
+    return found
 
 
 def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:

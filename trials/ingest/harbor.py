@@ -15,7 +15,7 @@ from typing import Any
 
 from trials import completeness
 from trials.ingest import agentcontext, lime
-from trials.ingest.atif import read_trajectory
+from trials.ingest.atif import embedded_subagents, read_trajectory
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
     PASS_REWARD,
@@ -354,7 +354,7 @@ def _read_trajectories(trial: ParsedTrial, base: Path, rel: str, step_name: str 
     for *_order, path, path_rel, role in sorted(found, key=lambda x: x[:3]):
         try:
             trajectory = read_trajectory(path, path_rel, role=role, step_name=step_name)
-            trial.trajectories.append(trajectory)
+            trial.trajectories += [trajectory, *embedded_subagents(trajectory)]
             trial.present.add("trajectory")
             if role in ("main", "step"):
                 trial.refs.setdefault("trajectoryRef", path_rel)
@@ -663,7 +663,7 @@ def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
             agent_version=str(agent.get("version") or ""),
             model_name=str(agent.get("model_name") or ""),
         ),
-        trajectories=[trajectory],
+        trajectories=[trajectory, *embedded_subagents(trajectory)],
         files=[rel],
         present={"trajectory"},
         status="unknown",
