@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -38,6 +39,12 @@ def database_url() -> str:
 
 @pytest.fixture
 def worker(isolated_storage: Path):
+    with running_worker(isolated_storage) as process:
+        yield process
+
+
+@contextlib.contextmanager
+def running_worker(isolated_storage: Path):
     server = redis.Redis.from_url(REDIS_URL)
     server.ping()  # a real server, or the test fails here
     server.flushdb()  # the tests' own database: no message from an earlier run is left
@@ -145,3 +152,14 @@ def test_the_worker_survives_hostile_packs_and_serves_the_next_one(worker, tmp_p
     assert wait_for(Import.objects.get(pk=last), timeout=120).status == "done"
     assert Trial.objects.filter(name=good.name).exists()
     assert worker.poll() is None  # the same worker process served every one
+
+
+def test_a_starting_worker_resumes_an_import_a_dead_worker_left_running_without_beat(isolated_storage, tmp_path):
+    trial = write_trial(tmp_path / "src")
+    imp = Import.objects.create(
+        origin=Import.Origin.CLI, source_name=trial.name, source_path=str(trial), status=Import.Status.RUNNING
+    )  # as a worker killed mid-import leaves it: running, its lock released with its process
+    with running_worker(isolated_storage):  # no beat: the worker's own start-up sweep finds it
+        imp = wait_for(imp)
+    assert imp.status == Import.Status.DONE
+    assert Trial.objects.get().name == trial.name

@@ -2,9 +2,10 @@
 
 Delivery is at least once: a message is acknowledged only after its import ran
 (`acks_late`), a message whose pool process died is put back (`reject_on_worker_lost`),
-and the periodic `requeue_stale_imports` re-sends imports whose message or worker was
-lost. So a message may arrive twice, or for an import already finished; the task makes
-that a no-op, and the import itself is idempotent (packs by content, trials by key).
+and `requeue_stale_imports` (every minute under beat, and whenever a worker starts)
+re-sends imports whose message or worker was lost. So a message may arrive twice, or for
+an import already finished; the task makes that a no-op, and the import itself is
+idempotent (packs by content, trials by key).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from celery.signals import after_task_publish
+from celery.signals import after_task_publish, worker_ready
 from django.db import InterfaceError, OperationalError
 
 from trials import recovery, search, services
@@ -66,6 +67,12 @@ def index_step_text_task() -> int:
 @shared_task(ignore_result=True)
 def requeue_stale_imports() -> int:
     return len(recovery.requeue_stale_imports())
+
+
+@worker_ready.connect
+def sweep_when_a_worker_starts(sender=None, **kwargs) -> None:
+    """A worker that starts picks up what a dead one left running, whether or not beat runs."""
+    requeue_stale_imports.delay()
 
 
 @after_task_publish.connect
