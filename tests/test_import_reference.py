@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import html
 
 import orjson
 import pytest
@@ -143,6 +144,18 @@ def test_openchrome_runs_and_agentqc_trials_are_counted_from_the_file():
     runs = sum(len(entry.get("runs") or []) for entry in envelope["results"])
     assert Trial.objects.filter(source_format="openchrome").count() == runs
     assert Trial.objects.filter(source_format="agentqc").count() == len(experiment["trials"])
+
+
+def test_openchromes_claim_eligibility_is_on_each_run_and_on_the_job_page(client_logged_in):
+    path = REFERENCE / "openchrome" / "realworld-task-completion.json"
+    claim = orjson.loads(path.read_bytes())["results"][0]["claimEligibility"]
+    import_path(path)
+    trial = Trial.objects.filter(source_format="openchrome").first()
+    assert trial.provenance["claimEligibility"] == claim
+    assert client_logged_in.get(f"/api/trials/{trial.pk}/").json()["provenance"]["claimEligibility"] == claim
+    page = client_logged_in.get(trial.job.get_absolute_url()).content.decode()
+    assert ("not eligible" if not claim["eligible"] else "eligible") in page and claim["tier"] in page
+    assert all(html.escape(reason) in page for reason in claim["reasons"])
 
 
 @pytest.mark.parametrize(

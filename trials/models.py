@@ -242,6 +242,15 @@ class Job(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("job-detail", args=[self.pk])
 
+    def claim_eligibility(self) -> list[dict]:
+        """OpenChrome's headline decision, one per result entry that makes one (seed 003)."""
+        entries = self.extra.get("results") if isinstance(self.extra, dict) else None
+        return [
+            {"suite": entry.get("suite") or "", **entry["claimEligibility"]}
+            for entry in entries or []
+            if isinstance(entry, dict) and isinstance(entry.get("claimEligibility"), dict)
+        ]
+
 
 class Task(models.Model):
     dataset = models.ForeignKey(Dataset, null=True, on_delete=models.PROTECT)

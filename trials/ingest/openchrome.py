@@ -24,7 +24,7 @@ from trials.ingest.records import (
 # Run keys that become columns; every other run key goes to provenance.
 _RUN_COLUMNS = {"library", "taskId", "success", "failureCategory", "usd", "wallTimeMs"}
 # Entry-level facts every run of that entry inherits (how it was measured).
-_ENTRY_PROVENANCE = ("suite", "issue", "measurementMode", "claimScope", "stressMode")
+_ENTRY_PROVENANCE = ("suite", "issue", "measurementMode", "claimScope", "stressMode", "claimEligibility")
 
 
 def is_envelope(data: Any) -> bool:
