@@ -133,6 +133,16 @@ def test_unsafe_archive_members_are_printed_by_the_command(tmp_path):
     assert "error hostile.zip ../../evil.json: unsafe archive member skipped" in err.getvalue()
 
 
+@pytest.mark.parametrize("version, flagged", [("ATIF-v1.5", True), ("ATIF-v1.7", False)])
+def test_a_missing_session_id_is_an_error_up_to_v1_6(tmp_path, version, flagged):
+    data = atif(good_steps(), version=version)
+    del data["session_id"]
+    (tmp_path / "t.json").write_bytes(orjson.dumps(data))
+    import_path(tmp_path / "t.json")
+    paths = [p["json_path"] for p in Trajectory.objects.get().problems if p["severity"] == "error"]
+    assert ("session_id" in paths) is flagged
+
+
 def test_source_call_id_with_no_matching_tool_call_is_flagged(tmp_path):
     steps = good_steps()
     steps[1]["observation"]["results"][0]["source_call_id"] = "nope"

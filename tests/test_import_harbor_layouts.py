@@ -145,7 +145,7 @@ def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_i
     assert not trial.is_complete
     assert set(trial.missing) == {"trajectoryRef", "artifactManifestRef"}  # the reward details are there
     assert trial.refs["rewardDetailsRef"].endswith("verifier/reward-details.json")  # the folder's own file
-    flagged = {p["json_path"] for p in imp.problems if "no such file" in p["message"]}
+    flagged = {p["json_path"] for p in imp.problems if "no readable file" in p["message"]}
     assert flagged == {"refs.trajectoryRef", "refs.artifactManifestRef"}
     assert trial.documents["evidence_pack"]["refs"] == pack["refs"]  # the pack itself kept as written
 

@@ -169,6 +169,9 @@ def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:
                     kept="the whole file, flagged",
                 )
             )
+    old_version = isinstance(version, str) and version in KNOWN_VERSIONS and int(version.rpartition(".")[2]) < 7
+    if old_version and not header.get("session_id"):
+        problems.append(Problem(rel, f"session_id is required in {version}", json_path="session_id"))
     agent = header.get("agent")
     if not isinstance(agent, dict) or not agent.get("name"):
         problems.append(Problem(rel, "agent.name is required", json_path="agent"))

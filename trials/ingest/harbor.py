@@ -584,7 +584,7 @@ def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial, pack_rel: str) -> 
 def unbacked_ref_problem(pack_rel: str, ref: str, target: Any) -> Problem:
     return Problem(
         pack_rel,
-        f"the evidence pack names {target!r}, but the trial folder has no such file: counted as missing",
+        f"the evidence pack names {target!r}, but the trial folder has no readable file for it: counted as missing",
         json_path=f"refs.{ref}",
         severity="warning",
         kept="the evidence pack as written",
