@@ -15,6 +15,7 @@ from django.db import DatabaseError
 
 from tests.conftest import import_path
 from trials import services
+from trials.ingest import atif as atif_module
 from trials.models import Blob, Import, Pack, PackFile, Step, Trajectory, Trial
 
 pytestmark = pytest.mark.django_db
@@ -141,6 +142,18 @@ def test_a_missing_session_id_is_an_error_up_to_v1_6(tmp_path, version, flagged)
     import_path(tmp_path / "t.json")
     paths = [p["json_path"] for p in Trajectory.objects.get().problems if p["severity"] == "error"]
     assert ("session_id" in paths) is flagged
+
+
+def test_a_streamed_trajectory_broken_half_way_is_rejected_with_the_step_it_broke_in(tmp_path, monkeypatch):
+    monkeypatch.setattr(atif_module, "STREAM_THRESHOLD", 100)  # stream this small file as if it were huge
+    steps = good_steps() + [{"step_id": 3, "source": "agent", "message": "fine"}]
+    text = orjson.dumps(atif(steps)).decode()
+    broken = text.replace('"message":"fine"', '"message":"fine",,')
+    (tmp_path / "t.json").write_text(broken)
+    imp = import_path(tmp_path / "t.json")
+    [problem] = problems_of(imp)
+    assert problem["file"] == "t.json" and problem["json_path"] == "steps[2].message"  # just after it
+    assert "malformed JSON" in problem["message"]
 
 
 def test_source_call_id_with_no_matching_tool_call_is_flagged(tmp_path):

@@ -27,6 +27,7 @@ from trials.ingest.records import (
 from trials.ingest.values import as_dict, as_list, parse_iso
 
 STREAM_THRESHOLD = 32 * 1024 * 1024
+STARTS_A_VALUE = {"start_map", "start_array", "string", "number", "null", "boolean"}  # ijson events
 KNOWN_VERSIONS = {f"ATIF-v1.{n}" for n in range(0, 9)}
 VERSION_RE = re.compile(r"^ATIF-v1\.\d+$")
 AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
@@ -352,18 +353,28 @@ def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
 # Streaming (files past STREAM_THRESHOLD) -------------------------------------------------
 
 
-def _ijson_error(rel: str, exc: Exception) -> PackError:
-    return PackError(Problem(rel, f"malformed JSON: {exc}", kept="the raw bytes"))
+def _ijson_error(rel: str, exc: Exception, json_path: str = "") -> PackError:
+    return PackError(Problem(rel, f"malformed JSON: {exc}", json_path=json_path, kept="the raw bytes"))
+
+
+def _json_path(prefix: str, steps_seen: int) -> str:
+    """Where ijson was, as a JSON path: the step's index is counted, deeper list indexes are not."""
+    if prefix == "steps.item" or prefix.startswith("steps.item."):
+        return f"steps[{steps_seen - 1}]" + prefix.removeprefix("steps.item").replace(".item", "[]")
+    return prefix.replace(".item", "[]")
 
 
 def _stream_header(path: Path, rel: str) -> dict[str, Any]:
     """Every root key except `steps`, without building the steps in memory."""
     header: dict[str, Any] = {}
     builder: ijson.ObjectBuilder | None = None
-    key = ""
+    key = prefix = ""
+    steps_seen = 0
     try:
         with open(path, "rb") as f:
             for prefix, event, value in ijson.parse(f, use_float=True):
+                if prefix == "steps.item" and event in STARTS_A_VALUE:
+                    steps_seen += 1
                 if prefix == "" and event == "map_key":
                     if builder is not None:
                         header[key] = builder.value
@@ -379,7 +390,7 @@ def _stream_header(path: Path, rel: str) -> dict[str, Any]:
                     builder = ijson.ObjectBuilder()
                 builder.event(event, value)
     except ijson.JSONError as exc:
-        raise _ijson_error(rel, exc) from exc
+        raise _ijson_error(rel, exc, _json_path(prefix, steps_seen)) from exc
     return header
 
 
