@@ -54,7 +54,7 @@ def reward_delta(result: dict[str, Any], points: dict[str, Any], trial_url: Call
         "data": [trace],
         "layout": _layout(
             "Reward delta per task (candidate − baseline)",
-            xaxis={"showticklabels": len(rows) <= 40, "title": {"text": "task"}},
+            xaxis={"showticklabels": len(rows) <= 40, "automargin": True, "title": {"text": "task", "standoff": 12}},
             yaxis={"title": {"text": "Δ mean reward"}, "zeroline": True},
         ),
     }

@@ -150,10 +150,10 @@ def _choices() -> dict[str, Any]:
 
 
 def _defaults(request, choices: dict[str, Any]) -> dict[str, str]:
-    """Preselect the configurations whose role says baseline / candidate."""
+    """Preselect the configurations whose role says baseline / candidate: of each, the one with most trials."""
     chosen = {k: request.GET.get(k, "") for k in ("baseline", "candidate", "baseline_job", "candidate_job")}
     if not any(chosen.values()):
-        for conf in choices["configurations"]:
+        for conf in sorted(choices["configurations"], key=lambda c: -c.n_trials):
             if conf.role in ("baseline", "candidate") and not chosen[conf.role]:
                 chosen[conf.role] = str(conf.pk)
     return chosen

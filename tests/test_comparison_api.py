@@ -306,8 +306,9 @@ def test_plotly_js_is_served_from_our_static_files(client_logged_in):
     assert finders.find("js/comparison.js")
 
 
-def test_the_picker_preselects_configurations_by_role(client_logged_in, sides):
+def test_the_picker_preselects_configurations_by_role_the_largest_of_each(client_logged_in, sides):
     base, cand = sides
+    build_side("aaa-small", {"t0": [1.0]}, role="baseline")  # sorts first, but has one trial
     html = client_logged_in.get("/comparisons/").content.decode()
     assert f'<option value="{base.pk}" selected>' in html
     assert f'<option value="{cand.pk}" selected>' in html

@@ -47,7 +47,7 @@ def test_the_header_answers_which_dataset_task_configuration_and_refs(client_log
         "benchviewer-demo/terminal-tasks",
         "2026.11",
         demo_trial.task.name,
-        "candidate-feedback-v2",
+        "candidate-feedback-v3",
         "candidate",
         "terminus-2",
         "gpt-5.4",

@@ -43,7 +43,7 @@ SECRET = "sk-demo-REDACTED-SECRET-0001"
 # trial_uri / trials_dir point at the machine that "ran" the job, never at the output dir,
 # so two runs into different directories stay byte-identical.
 RUN_ROOT = "/srv/harbor/jobs"
-AGENT_VERSION = {"baseline": "0.9.2", "candidate": "0.9.3+feedback-v2"}
+AGENT_VERSION = {"baseline": "0.9.2", "candidate": "0.9.3+feedback-v3"}
 BASE_TIME = datetime(2026, 11, 2, 14, 0, 0, tzinfo=UTC)
 AGENT_TIMEOUT_SEC = 900.0
 SHORT_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
@@ -2102,7 +2102,7 @@ def write_demo(out: Path, tasks: int = 20, attempts: int = 3, seed: int = 0, *, 
             Path(out),
             "candidate-job",
             role="candidate",
-            configuration_id="candidate-feedback-v2",
+            configuration_id="candidate-feedback-v3",  # not the reference experiment's v2: `make demo` imports both
             success_bias=0.12,
             **common,
         ),
