@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 
 
-@pytest.mark.parametrize("path", ["js/import_progress.js", "plotly/plotly.min.js"])
+@pytest.mark.parametrize("path", ["js/import_progress.js", "plotly/plotly.min.js", "favicon.svg"])
 def test_static_files_are_served_with_debug_off_and_no_login(client, path):
     assert not settings.DEBUG
     response = client.get(f"/static/{path}")
