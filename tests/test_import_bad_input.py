@@ -156,6 +156,33 @@ def test_a_streamed_trajectory_broken_half_way_is_rejected_with_the_step_it_brok
     assert "malformed JSON" in problem["message"]
 
 
+def test_unknown_fields_are_flagged_at_every_level_and_kept(tmp_path):
+    data = atif(good_steps(), version="ATIF-v1.8")
+    data["agent"]["team"] = "x"
+    data["final_metrics"] = {"total_steps": 2, "total_vibes": 1}
+    step = data["steps"][1]
+    step["metrics"] = {"prompt_tokens": 3, "joules": 9}
+    step["tool_calls"][0]["retries"] = 2
+    step["observation"]["results"][0]["exit"] = 0
+    step["observation"]["results"][0]["subagent_trajectory_ref"] = [{"trajectory_id": "s", "url": "u"}]
+    step["message"] = [{"type": "image", "source": {"media_type": "image/png", "path": "a.png", "dpi": 72}}]
+    (tmp_path / "t.json").write_bytes(orjson.dumps(data))
+    import_path(tmp_path / "t.json")
+    trajectory = Trajectory.objects.get()
+    flagged = {p["json_path"] for p in trajectory.problems if p["message"].startswith("unknown field")}
+    assert flagged == {
+        "agent.team",
+        "final_metrics.total_vibes",
+        "steps[1].metrics.joules",
+        "steps[1].tool_calls[0].retries",
+        "steps[1].observation.results[0].exit",
+        "steps[1].observation.results[0].subagent_trajectory_ref[0].url",
+        "steps[1].message[0].source.dpi",
+    }
+    assert all(p["severity"] == "warning" for p in trajectory.problems if p["json_path"] in flagged)
+    assert Step.objects.get(index=1).raw == step  # kept as written
+
+
 def test_source_call_id_with_no_matching_tool_call_is_flagged(tmp_path):
     steps = good_steps()
     steps[1]["observation"]["results"][0]["source_call_id"] = "nope"

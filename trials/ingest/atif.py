@@ -59,6 +59,28 @@ ROOT_FIELDS = {
     "subagent_trajectories",
 }
 
+# What each nested ATIF object may hold (Harbor's models forbid anything else: we keep it and flag it).
+NESTED_FIELDS = {
+    "agent": {"name", "version", "model_name", "tool_definitions", "extra"},
+    "final_metrics": {"total_prompt_tokens", "total_completion_tokens", "total_cached_tokens", "total_cost_usd",
+                      "total_steps", "extra"},
+    "metrics": {"prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "prompt_token_ids",
+                "completion_token_ids", "logprobs", "extra"},
+    "tool_call": {"tool_call_id", "function_name", "arguments", "extra"},
+    "observation": {"results"},
+    "result": {"source_call_id", "content", "subagent_trajectory_ref", "extra"},
+    "ref": {"session_id", "trajectory_id", "trajectory_path", "extra"},
+    "content_part": {"type", "text", "source"},
+    "source": {"media_type", "path", "duration_sec"},  # an image's or an audio clip's
+}  # fmt: skip
+
+
+def unknown_fields(obj: Any, kind: str, where: str) -> list[str]:
+    """JSON paths of the keys `obj` (an ATIF object of that kind) may not hold."""
+    if not isinstance(obj, dict):
+        return []
+    return [f"{where}.{key}" for key in sorted(obj.keys() - NESTED_FIELDS[kind], key=str)]
+
 
 EMBEDDED_MARK = "#subagent_trajectories"  # path of an embedded subagent: file#subagent_trajectories[i]
 
@@ -178,9 +200,11 @@ def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:
         problems.append(Problem(rel, "agent.name is required", json_path="agent"))
     elif "version" not in agent:
         problems.append(Problem(rel, "agent.version is required", json_path="agent.version"))
-    for key in header:
-        if key not in ROOT_FIELDS:
-            problems.append(Problem(rel, f"unknown field {key!r} (kept)", json_path=key, severity="warning"))
+    unknown = [str(key) for key in header if key not in ROOT_FIELDS]
+    unknown += unknown_fields(header.get("agent"), "agent", "agent")
+    unknown += unknown_fields(header.get("final_metrics"), "final_metrics", "final_metrics")
+    for path in unknown:
+        problems.append(Problem(rel, f"unknown field {path!r} (kept)", json_path=path, severity="warning"))
     subagents = as_list(header.get("subagent_trajectories"))
     seen: set[str] = set()
     for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
@@ -245,20 +269,23 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
         for key in ("metrics", "reasoning_content"):
             if step.get(key) is not None:
                 add(f"{key} must be absent when llm_call_count is 0", f".{key}")
-    for key in step:
-        if key not in STEP_FIELDS:
-            add(f"unknown field {key!r} (kept)", f".{key}", severity="warning")
+    unknown = [f".{key}" for key in step if key not in STEP_FIELDS]
+    unknown += unknown_fields(step.get("metrics"), "metrics", ".metrics")
     call_ids = set()
     for i, call in enumerate(as_list(step.get("tool_calls"))):
         if not isinstance(call, dict) or not call.get("tool_call_id") or "function_name" not in call:
             add("tool call needs tool_call_id and function_name", f".tool_calls[{i}]")
             continue
+        unknown += unknown_fields(call, "tool_call", f".tool_calls[{i}]")
         call_ids.add(call["tool_call_id"])
     observation = step.get("observation")
+    unknown += unknown_fields(observation, "observation", ".observation")
     results = observation.get("results") if isinstance(observation, dict) else None
     for i, result in enumerate(as_list(results)):
         if not isinstance(result, dict):
             continue
+        unknown += unknown_fields(result, "result", f".observation.results[{i}]")
+        unknown += _content_part_fields(result.get("content"), f".observation.results[{i}].content")
         scid = result.get("source_call_id")
         if scid is not None and scid not in call_ids:
             add(
@@ -266,6 +293,7 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
                 f".observation.results[{i}].source_call_id",
             )
         for j, ref in enumerate(as_list(result.get("subagent_trajectory_ref"))):
+            unknown += unknown_fields(ref, "ref", f".observation.results[{i}].subagent_trajectory_ref[{j}]")
             if isinstance(ref, dict) and not (ref.get("trajectory_id") or ref.get("trajectory_path")):
                 add(
                     "subagent_trajectory_ref needs trajectory_id or trajectory_path",
@@ -274,7 +302,20 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
                 )
     for key in ("message",):
         problems.extend(_content_part_problems(step.get(key), f"{where}.{key}", rel))
+    unknown += _content_part_fields(step.get("message"), ".message")
+    for path in unknown:
+        add(f"unknown field {path.lstrip('.')!r} (kept)", path, severity="warning")
     return problems
+
+
+def _content_part_fields(content: Any, where: str) -> list[str]:
+    """Unknown keys of a content part list's parts and their sources (text content has none)."""
+    unknown: list[str] = []
+    for i, part in enumerate(content if isinstance(content, list) else []):
+        unknown += unknown_fields(part, "content_part", f"{where}[{i}]")
+        if isinstance(part, dict):
+            unknown += unknown_fields(part.get("source"), "source", f"{where}[{i}].source")
+    return unknown
 
 
 def _content_part_problems(content: Any, where: str, rel: str) -> list[Problem]:
