@@ -385,6 +385,7 @@ class ImportRun:
 
     def write_pack(self, parsed: ParsedPack, pack: Pack, files: dict[str, tuple[Path, str, int]]) -> dict:
         blobs = dict(PackFile.objects.filter(pack=pack).values_list("path", "blob_id"))
+        lone_blobs = lone_trajectory_blobs(blobs.values())
         per_trial_progress = parsed.kind == "harbor-job"  # what `weight` counted for this pack
         shared = SharedRows()
         jobs = {job.key: upsert_job(job, pack) for job in parsed.jobs}
@@ -398,7 +399,7 @@ class ImportRun:
         counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0}
         for trial in parsed.iter_trials():
             try:
-                result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared)
+                result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs)
             except DatabaseError as exc:  # the trial rolled back whole; the others go on
                 log.warning("trial %s rejected by the database: %s", trial.key, exc)
                 trial.problems.append(
@@ -561,7 +562,12 @@ def _ref_key(ref) -> tuple:
 
 
 def write_trial(
-    parsed: ParsedTrial, pack: Pack, job: Job | None, blobs: dict[str, int], shared: SharedRows | None = None
+    parsed: ParsedTrial,
+    pack: Pack,
+    job: Job | None,
+    blobs: dict[str, int],
+    shared: SharedRows | None = None,
+    lone_blobs: frozenset[int] = frozenset(),
 ) -> WriteResult:
     """One transaction per trial: it is imported whole or not at all."""
     if Trial.objects.filter(key=parsed.key[:500]).exists():
@@ -584,8 +590,8 @@ def write_trial(
                 steps += written.steps
                 calls += written.tool_calls
             write_trial_children(trial, parsed, blobs)
-            if not parsed.key.startswith("atif:"):
-                take_over_lone_trajectories(trial, parsed, blobs)
+            if lone_blobs and not parsed.key.startswith("atif:"):
+                take_over_lone_trajectories(trial, parsed, blobs, lone_blobs)
             trial.step_count = steps
             trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems
@@ -597,12 +603,29 @@ def write_trial(
     return WriteResult("trials", steps)
 
 
-def take_over_lone_trajectories(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int]) -> None:
+def lone_trajectory_blobs(blob_ids) -> frozenset[int]:
+    """Of these blobs, those that are the trajectory of a trial imported from that file alone."""
+    blob_ids = sorted(set(blob_ids))
+    found: set[int] = set()
+    for start in range(0, len(blob_ids), 500):
+        found.update(
+            Trajectory.objects.filter(
+                blob_id__in=blob_ids[start : start + 500], trial__key__startswith="atif:"
+            ).values_list("blob_id", flat=True)
+        )
+    return frozenset(found)
+
+
+def take_over_lone_trajectories(
+    trial: Trial, parsed: ParsedTrial, blobs: dict[str, int], lone_blobs: frozenset[int]
+) -> None:
     """This trial's trajectory files, imported alone before, were trials of their own: this one replaces them.
 
     One with triage work on it (QC items, comments, history) is kept, and said so.
     """
-    blob_ids = [blobs[t.path] for t in parsed.trajectories if t.path in blobs]
+    blob_ids = [blobs[t.path] for t in parsed.trajectories if blobs.get(t.path) in lone_blobs]
+    if not blob_ids:
+        return
     for lone in Trial.objects.filter(key__startswith="atif:", trajectories__blob_id__in=blob_ids).distinct():
         triaged = lone.qc_items.exists() or lone.qc_comments.exists() or AuditEntry.objects.filter(trial=lone).exists()
         if triaged:
