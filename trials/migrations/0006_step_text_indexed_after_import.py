@@ -13,12 +13,7 @@ SQLITE_CREATE = [
         search_text, content='trials_step', content_rowid='id', tokenize='unicode61', detail=none, columnsize=0)""",
     "INSERT INTO trials_step_fts(trials_step_fts) VALUES ('rebuild')",
 ]
-SQLITE_DROP = [
-    "DROP TRIGGER IF EXISTS trials_step_fts_insert",
-    "DROP TRIGGER IF EXISTS trials_step_fts_delete",
-    "DROP TRIGGER IF EXISTS trials_step_fts_update",
-    "DROP TABLE IF EXISTS trials_step_fts",
-]
+SQLITE_DROP = trigger_index.SQLITE_DROP  # 0004's triggers and table, frozen there
 POSTGRES_CREATE = ["CREATE INDEX IF NOT EXISTS trials_stepwords_words_gin ON trials_stepwords USING gin (words)"]
 POSTGRES_DROP = ["DROP INDEX IF EXISTS trials_stepwords_words_gin"]
 
