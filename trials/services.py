@@ -675,9 +675,9 @@ def create_trial(
         finished_at=_aware(parsed.finished_at),
         duration_sec=duration,
         phases=parsed.phases,
-        input_tokens=_bigint(parsed.input_tokens),
-        cached_tokens=_bigint(parsed.cached_tokens),
-        output_tokens=_bigint(parsed.output_tokens),
+        input_tokens=_count(parsed.input_tokens),
+        cached_tokens=_count(parsed.cached_tokens),
+        output_tokens=_count(parsed.output_tokens),
         cost_usd=parsed.cost_usd,
         session_id=str(correlation.get("sessionId") or "")[:200],
         run_id=str(correlation.get("runId") or "")[:200],
@@ -731,7 +731,7 @@ def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blob
             write_steps(trial, trajectory, batch)
             count += len(batch)
             trajectory.step_count = count
-            trajectory.max_step_tokens = _bigint(max_tokens)
+            trajectory.max_step_tokens = _count(max_tokens)
             trajectory.problems = [p.as_dict() for p in parsed.problems]
             trajectory.save(update_fields=["step_count", "max_step_tokens", "problems"])
             return Written(count, calls)
@@ -764,12 +764,12 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
                 "model_name": step.model_name[:200],
                 "message_text": step.message_text,
                 "reasoning": step.reasoning,
-                "prompt_tokens": _bigint(step.prompt_tokens),
-                "completion_tokens": _bigint(step.completion_tokens),
-                "cached_tokens": _bigint(step.cached_tokens),
+                "prompt_tokens": _count(step.prompt_tokens),
+                "completion_tokens": _count(step.completion_tokens),
+                "cached_tokens": _count(step.cached_tokens),
                 "cost_usd": step.cost_usd,
                 "is_copied_context": step.is_copied_context,
-                "llm_call_count": _int32(step.llm_call_count),
+                "llm_call_count": _count(step.llm_call_count, bits=32),
                 "context_management": step.context_management[:20],
                 "tool_call_count": len(step.tool_calls),
                 "size": len(raw_json),
@@ -812,17 +812,12 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
 
 def step_tokens(step: ParsedStep) -> int:
     """Prompt + completion tokens, as the viewer's token bar draws them (0 for nonsense counts)."""
-    return (_bigint(step.prompt_tokens) or 0) + (_bigint(step.completion_tokens) or 0)
+    return (_count(step.prompt_tokens) or 0) + (_count(step.completion_tokens) or 0)
 
 
-def _bigint(value: int | None) -> int | None:
-    """A count past 64 bits is not a real count: keep it only in the raw step."""
-    return value if value is None or -(2**63) <= value < 2**63 else None
-
-
-def _int32(value: int | None) -> int | None:
-    """The same for a 32-bit column: billions of LLM calls in one step is not a real count."""
-    return value if value is None or -(2**31) <= value < 2**31 else None
+def _count(value: int | None, bits: int = 64) -> int | None:
+    """A count past its column's bits is not a real count: keep it only in the raw step."""
+    return value if value is None or -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else None
 
 
 def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int]) -> None:
@@ -886,7 +881,7 @@ def event_row(event: ParsedEvent, trial: Trial | None, pack: Pack | None) -> Run
         type=event.type[:100],
         event_id=event.event_id[:200],
         timestamp=_aware(event.timestamp),
-        sequence=_bigint(event.sequence) if isinstance(event.sequence, int) else None,
+        sequence=_count(event.sequence) if isinstance(event.sequence, int) else None,
         session_id=str(event.correlation.get("sessionId") or "")[:200],
         run_id=str(event.correlation.get("runId") or "")[:200],
         correlation=event.correlation,
