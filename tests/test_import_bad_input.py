@@ -16,7 +16,7 @@ from django.db import DatabaseError
 from tests.conftest import import_path
 from trials import services
 from trials.ingest import atif as atif_module
-from trials.models import Blob, Import, Pack, PackFile, Step, Trajectory, Trial
+from trials.models import Blob, Configuration, Import, Pack, PackFile, Step, Task, Trajectory, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -372,10 +372,35 @@ def test_a_failure_in_one_trial_leaves_no_half_imported_trial_and_the_others_go_
     assert Step.objects.filter(trial__name__startswith="task-b").count() == 0
     assert imp.outcomes[0]["rejected"] == 1 and imp.rejected_count == 1
     assert any(reported in p["message"] for p in imp.problems)
+    assert not Task.objects.filter(name="task-b").exists()  # created in the trial's transaction, rolled back with it
     monkeypatch.setattr(services, "write_trial_children", real)
     again = import_path(job)  # the pack stayed open: importing it again finishes it
     assert again.outcomes[0]["trials"] == 1
     assert Trial.objects.count() == 3
+
+
+def test_a_rejected_trial_takes_its_new_task_and_configuration_with_it_and_the_next_attempt_makes_them(
+    tmp_path, monkeypatch
+):
+    job = tmp_path / "job"
+    write_trial(job, "task-a__AAAAAAA")  # the job's first trial: it brings the task and configuration, then fails
+    write_trial(job, "task-a__BBBBBBB")  # a second attempt at the same task
+    write_trial(job, "task-b__CCCCCCC")
+    (job / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
+    real = services.write_trial_children
+
+    def fail_for_first_trial(trial, parsed, blobs):
+        real(trial, parsed, blobs)
+        if parsed.name == "task-a__AAAAAAA":
+            raise DatabaseError("injected failure")
+
+    monkeypatch.setattr(services, "write_trial_children", fail_for_first_trial)
+    imp = import_path(job)
+    assert imp.outcomes[0]["rejected"] == 1 and imp.outcomes[0]["trials"] == 2
+    attempt = Trial.objects.get(name="task-a__BBBBBBB")
+    assert attempt.task.name == "task-a" and Task.objects.filter(name="task-a").count() == 1
+    [configuration] = Configuration.objects.all()
+    assert set(configuration.trials.values_list("name", flat=True)) == {"task-a__BBBBBBB", "task-b__CCCCCCC"}
 
 
 def test_a_timestamp_before_year_1_in_utc_is_flagged_and_its_trial_imported(tmp_path):

@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -536,12 +537,24 @@ class WriteResult(NamedTuple):
 class SharedRows:
     """Datasets, tasks and configurations seen in this import, looked up once each.
 
-    They are created outside the trials' transactions (they are shared and idempotent),
-    so a trial that rolls back never leaves a cached id pointing at nothing.
+    They are created inside the transaction of the first trial that needs them, so a
+    trial that rolls back takes its new ones with it; `atomic` then forgets them, so that
+    no cached id points at a row that was never committed.
     """
 
     def __init__(self):
         self.seen: dict[tuple, object] = {}
+
+    @contextmanager
+    def atomic(self):
+        known = set(self.seen)
+        try:
+            with transaction.atomic():
+                yield
+        except BaseException:
+            for key in self.seen.keys() - known:
+                del self.seen[key]
+            raise
 
     def resolve(self, parsed: ParsedTrial) -> tuple[Dataset | None, Task | None, Configuration | None]:
         dataset = self._get(("dataset", _ref_key(parsed.dataset)), lambda: get_dataset(parsed.dataset))
@@ -580,9 +593,10 @@ def write_trial(
         if target is not None:
             join_evidence_pack(target, parsed)
             return WriteResult("joined")
-    dataset, task, configuration = (shared or SharedRows()).resolve(parsed)
+    shared = shared or SharedRows()
     try:
-        with transaction.atomic():
+        with shared.atomic():
+            dataset, task, configuration = shared.resolve(parsed)
             trial = create_trial(parsed, pack, job, dataset, task, configuration)
             steps = calls = 0
             for position, trajectory in enumerate(parsed.trajectories):
