@@ -144,16 +144,21 @@ def test_a_missing_session_id_is_an_error_up_to_v1_6(tmp_path, version, flagged)
     assert ("session_id" in paths) is flagged
 
 
-def test_a_streamed_trajectory_broken_half_way_is_rejected_with_the_step_it_broke_in(tmp_path, monkeypatch):
+@pytest.mark.parametrize("indent", [False, True], ids=["one line", "indented"])
+def test_a_streamed_trajectory_broken_half_way_is_rejected_with_the_step_and_line_it_broke_in(
+    tmp_path, monkeypatch, indent
+):
     monkeypatch.setattr(atif_module, "STREAM_THRESHOLD", 100)  # stream this small file as if it were huge
     steps = good_steps() + [{"step_id": 3, "source": "agent", "message": "fine"}]
-    text = orjson.dumps(atif(steps)).decode()
-    broken = text.replace('"message":"fine"', '"message":"fine",,')
+    text = orjson.dumps(atif(steps), option=orjson.OPT_INDENT_2 if indent else 0).decode()
+    broken = text.replace('"fine"', '"fine",,')
     (tmp_path / "t.json").write_text(broken)
     imp = import_path(tmp_path / "t.json")
     [problem] = problems_of(imp)
     assert problem["file"] == "t.json" and problem["json_path"] == "steps[2].message"  # just after it
     assert "malformed JSON" in problem["message"]
+    expected_line = next(n for n, line in enumerate(broken.splitlines(), 1) if ",," in line)
+    assert problem["line"] == expected_line and (expected_line > 1) is indent
 
 
 def test_unknown_fields_are_flagged_at_every_level_and_kept(tmp_path):

@@ -394,8 +394,40 @@ def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
 # Streaming (files past STREAM_THRESHOLD) -------------------------------------------------
 
 
-def _ijson_error(rel: str, exc: Exception, json_path: str = "") -> PackError:
-    return PackError(Problem(rel, f"malformed JSON: {exc}", json_path=json_path, kept="the raw bytes"))
+def _ijson_error(rel: str, exc: Exception, json_path: str = "", line: int | None = None) -> PackError:
+    return PackError(Problem(rel, f"malformed JSON: {exc}", json_path=json_path, line=line, kept="the raw bytes"))
+
+
+class _LineByLine:
+    """A file handed to ijson one line (at most 64 kB) at a time, so that an error knows its line.
+
+    yajl stops in the chunk it was given, and reports no position of its own.
+    """
+
+    def __init__(self, f):
+        self.f = f
+        self.line = 0  # of the last chunk handed out
+        self.newlines = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:  # ijson's probe for bytes or text
+            return b""
+        chunk = self.f.readline(65536)
+        self.line = self.newlines + 1
+        self.newlines += chunk.count(b"\n")
+        return chunk
+
+
+def _error_line(path: Path) -> int | None:
+    """The line a streamed file stops being JSON on: a second, slower pass, taken only once it has failed."""
+    with open(path, "rb") as f:
+        reader = _LineByLine(f)
+        try:
+            for _ in ijson.basic_parse(reader, use_float=True):
+                pass
+        except ijson.JSONError:
+            return reader.line
+    return None
 
 
 def _json_path(prefix: str, steps_seen: int) -> str:
@@ -431,7 +463,7 @@ def _stream_header(path: Path, rel: str) -> dict[str, Any]:
                     builder = ijson.ObjectBuilder()
                 builder.event(event, value)
     except ijson.JSONError as exc:
-        raise _ijson_error(rel, exc, _json_path(prefix, steps_seen)) from exc
+        raise _ijson_error(rel, exc, _json_path(prefix, steps_seen), _error_line(path)) from exc
     return header
 
 
@@ -440,4 +472,4 @@ def _stream_steps(path: Path, rel: str) -> Iterator[Any]:
         try:
             yield from ijson.items(f, "steps.item", use_float=True)
         except ijson.JSONError as exc:
-            raise _ijson_error(rel, exc) from exc
+            raise _ijson_error(rel, exc, line=_error_line(path)) from exc
