@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from tests.viewer_packs import XSS, candidate_trial_dir, crafted_trial_dir, import_trial_dir, long_trajectory
+from trials import search
 from trials.demo import SECRET
 
 pytestmark = pytest.mark.django_db
@@ -67,6 +68,19 @@ def test_search_pages_through_matches_in_the_database(client_logged_in, tmp_path
     second = get(client_logged_in, "api-trial-search", trial.pk, q="bash", offset=first["next_offset"])
     assert second["matches"][0]["number"] > first["matches"][-1]["number"]
     assert first["matches"][0]["url"].startswith(reverse("trial-step", args=[trial.pk, first["matches"][0]["number"]]))
+
+
+@pytest.mark.parametrize("indexed", [False, True], ids=["before indexing", "after indexing"])
+def test_search_finds_a_needle_inside_a_word_when_no_word_starts_with_it(client_logged_in, tmp_path, indexed):
+    trial = long_trajectory(tmp_path, 60)
+    step = trial.steps.get(index=41)
+    step.search_text += "\nraise typeerror(boom)"
+    step.save()
+    if indexed:
+        assert search.index_pending() == 1
+    data = get(client_logged_in, "api-trial-search", trial.pk, q="ypeError(boo")
+    assert [m["number"] for m in data["matches"]] == [42]
+    assert get(client_logged_in, "api-trial-search", trial.pk, q="ypeError(boox")["matches"] == []
 
 
 def test_permissions_endpoint_lists_decisions_with_the_side_effect_flag(client_logged_in, demo_trial):

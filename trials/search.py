@@ -2,7 +2,9 @@
 
 It finds the steps that hold every word of the needle, the last one as a prefix;
 `search_text` then confirms the exact substring. So a needle that starts at a word
-boundary is found through the index; one with no word in it is found by a scan. A
+boundary is found through the index; one with no word in it is found by a scan. When the
+index finds nothing, the viewer scans too (`viewer.search_steps`), so a needle inside a
+word ("rror" in "TypeError") is found, more slowly, and "no match" is always true. A
 trigram index would also find needles that start mid-word, but made imports five times
 slower (bench/README.md).
 
@@ -95,13 +97,26 @@ def words_vector(text: str) -> str:
     return vector if len(vector.encode()) <= MAX_WORDS_BYTES else TOO_MANY_WORDS
 
 
-def matching(trial, needle: str):
-    """The trial's steps whose search text contains `needle` (already lower-cased)."""
+def scan(trial, needle: str):
+    """The trial's steps whose search text contains `needle` (already lower-cased), wherever it is in a word."""
     from trials.models import Step
 
-    exact = Step.objects.filter(trial=trial, search_text__contains=needle)
+    return Step.objects.filter(trial=trial, search_text__contains=needle)
+
+
+def uses_index(trial, needle: str) -> bool:
+    return bool(WORD.search(needle)) and trial.step_text_indexed and has_index()
+
+
+def matching(trial, needle: str):
+    """The trial's steps whose search text contains `needle` (already lower-cased) at a word start.
+
+    Through the index when the trial has been indexed; until then by `scan`, which also
+    finds the needle inside words.
+    """
+    exact = scan(trial, needle)
     words = WORD.findall(needle)
-    if not (words and trial.step_text_indexed and has_index()):
+    if not uses_index(trial, needle):
         return exact
     if connection.vendor == "sqlite":
         # Every word of the needle, the last one as a prefix; the exact filter checks the order.

@@ -473,13 +473,21 @@ def search_steps(trial: Trial, query: str, offset: int = 0, limit: int = SEARCH_
     needle = query.strip().lower()
     if not needle:
         return [], False
+
     # (trial, trajectory, index) order is the Step index: the scan stops after a page of
     # matches. Trajectories are written in position order, so their ids follow it.
-    rows = list(
-        search.matching(trial, needle)
-        .order_by("trajectory_id", "index")
-        .values("trajectory_id", "index", "source", "step_id")[offset : offset + limit + 1]
-    )
+    def page(steps) -> list[dict]:
+        return list(
+            steps.order_by("trajectory_id", "index").values("trajectory_id", "index", "source", "step_id")[
+                offset : offset + limit + 1
+            ]
+        )
+
+    rows = page(search.matching(trial, needle))
+    if not rows and search.uses_index(trial, needle):
+        # The index finds words and word starts ("error" in "error: x", not in "TypeError"):
+        # before saying "no match", look inside words too.
+        rows = page(search.scan(trial, needle))
     matches = [
         {"trajectory": r["trajectory_id"], "number": r["index"] + 1, "step_id": r["step_id"], "source": r["source"]}
         for r in rows[:limit]
