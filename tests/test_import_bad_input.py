@@ -307,6 +307,62 @@ def test_archive_past_the_expanded_size_limit_is_rejected(tmp_path, settings):
     assert "expands past" in problems_of(imp)[0]["message"]
 
 
+def zip_bytes(members: list[tuple[str, bytes]], compression: int = zipfile.ZIP_STORED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=compression) as zf:
+        for name, data in members:
+            zf.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_archives_inside_an_archive_share_one_expansion_limit(tmp_path, settings):
+    settings.IMPORT_MAX_EXPANDED_BYTES = 50_000
+    inner = zip_bytes([("big.json", b"[" + b"1," * 10_000 + b"1]")], zipfile.ZIP_DEFLATED)  # 20 kB expanded
+    archive = tmp_path / "nested.zip"
+    archive.write_bytes(zip_bytes([(f"inner-{i}.zip", inner) for i in range(4)]))
+    imp = import_path(archive)
+    refused = [o["pack"] for o in imp.outcomes if "expands past the limit of 50000" in o.get("reason", "")]
+    assert refused == ["nested.zip/inner-2.zip", "nested.zip/inner-3.zip"]  # 20 kB each: the third is past 50 kB
+    assert not list(settings.IMPORT_SPOOL_DIR.rglob("big.json"))
+
+
+def test_an_archive_nested_more_than_three_deep_is_not_extracted(tmp_path, settings):
+    data = orjson.dumps(atif(good_steps()))
+    levels = zip_bytes([("t.json", data)])
+    for _ in range(4):
+        levels = zip_bytes([("deeper.zip", levels)])
+    (tmp_path / "deep.zip").write_bytes(levels)
+    imp = import_path(tmp_path / "deep.zip")
+    [rejected] = [o for o in imp.outcomes if o["outcome"] == "rejected"]
+    assert rejected["pack"] == "deep.zip/deeper.zip/deeper.zip/deeper.zip"
+    assert "nested more than 3 deep" in rejected["reason"]
+    assert not Trial.objects.exists()
+
+
+def test_a_member_over_the_size_limit_is_left_out_and_the_rest_of_the_archive_imports(tmp_path, settings):
+    small = orjson.dumps(atif(good_steps()))
+    settings.IMPORT_MAX_FILE_BYTES = len(small) + 10
+    big = orjson.dumps({**atif(good_steps()), "session_id": "big", "notes": "x" * 1000})
+    (tmp_path / "mixed.zip").write_bytes(zip_bytes([("small.json", small), ("big.json", big)]))
+    imp = import_path(tmp_path / "mixed.zip")
+    assert Trial.objects.count() == 1
+    [problem] = [p for p in problems_of(imp) if p["json_path"] == "big.json"]
+    assert problem["file"] == "mixed.zip" and "left out" in problem["message"]
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_duplicate_and_clashing_archive_members_are_reported_and_the_first_kept(tmp_path, settings):
+    data = orjson.dumps(atif(good_steps()))
+    members = [("t.json", data), ("t.json", b'{"not": "atif"}'), ("a", b"x"), ("a/b.json", data)]
+    (tmp_path / "dup.zip").write_bytes(zip_bytes(members))
+    imp = import_path(tmp_path / "dup.zip")
+    assert Trial.objects.count() == 1  # the first t.json
+    reported = {p["json_path"]: p["message"] for p in problems_of(imp)}
+    assert "same name came first" in reported["t.json"]
+    assert "where its folder would be" in reported["a/b.json"]
+    assert str(settings.IMPORT_SPOOL_DIR) not in str(imp.problems)
+
+
 def test_single_file_over_the_size_limit_is_rejected_unread(tmp_path, settings):
     settings.IMPORT_MAX_FILE_BYTES = 100
     path = tmp_path / "big.json"

@@ -31,7 +31,7 @@ from trials import completeness
 from trials.blobs import sha256_of_file, store_file, store_files
 from trials.fastinsert import insert_rows
 from trials.ingest import harbor, lime
-from trials.ingest.archives import Limits, extract
+from trials.ingest.archives import MAX_NESTING, Expansion, Limits, extract
 from trials.ingest.atif import EMBEDDED_MARK
 from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder
 from trials.ingest.jsonio import dumps_text
@@ -215,6 +215,8 @@ class ImportRun:
         self.workdir = workdir
         self.on_progress = on_progress
         self.limits = limits()
+        self.expansion: Expansion | None = None  # the bytes the upload's archives expanded to, nested ones too
+        self.archive_depth = 0
         self.progress_saved_at = 0.0
 
     def run(self) -> None:
@@ -318,9 +320,27 @@ class ImportRun:
             sha256=sha, defaults={"kind": "archive", "name": candidate.rel, "first_import": self.imp}
         )
         PackFile.objects.get_or_create(pack=pack, path=candidate.rel, defaults={"blob": blob})
-        target = self.workdir / f"archive-{sha[:16]}"
+        # A folder of its own even for the same archive twice: each copy is charged to the upload's limits.
+        target = Path(tempfile.mkdtemp(prefix=f"archive-{sha[:12]}-", dir=self.workdir))
+        outermost = self.expansion is None
+        if outermost:
+            self.expansion = Expansion(candidate.path)
+        elif self.archive_depth >= MAX_NESTING:
+            message = f"an archive nested more than {MAX_NESTING} deep: not extracted"
+            self.reject(candidate, Problem(candidate.rel, message, kept="the archive's raw bytes"), pack)
+            self.advance()
+            return
+        self.archive_depth += 1
         try:
-            skipped = extract(candidate.path, target, candidate.rel, self.limits)
+            self.extract_archive(candidate, pack, target)
+        finally:
+            self.archive_depth -= 1
+            if outermost:
+                self.expansion = None
+
+    def extract_archive(self, candidate: Candidate, pack: Pack, target: Path) -> None:
+        try:
+            skipped = extract(candidate.path, target, candidate.rel, self.limits, self.expansion)
         except PackError as exc:
             self.reject(candidate, exc.problem, pack)
             self.advance()

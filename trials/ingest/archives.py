@@ -50,21 +50,39 @@ def unsafe_name_reason(name: str) -> str:
     return ""
 
 
-class _Budget:
-    def __init__(self, archive: Path, archive_name: str, limits: Limits):
-        self.limits = limits
-        self.archive_name = archive_name
-        self.compressed = max(archive.stat().st_size, 1)
+MAX_NESTING = 3  # an archive in an archive in an archive; deeper is refused
+
+
+class Expansion:
+    """What one upload's archives have expanded to so far, nested archives included.
+
+    The size and ratio limits hold for the whole upload: an archive of archives must not
+    get a fresh budget for each one.
+    """
+
+    def __init__(self, upload: Path):
+        self.compressed = max(upload.stat().st_size, 1)
         self.total = 0
 
+
+class _MemberTooBig(Exception):
+    pass
+
+
+class _Budget:
+    def __init__(self, expansion: Expansion, archive_name: str, limits: Limits):
+        self.limits = limits
+        self.archive_name = archive_name
+        self.expansion = expansion
+
     def charge(self, member: str, n: int, member_total: int) -> None:
-        self.total += n
-        limits = self.limits
+        expansion, limits = self.expansion, self.limits
+        expansion.total += n
         if member_total > limits.max_file_bytes:
-            raise self._error(member, f"member expands past the single-file limit of {limits.max_file_bytes} bytes")
-        if self.total > limits.max_expanded_bytes:
+            raise _MemberTooBig
+        if expansion.total > limits.max_expanded_bytes:
             raise self._error(member, f"archive expands past the limit of {limits.max_expanded_bytes} bytes")
-        if self.total > 10 * CHUNK and self.total / self.compressed > limits.max_ratio:
+        if expansion.total > 10 * CHUNK and expansion.total / expansion.compressed > limits.max_ratio:
             raise self._error(member, f"compression ratio over {limits.max_ratio}:1 (a zip bomb?)")
 
     def _error(self, member: str, message: str) -> PackError:
@@ -78,20 +96,32 @@ class _Budget:
         )
 
 
-def _copy(src, dest: Path, member: str, budget: _Budget) -> None:
+def _copy(src, dest: Path, member: str, budget: _Budget) -> Problem | None:
+    """Write one member; one over the single-file limit is left out (and said so), as in a folder."""
     written = 0
-    with open(dest, "wb") as out:
-        while chunk := src.read(CHUNK):
-            written += len(chunk)
-            budget.charge(member, len(chunk), written)
-            out.write(chunk)
+    try:
+        with open(dest, "wb") as out:
+            while chunk := src.read(CHUNK):
+                written += len(chunk)
+                budget.charge(member, len(chunk), written)
+                out.write(chunk)
+    except _MemberTooBig:
+        dest.unlink()
+        limit = budget.limits.max_file_bytes
+        return _left_out(budget.archive_name, member, f"archive member left out: it expands past {limit} bytes")
+    return None
 
 
-def extract(archive: Path, dest: Path, archive_name: str, limits: Limits) -> list[Problem]:
-    """Extract into `dest`. Unsafe members are skipped and reported; bombs and damage raise."""
+def extract(
+    archive: Path, dest: Path, archive_name: str, limits: Limits, expansion: Expansion | None = None
+) -> list[Problem]:
+    """Extract into `dest`. Unsafe and oversized members are skipped and reported; bombs and damage raise.
+
+    `expansion` is the upload's running total when this archive was inside another one.
+    """
     kind = archive_kind(archive)
     dest.mkdir(parents=True, exist_ok=True)
-    budget = _Budget(archive, archive_name, limits)
+    budget = _Budget(expansion or Expansion(archive), archive_name, limits)
     try:
         if kind == "zip":
             problems = _extract_zip(archive, dest, budget)
@@ -107,20 +137,36 @@ def extract(archive: Path, dest: Path, archive_name: str, limits: Limits) -> lis
         raise PackError(
             Problem(
                 archive_name,
-                f"damaged or truncated archive: {exc}",
+                # (an OSError's text would name the server's extraction folder)
+                f"damaged or truncated archive: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
                 kept="the archive's raw bytes; nothing was extracted",
             )
         ) from exc
     return problems
 
 
-def _skip(archive_name: str, member: str, reason: str) -> Problem:
+def _left_out(archive_name: str, member: str, message: str) -> Problem:
     return Problem(
         file=archive_name,
         json_path=member,
-        message=f"unsafe archive member skipped: {reason}",
+        message=message,
         kept="the rest of the archive; this member only in the archive's raw bytes",
     )
+
+
+def _skip(archive_name: str, member: str, reason: str) -> Problem:
+    return _left_out(archive_name, member, f"unsafe archive member skipped: {reason}")
+
+
+def _clash(target: Path, is_dir: bool = False) -> str:
+    """Why a member cannot go where its name says (a duplicate, or a file where its folder is), or ''."""
+    if target.exists() and not (is_dir and target.is_dir()):
+        return "archive member left out: a member of the same name came first (it is kept)"
+    try:
+        (target if is_dir else target.parent).mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        return "archive member left out: a file of an earlier member is where its folder would be"
+    return ""
 
 
 def _target(dest: Path, name: str) -> Path:
@@ -146,12 +192,14 @@ def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
                 problems.append(_skip(budget.archive_name, name, reason))
                 continue
             target = _target(dest, name)
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
+            if clash := _clash(target, info.is_dir()):
+                problems.append(_left_out(budget.archive_name, name, clash))
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if info.is_dir():
+                continue
             with zf.open(info) as src:
-                _copy(src, target, name, budget)
+                if too_big := _copy(src, target, name, budget):
+                    problems.append(too_big)
     return problems
 
 
@@ -171,13 +219,15 @@ def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
                 problems.append(_skip(budget.archive_name, name, reason))
                 continue
             target = _target(dest, name)
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
+            if clash := _clash(target, member.isdir()):
+                problems.append(_left_out(budget.archive_name, name, clash))
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if member.isdir():
+                continue
             src = tf.extractfile(member)
             if src is None:
                 continue
             with src:
-                _copy(src, target, name, budget)
+                if too_big := _copy(src, target, name, budget):
+                    problems.append(too_big)
     return problems
