@@ -520,3 +520,23 @@ def test_every_file_of_an_imported_folder_is_stored(tmp_path):
     stored = set(PackFile.objects.values_list("path", flat=True))
     expected = {f"{trial.name}/{p.relative_to(trial).as_posix()}" for p in trial.rglob("*") if p.is_file()}
     assert stored == expected
+
+
+@pytest.mark.parametrize("depth", [300, 1000])
+def test_a_deeply_nested_extra_is_kept_and_its_step_served(tmp_path, client_logged_in, depth):
+    steps = good_steps()
+    steps[1]["extra"] = {"deep": "DEEP"}
+    steps[1]["tool_calls"][0]["arguments"] = {"deep": "DEEP"}
+    # orjson reads JSON up to 1024 levels deep, but writes only up to 255.
+    data = orjson.dumps(atif(steps)).replace(b'"DEEP"', b"[" * depth + b'"bottom"' + b"]" * depth)
+    (tmp_path / "t.json").write_bytes(data)
+    imp = import_path(tmp_path / "t.json")
+    assert imp.outcomes[0]["outcome"] == "imported" and Trial.objects.count() == 1, imp.problems
+    trial = Trial.objects.get()
+    response = client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/")
+    assert response.status_code == 200
+    assert "bottom" in response.content.decode()
+    page = client_logged_in.get(f"/trials/{trial.pk}/")
+    assert page.status_code == 200
+    served = b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content)
+    assert served == data

@@ -1,5 +1,12 @@
+import sys
+
 from django.apps import AppConfig
 from django.core.signals import request_started
+
+# orjson reads JSON nested up to 1,024 levels but writes only 255, so deeper values (an
+# agent's `extra`, say) go through the standard library's encoder, and through our own
+# walks over JSON, which take a frame or two a level: Python's default of 1,000 is short.
+RECURSION_LIMIT = 4_000
 
 
 class TrialsConfig(AppConfig):
@@ -7,6 +14,7 @@ class TrialsConfig(AppConfig):
     verbose_name = "Trials"
 
     def ready(self) -> None:
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
         from trials import search, services  # noqa: F401  (search connects its signal receiver)
 
         request_started.connect(services.start_embedded_worker, dispatch_uid="trials.embedded_worker")

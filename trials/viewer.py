@@ -9,6 +9,7 @@ only. Search runs in the database over `Step.search_text` and returns step numbe
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +69,11 @@ def scrub_json(value: Any) -> Any:
 
 
 def pretty_json(value: Any, limit: int | None = None) -> str:
-    text = scrub(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # integers past 64 bits, or nested past orjson's 255 levels
+        text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    text = scrub(text)
     if limit is not None and len(text) > limit:
         return text[:limit] + f"\n… [{len(text) - limit} more characters]"
     return text
