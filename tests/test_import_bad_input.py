@@ -540,3 +540,16 @@ def test_a_deeply_nested_extra_is_kept_and_its_step_served(tmp_path, client_logg
     assert page.status_code == 200
     served = b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content)
     assert served == data
+
+
+def test_a_pack_whose_only_trial_is_rejected_is_reported_rejected(tmp_path, monkeypatch):
+    trial = write_trial(tmp_path)
+
+    def fail(trial, parsed, blobs):
+        raise DatabaseError("injected failure")
+
+    monkeypatch.setattr(services, "write_trial_children", fail)
+    imp = import_path(trial)
+    [outcome] = imp.outcomes
+    assert outcome["outcome"] == "rejected" and outcome["rejected"] == 1 and "rejected" in outcome["reason"]
+    assert imp.rejected_count == 1 and not Trial.objects.exists()

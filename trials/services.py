@@ -310,7 +310,12 @@ class ImportRun:
         Pack.objects.filter(pk=pack.pk).update(status=status, problems=problems)
         self.imp.problems.extend(problems)
         Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
-        nothing_new = counts["already"] and not any(counts.get(k) for k in ("trials", "joined", "rejected", "events"))
+        brought = any(counts.get(k) for k in ("trials", "joined", "events", "documents"))
+        if counts["rejected"] and not brought and not counts["already"]:
+            reason = f"its {counts['rejected']} trial(s) rejected: see the errors"
+            self.outcome(candidate.rel, parsed.kind, "rejected", reason=reason, **counts)
+            return
+        nothing_new = counts["already"] and not brought and not counts["rejected"]
         self.outcome(candidate.rel, parsed.kind, "already imported" if nothing_new else "imported", **counts)
 
     def import_archive(self, candidate: Candidate) -> None:
