@@ -553,3 +553,12 @@ def test_a_pack_whose_only_trial_is_rejected_is_reported_rejected(tmp_path, monk
     [outcome] = imp.outcomes
     assert outcome["outcome"] == "rejected" and outcome["rejected"] == 1 and "rejected" in outcome["reason"]
     assert imp.rejected_count == 1 and not Trial.objects.exists()
+
+
+def test_a_trajectory_imported_alone_is_incomplete_but_not_missing_its_trajectory(tmp_path):
+    (tmp_path / "t.json").write_bytes(orjson.dumps(atif(good_steps())))
+    import_path(tmp_path / "t.json")
+    trial = Trial.objects.get()
+    assert not trial.is_complete
+    assert "trajectoryRef" not in trial.missing and "rewardDetailsRef" in trial.missing
+    assert trial.refs == {"trajectoryRef": "t.json"}

@@ -666,6 +666,7 @@ def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
         trajectories=[trajectory, *embedded_subagents(trajectory)],
         files=[rel],
         present={"trajectory"},
+        refs={"trajectoryRef": rel},  # the joinability checks look for it: the trajectory is here
         status="unknown",
     )
     return ParsedPack(kind="atif-trajectory", trials=[trial], trial_count=1)
