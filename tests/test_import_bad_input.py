@@ -562,3 +562,20 @@ def test_a_trajectory_imported_alone_is_incomplete_but_not_missing_its_trajector
     assert not trial.is_complete
     assert "trajectoryRef" not in trial.missing and "rewardDetailsRef" in trial.missing
     assert trial.refs == {"trajectoryRef": "t.json"}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["read whole", "streamed"])
+def test_json_files_starting_with_a_utf8_byte_order_mark_import(tmp_path, monkeypatch, streamed):
+    if streamed:
+        monkeypatch.setattr(atif_module, "STREAM_THRESHOLD", 100)
+    trial = write_trial(tmp_path)
+    for name in ("result.json", "agent/trajectory.json", "verifier/reward-details.json"):
+        (trial / name).write_bytes(b"\xef\xbb\xbf" + (trial / name).read_bytes())
+    (tmp_path / "lone").mkdir()
+    lone = orjson.dumps({**atif(good_steps()), "session_id": "b"})
+    (tmp_path / "lone" / "t.json").write_bytes(b"\xef\xbb\xbf" + lone)
+    for path in (trial, tmp_path / "lone" / "t.json"):
+        imp = import_path(path)
+        assert imp.outcomes[0]["outcome"] == "imported" and not problems_of(imp), imp.problems
+    assert Trial.objects.count() == 2 and Step.objects.count() == 4
+    assert Trial.objects.get(name="task-a__AAAAAAA").rewards == {"reward": 1.0}

@@ -16,6 +16,7 @@ from typing import Any
 import ijson
 import orjson
 
+from trials.ingest.jsonio import open_json, without_bom
 from trials.ingest.records import (
     PackError,
     ParsedObservation,
@@ -117,7 +118,7 @@ def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "
         header = _stream_header(path, rel)
         steps_source: Iterator[Any] = _stream_steps(path, rel)
     else:
-        raw = path.read_bytes()
+        raw = without_bom(path.read_bytes())
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -420,7 +421,7 @@ class _LineByLine:
 
 def _error_line(path: Path) -> int | None:
     """The line a streamed file stops being JSON on: a second, slower pass, taken only once it has failed."""
-    with open(path, "rb") as f:
+    with open_json(path) as f:
         reader = _LineByLine(f)
         try:
             for _ in ijson.basic_parse(reader, use_float=True):
@@ -444,7 +445,7 @@ def _stream_header(path: Path, rel: str) -> dict[str, Any]:
     key = prefix = ""
     steps_seen = 0
     try:
-        with open(path, "rb") as f:
+        with open_json(path) as f:
             for prefix, event, value in ijson.parse(f, use_float=True):
                 if prefix == "steps.item" and event in STARTS_A_VALUE:
                     steps_seen += 1
@@ -468,7 +469,7 @@ def _stream_header(path: Path, rel: str) -> dict[str, Any]:
 
 
 def _stream_steps(path: Path, rel: str) -> Iterator[Any]:
-    with open(path, "rb") as f:
+    with open_json(path) as f:
         try:
             yield from ijson.items(f, "steps.item", use_float=True)
         except ijson.JSONError as exc:

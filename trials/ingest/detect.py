@@ -14,7 +14,7 @@ from typing import Any
 from trials.ingest import agentcontext, agentqc, agentv, documents, harbor, lime, openchrome
 from trials.ingest.archives import archive_kind
 from trials.ingest.atif import looks_like_atif
-from trials.ingest.jsonio import load_json, load_jsonl
+from trials.ingest.jsonio import load_json, load_jsonl, without_bom
 from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
 from trials.ingest.values import as_dict, as_list
 
@@ -93,7 +93,7 @@ def is_agentv_run_folder(path: Path) -> bool:
 
 def _looks_like_data(path: Path) -> bool:
     with open(path, "rb") as f:
-        head = f.read(64).lstrip()
+        head = without_bom(f.read(64)).lstrip()
     return head[:1] in (b"{", b"[") or path.suffix == ".toml"
 
 
@@ -116,7 +116,7 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
         return harbor.parse_lone_trajectory(path, rel)
     with open(path, "rb") as f:
         head = f.read(4096)
-    stripped = head.lstrip()
+    stripped = without_bom(head).lstrip()
     if stripped[:1] not in (b"{", b"["):
         if path.suffix == ".toml" or b"[" in head[:200] or b"=" in head[:200]:
             try:

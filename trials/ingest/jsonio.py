@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from trials.ingest.records import PackError, Problem
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def without_bom(raw: bytes) -> bytes:
+    """JSON bytes without a leading UTF-8 byte order mark: RFC 8259 lets a reader ignore one; orjson refuses it."""
+    return raw[3:] if raw.startswith(UTF8_BOM) else raw
+
+
+def open_json(path: Path) -> BinaryIO:
+    """The file, opened for reading past a leading UTF-8 byte order mark (for ijson, which refuses it too)."""
+    f = open(path, "rb")
+    if f.read(3) != UTF8_BOM:
+        f.seek(0)
+    return f
+
 
 def load_json(path: Path, rel: str) -> Any:
-    raw = path.read_bytes()
+    raw = without_bom(path.read_bytes())
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -28,7 +43,7 @@ def load_jsonl(path: Path, rel: str) -> tuple[list[tuple[int, Any]], list[Proble
             if not line.strip():
                 continue
             try:
-                rows.append((number, orjson.loads(line)))
+                rows.append((number, orjson.loads(without_bom(line) if number == 1 else line)))
             except orjson.JSONDecodeError as exc:
                 problems.append(
                     Problem(
