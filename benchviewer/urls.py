@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from trials.api import UnknownEndpoint
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -14,4 +16,5 @@ urlpatterns = [
     path("comparisons/", include("comparisons.urls")),
     path("", include("trials.triage.urls")),
     path("", include("trials.urls")),
+    path("api/<path:rest>", UnknownEndpoint.as_view()),  # last: only what nothing above answered
 ]

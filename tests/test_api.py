@@ -9,6 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from tests.conftest import REFERENCE, import_path
@@ -106,6 +107,34 @@ def test_the_task_filter_takes_the_task_id_as_well_as_its_name(client_logged_in)
     assert trial.pk in [r["id"] for r in by_id]
     assert {r["id"] for r in by_id} == set(Trial.objects.filter(task_id=trial.task_id).values_list("pk", flat=True))
     assert {r["id"] for r in by_id} <= {r["id"] for r in by_name}
+
+
+@pytest.mark.parametrize(
+    "params", [{"role": "nonsense"}, {"complete": "maybe"}, {"status": "nonsense"}, {"job": "abc"}]
+)
+def test_a_filter_value_that_means_nothing_is_a_400_not_a_silently_ignored_filter(client_logged_in, params):
+    response = client_logged_in.get("/api/trials/", params)
+    assert response.status_code == 400 and list(response.json()) == list(params)
+
+
+def test_the_completeness_filter_takes_true_and_false(client_logged_in, tmp_path):
+    import_path(REFERENCE / "agentv" / "multi-agent.eval.results.jsonl")
+    incomplete = {r["id"] for r in client_logged_in.get("/api/trials/", {"complete": "false"}).json()["results"]}
+    assert incomplete == set(Trial.objects.filter(is_complete=False).values_list("pk", flat=True)) != set()
+    assert client_logged_in.get("/api/trials/", {"complete": "true"}).json()["count"] == (
+        Trial.objects.filter(is_complete=True).count()
+    )
+
+
+def test_unknown_api_addresses_and_trajectories_are_json_404s(client_logged_in):
+    import_path(REFERENCE / "agentv" / "multi-agent.eval.results.jsonl")
+    trial = Trial.objects.first()
+    for url in ("/api/trials/-1/", "/api/imports/not-a-uuid/", "/api/nothing-here/"):
+        response = client_logged_in.get(url)
+        assert response.status_code == 404 and response["Content-Type"] == "application/json", url
+    assert Client().get("/api/nothing-here/").status_code == 403  # still no answer without login
+    for t in ("abc", "999999"):
+        assert client_logged_in.get(f"/api/trials/{trial.pk}/steps/", {"t": t}).status_code == 404
 
 
 def test_trials_list_is_paginated(client_logged_in, settings):

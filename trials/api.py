@@ -3,7 +3,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -89,6 +89,8 @@ class TrialTrajectory(APIView):
 
 def _trajectory_or_404(trial: Trial, wanted: str | None):
     trajectories = list(trial.trajectories.order_by("position", "pk"))
+    if wanted and not any(str(t.pk) == wanted for t in trajectories):
+        raise Http404(f"trial {trial.pk} has no trajectory {wanted!r}")
     trajectory = viewer.pick_trajectory(trial, trajectories, wanted)
     if trajectory is None:
         raise Http404("this trial has no trajectory")
@@ -213,3 +215,13 @@ def viewer_step_url(trial: Trial, number: int, trajectory, trajectories) -> str:
     url = reverse("trial-step", args=[trial.pk, number])
     main = viewer.main_trajectory(trial, trajectories)
     return url if trajectory is None or trajectory == main else f"{url}?t={trajectory.pk}"
+
+
+@extend_schema(exclude=True)
+class UnknownEndpoint(APIView):
+    """Any other address under /api/: a JSON 404 like the API's own, not the HTML page."""
+
+    def get(self, request, *args, **kwargs):
+        raise NotFound("no such API endpoint")
+
+    post = put = patch = delete = get

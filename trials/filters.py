@@ -1,20 +1,22 @@
 import django_filters
 
-from trials.models import Trial
+from trials.models import Configuration, Trial
 
 
 class TrialFilter(django_filters.FilterSet):
     job = django_filters.NumberFilter(field_name="job_id")
     dataset = django_filters.CharFilter(method="filter_dataset")
     configuration = django_filters.CharFilter(method="filter_configuration")
-    role = django_filters.CharFilter(field_name="configuration__role")
+    role = django_filters.ChoiceFilter(field_name="configuration__role", choices=Configuration.Role.choices)
     task = django_filters.CharFilter(method="filter_task")
     # distinct=False: status is a column of the trial itself, so no row can repeat.
     status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices, distinct=False)
     failure_category = django_filters.CharFilter()
     reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte")
     reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte")
-    complete = django_filters.BooleanFilter(field_name="is_complete")
+    complete = django_filters.TypedChoiceFilter(
+        field_name="is_complete", choices=[("true", "true"), ("false", "false")], coerce=lambda v: v == "true"
+    )
     source_format = django_filters.CharFilter()
 
     class Meta:
