@@ -83,9 +83,19 @@ def test_malformed_json_is_rejected_with_file_and_line_and_its_bytes_kept(tmp_pa
     assert imp.outcomes[0]["outcome"] == "rejected"
     [problem] = problems_of(imp)
     assert problem["file"] == "pack.json" and problem["line"] == 3
-    assert "malformed JSON" in problem["message"] and problem["kept"]
+    assert "malformed JSON" in problem["message"] and "column 14" in problem["message"] and problem["kept"]
     assert Blob.objects.filter(sha256=hashlib.sha256(path.read_bytes()).hexdigest()).exists()
     assert Pack.objects.get().status == "rejected"
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_named_as_not_json(tmp_path, literal):
+    steps = good_steps()
+    steps[0]["extra"] = {"score": "LITERAL"}
+    (tmp_path / "t.json").write_bytes(orjson.dumps(atif(steps)).replace(b'"LITERAL"', literal.encode()))
+    imp = import_path(tmp_path / "t.json")
+    [problem] = problems_of(imp)
+    assert problem["line"] == 1 and "NaN and Infinity are not JSON" in problem["message"]
 
 
 def test_non_sequential_step_ids_are_flagged_on_a_kept_trajectory(tmp_path):
@@ -579,3 +589,10 @@ def test_json_files_starting_with_a_utf8_byte_order_mark_import(tmp_path, monkey
         assert imp.outcomes[0]["outcome"] == "imported" and not problems_of(imp), imp.problems
     assert Trial.objects.count() == 2 and Step.objects.count() == 4
     assert Trial.objects.get(name="task-a__AAAAAAA").rewards == {"reward": 1.0}
+
+
+def test_a_utf16_json_file_is_rejected_as_not_utf8(tmp_path):
+    (tmp_path / "t.json").write_bytes(orjson.dumps(atif(good_steps())).decode().encode("utf-16"))
+    imp = import_path(tmp_path / "t.json")
+    [problem] = problems_of(imp)
+    assert "UTF-16" in problem["message"] and imp.outcomes[0]["outcome"] == "rejected"

@@ -16,7 +16,7 @@ from typing import Any
 import ijson
 import orjson
 
-from trials.ingest.jsonio import open_json, without_bom
+from trials.ingest.jsonio import malformed, open_json, without_bom
 from trials.ingest.records import (
     PackError,
     ParsedObservation,
@@ -122,7 +122,7 @@ def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise PackError(Problem(rel, f"malformed JSON: {exc.msg}", line=exc.lineno, kept="the raw bytes")) from exc
+            raise PackError(malformed(rel, exc)) from exc
         if not isinstance(data, dict):
             raise PackError(Problem(rel, "a trajectory must be a JSON object", kept="the raw bytes"))
         header = {k: v for k, v in data.items() if k != "steps"}

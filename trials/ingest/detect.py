@@ -116,6 +116,8 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
         return harbor.parse_lone_trajectory(path, rel)
     with open(path, "rb") as f:
         head = f.read(4096)
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise PackError(Problem(rel, "UTF-16 text: JSON files must be UTF-8 (RFC 8259)", kept="the raw bytes"))
     stripped = without_bom(head).lstrip()
     if stripped[:1] not in (b"{", b"["):
         if path.suffix == ".toml" or b"[" in head[:200] or b"=" in head[:200]:

@@ -26,12 +26,20 @@ def open_json(path: Path) -> BinaryIO:
     return f
 
 
+def malformed(rel: str, exc: orjson.JSONDecodeError, what: str = "malformed JSON", **where: Any) -> Problem:
+    """orjson's complaint, with its column (a one-line file has only that) and the usual non-JSON culprits named."""
+    message = f"{what}: {exc.msg}, column {exc.colno}"
+    if isinstance(exc.doc, str) and exc.doc.startswith(("NaN", "Inf", "-Inf"), exc.pos):
+        message += " (NaN and Infinity are not JSON)"
+    return Problem(rel, message, line=exc.lineno, kept=where.pop("kept", "the raw bytes"), **where)
+
+
 def load_json(path: Path, rel: str) -> Any:
     raw = without_bom(path.read_bytes())
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise PackError(Problem(rel, f"malformed JSON: {exc.msg}", line=exc.lineno, kept="the raw bytes")) from exc
+        raise PackError(malformed(rel, exc)) from exc
 
 
 def load_jsonl(path: Path, rel: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
@@ -45,14 +53,10 @@ def load_jsonl(path: Path, rel: str) -> tuple[list[tuple[int, Any]], list[Proble
             try:
                 rows.append((number, orjson.loads(without_bom(line) if number == 1 else line)))
             except orjson.JSONDecodeError as exc:
-                problems.append(
-                    Problem(
-                        rel,
-                        f"malformed JSON line: {exc.msg}",
-                        line=number,
-                        kept="the other lines, and this one in the raw bytes",
-                    )
-                )
+                kept = "the other lines, and this one in the raw bytes"
+                problem = malformed(rel, exc, "malformed JSON line", kept=kept)
+                problem.line = number
+                problems.append(problem)
     return rows, problems
 
 
