@@ -113,8 +113,8 @@ def main() -> int:
         small, large = args.small, args.steps
         print()
         print(f"N={args.repeat} requests each, server time via django.test.Client, milliseconds")
-        print(f"{'':26} {f'{small} steps':>22} {f'{large} steps':>22} {'ratio':>7}")
-        print(f"{'':26} {'median':>10} {'p95':>11} {'median':>10} {'p95':>11} {'(median)':>7}")
+        print(f"{'':30} {f'{small} steps':>22} {f'{large} steps':>22} {'ratio':>7}")
+        print(f"{'':30} {'median':>10} {'p95':>11} {'median':>10} {'p95':>11} {'(median)':>7}")
         worst = 0.0
         for name, by_n in results.items():
             a, b = by_n[small], by_n[large]
@@ -122,7 +122,7 @@ def main() -> int:
             if not name.startswith("search"):
                 worst = max(worst, ratio)
             print(
-                f"{name:26} {statistics.median(a):10.1f} {p95(a):11.1f} "
+                f"{name:30} {statistics.median(a):10.1f} {p95(a):11.1f} "
                 f"{statistics.median(b):10.1f} {p95(b):11.1f} {ratio:7.2f}"
             )
         page_median = statistics.median(results["trial page"][large])
