@@ -596,3 +596,17 @@ def test_a_utf16_json_file_is_rejected_as_not_utf8(tmp_path):
     imp = import_path(tmp_path / "t.json")
     [problem] = problems_of(imp)
     assert "UTF-16" in problem["message"] and imp.outcomes[0]["outcome"] == "rejected"
+
+
+def test_a_token_count_that_no_column_can_hold_is_flagged_and_kept_as_written(tmp_path):
+    steps = good_steps()
+    steps[1]["metrics"] = {"prompt_tokens": "BIG", "completion_tokens": -3, "cached_tokens": 5}
+    big = str(2**70).encode()  # orjson writes no integer past 64 bits, and reads one as a float
+    data = orjson.dumps(atif(steps)).replace(b'"BIG"', big)
+    (tmp_path / "t.json").write_bytes(data)
+    imp = import_path(tmp_path / "t.json")
+    flagged = {p["json_path"] for p in imp.problems if "must be a whole number" in p["message"]}
+    assert flagged == {"steps[1].metrics.prompt_tokens", "steps[1].metrics.completion_tokens"}
+    step = Step.objects.get(index=1)
+    assert step.prompt_tokens is None and step.completion_tokens is None and step.cached_tokens == 5
+    assert big in Trajectory.objects.get().atif_bytes()  # the file keeps it as written
