@@ -79,8 +79,25 @@ def test_search_finds_a_needle_inside_a_word_when_no_word_starts_with_it(client_
     if indexed:
         assert search.index_pending() == 1
     data = get(client_logged_in, "api-trial-search", trial.pk, q="ypeError(boo")
-    assert [m["number"] for m in data["matches"]] == [42]
+    assert [m["number"] for m in data["matches"]] == [42] and data["word_starts_only"] is False
     assert get(client_logged_in, "api-trial-search", trial.pk, q="ypeError(boox")["matches"] == []
+
+
+def test_search_says_when_it_found_word_starts_only_and_inside_words_finds_the_rest(client_logged_in, tmp_path):
+    trial = long_trajectory(tmp_path, 60)
+    for index, text in ((10, "\nimport os"), (20, "\nport 8080")):
+        step = trial.steps.get(index=index)
+        step.search_text += text
+        step.save()
+    assert search.index_pending() == 1
+    scanned = sorted(i + 1 for i in trial.steps.filter(search_text__contains="port").values_list("index", flat=True))
+    by_index = get(client_logged_in, "api-trial-search", trial.pk, q="port")
+    assert by_index["word_starts_only"] is True and 11 not in [m["number"] for m in by_index["matches"]]
+    inside = get(client_logged_in, "api-trial-search", trial.pk, q="port", inside=1)
+    assert [m["number"] for m in inside["matches"]] == scanned and 11 in scanned
+    assert inside["word_starts_only"] is False
+    html = client_logged_in.get(reverse("trial-detail", args=[trial.pk]), {"q": "port"}).content.decode()
+    assert "Where a word starts with it." in html and "inside=1" in html
 
 
 def test_permissions_endpoint_lists_decisions_with_the_side_effect_flag(client_logged_in, demo_trial):

@@ -160,7 +160,11 @@ class TrialStep(APIView):
 
 
 class TrialSearch(APIView):
-    """Steps of the whole trial matching `?q=` (case-insensitive substring), `?offset=` to page."""
+    """Steps of the whole trial matching `?q=` (case-insensitive), `?offset=` to page.
+
+    Where a word starts, through the word index (`word_starts_only` in the answer), or
+    anywhere with `?inside=1` (a scan, slower on long trials).
+    """
 
     @extend_schema(responses={200: OpenApiResponse(description="matching step numbers")})
     def get(self, request, pk: int):
@@ -170,13 +174,20 @@ class TrialSearch(APIView):
         except ValueError:
             offset = 0
         query = request.query_params.get("q", "")
-        matches, more = viewer.search_steps(trial, query, offset)
+        found = viewer.search_steps(trial, query, offset, inside_words=request.query_params.get("inside") == "1")
         trajectories = list(trial.trajectories.order_by("position", "pk"))
         by_pk = {t.pk: t for t in trajectories}
-        for m in matches:
+        for m in found.matches:
             m["url"] = viewer_step_url(trial, m["number"], by_pk.get(m["trajectory"]), trajectories)
         return Response(
-            {"q": query, "offset": offset, "matches": matches, "has_more": more, "next_offset": offset + len(matches)}
+            {
+                "q": query,
+                "offset": offset,
+                "matches": found.matches,
+                "has_more": found.more,
+                "next_offset": offset + len(found.matches),
+                "word_starts_only": found.word_starts_only,
+            }
         )
 
 

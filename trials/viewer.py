@@ -469,15 +469,27 @@ def continuation_neighbours(trajectory: Trajectory, trajectories: list[Trajector
 # ---------------------------------------------------------------- search
 
 
-def search_steps(trial: Trial, query: str, offset: int = 0, limit: int = SEARCH_PAGE) -> tuple[list[dict], bool]:
-    """Matches of `query` anywhere in the trial's trajectories, found by the database.
+@dataclass
+class SearchResult:
+    matches: list[dict]
+    more: bool
+    word_starts_only: bool  # found through the word index: a match inside a word may be missing
 
-    Returns up to `limit` matches in (trajectory, step) order from `offset`, and whether
-    there are more; the page pages with `offset`, so a million matches cost one page.
+
+def search_steps(
+    trial: Trial, query: str, offset: int = 0, limit: int = SEARCH_PAGE, inside_words: bool = False
+) -> SearchResult:
+    """Matches of `query` in the trial's trajectories, found by the database.
+
+    Up to `limit` matches in (trajectory, step) order from `offset`, and whether there are
+    more; the page pages with `offset`, so a million matches cost one page. By default the
+    word index answers, which finds the needle where a word starts ("error" in "error: x",
+    not in "TypeError"); `inside_words` scans for it anywhere, as does a search the index
+    finds nothing for.
     """
     needle = query.strip().lower()
     if not needle:
-        return [], False
+        return SearchResult([], False, False)
 
     # (trial, trajectory, index) order is the Step index: the scan stops after a page of
     # matches. Trajectories are written in position order, so their ids follow it.
@@ -488,16 +500,15 @@ def search_steps(trial: Trial, query: str, offset: int = 0, limit: int = SEARCH_
             ]
         )
 
-    rows = page(search.matching(trial, needle))
-    if not rows and search.uses_index(trial, needle):
-        # The index finds words and word starts ("error" in "error: x", not in "TypeError"):
-        # before saying "no match", look inside words too.
-        rows = page(search.scan(trial, needle))
+    indexed = search.uses_index(trial, needle) and not inside_words
+    rows = page(search.matching(trial, needle) if indexed else search.scan(trial, needle))
+    if not rows and indexed:
+        indexed, rows = False, page(search.scan(trial, needle))  # before saying "no match"
     matches = [
         {"trajectory": r["trajectory_id"], "number": r["index"] + 1, "step_id": r["step_id"], "source": r["source"]}
         for r in rows[:limit]
     ]
-    return matches, len(rows) > limit
+    return SearchResult(matches, len(rows) > limit, word_starts_only=indexed)
 
 
 # ---------------------------------------------------------------- one step in full

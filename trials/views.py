@@ -192,8 +192,16 @@ def _trajectory_tab(request, trial, trajectories, number):
             offset = max(0, int(request.GET.get("offset", 0)))
         except ValueError:
             offset = 0
-        matches, more = viewer.search_steps(trial, query, offset)
-        context |= {"matches": matches, "more_matches": more, "offset": offset, "next_offset": offset + len(matches)}
+        inside = request.GET.get("inside") == "1"
+        found = viewer.search_steps(trial, query, offset, inside_words=inside)
+        context |= {
+            "matches": found.matches,
+            "more_matches": found.more,
+            "word_starts_only": found.word_starts_only,
+            "inside": inside,
+            "offset": offset,
+            "next_offset": offset + len(found.matches),
+        }
     return context
 
 
