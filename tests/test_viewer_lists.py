@@ -34,14 +34,34 @@ def test_the_dashboard_shows_imports_jobs_datasets_configurations_and_failures(c
     assert 'id="untriaged"' in html
 
 
-def test_the_dashboard_lists_untriaged_failures(client_logged_in, demo):
-    failed = Trial.objects.failed().first()
-    Trial.objects.filter(pk=failed.pk).update(failure_category="")
+def test_untriaged_means_no_qc_item_on_the_dashboard_the_list_and_the_queue(client_logged_in, demo):
+    from tests.triage_support import make_user
+    from trials.triage import services as triage
+    from trials.triage.forms import FeedbackForm
+
+    triaged, *others = Trial.objects.failed().order_by("pk")
+    triager = make_user("tina", "triager")
+    data = {"kind": "release-blocker", "category": "runtime", "severity": "P1"}
+    data["evidence_refs"] = [f"trial:{triaged.key}"]
+    form = FeedbackForm(data=data, trial=triaged, user=triager)
+    assert form.is_valid(), form.errors
+    triage.file_item(triager, triaged, form.cleaned_data)
+
     html = client_logged_in.get(reverse("home")).content.decode()
-    untriaged = html[html.index('id="untriaged"') :]
-    assert failed.name in untriaged
-    listed = client_logged_in.get(reverse("trial-list"), {"untriaged": "1"}).content.decode()
-    assert trial_links(listed) == [failed.name]
+    assert f"{len(others)} untriaged failures" in html
+    listed = client_logged_in.get(reverse("trial-list"), {"untriaged": "1", "page_size": 500}).content.decode()
+    assert triaged.name not in trial_links(listed) and others[0].name in trial_links(listed)
+    assert Trial.objects.untriaged().count() == len(others)
+
+
+def test_the_uncategorised_failures_link_lists_exactly_those(client_logged_in, demo):
+    failed = Trial.objects.failed().order_by("pk")
+    Trial.objects.filter(pk=failed[0].pk).update(failure_category="")
+    expected = failed.filter(failure_category="").count()
+    html = client_logged_in.get(reverse("home")).content.decode()
+    link = re.search(r'href="(/trials/\?uncategorised=1[^"]*)"', html).group(1).replace("&amp;", "&")
+    listed = client_logged_in.get(link).content.decode()
+    assert f'Trials <span class="muted">({expected})</span>' in listed
 
 
 def test_the_jobs_list_shows_counts_and_mean_reward(client_logged_in, demo):
@@ -138,3 +158,13 @@ def test_a_trial_outside_its_list_says_so(client_logged_in, demo):
         reverse("trial-detail", args=[baseline.pk]), {"list": "role=candidate"}
     ).content.decode()
     assert "not in list" in html
+
+
+def test_the_list_filters_start_unset_so_pressing_filter_changes_nothing(client_logged_in, demo):
+    html = client_logged_in.get(reverse("trial-list")).content.decode()
+    form = html[html.index('id="trial-filters"') : html.index("</form>", html.index('id="trial-filters"'))]
+    selects = re.findall(r"<select[^>]*>.*?</select>", form, re.S)
+    assert any('name="complete"' in select for select in selects)
+    for select in (s for s in selects if 'name="sort"' not in s):  # sorting has no "any"
+        chosen = re.findall(r'<option value="([^"]*)" selected>', select)
+        assert chosen == ([] if " multiple" in select.split(">")[0] else [""]), select[:200]

@@ -14,9 +14,9 @@ class TrialFilter(django_filters.FilterSet):
     failure_category = django_filters.CharFilter()
     reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte")
     reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte")
-    complete = django_filters.TypedChoiceFilter(
-        field_name="is_complete", choices=[("true", "true"), ("false", "false")], coerce=lambda v: v == "true"
-    )
+    complete = django_filters.ChoiceFilter(
+        choices=[("true", "complete"), ("false", "incomplete")], method="filter_complete", label="Evidence"
+    )  # an empty first choice ("any"): a list page must not filter until asked
     source_format = django_filters.CharFilter()
 
     class Meta:
@@ -35,6 +35,9 @@ class TrialFilter(django_filters.FilterSet):
         if value.isdigit():
             return queryset.filter(configuration_id=int(value))
         return queryset.filter(configuration__key=value)
+
+    def filter_complete(self, queryset, name, value):
+        return queryset.filter(is_complete=value == "true")
 
     def filter_task(self, queryset, name, value):
         """A task id, or its name."""

@@ -276,6 +276,10 @@ class TrialQuerySet(models.QuerySet):
     def failed(self):
         return self.filter(status__in=Trial.FAILED_STATUSES)
 
+    def untriaged(self):
+        """Failed trials no QC item has been filed on: the triage queue."""
+        return self.failed().filter(qc_items__isnull=True)
+
 
 class Trial(models.Model):
     class Status(models.TextChoices):

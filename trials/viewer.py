@@ -115,11 +115,13 @@ def trial_list(params: QueryDict) -> tuple[TrialFilter, QuerySet[Trial]]:
     filterset = TrialFilter(params, queryset=Trial.objects.for_list())
     qs = filterset.qs
     if params.get("untriaged"):
-        qs = qs.failed().filter(failure_category="")
+        qs = qs.untriaged()
+    if params.get("uncategorised"):
+        qs = qs.filter(failure_category="")
     return filterset, qs.order_by(*TRIAL_SORTS.get(params.get("sort", ""), TRIAL_SORTS["newest"]))
 
 
-LIST_KEYS = set(TrialFilter.base_filters) | {"sort", "untriaged"}
+LIST_KEYS = set(TrialFilter.base_filters) | {"sort", "untriaged", "uncategorised"}
 
 
 def list_query(params: QueryDict) -> str:

@@ -35,7 +35,7 @@ INLINE_MEDIA_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"} | {
 
 def home(request):
     failures = Trial.objects.failed().values("failure_category").annotate(n=Count("id")).order_by("-n")
-    untriaged = Trial.objects.for_list().failed().filter(failure_category="").order_by("-pk")
+    untriaged = Trial.objects.for_list().untriaged().order_by("-pk")
     return render(
         request,
         "trials/home.html",

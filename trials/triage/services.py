@@ -488,14 +488,10 @@ def qc_fingerprint_for_trials(trial_ids) -> list[Any]:
     return [agg["n"], agg["last"].isoformat() if agg["last"] else None, p0_qc_items_for_trials(trial_ids)]
 
 
-def untriaged_trials() -> QuerySet[Trial]:
-    return Trial.objects.failed().filter(qc_items__isnull=True)
-
-
 def queue_groups(limit: int = 1000) -> list[dict[str, Any]]:
     """Failed trials without a QC item, grouped by failure category and task."""
     rows = (
-        untriaged_trials()
+        Trial.objects.untriaged()
         .order_by("task__name", "-pk")
         .values(
             "pk",

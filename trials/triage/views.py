@@ -87,7 +87,7 @@ def queue(request):
         "triage/queue.html",
         {
             "groups": groups,
-            "total": services.untriaged_trials().count(),
+            "total": Trial.objects.untriaged().count(),
             "progress": services.assignee_progress(),
             "assignees": roles.users_with_right(roles.FILE_QC),
             "rights": _rights(request),
@@ -119,7 +119,7 @@ def qc_home(request):
             "open_p0": QCItem.objects.filter(severity="P0").unwaived().count(),
             "blocker_count": QCItem.objects.filter(kind=QCItem.Kind.RELEASE_BLOCKER).unwaived().count(),
             "expiring": services.expiring_waivers()[:10],
-            "untriaged": services.untriaged_trials().count(),
+            "untriaged": Trial.objects.untriaged().count(),
             "recent": AuditEntry.objects.select_related("actor", "item", "trial", "scenario")[:15],
             "rights": _rights(request),
         },
