@@ -120,6 +120,10 @@ def test_the_blockers_board_puts_open_p0s_first_and_lists_expiring_waivers(clien
     assert [i.pk for i in page.context["open_items"]] == [p0.pk, p2.pk]
     assert [i.pk for i in page.context["closed_items"]] == [done.pk]
     assert [w.pk for w in page.context["expiring"]] == [waiver.pk]
+    item_rows = [row for row in page.content.decode().split("<tr") if "data-item" in row]
+    rows = {row.split('data-item="')[1].split('"')[0]: row for row in item_rows}
+    assert f'waived</span> by <a href="{waiver.get_absolute_url()}">{waiver.label}</a>' in rows[str(p2.pk)]
+    assert "waived" not in rows[str(p0.pk)]
     assert client.get("/qc/waivers/").status_code == 200
     home = client.get("/qc/")
     assert home.context["verdict"]["status"] == "blocked"

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Case, Count, IntegerField, Max, Prefetch, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from trials.models import Artifact, Document, RewardCriterion, RuntimeEvent, Step, ToolCall, Trial, nul_free
@@ -536,12 +536,11 @@ def assignee_progress() -> list[dict[str, Any]]:
 
 
 def blockers() -> QuerySet[QCItem]:
-    """Release blockers: open ones first, P0 before P1…, newest first."""
-    from django.db.models import Case, IntegerField, Value, When
-
+    """Release blockers: open ones first, P0 before P1…, newest first; `waived_by`: their active waivers."""
     return (
         QCItem.objects.filter(kind=QCItem.Kind.RELEASE_BLOCKER)
         .select_related("trial", "trial__task", "scenario", "assignee", "created_by")
+        .prefetch_related(Prefetch("waivers", QCItem.objects.active_waivers(), to_attr="waived_by"))
         .annotate(
             open_rank=Case(
                 When(status=QCItem.Status.OPEN, then=Value(0)), default=Value(1), output_field=IntegerField()
