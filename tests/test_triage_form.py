@@ -63,6 +63,15 @@ def test_prefill_reads_the_failure_category_of_the_benchmark_trial_failed_event(
     assert guess.category in ("tool", "runtime", "verifier")
 
 
+def test_prefill_keeps_reading_the_pack_after_a_triager_filed_another_category(triager, db):
+    trial = TrialFactory(reward=0.0, status="failed", failure_category="stale-success")
+    assert not trial.events.exists()
+    before = services.prefill(trial)
+    _file(trial, triager, category="tool", code="tool-result-missing", evidence_refs=[f"trial:{trial.key}"])
+    assert trial.events.filter(type="benchmark.trial.failed", pack=None).exists()  # written by triage
+    assert services.prefill(trial) == before and before.source == "trial failure category"
+
+
 def test_prefill_falls_back_to_the_trial_category_then_the_exception_type(db):
     assert services.prefill(TrialFactory(reward=0.0, failure_category="stale-success")).category == "verifier"
     guess = services.prefill(TrialFactory(reward=0.0, exception_type="VerifierTimeoutError"))

@@ -73,10 +73,12 @@ class Prefill:
 
 
 def _failure_event_category(trial: Trial) -> tuple[str, str]:
-    """failureCategory from the pack's benchmark events (trial.failed first, then the others)."""
-    events = trial.events.filter(
-        type__in=("benchmark.trial.failed", "benchmark.trial.completed", "benchmark.reward.recorded")
-    ).values_list("type", "payload")
+    """failureCategory from the pack's benchmark events (trial.failed first, then the others).
+
+    Only imported ones: those triage wrote (no pack) repeat a triager's call, not the pack's.
+    """
+    types = ("benchmark.trial.failed", "benchmark.trial.completed", "benchmark.reward.recorded")
+    events = trial.events.filter(pack__isnull=False, type__in=types).values_list("type", "payload")
     by_type = {etype: payload or {} for etype, payload in events}
     for etype in ("benchmark.trial.failed", "benchmark.reward.recorded", "benchmark.trial.completed"):
         value = str(by_type.get(etype, {}).get("failureCategory") or "")
