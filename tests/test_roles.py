@@ -19,7 +19,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from tests.conftest import REFERENCE, import_path
 from tests.triage_support import PASSWORD, ROLES, import_demo, make_user
-from trials.models import Artifact, Document, Import
+from trials.models import Artifact, Document, Import, Trial
 from trials.triage import roles, services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import QCItem, QCScenario
@@ -278,3 +278,21 @@ def test_create_user_puts_a_user_in_a_group_without_prompting(db, monkeypatch, c
     assert client.login(username="pm", password="from-the-env-1")
     assert client.login(username="ann", password="flag-pw-123")
     assert roles.has_right(users.get(username="ann"), roles.WAIVE)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_pages_show_only_the_write_buttons_a_role_may_press(client, world, role):
+    _login(client, world, role)
+    user = world.users[role]
+    trial_page = client.get(reverse("trial-detail", kwargs={"pk": world.ids["trial"]})).content.decode()
+    assert ('id="file-feedback"' in trial_page) is roles.has_right(user, roles.FILE_QC)
+    assert ('class="step-feedback"' in trial_page) is roles.has_right(user, roles.FILE_QC)
+    imports = client.get(reverse("imports")).content.decode()
+    assert ('enctype="multipart/form-data"' in imports) is roles.has_right(user, roles.IMPORT)
+    trial = Trial.objects.get(pk=world.ids["trial"])
+    comparison = client.get(
+        reverse("comparison"), {"baseline": trial.configuration_id, "candidate": trial.configuration_id}
+    )
+    assert comparison.status_code == 200
+    html = comparison.content.decode()
+    assert (reverse("comparison-save") in html) is roles.has_right(user, roles.SAVE_COMPARISON)

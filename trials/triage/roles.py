@@ -21,6 +21,7 @@ from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.functional import SimpleLazyObject
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 VIEWER, REVIEWER, TRIAGER, APPROVER = "viewer", "reviewer", "triager", "approver"
@@ -72,6 +73,16 @@ def has_right(user, right: str) -> bool:
 
 def can_write(user) -> bool:
     return bool(user_rights(user) & WRITE_RIGHTS)
+
+
+def template_rights(request) -> dict[str, object]:
+    """Context processor: `rights.<name>` in every template, so pages show only the buttons a user may press."""
+
+    def flags() -> dict[str, object]:
+        held = user_rights(request.user)
+        return {right: right in held for right in ALL_RIGHTS} | {"role": role_of(request.user)}
+
+    return {"rights": SimpleLazyObject(flags)}  # evaluated only by a template that asks
 
 
 def role_of(user) -> str:

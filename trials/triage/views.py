@@ -18,12 +18,6 @@ from trials.triage.models import AuditEntry, QCItem, QCScenario
 PAGE_SIZE = 50
 
 
-def _rights(request) -> dict[str, bool]:
-    """Template flags, so pages only show buttons the user may press."""
-    rights = roles.user_rights(request.user)
-    return {right: right in rights for right in roles.ALL_RIGHTS} | {"role": roles.role_of(request.user)}
-
-
 def _step_for(trial: Trial, wanted: str | None) -> str:
     """`?step=` is a step id as written, or a 1-based step number (the trial page's links)."""
     if not wanted:
@@ -74,7 +68,6 @@ def feedback(request, pk: int):
             "items": trial.qc_items.select_related("scenario", "failure_mode").order_by("-pk"),
             "comments": trial.qc_comments.select_related("author"),
             "comment_form": CommentForm(),
-            "rights": _rights(request),
         },
     )
 
@@ -90,7 +83,6 @@ def queue(request):
             "total": Trial.objects.untriaged().count(),
             "progress": services.assignee_progress(),
             "assignees": roles.users_with_right(roles.FILE_QC),
-            "rights": _rights(request),
         },
     )
 
@@ -121,7 +113,6 @@ def qc_home(request):
             "expiring": services.expiring_waivers()[:10],
             "untriaged": Trial.objects.untriaged().count(),
             "recent": AuditEntry.objects.select_related("actor", "item", "trial", "scenario")[:15],
-            "rights": _rights(request),
         },
     )
 
@@ -135,7 +126,6 @@ def scenario_list(request):
         {
             "page": page,
             "manifests": services.manifests().annotate(n=Count("qc_scenarios")),
-            "rights": _rights(request),
         },
     )
 
@@ -163,7 +153,6 @@ def scenario_detail(request, pk: int):
             "modes": services.failure_mode_rows(scenario),
             "status_form": ScenarioStatusForm(initial={"status": scenario.status}, user=request.user),
             "history": scenario.history.select_related("actor")[:50],
-            "rights": _rights(request),
         },
     )
 
@@ -191,7 +180,6 @@ def blocker_board(request):
             "open_items": [i for i in items if i.status == QCItem.Status.OPEN],
             "closed_items": [i for i in items if i.status != QCItem.Status.OPEN],
             "expiring": services.expiring_waivers()[:20],
-            "rights": _rights(request),
         },
     )
 
@@ -204,7 +192,7 @@ def waiver_list(request):
     return render(
         request,
         "triage/waivers.html",
-        {"page": page, "expiring": services.expiring_waivers()[:20], "rights": _rights(request)},
+        {"page": page, "expiring": services.expiring_waivers()[:20]},
     )
 
 
@@ -237,7 +225,6 @@ def item_detail(request, pk: int):
             "comments": item.comments.select_related("author"),
             "comment_form": CommentForm(),
             "waivers": item.waivers.select_related("approver"),
-            "rights": _rights(request),
         },
     )
 
