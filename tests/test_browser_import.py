@@ -75,3 +75,27 @@ def test_several_uploads_at_once_are_followed_to_done_on_the_imports_list(page, 
     expect(statuses).to_have_text(["done", "done"], timeout=30_000)  # the list polls each import
     expect(page.locator("tr.import-row [data-field=count]")).to_have_text(["1 / 1", "1 / 1"])
     assert Trial.objects.count() == 2
+
+
+def test_a_rejected_upload_says_so_beside_done_with_its_badges_and_empty_tables_kept(page, settings, tmp_path):
+    settings.IMPORTS_IN_THREAD = True
+    broken = tmp_path / "broken.json"
+    broken.write_bytes(b'{"schema_version": "ATIF-v1.6", "steps": [')
+    gate = threading.Event()
+    services.embedded_worker().submit(gate.wait, 60)  # busy: the page polls from "queued"
+    try:
+        page.goto("/imports/")
+        page.set_input_files("input[type=file]", str(broken))
+        page.get_by_role("button", name="Import", exact=True).click()
+        expect(page.locator("#import-status")).to_have_text("queued")
+        expect(page.locator("#import-rejected")).to_be_hidden()
+    finally:
+        gate.set()
+    expect(page.locator("#import-status")).to_have_text("done", timeout=30_000)
+    expect(page.locator("#import-rejected")).to_have_text("1 rejected")
+    expect(page.locator("#import-rejected")).to_be_visible()
+    expect(page.locator("#import-outcomes tbody .badge.rejected")).to_have_text("rejected")
+    expect(page.locator("#import-problems tbody .badge.error")).to_have_text("error")
+    expect(page.locator("#import-problems tbody")).to_contain_text("broken.json")
+    page.goto("/imports/")
+    expect(page.locator("tr.import-row [data-field=rejected]")).to_have_text("1 rejected")

@@ -8,6 +8,7 @@ from trials.models import Configuration, Dataset, Import, Job, Task, Trial
 class ImportSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
+    rejected_count = serializers.IntegerField(read_only=True, help_text="packs or trials rejected so far")
 
     class Meta:
         model = Import
@@ -20,6 +21,7 @@ class ImportSerializer(serializers.ModelSerializer):
             "progress",
             "progress_done",
             "progress_total",
+            "rejected_count",
             "outcomes",
             "problems",
             "created_at",

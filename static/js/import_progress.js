@@ -3,6 +3,12 @@
 (function () {
   const running = (status) => status === "queued" || status === "running";
 
+  // "done" says the import finished, not that every pack got in: rejections get a badge of their own.
+  function showRejected(badge, n) {
+    badge.textContent = n + " rejected";
+    badge.hidden = !n;
+  }
+
   // The imports list: each row still queued or running polls its own import.
   document.querySelectorAll("tr.import-row").forEach((row) => {
     const badge = row.querySelector('[data-field="status"]');
@@ -14,6 +20,7 @@
       const data = await response.json();
       badge.textContent = data.status;
       badge.className = "badge " + data.status;
+      showRejected(row.querySelector('[data-field="rejected"]'), data.rejected_count);
       count.textContent = data.progress_done + " / " + data.progress_total;
       bar.max = Math.max(data.progress_total, 1);
       bar.value = data.progress_done;
@@ -26,14 +33,29 @@
   if (!root) return;
   const url = root.dataset.statusUrl;
 
-  function cell(text) {
+  // A value, or {badge: text} for one drawn as a badge (its class is the text, slugged).
+  function cell(value) {
     const td = document.createElement("td");
-    td.textContent = text == null ? "" : String(text);
+    const text = value != null && value.badge != null ? value.badge : value;
+    const target = value != null && value.badge != null ? document.createElement("span") : td;
+    target.textContent = text == null ? "" : String(text);
+    if (target !== td) {
+      target.className = "badge " + String(text).toLowerCase().replace(/[^a-z0-9]+/g, "-");
+      td.appendChild(target);
+    }
     return td;
   }
 
-  function fill(tbodySelector, rows) {
+  function fill(tbodySelector, rows, columns) {
     const tbody = document.querySelector(tbodySelector + " tbody");
+    if (!rows.length) {
+      const td = cell("None.");
+      td.colSpan = columns;
+      const tr = document.createElement("tr");
+      tr.appendChild(td);
+      tbody.replaceChildren(tr);
+      return;
+    }
     tbody.replaceChildren(...rows.map((values) => {
       const tr = document.createElement("tr");
       values.forEach((v) => tr.appendChild(cell(v)));
@@ -51,8 +73,9 @@
     const bar = document.getElementById("import-progress");
     bar.max = Math.max(data.progress_total, 1);
     bar.value = data.progress_done;
-    fill("#import-outcomes", data.outcomes.map((o) => [o.pack, o.kind, o.outcome, o.reason || (o.trials ? o.trials + " trials" : "")]));
-    fill("#import-problems", data.problems.map((p) => [p.severity, p.file, (p.json_path || "") + (p.line ? " line " + p.line : ""), p.message, p.kept]));
+    showRejected(document.getElementById("import-rejected"), data.rejected_count);
+    fill("#import-outcomes", data.outcomes.map((o) => [o.pack, o.kind, { badge: o.outcome }, o.reason || (o.trials ? o.trials + " trials" : "")]), 4);
+    fill("#import-problems", data.problems.map((p) => [{ badge: p.severity }, p.file, (p.json_path || "") + (p.line ? " line " + p.line : ""), p.message, p.kept]), 5);
     if (data.status === "queued" || data.status === "running") setTimeout(poll, 1000);
   }
 
