@@ -168,3 +168,11 @@ def test_the_list_filters_start_unset_so_pressing_filter_changes_nothing(client_
     for select in (s for s in selects if 'name="sort"' not in s):  # sorting has no "any"
         chosen = re.findall(r'<option value="([^"]*)" selected>', select)
         assert chosen == ([] if " multiple" in select.split(">")[0] else [""]), select[:200]
+
+
+def test_the_job_page_shows_a_start_written_without_a_time_zone_as_written(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    written = job.result.get("started_at")
+    assert written and job.started_at is None  # Harbor writes naive times: not indexed, never assumed UTC
+    html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
+    assert f'{written} <span class="muted">(as written: no time zone)</span>' in html
