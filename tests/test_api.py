@@ -110,7 +110,7 @@ def test_the_task_filter_takes_the_task_id_as_well_as_its_name(client_logged_in)
 
 
 @pytest.mark.parametrize(
-    "params", [{"role": "nonsense"}, {"complete": "maybe"}, {"status": "nonsense"}, {"job": "abc"}]
+    "params", [{"role": "nonsense"}, {"complete": "maybe"}, {"status": "nonsense"}, {"reward_min": "abc"}]
 )
 def test_a_filter_value_that_means_nothing_is_a_400_not_a_silently_ignored_filter(client_logged_in, params):
     response = client_logged_in.get("/api/trials/", params)

@@ -143,6 +143,11 @@ def test_arrow_keys_move_between_trials_of_the_list_keeping_the_tab(page, tmp_pa
     expect(page.locator("#tab-verifier")).to_be_visible()
     page.keyboard.press("ArrowLeft")
     expect(page.locator("h1")).to_contain_text(names[0])
+    page.click('.tabs a[data-tab="trajectory"]')
+    page.locator(".steps .step").first.locator("header").click()  # the reader clicks into the trajectory
+    page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(300)
+    expect(page.locator("#trial-position")).to_have_text(f"1 / {len(names)}")  # the arrow stayed in the text
 
 
 def test_show_all_loads_a_long_observation_on_demand(page, tmp_path):

@@ -168,3 +168,11 @@ def test_only_an_approver_edits_a_waiver(client, failed, triager):
     assert client.post(waiver.get_absolute_url(), data).status_code == 302
     waiver.refresh_from_db()
     assert waiver.status == "revoked" and blocker.active_waiver() is None
+
+
+def test_the_history_shows_a_list_of_evidence_refs_as_text_not_python(client, failed, triager):
+    item = _file(triager, failed[0])
+    client.force_login(triager)
+    html = client.get(item.get_absolute_url()).content.decode()
+    history = html[html.index('id="history"') :]
+    assert f"<ins>trial:{failed[0].key}</ins>" in history and "[&#x27;" not in history

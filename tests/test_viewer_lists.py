@@ -176,3 +176,24 @@ def test_the_job_page_shows_a_start_written_without_a_time_zone_as_written(clien
     assert written and job.started_at is None  # Harbor writes naive times: not indexed, never assumed UTC
     html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
     assert f'{written} <span class="muted">(as written: no time zone)</span>' in html
+
+
+def test_the_job_filter_takes_the_job_name_as_well_as_its_id(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    by_name = client_logged_in.get(reverse("trial-list"), {"job": "candidate-job", "page_size": 500}).content.decode()
+    by_id = client_logged_in.get(reverse("trial-list"), {"job": job.pk, "page_size": 500}).content.decode()
+    names = sorted(job.trials.values_list("name", flat=True))
+    assert sorted(trial_links(by_name)) == sorted(trial_links(by_id)) == names
+
+
+def test_a_missing_step_and_a_refused_page_are_pages_of_the_site(client_logged_in, demo):
+    from tests.triage_support import make_user
+
+    trial = Trial.objects.first()
+    missing = client_logged_in.get(reverse("trial-step", args=[trial.pk, 99_999]))
+    assert missing.status_code == 404
+    html = missing.content.decode()
+    assert "no such step" in html and 'href="/trials/"' in html  # the site's navigation, not a bare page
+    client_logged_in.force_login(make_user("vera", "viewer"))
+    refused = client_logged_in.get(reverse("triage-feedback", args=[trial.pk]))
+    assert refused.status_code == 403 and "Not allowed" in refused.content.decode()

@@ -4,7 +4,7 @@ from trials.models import Configuration, Trial
 
 
 class TrialFilter(django_filters.FilterSet):
-    job = django_filters.NumberFilter(field_name="job_id")
+    job = django_filters.CharFilter(method="filter_job")
     dataset = django_filters.CharFilter(method="filter_dataset")
     configuration = django_filters.CharFilter(method="filter_configuration")
     role = django_filters.ChoiceFilter(field_name="configuration__role", choices=Configuration.Role.choices)
@@ -22,6 +22,12 @@ class TrialFilter(django_filters.FilterSet):
     class Meta:
         model = Trial
         fields = ["job", "dataset", "configuration", "role", "task", "status"]
+
+    def filter_job(self, queryset, name, value):
+        """A job id, or its name."""
+        if value.isdigit():
+            return queryset.filter(job_id=int(value))
+        return queryset.filter(job__name=value)
 
     def filter_dataset(self, queryset, name, value):
         """A dataset id, or its name (optionally name@version)."""

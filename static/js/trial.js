@@ -185,6 +185,9 @@
     const target = event.target;
     if (target.closest("input, textarea, select, [contenteditable]")) return;
     if (event.key === "ArrowLeft" || event.key === "ArrowRight") {
+      // Not while the reader has clicked into the trajectory: there the arrows move through the text.
+      const caret = document.getSelection();
+      if (caret && caret.anchorNode && caret.anchorNode.parentElement?.closest(".steps")) return;
       const link = document.querySelector('.trial-nav a[data-key="' + event.key + '"]');
       if (link) {
         event.preventDefault();

@@ -71,3 +71,9 @@ def as_text(value: Any) -> str:
     if isinstance(value, dict):
         return viewer.pretty_json(value)
     return viewer.scrub(value)
+
+
+@register.filter
+def listed(value: Any) -> Any:
+    """A list as "a, b, c" (a QC item's evidence refs in its history), anything else as it is."""
+    return ", ".join(str(v) for v in value) if isinstance(value, list) else value
