@@ -30,7 +30,7 @@ from trials.models import Configuration, Job, PermissionDecision, Trial
 from trials.triage.services import p0_qc_items_for_trials, qc_fingerprint_for_trials
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 1
+COMPUTE_VERSION = 2  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 AGENTV_THRESHOLD = 0.1
@@ -627,6 +627,8 @@ def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any]
     ci = c["meanRewardDeltaCi95"]
     if c["meanRewardDelta"] is None:
         risks.append("no task has a reward on both sides, so there is no reward delta")
+    elif ci and ci[0] == ci[1] == 0:
+        risks.append("no reward difference: the two sides score the same on every paired task")
     elif ci and ci[0] <= 0 <= ci[1]:
         risks.append(f"CI95 of the reward delta crosses 0 ({ci[0]:+.3f} to {ci[1]:+.3f})")
     if one_side:
@@ -781,8 +783,11 @@ def compute(
     matrix = task_matrix(base, cand)
     for row in matrix:
         row["headlineReasons"] = headline["perTask"][row["task"]]
+    shared = set(base.tasks) & set(cand.tasks)
     result = {
         "computeVersion": COMPUTE_VERSION,
+        # Whether "same verifier" was checked at all: packs without task checksums cannot tell.
+        "verifierChecked": any((base.tasks[t].checksums | cand.tasks[t].checksums) - {""} for t in shared),
         "baseline": _side_info(base, "baseline", base_metrics),
         "candidate": _side_info(cand, "candidate", cand_metrics),
         "comparison": comparison,

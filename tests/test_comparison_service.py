@@ -206,8 +206,24 @@ def test_different_task_sets_are_invalid_and_list_the_tasks_on_one_side():
 
 
 def test_a_valid_comparison_has_no_reasons():
-    c = compare(build_side("base", BASE), build_side("cand", CAND), resamples=100)["comparison"]
-    assert c["valid"] is True and c["invalidReasons"] == []
+    result = compare(build_side("base", BASE), build_side("cand", CAND), resamples=100)
+    c = result["comparison"]
+    assert c["valid"] is True and c["invalidReasons"] == [] and result["verifierChecked"] is True
+
+
+def test_packs_without_task_checksums_say_the_verifier_could_not_be_checked():
+    no_checksums = {"a": "", "b": ""}
+    base = build_side("base", {"a": [1.0], "b": [0.0]}, checksums=no_checksums)
+    cand = build_side("cand", {"a": [1.0], "b": [1.0]}, checksums=no_checksums)
+    result = compare(base, cand, resamples=100)
+    assert result["comparison"]["valid"] is True and result["verifierChecked"] is False
+
+
+def test_sides_that_score_the_same_everywhere_say_so_rather_than_a_zero_width_interval():
+    result = compare(build_side("base", {"a": [1.0], "b": [0.0]}), build_side("cand", {"a": [1.0], "b": [0.0]}))
+    risks = result["comparison"]["remainingRisk"]
+    assert "no reward difference: the two sides score the same on every paired task" in risks
+    assert not any("crosses 0" in r for r in risks)
 
 
 # --------------------------------------------------------------------------- decision
