@@ -296,3 +296,19 @@ def test_pages_show_only_the_write_buttons_a_role_may_press(client, world, role)
     assert comparison.status_code == 200
     html = comparison.content.decode()
     assert (reverse("comparison-save") in html) is roles.has_right(user, roles.SAVE_COMPARISON)
+
+
+def test_a_reviewer_comments_on_the_trial_page_and_sees_the_comment_there(client, world):
+    _login(client, world, "reviewer")
+    url = reverse("trial-detail", kwargs={"pk": world.ids["trial"]})
+    page = client.get(url).content.decode()
+    assert 'id="comments"' in page and reverse("triage-comment", kwargs={"pk": world.ids["trial"]}) in page
+    assert "QC items on this trial" in page and QCItem.objects.get(pk=world.ids["item"]).label in page
+    response = client.post(
+        reverse("triage-comment", kwargs={"pk": world.ids["trial"]}), {"text": "a stuck stream?", "next": url}
+    )
+    assert response.status_code == 302
+    assert "a stuck stream?" in client.get(url).content.decode()
+    _login(client, world, "viewer")
+    seen = client.get(url).content.decode()
+    assert "a stuck stream?" in seen and reverse("triage-comment", kwargs={"pk": world.ids["trial"]}) not in seen

@@ -13,6 +13,7 @@ from trials import services, viewer
 from trials.forms import UploadForm
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage import roles
+from trials.triage.forms import CommentForm
 
 PAGE_SIZE = 50
 TABS = [
@@ -157,6 +158,10 @@ def trial_detail(request, pk, number: int | None = None):
             "permissions": trial.permissions.count(),
             "denied_side_effects": trial.permissions.filter(side_effect_after_denial=True).count(),
         },
+        # QC items and comments (triage/_trial_qc.html): reviewers comment here, triagers also file
+        "items": trial.qc_items.select_related("scenario", "failure_mode", "assignee").order_by("-pk"),
+        "comments": trial.qc_comments.select_related("author"),
+        "comment_form": CommentForm(),
     }
     context |= TAB_CONTEXT[tab](request, trial, trajectories, number)
     return render(request, "trials/trial_detail.html", context)
