@@ -61,7 +61,7 @@ def _fmt(value: Any, kind: str = "num") -> str:
 # label, metric key, value format, delta format
 METRIC_ROWS = (
     ("Mean reward (task-averaged)", "meanReward", "num", "delta"),
-    ("Pass rate", "passRate", "pct", "dpct"),
+    ("Pass rate (passes over scored trials)", "passRate", "pct", "dpct"),
     ("Timeout rate", "timeoutRate", "pct", "dpct"),
     ("Mean duration (s)", "meanDurationSec", "num", "delta"),
     ("Tokens per trial", "tokensPerTrial", "int", "dint"),
@@ -88,7 +88,7 @@ def metric_rows(result: dict[str, Any]) -> list[dict[str, str]]:
     for k, value in base["passAtK"].items():
         rows.append(
             {
-                "label": f"pass@{k}",
+                "label": f"pass@{k} (mean over tasks)",
                 "baseline": _fmt(value, "pct"),
                 "candidate": _fmt(cand["passAtK"].get(k), "pct"),
                 "delta": _fmt(deltas["passAtK"].get(k), "dpct"),
