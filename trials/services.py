@@ -325,8 +325,6 @@ class ImportRun:
             sha256=sha, defaults={"kind": "archive", "name": candidate.rel, "first_import": self.imp}
         )
         PackFile.objects.get_or_create(pack=pack, path=candidate.rel, defaults={"blob": blob})
-        # A folder of its own even for the same archive twice: each copy is charged to the upload's limits.
-        target = Path(tempfile.mkdtemp(prefix=f"archive-{sha[:12]}-", dir=self.workdir))
         outermost = self.expansion is None
         if outermost:
             self.expansion = Expansion(candidate.path)
@@ -335,6 +333,8 @@ class ImportRun:
             self.reject(candidate, Problem(candidate.rel, message, kept="the archive's raw bytes"), pack)
             self.advance()
             return
+        # A folder of its own even for the same archive twice: each copy is charged to the upload's limits.
+        target = Path(tempfile.mkdtemp(prefix=f"archive-{sha[:12]}-", dir=self.workdir))
         self.archive_depth += 1
         try:
             self.extract_archive(candidate, pack, target)
