@@ -390,7 +390,7 @@ def test_trials_the_database_refuses_are_reported_with_the_reason_and_imported_n
 
     assert imp.status == Import.Status.DONE
     [outcome] = imp.outcomes
-    assert outcome["outcome"] == "imported" and outcome["rejected"] == 2 and outcome["trials"] == 0
+    assert outcome["outcome"] == "rejected" and outcome["rejected"] == 2 and outcome["trials"] == 0  # none got in
     refused = [p for p in imp.problems if "database rejected the trial" in p["message"]]
     assert sorted(p["file"] for p in refused) == sorted(t.name for t in trial_dirs(job))  # which trial
     assert all("lock timeout" in p["message"] for p in refused)  # and why
