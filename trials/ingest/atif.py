@@ -274,7 +274,7 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
     unknown += unknown_fields(step.get("metrics"), "metrics", ".metrics")
     counts = [(f".metrics.{key}", as_dict(step.get("metrics")).get(key)) for key in METRIC_COUNTS]
     for path, value in [*counts, (".llm_call_count", step.get("llm_call_count"))]:
-        if value is not None and _count(value) is None:
+        if value is not None and _nonnegative_count(value) is None:
             add(f"{path[1:]} must be a whole number from 0 to 2^63, got {value!r}: not indexed", path, "warning")
     call_ids = set()
     for i, call in enumerate(as_list(step.get("tool_calls"))):
@@ -345,7 +345,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _count(value: Any) -> int | None:
+def _nonnegative_count(value: Any) -> int | None:
     """A count as the columns hold it: a whole number from 0 to 2^63 (validate_step flags others)."""
     value = _int(value)
     return value if value is not None and 0 <= value < 2**63 else None
@@ -392,12 +392,12 @@ def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
         model_name=str(raw.get("model_name") or ""),
         message_text=content_text(raw.get("message")),
         reasoning=str(raw.get("reasoning_content") or ""),
-        prompt_tokens=_count(metrics.get("prompt_tokens")),
-        completion_tokens=_count(metrics.get("completion_tokens")),
-        cached_tokens=_count(metrics.get("cached_tokens")),
+        prompt_tokens=_nonnegative_count(metrics.get("prompt_tokens")),
+        completion_tokens=_nonnegative_count(metrics.get("completion_tokens")),
+        cached_tokens=_nonnegative_count(metrics.get("cached_tokens")),
         cost_usd=_float(metrics.get("cost_usd")),
         is_copied_context=raw.get("is_copied_context") is True,
-        llm_call_count=_count(raw.get("llm_call_count")),
+        llm_call_count=_nonnegative_count(raw.get("llm_call_count")),
         context_management=str(context_management.get("type") or "") if isinstance(context_management, dict) else "",
         tool_calls=tool_calls,
         observations=observations,
