@@ -183,3 +183,20 @@ def test_markup_in_a_tool_result_a_message_and_a_file_name_is_text_and_never_run
     expect(page.locator("#steps mark").first).to_be_visible()  # highlighting adds text, not markup
     assert no_xss_ran(page)
     assert page.errors == []
+
+
+def test_a_search_match_past_a_previews_cut_is_opened_and_highlighted(page, tmp_path):
+    import orjson
+
+    from tests.test_import_bad_input import atif, good_steps
+
+    steps = good_steps()
+    steps[1]["observation"]["results"][0]["content"] = "x" * 4500 + " deepneedle " + "y" * 500
+    (tmp_path / "t.json").write_bytes(orjson.dumps(atif(steps)))
+    import_path(tmp_path / "t.json")
+    trial = Trial.objects.get(trajectories__path="t.json")
+    page.goto(reverse("trial-detail", args=[trial.pk]) + "?q=deepneedle")
+    page.locator("#search-results a.match").first.click()
+    step = page.locator("#step-2")
+    expect(step.locator('pre[data-field="observation"] mark')).to_have_text("deepneedle")
+    expect(step.locator('pre[data-field="observation"]')).to_have_class(re.compile(r"\bopen\b"))

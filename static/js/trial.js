@@ -80,6 +80,7 @@
     try {
       const detail = await loadStep(Number(article.dataset.number));
       pre.textContent = fullText(detail, field, index);
+      if (query) highlight(pre);
       pre.classList.remove("collapsed");
       pre.classList.add("open");
       button.remove();
@@ -123,8 +124,8 @@
 
   // --- highlight search matches in the loaded steps (DOM text nodes only, never HTML)
   const query = (root.dataset.query || "").toLowerCase();
-  if (query && steps) {
-    const walker = document.createTreeWalker(steps, NodeFilter.SHOW_TEXT);
+  function highlight(container) {
+    const walker = document.createTreeWalker(container, NodeFilter.SHOW_TEXT);
     const hits = [];
     while (walker.nextNode()) {
       const node = walker.currentNode;
@@ -148,6 +149,14 @@
       frag.appendChild(document.createTextNode(text.slice(at)));
       node.parentNode.replaceChild(frag, node);
     });
+  }
+  if (query && steps) {
+    highlight(steps);
+    // A match past a preview's cut: open the focused step's long parts, so the match shows.
+    const focused = document.querySelector("article.step.focused");
+    if (focused && !focused.querySelector("mark")) {
+      focused.querySelectorAll("button.expand").forEach((button) => button.click());
+    }
   }
 
   // --- jump between search matches (they may be on other pages: follow their links)
