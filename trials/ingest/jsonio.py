@@ -26,12 +26,17 @@ def open_json(path: Path) -> BinaryIO:
     return f
 
 
-def malformed(rel: str, exc: orjson.JSONDecodeError, what: str = "malformed JSON", **where: Any) -> Problem:
-    """orjson's complaint, with its column (a one-line file has only that) and the usual non-JSON culprits named."""
+def malformed(
+    rel: str, exc: orjson.JSONDecodeError, what: str = "malformed JSON", kept: str = "the raw bytes", line: int = 0
+) -> Problem:
+    """orjson's complaint, with its column (a one-line file has only that) and the usual non-JSON culprits named.
+
+    `line`: where the parsed text starts in its file (a JSONL line), when not at the top.
+    """
     message = f"{what}: {exc.msg}, column {exc.colno}"
     if isinstance(exc.doc, str) and exc.doc.startswith(("NaN", "Inf", "-Inf"), exc.pos):
         message += " (NaN and Infinity are not JSON)"
-    return Problem(rel, message, line=exc.lineno, kept=where.pop("kept", "the raw bytes"), **where)
+    return Problem(rel, message, line=line + exc.lineno - 1 if line else exc.lineno, kept=kept)
 
 
 def load_json(path: Path, rel: str) -> Any:
@@ -54,9 +59,7 @@ def load_jsonl(path: Path, rel: str) -> tuple[list[tuple[int, Any]], list[Proble
                 rows.append((number, orjson.loads(without_bom(line) if number == 1 else line)))
             except orjson.JSONDecodeError as exc:
                 kept = "the other lines, and this one in the raw bytes"
-                problem = malformed(rel, exc, "malformed JSON line", kept=kept)
-                problem.line = number
-                problems.append(problem)
+                problems.append(malformed(rel, exc, "malformed JSON line", kept=kept, line=number))
     return rows, problems
 
 
