@@ -223,10 +223,12 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes an anonymous call a 401 (not 403),
+    # without the browser login dialog that Basic's header would open.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     # Reading needs a login; writing needs the view's right (trials/triage/roles.py).
     "DEFAULT_PERMISSION_CLASSES": ["trials.triage.roles.RolePermission"],
