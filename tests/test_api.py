@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import shutil
 
 import orjson
 import pytest
@@ -23,7 +24,7 @@ def test_every_api_endpoint_and_page_needs_login(client):
     for url in ("/api/trials/", "/api/imports/", "/api/schema/"):
         response = client.get(url)
         # 401 with a scheme a client can answer, and not Basic's (a browser would pop a login dialog)
-        assert response.status_code == 401 and response["WWW-Authenticate"] == 'Token', url
+        assert response.status_code == 401 and response["WWW-Authenticate"] == "Token", url
     for url in ("/", "/imports/", "/trials/", "/jobs/"):
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
@@ -201,3 +202,36 @@ def test_createsuperuser_noinput_reads_the_usual_environment(monkeypatch, django
     monkeypatch.setenv("DJANGO_SUPERUSER_EMAIL", "admin@example.com")
     call_command("createsuperuser", "--noinput")
     assert django_user_model.objects.get(username="admin").check_password("pw-admin-1")
+
+
+def test_import_page_links_to_the_trials_it_imported_and_to_those_it_found_already(
+    client_logged_in, django_capture_on_commit_callbacks, tmp_path
+):
+    from trials.demo import write_job
+
+    job = write_job(
+        tmp_path / "job", "linked-job", role="baseline", configuration_id="c", agent="a", model="m", tasks=3, attempts=1
+    )
+    archive = shutil.make_archive(str(tmp_path / "job"), "zip", job)
+    imports = []
+    for _ in range(2):  # the second finds the pack already imported
+        with open(archive, "rb") as f, django_capture_on_commit_callbacks(execute=True):
+            response = client_logged_in.post("/imports/", {"files": SimpleUploadedFile("job.zip", f.read())})
+        assert response.status_code == 302
+        imports.append(Import.objects.get(pk=response["Location"].rstrip("/").rsplit("/", 1)[1]))
+    first, second = imports
+    assert [o["outcome"] for o in second.outcomes if o["kind"] != "archive"] == ["already imported"]
+    page = client_logged_in.get(first.get_absolute_url()).content.decode()
+    pack_id = next(o["pack_id"] for o in first.outcomes if o.get("pack_id"))
+    assert f'href="/trials/?pack={pack_id}">3 trials</a>' in page
+    assert f'href="/trials/?import_id={first.pk}"' in page
+    for imp in imports:
+        listed = client_logged_in.get("/trials/", {"import_id": str(imp.pk)})
+        assert listed.context["page"].paginator.count == 3
+        assert f">{imp.source_name}</a>" in listed.content.decode()
+    assert client_logged_in.get("/trials/", {"pack": pack_id}).context["page"].paginator.count == 3
+    assert client_logged_in.get("/api/trials/", {"import_id": str(first.pk)}).json()["count"] == 3
+    assert client_logged_in.get("/api/trials/", {"import_id": "not-a-uuid"}).status_code == 400
+    assert client_logged_in.get("/api/trials/", {"pack": "99999999999999999999"}).status_code == 400
+    messages = [str(m) for m in response.wsgi_request._messages]
+    assert set(messages) == {"1 file(s) uploaded."}  # not "queued", which the page would go on saying once done

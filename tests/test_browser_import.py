@@ -46,12 +46,18 @@ def test_an_upload_answers_at_once_and_its_page_follows_the_import_to_done(page,
         page.set_input_files("input[type=file]", str(archive))
         page.get_by_role("button", name="Import", exact=True).click()
         expect(page.locator("#import-status")).to_have_text("queued")
+        expect(page.locator("#import-trials")).to_be_hidden()
     finally:
         gate.set()
     expect(page.locator("#import-status")).to_have_text("done", timeout=30_000)  # the page polls the API
     expect(page.locator("#import-count")).to_have_text("1 / 1")
     expect(page.locator("#import-outcomes tbody")).to_contain_text("imported")
     assert Trial.objects.get().name == trial.name
+    page.locator("#import-outcomes tbody a", has_text="1 trial").click()  # drawn by the poll, not the server
+    expect(page.locator("#trial-rows, table").first).to_contain_text(trial.name)
+    page.go_back()
+    page.get_by_role("link", name="The trials of this import →").click()
+    expect(page.locator("#from-import")).to_contain_text("trial.tar.gz")
 
 
 def test_several_uploads_at_once_are_followed_to_done_on_the_imports_list(page, settings, tmp_path):

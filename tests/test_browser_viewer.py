@@ -110,6 +110,8 @@ def test_search_match_text_is_highlighted_and_n_moves_between_matches(page, tmp_
     page.goto(reverse("trial-detail", args=[trial.pk]) + "?q=read_file")
     expect(page.locator("#steps mark").first).to_be_visible()
     first = page.locator("#search-results a.match").first.get_attribute("data-number")
+    listed = page.locator("#search-results ol.matches").text_content()  # what a copy of the list gives
+    assert re.search(r"step \d+ \S+\s+step \d+", listed), listed
     page.keyboard.press("n")
     expect(page.locator(f"#step-{first}")).to_have_class(re.compile(r"\bfocused\b"))
 

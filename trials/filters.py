@@ -1,6 +1,7 @@
 import django_filters
+from django import forms
 
-from trials.models import Configuration, Trial
+from trials.models import Configuration, Import, Pack, Trial
 
 
 class TrialFilter(django_filters.FilterSet):
@@ -18,6 +19,9 @@ class TrialFilter(django_filters.FilterSet):
         choices=[("true", "complete"), ("false", "incomplete")], method="filter_complete", label="Evidence"
     )  # an empty first choice ("any"): a list page must not filter until asked
     source_format = django_filters.CharFilter()
+    # Set by the import page's links, and kept (hidden) when the list is filtered further.
+    pack = django_filters.ModelChoiceFilter(queryset=Pack.objects.all(), widget=forms.HiddenInput)
+    import_id = django_filters.UUIDFilter(method="filter_import", widget=forms.HiddenInput, label="Import")
 
     class Meta:
         model = Trial
@@ -41,6 +45,11 @@ class TrialFilter(django_filters.FilterSet):
         if value.isdigit():
             return queryset.filter(configuration_id=int(value))
         return queryset.filter(configuration__key=value)
+
+    def filter_import(self, queryset, name, value):
+        """The trials of the packs an import read (imported then, or already there)."""
+        imp = Import.objects.filter(pk=value).first()
+        return queryset.filter(pack_id__in=imp.pack_ids()) if imp else queryset.none()
 
     def filter_complete(self, queryset, name, value):
         return queryset.filter(is_complete=value == "true")

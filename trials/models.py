@@ -137,6 +137,11 @@ class Import(models.Model):
     def rejected_count(self) -> int:
         return sum(1 for o in self.outcomes if o.get("outcome") == "rejected" or o.get("rejected"))
 
+    def pack_ids(self) -> set[int]:
+        """The packs this import read: the ones it stored first, and the ones it found already stored."""
+        named = {o["pack_id"] for o in self.outcomes if isinstance(o.get("pack_id"), int)}
+        return named | set(Pack.objects.filter(first_import=self).values_list("pk", flat=True))
+
 
 class Pack(models.Model):
     """A detected trial pack (a job dir, a trial dir, a JSON or JSONL file), stored whole.

@@ -250,8 +250,11 @@ class ImportRun:
         if self.on_progress:
             self.on_progress(self.imp)
 
-    def outcome(self, candidate_rel: str, kind: str, outcome: str, **extra: Any) -> None:
-        self.imp.outcomes.append({"pack": candidate_rel, "kind": kind, "outcome": outcome, **extra})
+    def outcome(self, candidate_rel: str, kind: str, outcome: str, pack: Pack | None = None, **extra: Any) -> None:
+        line = {"pack": candidate_rel, "kind": kind, "outcome": outcome, **extra}
+        if pack is not None:  # so the import page can list the pack's trials
+            line["pack_id"] = pack.pk
+        self.imp.outcomes.append(line)
         Import.objects.filter(pk=self.imp.pk).update(outcomes=self.imp.outcomes)
 
     def reject(self, candidate: Candidate, problem: Problem, pack: Pack | None = None) -> None:
@@ -259,7 +262,7 @@ class ImportRun:
         Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
         if pack is not None:
             Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.REJECTED, problems=[problem.as_dict()])
-        self.outcome(candidate.rel, candidate.kind, "rejected", reason=problem.message)
+        self.outcome(candidate.rel, candidate.kind, "rejected", pack, reason=problem.message)
 
     def import_candidate(self, candidate: Candidate) -> None:
         if candidate.kind == "skipped":
@@ -279,7 +282,7 @@ class ImportRun:
             return
         pack, created = self.pack_row(candidate, files)
         if not created and pack.status == Pack.Status.IMPORTED:
-            self.outcome(candidate.rel, pack.kind, "already imported", trials=pack.trials.count())
+            self.outcome(candidate.rel, pack.kind, "already imported", pack, trials=pack.trials.count())
             self.advance(self.weight(candidate))
             return
         try:
@@ -313,10 +316,10 @@ class ImportRun:
         brought = any(counts.get(k) for k in ("trials", "joined", "events", "documents"))
         if counts["rejected"] and not brought and not counts["already"]:
             reason = f"its {counts['rejected']} trial(s) rejected: see the errors"
-            self.outcome(candidate.rel, parsed.kind, "rejected", reason=reason, **counts)
+            self.outcome(candidate.rel, parsed.kind, "rejected", pack, reason=reason, **counts)
             return
         nothing_new = counts["already"] and not brought and not counts["rejected"]
-        self.outcome(candidate.rel, parsed.kind, "already imported" if nothing_new else "imported", **counts)
+        self.outcome(candidate.rel, parsed.kind, "already imported" if nothing_new else "imported", pack, **counts)
 
     def import_archive(self, candidate: Candidate) -> None:
         sha, size = sha256_of_file(candidate.path)

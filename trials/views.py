@@ -63,7 +63,8 @@ def imports(request):
             services.import_upload(f, f.name, origin=Import.Origin.UPLOAD, user=request.user)
             for f in form.cleaned_data["files"]
         ]
-        messages.success(request, f"{len(created)} file(s) queued for import.")
+        # Said once, and true later too: the import pages show each one's live status.
+        messages.success(request, f"{len(created)} file(s) uploaded.")
         if len(created) == 1:
             return redirect(created[0])
         return redirect("imports")
@@ -116,6 +117,7 @@ def job_detail(request, pk):
 def trial_list(request):
     filterset, trials = viewer.trial_list(request.GET)
     page = Paginator(trials, PAGE_SIZE).get_page(request.GET.get("page"))
+    chosen = filterset.form.cleaned_data if filterset.form.is_valid() else {}
     return render(
         request,
         "trials/trial_list.html",
@@ -125,6 +127,8 @@ def trial_list(request):
             "list_query": viewer.list_query(request.GET),
             "sorts": viewer.SORT_LABELS,
             "sort": request.GET.get("sort", "newest"),
+            "from_import": chosen.get("import_id") and Import.objects.filter(pk=chosen["import_id"]).first(),
+            "from_pack": chosen.get("pack"),
         },
     )
 

@@ -33,9 +33,17 @@
   if (!root) return;
   const url = root.dataset.statusUrl;
 
-  // A value, or {badge: text} for one drawn as a badge (its class is the text, slugged).
+  // A value, {badge: text} for one drawn as a badge (its class is the text, slugged),
+  // or {href, text} for a link.
   function cell(value) {
     const td = document.createElement("td");
+    if (value != null && value.href != null) {
+      const a = document.createElement("a");
+      a.href = value.href;
+      a.textContent = value.text;
+      td.appendChild(a);
+      return td;
+    }
     const text = value != null && value.badge != null ? value.badge : value;
     const target = value != null && value.badge != null ? document.createElement("span") : td;
     target.textContent = text == null ? "" : String(text);
@@ -74,7 +82,14 @@
     bar.max = Math.max(data.progress_total, 1);
     bar.value = data.progress_done;
     showRejected(document.getElementById("import-rejected"), data.rejected_count);
-    fill("#import-outcomes", data.outcomes.map((o) => [o.pack, o.kind, { badge: o.outcome }, o.reason || (o.trials ? o.trials + " trials" : "")]), 4);
+    const trialsList = document.getElementById("import-trials");
+    const details = (o) => {
+      if (o.reason || !o.trials) return o.reason || "";
+      const text = o.trials + (o.trials === 1 ? " trial" : " trials");
+      return o.pack_id ? { href: trialsList.querySelector("a").pathname + "?pack=" + o.pack_id, text } : text;
+    };
+    fill("#import-outcomes", data.outcomes.map((o) => [o.pack, o.kind, { badge: o.outcome }, details(o)]), 4);
+    trialsList.hidden = data.status !== "done";
     fill("#import-problems", data.problems.map((p) => [{ badge: p.severity }, p.file, (p.json_path || "") + (p.line ? " line " + p.line : ""), p.message, p.kept]), 5);
     if (data.status === "queued" || data.status === "running") setTimeout(poll, 1000);
   }

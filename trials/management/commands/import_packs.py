@@ -85,6 +85,7 @@ class Command(BaseCommand):
         if outcome.get("reason"):
             line += f"  ({outcome['reason']})"
         elif outcome["outcome"] == "imported":
-            details = ", ".join(f"{k} {v}" for k, v in outcome.items() if k not in ("pack", "kind", "outcome") and v)
+            shown = {k: v for k, v in outcome.items() if k not in ("pack", "pack_id", "kind", "outcome") and v}
+            details = ", ".join(f"{k} {v}" for k, v in shown.items())
             line += f"  ({details})" if details else ""
         return line
