@@ -134,6 +134,14 @@ def test_agentv_rows_become_trials_with_their_metadata_kept():
         trial = Trial.objects.get(task__name=row["test_id"], configuration__key=row["target"])
         assert trial.reward == row["score"]
         assert trial.documents["row"] == row
+        # its output[] messages are its steps, and their tool calls are indexed
+        messages = row.get("output") or []
+        assert [orjson.loads(s.raw_json) for s in trial.steps.order_by("index")] == messages
+        calls = [(c["tool"], c.get("input")) for m in messages for c in m.get("tool_calls") or []]
+        indexed = ToolCall.objects.filter(trial=trial).order_by("step__index", "pk")
+        assert [(c.function_name, c.arguments) for c in indexed] == calls
+        assert trial.step_count == len(messages) and trial.tool_call_count == len(calls)
+    assert ToolCall.objects.filter(trial__source_format="agentv").count() > 0  # the file has some
 
 
 def test_openchrome_runs_and_agentqc_trials_are_counted_from_the_file():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from django.urls import reverse
 
@@ -130,3 +131,46 @@ def test_no_viewer_endpoint_returns_the_secret_or_raw_markup_unescaped_as_html(c
         assert response.status_code == 200
         assert response["Content-Type"].startswith("application/json")
         assert SECRET.encode() not in response.content, name
+
+
+def test_an_agentv_rows_output_messages_are_its_steps_with_their_tool_calls_and_outputs(client_logged_in, tmp_path):
+    from tests.conftest import import_path
+    from trials.models import Trial
+
+    row = {
+        "test_id": "fix-bug",
+        "target": "model-x",
+        "score": 0.5,
+        "output": [
+            {"role": "user", "content": "Fix the <b>bug</b>"},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Reading it"}],
+                "toolCalls": [
+                    {"tool": "Read", "input": {"file": "a.py"}, "id": "c1", "output": {"text": "x = 1  # needle-77"}}
+                ],
+                "tokenUsage": {"input": 10, "output": 5},
+            },
+            "not a message",
+        ],
+    }
+    path = tmp_path / "results.jsonl"
+    path.write_text(orjson.dumps(row).decode() + "\n")
+    imp = import_path(path)
+    assert [p["message"] for p in imp.problems] == ["an output message that is not an object"]
+    trial = Trial.objects.get()
+    assert (trial.step_count, trial.tool_call_count) == (2, 1)
+
+    step = get(client_logged_in, "api-trial-step", trial.pk, 2)
+    assert (step["source"], step["message"]) == ("agent", "Reading it")
+    assert step["tool_calls"][0] | {"arguments_text": None} == {
+        "tool_call_id": "c1", "function_name": "Read", "arguments": {"file": "a.py"}, "arguments_text": None
+    }  # fmt: skip
+    assert step["observations"][0]["content"] == '{"text":"x = 1  # needle-77"}'
+    assert get(client_logged_in, "api-trial-step", trial.pk, 1)["message"] == "Fix the <b>bug</b>"
+    assert [m["number"] for m in get(client_logged_in, "api-trial-search", trial.pk, q="needle-77")["matches"]] == [2]
+
+    page = client_logged_in.get(reverse("trial-detail", args=[trial.pk])).content.decode()
+    assert "Fix the &lt;b&gt;bug&lt;/b&gt;" in page and "<b>bug</b>" not in page
+    refused = client_logged_in.get(reverse("api-trial-trajectory", args=[trial.pk]))
+    assert refused.status_code == 404 and "not an ATIF file" in refused.json()["detail"]

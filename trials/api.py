@@ -77,8 +77,10 @@ class TrialTrajectory(APIView):
             trajectory = trial.trajectories.filter(pk=int(wanted)).first() if wanted.isdigit() else None
         else:
             trajectory = viewer.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
-        if trajectory is None or trajectory.blob is None:
+        if trajectory is None:
             raise Http404("this trial has no trajectory")
+        if trajectory.blob is None:  # steps read from another format (AgentV output messages)
+            raise Http404("this trial's steps come from its result row, not an ATIF file: see /steps/")
         if EMBEDDED_MARK in trajectory.path:  # an embedded subagent: its object, cut out of its parent's file
             return HttpResponse(trajectory.atif_bytes(), content_type="application/json")
         return FileResponse(trajectory.blob.open(), content_type="application/json")

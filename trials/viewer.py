@@ -22,6 +22,7 @@ from django.urls import reverse
 
 from trials import completeness, search
 from trials.filters import TrialFilter
+from trials.ingest import agentv
 from trials.models import (
     ContextRecord,
     Job,
@@ -521,8 +522,13 @@ def step_detail(step: Step) -> dict[str, Any]:
     from trials.ingest.atif import content_text
 
     raw = step.raw
-    observation = raw.get("observation") or {}
-    results = observation.get("results") if isinstance(observation, dict) else None
+    if agentv.is_output_trajectory(step.trajectory.path):  # an AgentV message: its tool calls' outputs
+        results = [
+            {"source_call_id": o.source_call_id, "content": o.content_text} for o in agentv.message_observations(raw)
+        ]
+    else:
+        observation = raw.get("observation") or {}
+        results = observation.get("results") if isinstance(observation, dict) else None
     return {
         "number": step.index + 1,
         "step_id": step.step_id,
