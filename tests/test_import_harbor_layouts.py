@@ -3,6 +3,8 @@ v1.8 content parts, and evidence joined from beside a trial or from a separate e
 
 from __future__ import annotations
 
+import shutil
+
 import orjson
 import pytest
 from jsonschema import Draft202012Validator
@@ -258,6 +260,70 @@ def test_a_lone_trajectory_trial_with_triage_work_is_kept_when_its_folder_arrive
     imp = import_path(trial_dir)
     assert Trial.objects.count() == 2 and Trial.objects.filter(pk=lone.pk).exists()
     assert any(f"trial #{lone.pk} holds this trajectory" in p["message"] for p in imp.problems)
+
+
+def loose_run(folder):
+    """A trajectory with a continuation and a subagent file beside it, and one more pack in the folder."""
+    folder.mkdir(parents=True)
+    main = atif(good_steps())
+    main["continued_trajectory_ref"] = "trajectory.cont-1.json"
+    main["steps"][1]["observation"]["results"].append(
+        {"subagent_trajectory_ref": [{"trajectory_id": "helper-1", "trajectory_path": "trajectory.helper.json"}]}
+    )
+    (folder / "trajectory.json").write_bytes(orjson.dumps(main))
+    (folder / "trajectory.cont-1.json").write_bytes(orjson.dumps(atif(good_steps())))
+    helper = atif([{"step_id": 1, "source": "agent", "message": "helping"}])
+    (folder / "trajectory.helper.json").write_bytes(orjson.dumps(helper))
+    (folder / "events.jsonl").write_bytes(
+        orjson.dumps({"type": "benchmark.trial.started", "eventId": "e1", "sessionId": "sess-bad-input"}) + b"\n"
+    )
+    return folder
+
+
+def test_loose_trajectory_files_of_one_run_are_one_trial_and_the_other_files_stay_packs_of_their_own(tmp_path):
+    imp = import_path(loose_run(tmp_path / "agent"))
+    assert sorted(o["kind"] for o in imp.outcomes) == ["atif-trajectory-group", "runtime-events"]
+    trial = Trial.objects.get()
+    roles = list(trial.trajectories.order_by("position").values_list("role", "path"))
+    assert roles == [
+        ("main", "agent/trajectory.json"),
+        ("continuation", "agent/trajectory.cont-1.json"),
+        ("subagent", "agent/trajectory.helper.json"),
+    ]
+    assert (trial.step_count, trial.tool_call_count) == (5, 2)
+    assert trial.refs == {"trajectoryRef": "agent/trajectory.json"}
+
+
+def test_loose_run_files_take_the_place_of_their_main_file_imported_alone_and_give_way_to_their_trial(tmp_path):
+    loose = loose_run(tmp_path / "loose")
+    import_path(loose / "trajectory.json")
+    alone = Trial.objects.get()
+    imp = import_path(loose)
+    group = Trial.objects.get()  # one trial for one run
+    assert group.pk != alone.pk and group.trajectories.count() == 3
+    assert any(f"replaces trial #{alone.pk}" in p["message"] for p in imp.problems)
+    again = import_path(loose / "trajectory.json")  # the main file alone once more: it is in a trial already
+    assert [o["outcome"] for o in again.outcomes] == ["already imported"] and Trial.objects.count() == 1
+
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")  # then the Harbor trial the files came from
+    for path in loose.glob("trajectory*.json"):
+        shutil.copyfile(path, trial_dir / "agent" / path.name)
+    imp = import_path(trial_dir)
+    trial = Trial.objects.get()
+    assert trial.key.startswith("harbor:") and trial.trajectories.count() == 3
+    assert any(f"replaces trial #{group.pk}" in p["message"] for p in imp.problems)
+    assert [o["outcome"] for o in import_path(loose).outcomes if o["kind"] != "runtime-events"] == ["already imported"]
+
+
+def test_loose_run_files_imported_after_their_trial_folder_are_already_imported(tmp_path):
+    loose = loose_run(tmp_path / "loose")
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    for path in loose.glob("trajectory*.json"):
+        shutil.copyfile(path, trial_dir / "agent" / path.name)
+    import_path(trial_dir)
+    again = import_path(loose)
+    assert [o["outcome"] for o in again.outcomes if o["kind"] != "runtime-events"] == ["already imported"]
+    assert Trial.objects.count() == 1 and Trajectory.objects.count() == 3
 
 
 def test_embedded_subagents_are_trajectories_of_their_own_with_steps_calls_and_problems(tmp_path, client_logged_in):

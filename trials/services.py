@@ -376,6 +376,11 @@ class ImportRun:
         if candidate.path.is_file():
             too_big = over_the_limit(candidate.path, candidate.rel, self.limits.max_file_bytes)
             paths, screened = ([], [too_big]) if too_big else ([(candidate.rel, candidate.path)], [])
+        elif candidate.members:  # some files of a folder; the others are packs of their own
+            members = [(f"{candidate.rel}/{path.name}", path) for path in candidate.members]
+            too_big = [over_the_limit(path, rel, self.limits.max_file_bytes) for rel, path in members]
+            paths = [member for member, problem in zip(members, too_big, strict=True) if problem is None]
+            screened = [problem for problem in too_big if problem is not None]
         else:
             paths, screened = screen_folder(candidate.path, candidate.rel, self.limits.max_file_bytes)
         files = {}
@@ -395,7 +400,14 @@ class ImportRun:
             except OSError:  # another file system
                 shutil.copyfile(path, target)
         trial_dirs = [root / d.relative_to(candidate.path) for d in candidate.trial_dirs]
-        return Candidate(root, candidate.rel, candidate.kind, [d for d in trial_dirs if d.is_dir()])
+        members = [root / path.name for path in candidate.members]
+        return Candidate(
+            root,
+            candidate.rel,
+            candidate.kind,
+            [d for d in trial_dirs if d.is_dir()],
+            [path for path in members if path.is_file()],
+        )
 
     def pack_row(self, candidate: Candidate, files: dict[str, tuple[Path, str, int]]) -> tuple[Pack, bool]:
         manifest = orjson.dumps(sorted((rel.split("/", 1)[-1], sha) for rel, (_, sha, _) in files.items()))
@@ -614,8 +626,13 @@ def write_trial(
     if Trial.objects.filter(key=parsed.key[:500]).exists():
         return WriteResult("already")
     lone_file = blobs.get(parsed.files[0]) if parsed.key.startswith("atif:") else None  # a trajectory on its own
-    if lone_file is not None and Trajectory.objects.filter(blob_id=lone_file).exists():
-        return WriteResult("already")  # these bytes are already a trial's trajectory (imported with its folder)
+    group = len(parsed.files) > 1  # loose trajectory files of one run (trajectory.json and the ones beside it)
+    if lone_file is not None:
+        holders = Trajectory.objects.filter(blob_id=lone_file)
+        if group:  # a trial of the main file alone is taken over below; one made from its whole folder is not
+            holders = holders.exclude(trial__key__startswith="atif:")
+        if holders.exists():
+            return WriteResult("already")  # these bytes are already a trial's trajectory (imported with its folder)
     if parsed.source_format == "lime":
         target = find_trial_for_evidence_pack(parsed)
         if target is not None:
@@ -632,7 +649,7 @@ def write_trial(
                 steps += written.steps
                 calls += written.tool_calls
             write_trial_children(trial, parsed, blobs)
-            if lone_blobs and not parsed.key.startswith("atif:"):
+            if lone_blobs and (group or not parsed.key.startswith("atif:")):
                 take_over_lone_trajectories(trial, parsed, blobs, lone_blobs)
             trial.step_count = steps
             trial.tool_call_count = calls
@@ -668,7 +685,8 @@ def take_over_lone_trajectories(
     blob_ids = [blobs[t.path] for t in parsed.trajectories if blobs.get(t.path) in lone_blobs]
     if not blob_ids:
         return
-    for lone in Trial.objects.filter(key__startswith="atif:", trajectories__blob_id__in=blob_ids).distinct():
+    lone_trials = Trial.objects.filter(key__startswith="atif:", trajectories__blob_id__in=blob_ids).exclude(pk=trial.pk)
+    for lone in lone_trials.distinct():
         triaged = lone.qc_items.exists() or lone.qc_comments.exists() or AuditEntry.objects.filter(trial=lone).exists()
         if triaged:
             message = f"trial #{lone.pk} holds this trajectory, imported alone earlier; it has triage work, so it stays"

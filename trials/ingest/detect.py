@@ -23,8 +23,9 @@ from trials.ingest.values import as_dict, as_list
 class Candidate:
     path: Path
     rel: str  # path as shown to the user, relative to what they imported
-    kind: str  # harbor-job | harbor-trial | agentv-run | archive | file | skipped
+    kind: str  # harbor-job | harbor-trial | agentv-run | trajectory-group | archive | file | skipped
     trial_dirs: list[Path] = field(default_factory=list)  # harbor-job: found once, used for progress and parsing
+    members: list[Path] = field(default_factory=list)  # trajectory-group: its files, trajectory.json first
 
 
 def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
@@ -46,6 +47,9 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
         return [Candidate(path, rel, "agentv-run")]
     found: list[Candidate] = []
     children = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+    if group := harbor.trajectory_group(path):  # one trial, as in a Harbor trial's agent/ folder
+        found.append(Candidate(path, rel, "trajectory-group", members=group))
+        children = [c for c in children if c not in group]
     for child in children:  # folders first, so a trial exists before an evidence pack beside it
         found.extend(discover(child, f"{rel}/{child.name}" if rel else child.name, top=False))
     return found
@@ -104,6 +108,8 @@ def parse_candidate(candidate: Candidate) -> ParsedPack:
         return harbor.parse_single_trial(candidate.path, candidate.rel)
     if candidate.kind == "agentv-run":
         return agentv.parse_run_folder(candidate.path, candidate.rel)
+    if candidate.kind == "trajectory-group":
+        return harbor.parse_trajectory_group(candidate.members, candidate.rel)
     return parse_file(candidate.path, candidate.rel)
 
 

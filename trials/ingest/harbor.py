@@ -672,6 +672,38 @@ def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
     return ParsedPack(kind="atif-trajectory", trials=[trial], trial_count=1)
 
 
+def trajectory_group(folder: Path) -> list[Path]:
+    """Loose trajectory files of one run, named as Harbor names them: trajectory.json and its
+    trajectory.cont-N.json continuations and trajectory.<name>.json subagents. Empty if there are no others."""
+    main = folder / "trajectory.json"
+    if not main.is_file() or main.is_symlink() or not sniff_trajectory(main):
+        return []
+    others = [
+        p
+        for p in sorted(folder.glob("trajectory.*.json"), key=lambda p: _trajectory_role(p.name))
+        if p.is_file() and not p.is_symlink() and sniff_trajectory(p)
+    ]
+    return [main, *others] if others else []
+
+
+def parse_trajectory_group(members: list[Path], rel: str) -> ParsedPack:
+    """A trajectory.json with its continuations and subagent files: one trial, as in a Harbor trial folder."""
+    main, *others = members
+    pack = parse_lone_trajectory(main, f"{rel}/{main.name}")
+    trial = pack.trials[0]
+    for path in others:
+        path_rel = f"{rel}/{path.name}"
+        trial.files.append(path_rel)
+        try:
+            trajectory = read_trajectory(path, path_rel, role=_trajectory_role(path.name)[1])
+        except PackError as exc:  # the trial keeps its other files
+            trial.problems.append(exc.problem)
+            continue
+        trial.trajectories += [trajectory, *embedded_subagents(trajectory)]
+    pack.kind = "atif-trajectory-group"
+    return pack
+
+
 def sniff_trajectory(path: Path) -> bool:
     """A cheap look at the first bytes: does this JSON file start like an ATIF trajectory?"""
     with open(path, "rb") as f:
