@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import io
 import tarfile
 import zipfile
@@ -610,3 +611,31 @@ def test_a_token_count_that_no_column_can_hold_is_flagged_and_kept_as_written(tm
     step = Step.objects.get(index=1)
     assert step.prompt_tokens is None and step.completion_tokens is None and step.cached_tokens == 5
     assert big in Trajectory.objects.get().atif_bytes()  # the file keeps it as written
+
+
+def test_a_key_written_twice_in_a_small_json_file_is_flagged_with_its_line_and_the_trial_kept(tmp_path):
+    trial_dir = write_trial(tmp_path / "job")
+    result = orjson.loads((trial_dir / "result.json").read_bytes())
+    text = orjson.dumps(result, option=orjson.OPT_INDENT_2).decode()
+    text = text.replace('"source": "bad-input-dataset",', '"source": "first",\n  "source": "bad-input-dataset",')
+    (trial_dir / "result.json").write_text(text)
+    imp = import_path(trial_dir)
+    [warning] = [p for p in problems_of(imp, "warning") if "twice" in p["message"]]
+    assert warning["file"].endswith("result.json") and warning["message"].startswith("key 'source' appears twice")
+    assert warning["line"] == text.splitlines().index('  "source": "bad-input-dataset",') + 1
+    assert Trial.objects.get().dataset.name == "bad-input-dataset"  # the last value, as every JSON reader does
+
+
+def test_integers_past_64_bits_in_small_files_are_kept_exact_and_twice_written_keys_flagged_per_line(tmp_path):
+    big = 123456789012345678901234567890
+    row = {"test_id": "t1", "target": "m", "score": 1.0, "metadata": {"source_commit": "abc", "run_number": big}}
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(row) + "\n" + '{"test_id": "t2", "target": "m", "score": 0, "score": 1}\n')
+    imp = import_path(path)
+    trial = Trial.objects.get(name="t1")
+    assert trial.documents["row"]["metadata"]["run_number"] == big  # not 1.2345678901234568e+29
+    assert trial.provenance["run_number"] == big
+    assert [(p["message"], p["line"]) for p in problems_of(imp, "warning")] == [
+        ("key 'score' appears twice in one object: the last value is read", 2)
+    ]
+    assert Trial.objects.get(name="t2").reward == 1.0

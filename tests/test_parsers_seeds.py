@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from trials.ingest import agentcontext, agentqc, agentv, documents, lime, openchrome
+from trials.ingest.jsonio import load_jsonl
 from trials.ingest.records import ParsedEvent, ParsedPack
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
@@ -25,7 +26,7 @@ def load(rel: str):
 
 
 def jsonl_rows(rel: str) -> list[tuple[int, dict]]:
-    rows, problems = agentv.read_jsonl((REFERENCE / rel).read_text(encoding="utf-8"), rel)
+    rows, problems = load_jsonl(REFERENCE / rel, rel)
     assert problems == []
     return rows
 

@@ -7,13 +7,12 @@ AgentV `score` is 0..1 and stays a score; it is also the trial's headline reward
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from trials.ingest.atif import content_text
-from trials.ingest.jsonio import dumps_text
+from trials.ingest.jsonio import dumps_text, load_json, load_jsonl
 from trials.ingest.lime import parse_time, pick, to_float, to_int, to_str
 from trials.ingest.records import (
     ConfigurationRef,
@@ -433,19 +432,6 @@ def parse_rows(rows: list[tuple[int, dict[str, Any]]], path: str, summary: dict[
     return ParsedPack(kind="agentv", jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
 
 
-def read_jsonl(text: str, file: str) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:
-    rows: list[tuple[int, dict[str, Any]]] = []
-    problems: list[Problem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((number, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(file, f"invalid JSON: {exc.msg}", line=number, kept="in the stored file"))
-    return rows, problems
-
-
 def parse_run_folder(folder: Path, rel: str) -> ParsedPack:
     """A run bundle: summary.json first, then index.jsonl (root or .internal/)."""
     summary = None
@@ -453,14 +439,14 @@ def parse_run_folder(folder: Path, rel: str) -> ParsedPack:
     summary_path = folder / "summary.json"
     if summary_path.is_file():
         try:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(f"{rel}/summary.json", f"invalid JSON: {exc.msg}", kept="in the stored file"))
+            summary = load_json(summary_path, f"{rel}/summary.json", problems)
+        except PackError as exc:
+            problems.append(exc.problem)
     index = next((p for p in (folder / "index.jsonl", folder / ".internal" / "index.jsonl") if p.is_file()), None)
     if index is None:
         raise PackError(Problem(rel, "AgentV run folder has no index.jsonl"))
     index_rel = f"{rel}/{index.relative_to(folder).as_posix()}"
-    rows, read_problems = read_jsonl(index.read_text(encoding="utf-8"), index_rel)
+    rows, read_problems = load_jsonl(index, index_rel)
     pack = parse_rows(rows, index_rel, summary if isinstance(summary, dict) else None)
     pack.problems[:0] = problems + read_problems
     return pack

@@ -134,14 +134,17 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
         raise PackError(
             Problem(rel, "not a recognised trial pack format (JSON, JSONL, TOML or archive)", kept="the raw bytes")
         )
+    noticed: list[Problem] = []
     try:
-        data = load_json(path, rel)
+        data = load_json(path, rel, noticed)
     except PackError as exc:
         rows, problems = load_jsonl(path, rel)
         if len(rows) < 2 and not (rows and problems == []):
             raise exc
         return parse_rows(rows, problems, rel)
-    return parse_json(data, path, rel)
+    pack = parse_json(data, path, rel)
+    pack.problems[:0] = noticed
+    return pack
 
 
 def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:

@@ -42,10 +42,10 @@ CONT_RE = re.compile(r"^trajectory\.cont-(\d+)\.json$")
 ATIF_VERSION_RE = re.compile(rb'"schema_version"\s*:\s*"ATIF-')
 
 
-def read_json_dict(path: Path, rel: str) -> dict[str, Any] | None:
+def read_json_dict(path: Path, rel: str, problems: list[Problem] | None = None) -> dict[str, Any] | None:
     if not path.is_file():
         return None
-    data = load_json(path, rel)
+    data = load_json(path, rel, problems)
     return data if isinstance(data, dict) else None
 
 
@@ -147,7 +147,7 @@ def parse_single_trial(trial_dir: Path, rel: str) -> ParsedPack:
 
 def _safe_dict(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any]:
     try:
-        return read_json_dict(path, rel) or {}
+        return read_json_dict(path, rel, problems) or {}
     except PackError as exc:
         problems.append(exc.problem)
         return {}
@@ -368,7 +368,7 @@ def reward_from_files(verifier: Path, rel: str, problems: list[Problem]) -> dict
     """Harbor's rule: reward.json (a flat dict) wins over reward.txt (a single number)."""
     if (verifier / "reward.json").is_file():
         try:
-            data = load_json(verifier / "reward.json", f"{rel}/reward.json")
+            data = load_json(verifier / "reward.json", f"{rel}/reward.json", problems)
         except PackError as exc:
             problems.append(exc.problem)
             return {}
@@ -400,7 +400,7 @@ def _read_verifier(trial: ParsedTrial, verifier: Path, rel: str, step_name: str 
     details_path = verifier / "reward-details.json"
     if details_path.is_file():
         try:
-            details = load_json(details_path, f"{rel}/reward-details.json")
+            details = load_json(details_path, f"{rel}/reward-details.json", trial.problems)
             trial.criteria.extend(criteria_from_details(details, step_name))
             trial.present.add("reward_details")
             trial.refs.setdefault("rewardDetailsRef", f"{rel}/reward-details.json")
@@ -410,7 +410,7 @@ def _read_verifier(trial: ParsedTrial, verifier: Path, rel: str, step_name: str 
     ctrf_path = verifier / "ctrf.json"
     if ctrf_path.is_file():
         try:
-            ctrf = load_json(ctrf_path, f"{rel}/ctrf.json")
+            ctrf = load_json(ctrf_path, f"{rel}/ctrf.json", trial.problems)
             tests = ((ctrf.get("results") or {}).get("tests") or []) if isinstance(ctrf, dict) else []
             trial.ctrf_tests.extend(t for t in tests if isinstance(t, dict))
         except PackError as exc:
@@ -455,7 +455,7 @@ def _read_artifacts(trial: ParsedTrial, artifacts: Path, rel: str) -> None:
     if not manifest_path.is_file():
         return
     try:
-        manifest = load_json(manifest_path, f"{rel}/manifest.json")
+        manifest = load_json(manifest_path, f"{rel}/manifest.json", trial.problems)
     except PackError as exc:
         trial.problems.append(exc.problem)
         return
@@ -504,7 +504,7 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
         ):
             continue
         try:
-            data = load_json(path, f"{rel}/{local}")
+            data = load_json(path, f"{rel}/{local}", trial.problems)
         except PackError as exc:
             trial.problems.append(exc.problem)
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -39,28 +40,78 @@ def malformed(
     return Problem(rel, message, line=line + exc.lineno - 1 if line else exc.lineno, kept=kept)
 
 
-def load_json(path: Path, rel: str) -> Any:
+# Files up to this size are read a second time by the standard library, which orjson is not:
+# it keeps integers past 64 bits exact (orjson makes them floats) and lets duplicate keys be seen.
+# Configs, results, rewards and evidence packs are this small; trajectories are read by orjson alone.
+EXACT_BYTES = 1 << 20
+
+
+def load_json(path: Path, rel: str, problems: list[Problem] | None = None) -> Any:
+    """The file's JSON. Given `problems`, a small file is read exactly and its duplicate keys are reported there."""
     raw = without_bom(path.read_bytes())
     try:
-        return orjson.loads(raw)
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise PackError(malformed(rel, exc)) from exc
+    if problems is None or len(raw) > EXACT_BYTES:
+        return data
+    return exact(raw, rel, problems, default=data)
 
 
 def load_jsonl(path: Path, rel: str) -> tuple[list[tuple[int, Any]], list[Problem]]:
     """Rows as (line number, value); a bad line is a problem, the other lines still count."""
     rows: list[tuple[int, Any]] = []
     problems: list[Problem] = []
+    small = path.stat().st_size <= EXACT_BYTES
     with open(path, "rb") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
+            line = without_bom(line) if number == 1 else line
             try:
-                rows.append((number, orjson.loads(without_bom(line) if number == 1 else line)))
+                value = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 kept = "the other lines, and this one in the raw bytes"
                 problems.append(malformed(rel, exc, "malformed JSON line", kept=kept, line=number))
+                continue
+            rows.append((number, exact(line, rel, problems, default=value, line=number) if small else value))
     return rows, problems
+
+
+def exact(raw: bytes, rel: str, problems: list[Problem], default: Any, line: int = 0) -> Any:
+    """JSON that orjson has read as `default`, read again by the standard library: integers past 64 bits
+    stay integers, and each key that appears twice in one object is reported (the last value is the one read)."""
+    duplicates: list[str] = []
+
+    def pairs_to_dict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        value = dict(pairs)
+        if len(value) != len(pairs):
+            seen: set[str] = set()
+            duplicates.extend(k for k, _ in pairs if k in seen or seen.add(k))
+        return value
+
+    try:
+        value = json.loads(raw, object_pairs_hook=pairs_to_dict)
+    except RecursionError:  # nested deeper than this process lets Python recurse: orjson's reading stands
+        return default
+    for key in dict.fromkeys(duplicates):
+        problems.append(
+            Problem(
+                rel,
+                f"key {key!r} appears twice in one object: the last value is read",
+                line=line or _second_line_of(raw, key),
+                severity="warning",
+                kept="every value, in the raw bytes",
+            )
+        )
+    return value
+
+
+def _second_line_of(raw: bytes, key: str) -> int | None:
+    """The line of the key's second appearance (found as text: a key written with escapes is not found)."""
+    written = re.compile(re.escape(orjson.dumps(key)) + rb"\s*:")
+    found = [m.start() for _, m in zip(range(2), written.finditer(raw), strict=False)]
+    return raw.count(b"\n", 0, found[1]) + 1 if len(found) == 2 else None
 
 
 def dumps_text(value: Any) -> str:
