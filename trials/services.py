@@ -625,8 +625,9 @@ def write_trial(
     """One transaction per trial: it is imported whole or not at all."""
     if Trial.objects.filter(key=parsed.key[:500]).exists():
         return WriteResult("already")
-    lone_file = blobs.get(parsed.files[0]) if parsed.key.startswith("atif:") else None  # a trajectory on its own
-    group = len(parsed.files) > 1  # loose trajectory files of one run (trajectory.json and the ones beside it)
+    loose = parsed.key.startswith("atif:")  # made of trajectory files alone, not of a trial folder
+    group = loose and len(parsed.files) > 1  # trajectory.json with its continuations and subagents beside it
+    lone_file = blobs.get(parsed.files[0]) if loose else None
     if lone_file is not None:
         holders = Trajectory.objects.filter(blob_id=lone_file)
         if group:  # a trial of the main file alone is taken over below; one made from its whole folder is not
@@ -649,7 +650,7 @@ def write_trial(
                 steps += written.steps
                 calls += written.tool_calls
             write_trial_children(trial, parsed, blobs)
-            if lone_blobs and (group or not parsed.key.startswith("atif:")):
+            if lone_blobs and (group or not loose):
                 take_over_lone_trajectories(trial, parsed, blobs, lone_blobs)
             trial.step_count = steps
             trial.tool_call_count = calls

@@ -294,9 +294,8 @@ def _output_trajectory(
     steps = []
     for index, (message, original) in enumerate(zip(messages, originals, strict=True)):
         if not isinstance(message, dict):
-            message = "an output message that is not an object"
-            kept = "in the stored row; not a step"
-            problems.append(Problem(path, message, f"output[{index}]", line, severity="warning", kept=kept))
+            what, kept = "an output message that is not an object", "in the stored row; not a step"
+            problems.append(Problem(path, what, f"output[{index}]", line, severity="warning", kept=kept))
             continue
         steps.append(_message_step(message, original, len(steps)))
     trial_path = f"{path}{OUTPUT_MARK}@line {line}"

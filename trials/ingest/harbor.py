@@ -680,7 +680,7 @@ def trajectory_group(folder: Path) -> list[Path]:
         return []
     others = [
         p
-        for p in sorted(folder.glob("trajectory.*.json"), key=lambda p: _trajectory_role(p.name))
+        for p in sorted(folder.glob("trajectory.*.json"), key=lambda p: (_trajectory_role(p.name)[0], p.name))
         if p.is_file() and not p.is_symlink() and sniff_trajectory(p)
     ]
     return [main, *others] if others else []

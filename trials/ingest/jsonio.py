@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -110,7 +111,7 @@ def exact(raw: bytes, rel: str, problems: list[Problem], default: Any, line: int
 def _second_line_of(raw: bytes, key: str) -> int | None:
     """The line of the key's second appearance (found as text: a key written with escapes is not found)."""
     written = re.compile(re.escape(orjson.dumps(key)) + rb"\s*:")
-    found = [m.start() for _, m in zip(range(2), written.finditer(raw), strict=False)]
+    found = [m.start() for m in islice(written.finditer(raw), 2)]
     return raw.count(b"\n", 0, found[1]) + 1 if len(found) == 2 else None
 
 
