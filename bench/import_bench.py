@@ -70,67 +70,95 @@ CREATE INDEX observation_step ON observation (step_id);
 """
 
 
-def child_floor(root: Path, data_dir: Path) -> dict:
+def child_floor(root: Path, data_dir: Path, lean: bool = False, checked: bool = False) -> dict:
     """A floor, not the product: plain sqlite3 writing the rows an import must write.
 
     Every file's bytes hashed and copied; per trial, one transaction with the trial, its
     steps (columns and raw JSON), tool calls and observation previews, with the indexes
     the real tables have. No Django, no validation, no search text, no checks.
+
+    `lean`: the floor of a storage redesign (bench/README.md): every file appended to one
+    pack file instead of a file each, and no step copy in the database (a step would be
+    served from the stored file). `checked`: the steps are read by the importer's own ATIF
+    reader (the validation and step records the issue asks for) instead of orjson alone.
     """
     import hashlib
     import sqlite3
 
     import orjson
 
+    from trials.ingest.atif import read_trajectory
+
     db = sqlite3.connect(data_dir / "floor.sqlite3", isolation_level=None)
     db.executescript(FLOOR_SCHEMA)
     blobs = data_dir / "blobs"
     blobs.mkdir()
     start = time.perf_counter()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        (blobs / hashlib.sha256(data).hexdigest()).write_bytes(data)
+    with open(blobs / "pack", "wb") as pack:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            data = path.read_bytes()
+            sha = hashlib.sha256(data).hexdigest()
+            if lean:
+                pack.write(data)
+            else:
+                (blobs / sha).write_bytes(data)
     files_seconds = time.perf_counter() - start
     trial_dirs = sorted(p.parent for p in root.rglob("result.json") if (p.parent / "agent").is_dir())
     for trial_dir in trial_dirs or [root]:
         lone = trial_dir == root  # a lone trajectory.json
         result = b"{}" if lone else (trial_dir / "result.json").read_bytes()
         config = b"{}" if lone else (trial_dir / "config.json").read_bytes()
-        trajectory = orjson.loads((trial_dir / ("trajectory.json" if lone else "agent/trajectory.json")).read_bytes())
+        trajectory_path = trial_dir / ("trajectory.json" if lone else "agent/trajectory.json")
         orjson.loads(result), orjson.loads(config)
         db.execute("BEGIN IMMEDIATE")
         trial = db.execute(
             "INSERT INTO trial (key, name, result, config) VALUES (?, ?, ?, ?)",
             (str(trial_dir), trial_dir.name, result.decode(), config.decode()),
         ).lastrowid
-        header = orjson.dumps({k: v for k, v in trajectory.items() if k != "steps"}).decode()
-        traj = db.execute("INSERT INTO trajectory (trial_id, header) VALUES (?, ?)", (trial, header)).lastrowid
-        steps = trajectory["steps"]
-        rows = []
+        if checked:
+            parsed = read_trajectory(trajectory_path, trajectory_path.name)
+            header, steps = parsed.header, list(parsed.steps)
+        else:
+            trajectory = orjson.loads(trajectory_path.read_bytes())
+            header, steps = {k: v for k, v in trajectory.items() if k != "steps"}, trajectory["steps"]
+        traj = db.execute(
+            "INSERT INTO trajectory (trial_id, header) VALUES (?, ?)", (trial, orjson.dumps(header).decode())
+        ).lastrowid
+        rows, calls, observations = [], [], []
         for i, step in enumerate(steps):
-            raw = orjson.dumps(step).decode()
+            if checked:
+                raw = None if lean else orjson.dumps(step.raw).decode()
+                when = step.timestamp.isoformat() if step.timestamp else None
+                rows.append((traj, trial, i, str(step.step_id), step.source, when, step.model_name,
+                             step.message_text, step.reasoning, step.prompt_tokens, step.completion_tokens,
+                             step.cost_usd, len(raw or ""), raw))  # fmt: skip
+                for call in step.tool_calls:
+                    arguments = orjson.dumps(call.arguments).decode()
+                    calls.append((i, trial, call.tool_call_id, call.function_name, arguments))
+                for obs in step.observations:
+                    observations.append((i, obs.source_call_id, obs.content_size, obs.content_text[:2000]))
+                continue
+            raw = None if lean else orjson.dumps(step).decode()
             metrics = step.get("metrics") or {}
             message = step.get("message") if isinstance(step.get("message"), str) else ""
             rows.append((traj, trial, i, str(step.get("step_id")), step.get("source"), step.get("timestamp"),
                          step.get("model_name", ""), message, step.get("reasoning_content") or "",
                          metrics.get("prompt_tokens"), metrics.get("completion_tokens"), metrics.get("cost_usd"),
-                         len(raw), raw))  # fmt: skip
+                         len(raw or ""), raw))  # fmt: skip
+            for call in step.get("tool_calls") or []:
+                arguments = orjson.dumps(call.get("arguments")).decode()
+                calls.append((i, trial, call.get("tool_call_id"), call.get("function_name"), arguments))
+            for obs in (step.get("observation") or {}).get("results") or []:
+                content = obs.get("content") if isinstance(obs.get("content"), str) else ""
+                observations.append((i, obs.get("source_call_id"), len(content), content[:2000]))
         db.executemany(f"INSERT INTO step (trajectory_id, trial_id, \"index\", step_id, source, timestamp, "
                        f"model_name, message_text, reasoning, prompt_tokens, completion_tokens, cost_usd, size, "
                        f"raw_json) VALUES ({', '.join('?' * 14)})", rows)  # fmt: skip
         step_pks = dict(db.execute('SELECT "index", id FROM step WHERE trajectory_id = ?', (traj,)))
-        calls, observations = [], []
-        for i, step in enumerate(steps):
-            for call in step.get("tool_calls") or []:
-                arguments = orjson.dumps(call.get("arguments")).decode()
-                calls.append((step_pks[i], trial, call.get("tool_call_id"), call.get("function_name"), arguments))
-            for obs in (step.get("observation") or {}).get("results") or []:
-                content = obs.get("content") if isinstance(obs.get("content"), str) else ""
-                observations.append((step_pks[i], obs.get("source_call_id"), len(content), content[:2000]))
         db.executemany("INSERT INTO tool_call (step_id, trial_id, tool_call_id, function_name, arguments) "
-                       "VALUES (?, ?, ?, ?, ?)", calls)  # fmt: skip
+                       "VALUES (?, ?, ?, ?, ?)", [(step_pks[c[0]], *c[1:]) for c in calls])  # fmt: skip
         db.executemany("INSERT INTO observation (step_id, source_call_id, content_size, preview) "
-                       "VALUES (?, ?, ?, ?)", observations)  # fmt: skip
+                       "VALUES (?, ?, ?, ?)", [(step_pks[o[0]], *o[1:]) for o in observations])  # fmt: skip
         db.execute("COMMIT")
     return {"seconds": time.perf_counter() - start, "files_seconds": files_seconds}
 
@@ -181,6 +209,8 @@ def measure(label: str, root: Path) -> dict:
     parsed = run_child("parse", root)
     read = run_child("read", root)
     floor = run_child("floor", root)
+    lean = run_child("floor-lean", root)
+    lean_checked = run_child("floor-lean-checked", root)
     imported = run_child("import", root)
     mb = size / 1e6
     row = {
@@ -198,6 +228,8 @@ def measure(label: str, root: Path) -> dict:
         "floor_s": round(floor["seconds"], 2),
         "floor_x_parse": round(floor["seconds"] / parsed["seconds"], 1),
         "floor_files_s": round(floor["files_seconds"], 2),
+        "lean_floor_x_parse": round(lean["seconds"] / parsed["seconds"], 1),
+        "lean_checked_floor_x_parse": round(lean_checked["seconds"] / parsed["seconds"], 1),
         "index_s": round(imported["index_seconds"], 2),
         "x_parse_with_index": round((imported["seconds"] + imported["index_seconds"]) / parsed["seconds"], 1),
         "peak_rss_MB": round(imported["peak_rss_kb"] / 1024),
@@ -215,6 +247,8 @@ def main() -> None:
         kind, root, data_dir = args.child
         children = {"parse": lambda: child_parse(Path(root)), "read": lambda: child_read(Path(root)),
                     "floor": lambda: child_floor(Path(root), Path(data_dir)),
+                    "floor-lean": lambda: child_floor(Path(root), Path(data_dir), lean=True),
+                    "floor-lean-checked": lambda: child_floor(Path(root), Path(data_dir), lean=True, checked=True),
                     "import": lambda: child_import(Path(root), Path(data_dir))}  # fmt: skip
         result = children[kind]()
         result["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -244,13 +278,14 @@ def main() -> None:
             rows.append(measure(f"one trajectory, {megabytes} MB", folder))
     print("\n| scenario | MB | trials | steps | import s | MB/s | trials/s | orjson parse s | x parse | then index s | "
           "x parse with index | ATIF read s | read x parse | sqlite3 floor s | of which files s | floor x parse | "
-          "peak RSS MB |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "lean floor x parse | lean floor with ATIF checks x parse | peak RSS MB |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['scenario']} | {r['MB']} | {r['trials']} | {r['steps']} | {r['import_s']} | {r['MB/s']} | "
               f"{r['trials/s']} | {r['orjson_parse_s']} | {r['x_parse']} | {r['index_s']} | "
               f"{r['x_parse_with_index']} | {r['read_s']} | {r['read_x_parse']} | {r['floor_s']} | "
-              f"{r['floor_files_s']} | {r['floor_x_parse']} | {r['peak_rss_MB']} |")  # fmt: skip
+              f"{r['floor_files_s']} | {r['floor_x_parse']} | {r['lean_floor_x_parse']} | "
+              f"{r['lean_checked_floor_x_parse']} | {r['peak_rss_MB']} |")  # fmt: skip
 
 
 if __name__ == "__main__":
