@@ -44,10 +44,11 @@ def worker(isolated_storage: Path):
 
 
 @contextlib.contextmanager
-def running_worker(isolated_storage: Path):
+def running_worker(isolated_storage: Path, flush: bool = True):
     server = redis.Redis.from_url(REDIS_URL)
     server.ping()  # a real server, or the test fails here
-    server.flushdb()  # the tests' own database: no message from an earlier run is left
+    if flush:
+        server.flushdb()  # the tests' own database: no message from an earlier run is left
     queue = celery_app.conf.task_default_queue
     env = {
         **os.environ,
@@ -162,4 +163,40 @@ def test_a_starting_worker_resumes_an_import_a_dead_worker_left_running_without_
     with running_worker(isolated_storage):  # no beat: the worker's own start-up sweep finds it
         imp = wait_for(imp)
     assert imp.status == Import.Status.DONE
+    assert Trial.objects.get().name == trial.name
+
+
+def test_the_command_line_says_when_no_worker_takes_its_import_and_finishes_once_one_starts(
+    isolated_storage, tmp_path, monkeypatch, settings
+):
+    import io
+    import threading
+
+    from django.core.management import call_command
+
+    from trials.management.commands.import_packs import Command
+
+    monkeypatch.setattr(Command, "queued_hint_seconds", 0.5)
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # as with REDIS_URL set: the command waits for a worker
+    trial = write_trial(tmp_path / "src")
+    server = redis.Redis.from_url(REDIS_URL)
+    server.flushdb()  # no message from an earlier test
+    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
+    use_broker(broker_url=REDIS_URL, task_always_eager=False)
+    out, err = io.StringIO(), io.StringIO()
+    command = threading.Thread(
+        target=call_command, args=("import_packs", str(trial), "--no-progress"), kwargs={"stdout": out, "stderr": err}
+    )
+    try:
+        command.start()
+        deadline = time.monotonic() + 20
+        while "no Celery worker answered" not in err.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "still queued: no Celery worker answered" in err.getvalue()
+        assert command.is_alive()  # it waits for a worker, rather than giving up
+    finally:
+        use_broker(**previous)
+    with running_worker(isolated_storage, flush=False):  # the message the command sent is waiting
+        command.join(timeout=60)
+    assert not command.is_alive() and "imported" in out.getvalue()
     assert Trial.objects.get().name == trial.name

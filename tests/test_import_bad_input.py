@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import io
+import json
 import tarfile
 import zipfile
 from pathlib import Path

@@ -58,3 +58,24 @@ def test_four_concurrent_imports_of_a_job_lose_no_trial_and_duplicate_none(tmp_p
     assert all(imp.status == "done" for imp in imports)
     assert Trial.objects.count() == 6
     assert Step.objects.count() == 12
+
+
+def test_an_import_resumed_after_its_worker_died_counts_the_trials_it_wrote_before_as_its_own(tmp_path):
+    from trials import services
+    from trials.models import Import
+
+    for name in ("task-a__AAAAAAA", "task-b__BBBBBBB", "task-c__CCCCCCC"):
+        write_trial(tmp_path / "job", name)
+    (tmp_path / "job" / "config.json").write_text('{"job_name": "job"}')  # one pack: a Harbor job
+    imp = services.create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(tmp_path / "job"))
+    services.run_import(str(imp.pk))
+    # As a worker killed after two trials leaves it: the pack half-written, the import running.
+    Trial.objects.get(name="task-c__CCCCCCC").delete()
+    Pack.objects.update(status=Pack.Status.IMPORTING)
+    Import.objects.filter(pk=imp.pk).update(status=Import.Status.RUNNING)
+    imp = services.run_import(str(imp.pk))  # what the recovery sweep's second delivery does
+    [outcome] = imp.outcomes
+    assert (outcome["outcome"], outcome["trials"], outcome["already"]) == ("imported", 3, 0)
+    assert outcome["steps"] == Step.objects.count() and Trial.objects.count() == 3
+    again = import_path(tmp_path / "job")  # another import of the same folder: everything was there already
+    assert [o["outcome"] for o in again.outcomes] == ["already imported"]

@@ -438,9 +438,15 @@ class ImportRun:
                 defaults={"title": document.title[:500], "data": document.data, "counts": document.counts},
             )
         counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0}
+        # A resumed import (its worker died half-way): the trials it wrote then are its own, not "already" there.
+        ours = {}
+        if pack.first_import_id == self.imp.pk:
+            ours = dict(Trial.objects.filter(pack=pack).values_list("key", "step_count"))
         for trial in parsed.iter_trials():
             try:
                 result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs)
+                if result.outcome == "already" and trial.key[:500] in ours:
+                    result = WriteResult("trials", ours[trial.key[:500]])
             except DatabaseError as exc:  # the trial rolled back whole; the others go on
                 log.warning("trial %s rejected by the database: %s", trial.key, exc)
                 trial.problems.append(

@@ -60,13 +60,32 @@ class Command(BaseCommand):
 
         import_pack_task.delay(str(imp.pk))
         bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
+        hint_at = time.monotonic() + self.queued_hint_seconds
         while imp.status in (Import.Status.QUEUED, Import.Status.RUNNING):
             time.sleep(0.5)
             imp.refresh_from_db()
             bar.total, bar.n = imp.progress_total, imp.progress_done
             bar.refresh()
+            if imp.status == Import.Status.QUEUED and time.monotonic() > hint_at:
+                hint_at = float("inf")  # said once
+                self.stderr.write(self.queued_hint())
         bar.close()
         return imp
+
+    queued_hint_seconds = 5.0
+
+    @staticmethod
+    def queued_hint() -> str:
+        """Why an import waits: no worker at all (the usual surprise), or workers busy with other work."""
+        from benchviewer.celery import app
+
+        workers = app.control.ping(timeout=1.0)
+        if not workers:
+            return (
+                "still queued: no Celery worker answered. The import waits until one starts "
+                "(celery -A benchviewer worker); the worker reads the path on its own machine."
+            )
+        return f"still queued behind other work: {len(workers)} worker(s) answered."
 
     def report_problems(self, imp: Import) -> None:
         """Errors first, then warnings; past PROBLEMS_SHOWN, where to read the rest."""
