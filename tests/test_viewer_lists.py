@@ -170,12 +170,14 @@ def test_the_list_filters_start_unset_so_pressing_filter_changes_nothing(client_
         assert chosen == ([] if " multiple" in select.split(">")[0] else [""]), select[:200]
 
 
-def test_the_job_page_shows_a_start_written_without_a_time_zone_as_written(client_logged_in, demo):
+def test_the_job_page_and_the_jobs_list_show_a_start_written_without_a_time_zone_as_written(client_logged_in, demo):
     job = Job.objects.get(name="candidate-job")
     written = job.result.get("started_at")
     assert written and job.started_at is None  # Harbor writes naive times: not indexed, never assumed UTC
-    html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
-    assert f'{written} <span class="muted">(as written: no time zone)</span>' in html
+    assert job.started_as_written == written
+    shown = f'{written} <span class="muted" title="the file gives no time zone">(as written)</span>'
+    for url in (reverse("job-detail", args=[job.pk]), reverse("job-list")):
+        assert shown in client_logged_in.get(url).content.decode(), url
 
 
 def test_the_job_filter_takes_the_job_name_as_well_as_its_id(client_logged_in, demo):
@@ -197,3 +199,19 @@ def test_a_missing_step_and_a_refused_page_are_pages_of_the_site(client_logged_i
     client_logged_in.force_login(make_user("vera", "viewer"))
     refused = client_logged_in.get(reverse("triage-feedback", args=[trial.pk]))
     assert refused.status_code == 403 and "Not allowed" in refused.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_keeps_the_start_of_jobs_imported_before_it_as_written():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("trials", "0008_trajectory_max_step_tokens")])
+    old_job = executor.loader.project_state([("trials", "0008_trajectory_max_step_tokens")]).apps.get_model(
+        "trials", "Job"
+    )
+    old_job.objects.create(key="k", name="j", source_format="harbor", result={"started_at": "2026-01-02T03:04:05"})
+    executor = MigrationExecutor(connection)  # the graph again, as `migrate` would load it
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert Job.objects.get(key="k").started_as_written == "2026-01-02T03:04:05"

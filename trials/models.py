@@ -230,6 +230,7 @@ class Job(models.Model):
     source_format = CharField(max_length=20)
     pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
     started_at = models.DateTimeField(null=True, blank=True)
+    started_as_written = CharField(max_length=40, blank=True)  # a start with no time zone, never read as UTC
     finished_at = models.DateTimeField(null=True, blank=True)
     config = JSONField(default=dict, blank=True)
     result = JSONField(default=dict, blank=True)

@@ -495,6 +495,7 @@ def upsert_job(parsed, pack: Pack) -> Job:
             "source_format": parsed.source_format,
             "pack": pack,
             "started_at": parsed.started_at,
+            "started_as_written": parsed.started_as_written,
             "finished_at": parsed.finished_at,
             "config": parsed.config,
             "result": parsed.result,

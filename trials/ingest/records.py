@@ -243,6 +243,7 @@ class ParsedJob:
     config: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # claimEligibility, summary.json, experiment…
+    started_as_written: str = ""  # a start with no time zone: shown as written, never read as UTC
 
 
 @dataclass
