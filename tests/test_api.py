@@ -235,3 +235,25 @@ def test_import_page_links_to_the_trials_it_imported_and_to_those_it_found_alrea
     assert client_logged_in.get("/api/trials/", {"pack": "99999999999999999999"}).status_code == 400
     messages = [str(m) for m in response.wsgi_request._messages]
     assert set(messages) == {"1 file(s) uploaded."}  # not "queued", which the page would go on saying once done
+
+
+def test_a_user_gets_their_api_token_with_their_password_and_the_docs_page_asks_for_a_login(user, client):
+    from django.test import Client
+
+    user.set_password("pw-1")
+    user.save()
+    anonymous = Client()
+    assert anonymous.post("/api/token/", {"username": user.username, "password": "wrong"}).status_code == 400
+    token = anonymous.post("/api/token/", {"username": user.username, "password": "pw-1"}).json()["token"]
+    assert token == Token.objects.get(user=user).key
+    assert anonymous.get("/api/trials/", HTTP_AUTHORIZATION=f"Token {token}").status_code == 200
+    docs = anonymous.get("/api/docs/")
+    assert docs.status_code == 302 and docs["Location"].startswith("/accounts/login/")
+
+    from tests.triage_support import PASSWORD, make_user
+
+    viewer = make_user("vera", "viewer")  # read-only, and logged in: may still fetch her own token
+    browser = Client(enforce_csrf_checks=False)
+    browser.force_login(viewer)
+    answer = browser.post("/api/token/", {"username": "vera", "password": PASSWORD})
+    assert answer.status_code == 200 and answer.json()["token"] == Token.objects.get(user=viewer).key

@@ -49,7 +49,7 @@ ALL_RIGHTS = frozenset(_APPROVER)
 WRITE_RIGHTS = ALL_RIGHTS - {READ}
 
 # Unsafe requests the middleware always lets through (a viewer must be able to log out).
-ALWAYS_ALLOWED_URL_NAMES = {"login", "logout"}
+ALWAYS_ALLOWED_URL_NAMES = {"login", "logout", "api-token"}  # a viewer may fetch their own API token
 
 
 def user_rights(user) -> frozenset[str]:
