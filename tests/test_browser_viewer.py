@@ -202,3 +202,13 @@ def test_a_search_match_past_a_previews_cut_is_opened_and_highlighted(page, tmp_
     step = page.locator("#step-2")
     expect(step.locator('pre[data-field="observation"] mark')).to_have_text("deepneedle")
     expect(step.locator('pre[data-field="observation"]')).to_have_class(re.compile(r"\bopen\b"))
+
+
+def test_the_evidence_completeness_card_wraps_its_consequences_instead_of_cutting_them(page, tmp_path):
+    trial = long_trajectory(tmp_path, 3)  # a trajectory alone: most checks missing, each with a consequence
+    for width in (1400, 1280, 900):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(reverse("trial-detail", args=[trial.pk]))
+        card = page.locator("#completeness")
+        expect(card.locator("tr.check.missing").first).to_be_visible()
+        assert card.evaluate("el => el.scrollWidth <= el.clientWidth"), width
