@@ -257,3 +257,23 @@ def test_a_user_gets_their_api_token_with_their_password_and_the_docs_page_asks_
     browser.force_login(viewer)
     answer = browser.post("/api/token/", {"username": "vera", "password": PASSWORD})
     assert answer.status_code == 200 and answer.json()["token"] == Token.objects.get(user=viewer).key
+
+
+def test_an_import_of_trials_another_pack_brought_first_links_to_them(
+    client_logged_in, django_capture_on_commit_callbacks, tmp_path
+):
+    for name in ("task-a__AAAAAAA", "task-b__BBBBBBB"):
+        write_trial(tmp_path / "job", name)
+    (tmp_path / "job" / "config.json").write_text('{"job_name": "job"}')
+    import_path(tmp_path / "job")  # the job brings both trials
+    archive = shutil.make_archive(str(tmp_path / "one"), "zip", tmp_path / "job", "task-a__AAAAAAA")
+    for attempt in ("trial by trial", "the whole pack"):  # the second upload finds the pack itself stored
+        with open(archive, "rb") as f, django_capture_on_commit_callbacks(execute=True):
+            response = client_logged_in.post("/imports/", {"files": SimpleUploadedFile("one.zip", f.read())})
+        imp = Import.objects.get(pk=response["Location"].rstrip("/").rsplit("/", 1)[1])
+        [outcome] = [o for o in imp.outcomes if o["kind"] != "archive"]
+        assert outcome["outcome"] == "already imported", attempt
+        listed = client_logged_in.get("/trials/", {"import_id": str(imp.pk)}).context["page"].object_list
+        assert [t.name for t in listed] == ["task-a__AAAAAAA"], attempt
+    assert outcome["trials"] == 1  # the pack's count says so too
+    assert Trial.objects.count() == 2

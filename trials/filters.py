@@ -20,7 +20,7 @@ class TrialFilter(django_filters.FilterSet):
     )  # an empty first choice ("any"): a list page must not filter until asked
     source_format = django_filters.CharFilter()
     # Set by the import page's links, and kept (hidden) when the list is filtered further.
-    pack = django_filters.ModelChoiceFilter(queryset=Pack.objects.all(), widget=forms.HiddenInput)
+    pack = django_filters.ModelChoiceFilter(queryset=Pack.objects.all(), method="filter_pack", widget=forms.HiddenInput)
     import_id = django_filters.UUIDFilter(method="filter_import", widget=forms.HiddenInput, label="Import")
 
     class Meta:
@@ -49,7 +49,10 @@ class TrialFilter(django_filters.FilterSet):
     def filter_import(self, queryset, name, value):
         """The trials of the packs an import read (imported then, or already there)."""
         imp = Import.objects.filter(pk=value).first()
-        return queryset.filter(pack_id__in=imp.pack_ids()) if imp else queryset.none()
+        return queryset.held_by(imp.pack_ids()) if imp else queryset.none()
+
+    def filter_pack(self, queryset, name, value):
+        return queryset.held_by([value.pk])
 
     def filter_complete(self, queryset, name, value):
         return queryset.filter(is_complete=value == "true")

@@ -162,9 +162,14 @@ class Pack(models.Model):
     first_import = models.ForeignKey(Import, null=True, on_delete=models.SET_NULL)
     problems = JSONField(default=list)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Trials this pack holds that another pack brought in first, or that its evidence joined.
+    other_trials = models.ManyToManyField("Trial", related_name="also_in_packs", blank=True)
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.name}"
+
+    def all_trials(self) -> models.QuerySet:
+        return Trial.objects.held_by([self.pk])
 
 
 class PackFile(models.Model):
@@ -285,6 +290,11 @@ class TrialQuerySet(models.QuerySet):
     def untriaged(self):
         """Failed trials no QC item has been filed on: the triage queue."""
         return self.failed().filter(qc_items__isnull=True)
+
+    def held_by(self, pack_ids):
+        """The trials of these packs: the ones they brought, and the ones they found already there."""
+        also = Pack.other_trials.through.objects.filter(pack_id__in=pack_ids).values("trial_id")
+        return self.filter(models.Q(pack_id__in=pack_ids) | models.Q(pk__in=also))
 
 
 class Trial(models.Model):

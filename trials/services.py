@@ -282,7 +282,7 @@ class ImportRun:
             return
         pack, created = self.pack_row(candidate, files)
         if not created and pack.status == Pack.Status.IMPORTED:
-            self.outcome(candidate.rel, pack.kind, "already imported", pack, trials=pack.trials.count())
+            self.outcome(candidate.rel, pack.kind, "already imported", pack, trials=pack.all_trials().count())
             self.advance(self.weight(candidate))
             return
         try:
@@ -442,11 +442,12 @@ class ImportRun:
         ours = {}
         if pack.first_import_id == self.imp.pk:
             ours = dict(Trial.objects.filter(pack=pack).values_list("key", "step_count"))
+        held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
         for trial in parsed.iter_trials():
             try:
                 result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs)
                 if result.outcome == "already" and trial.key[:500] in ours:
-                    result = WriteResult("trials", ours[trial.key[:500]])
+                    result = WriteResult("trials", ours[trial.key[:500]], result.trial_id)
             except DatabaseError as exc:  # the trial rolled back whole; the others go on
                 log.warning("trial %s rejected by the database: %s", trial.key, exc)
                 trial.problems.append(
@@ -460,9 +461,12 @@ class ImportRun:
                 result = WriteResult("rejected")
             counts[result.outcome] += 1
             counts["steps"] += result.steps
+            if result.outcome in ("already", "joined") and result.trial_id is not None:
+                held.append(result.trial_id)
             self.imp.problems.extend(reported_problems(trial))
             if per_trial_progress:
                 self.advance()
+        pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
         for job in jobs.values():
             counts["inferred"] = infer_job_configuration(job)
         if parsed.events or parsed.context_records:
@@ -579,6 +583,7 @@ def get_configuration(ref) -> Configuration | None:
 class WriteResult(NamedTuple):
     outcome: str  # trials | already | joined | rejected
     steps: int = 0
+    trial_id: int | None = None  # the trial written, found already there, or joined
 
 
 class SharedRows:
@@ -630,8 +635,8 @@ def write_trial(
     lone_blobs: frozenset[int] = frozenset(),
 ) -> WriteResult:
     """One transaction per trial: it is imported whole or not at all."""
-    if Trial.objects.filter(key=parsed.key[:500]).exists():
-        return WriteResult("already")
+    if (existing := Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True).first()) is not None:
+        return WriteResult("already", trial_id=existing)
     loose = parsed.key.startswith("atif:")  # made of trajectory files alone, not of a trial folder
     group = loose and len(parsed.files) > 1  # trajectory.json with its continuations and subagents beside it
     lone_file = blobs.get(parsed.files[0]) if loose else None
@@ -639,13 +644,14 @@ def write_trial(
         holders = Trajectory.objects.filter(blob_id=lone_file)
         if group:  # a trial of the main file alone is taken over below; one made from its whole folder is not
             holders = holders.exclude(trial__key__startswith="atif:")
-        if holders.exists():
-            return WriteResult("already")  # these bytes are already a trial's trajectory (imported with its folder)
+        if (holder := holders.values_list("trial_id", flat=True).first()) is not None:
+            # these bytes are already a trial's trajectory (imported with its folder)
+            return WriteResult("already", trial_id=holder)
     if parsed.source_format == "lime":
         target = find_trial_for_evidence_pack(parsed)
         if target is not None:
             join_evidence_pack(target, parsed)
-            return WriteResult("joined")
+            return WriteResult("joined", trial_id=target.pk)
     shared = shared or SharedRows()
     try:
         with shared.atomic():
@@ -666,8 +672,10 @@ def write_trial(
             trial.save(update_fields=["step_count", "tool_call_count", "problems", "is_complete", "missing"])
     except IntegrityError:
         # Another import of the same trial committed first: one copy is kept.
-        return WriteResult("already")
-    return WriteResult("trials", steps)
+        return WriteResult(
+            "already", trial_id=Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True).first()
+        )
+    return WriteResult("trials", steps, trial.pk)
 
 
 def lone_trajectory_blobs(blob_ids) -> frozenset[int]:
