@@ -438,16 +438,16 @@ class ImportRun:
                 defaults={"title": document.title[:500], "data": document.data, "counts": document.counts},
             )
         counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0}
-        # A resumed import (its worker died half-way): the trials it wrote then are its own, not "already" there.
-        ours = {}
-        if pack.first_import_id == self.imp.pk:
-            ours = dict(Trial.objects.filter(pack=pack).values_list("key", "step_count"))
+        # Trials this pack brought in an earlier, unfinished run: a resumed import (its worker died
+        # half-way) counts the ones it wrote itself as its own, not as "already" there.
+        earlier = dict(Trial.objects.filter(pack=pack).values_list("pk", "step_count"))
+        resumed = pack.first_import_id == self.imp.pk
         held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
         for trial in parsed.iter_trials():
             try:
                 result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs)
-                if result.outcome == "already" and trial.key[:500] in ours:
-                    result = WriteResult("trials", ours[trial.key[:500]], result.trial_id)
+                if result.outcome == "already" and resumed and result.trial_id in earlier:
+                    result = WriteResult("trials", earlier[result.trial_id], result.trial_id)
             except DatabaseError as exc:  # the trial rolled back whole; the others go on
                 log.warning("trial %s rejected by the database: %s", trial.key, exc)
                 trial.problems.append(
@@ -461,7 +461,11 @@ class ImportRun:
                 result = WriteResult("rejected")
             counts[result.outcome] += 1
             counts["steps"] += result.steps
-            if result.outcome in ("already", "joined") and result.trial_id is not None:
+            if (
+                result.outcome in ("already", "joined")
+                and result.trial_id is not None
+                and result.trial_id not in earlier
+            ):
                 held.append(result.trial_id)
             self.imp.problems.extend(reported_problems(trial))
             if per_trial_progress:
