@@ -30,7 +30,7 @@ from trials.models import Configuration, Job, PermissionDecision, Trial
 from trials.triage.services import p0_qc_items_for_trials, qc_fingerprint_for_trials
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 2  # bump when the result's shape changes: cached results of another version are recomputed
+COMPUTE_VERSION = 3  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 AGENTV_THRESHOLD = 0.1
@@ -91,7 +91,7 @@ class Side:
     def label(self) -> str:
         if self.kind == SideKind.JOB:
             job = Job.objects.filter(pk=self.id).values_list("name", flat=True).first()
-            return f"job {job}" if job else f"job #{self.id}"
+            return f"job {job} #{self.id}" if job else f"job #{self.id}"  # job names repeat; ids do not
         key = Configuration.objects.filter(pk=self.id).values_list("key", flat=True).first()
         return key or f"configuration #{self.id}"
 

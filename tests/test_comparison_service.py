@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from comparisons import services
+from comparisons import charts, services
 from comparisons.services import Side
 from tests.conftest import REFERENCE, import_path
 from tests.factories import (
@@ -19,7 +19,7 @@ from tests.factories import (
     TaskFactory,
     TrialFactory,
 )
-from trials.models import Configuration
+from trials.models import Configuration, Job
 
 pytestmark = pytest.mark.django_db
 
@@ -424,5 +424,17 @@ def test_jobs_can_be_compared_as_sides():
     base_job, cand_job = base.trials.first().job, cand.trials.first().job
     result, _ = services.compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
     assert result["comparison"]["meanRewardDelta"] == pytest.approx(0.5)
-    assert result["baseline"]["label"] == "job job-base"
+    assert result["baseline"]["label"] == f"job job-base #{base_job.pk}"
+
+
+def test_two_jobs_of_one_name_are_two_sides_in_every_label():
+    base = build_side("base", {"a": [0.0], "b": [1.0]})
+    cand = build_side("cand", {"a": [1.0], "b": [1.0]})
+    base_job, cand_job = base.trials.first().job, cand.trials.first().job
+    Job.objects.filter(pk__in=[base_job.pk, cand_job.pk]).update(name="baseline-job")  # as two runs of one job
+    result, points = services.compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
+    assert result["baseline"]["label"] != result["candidate"]["label"]
+    for chart in (charts.heatmap, charts.pass_rate):  # a category per side, not one merged one
+        figure = chart(result, points, lambda pk: f"/trials/{pk}/")
+        assert len({x for trace in figure["data"] for x in trace["x"]}) == 2, chart.__name__
     assert result["tasks"][0]["baselineUrl"] == f"/trials/?job={base_job.pk}&task=a"
