@@ -357,3 +357,16 @@ def test_token_bars_share_one_scale_over_the_whole_trajectory(client_logged_in, 
     first_window = page(client_logged_in, trial)
     assert 1 in step_numbers(first_window) and 56 not in step_numbers(first_window)
     assert re.findall(r'class="tok prompt" data-width="([\d.]+)"', first_window)[0] == "10.0"
+
+
+def test_a_short_observation_with_non_ascii_text_is_shown_whole_with_no_show_all_button(client_logged_in, tmp_path):
+    from tests.conftest import import_path
+    from tests.test_import_bad_input import atif, good_steps
+
+    steps = good_steps()
+    steps[1]["observation"]["results"][0]["content"] = "done — résumé ✓ " * 10  # 160 characters, more bytes
+    (tmp_path / "trajectory.json").write_bytes(orjson.dumps(atif(steps)))
+    import_path(tmp_path / "trajectory.json")
+    html = page(client_logged_in, Trial.objects.get())
+    assert "done — résumé ✓" in html
+    assert "show all" not in html and "observation collapsed" not in html

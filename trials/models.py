@@ -488,6 +488,11 @@ class ObservationResult(models.Model):
     def __str__(self) -> str:
         return f"result of {self.source_call_id or 'step'}"
 
+    @property
+    def is_cut(self) -> bool:
+        """Is the preview shorter than the content? (content_size counts UTF-8 bytes, not characters)"""
+        return self.content_size > len(self.preview.encode("utf-8", "surrogatepass"))
+
 
 class PermissionDecision(models.Model):
     class Decision(models.TextChoices):
