@@ -172,5 +172,7 @@ def test_an_agentv_rows_output_messages_are_its_steps_with_their_tool_calls_and_
 
     page = client_logged_in.get(reverse("trial-detail", args=[trial.pk])).content.decode()
     assert "Fix the &lt;b&gt;bug&lt;/b&gt;" in page and "<b>bug</b>" not in page
+    assert 'id="from-result-row"' in page  # says where the steps come from
+    assert "10 in · 5 out" in page  # no "0 cached": the row does not say
     refused = client_logged_in.get(reverse("api-trial-trajectory", args=[trial.pk]))
     assert refused.status_code == 404 and "not an ATIF file" in refused.json()["detail"]

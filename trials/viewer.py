@@ -438,7 +438,15 @@ def _step_view(
             "prompt": round(100 * max(prompt - cached, 0) / max_tokens, 1),
             "completion": round(100 * completion / max_tokens, 1),
         },
-        tokens_label=f"{prompt} in · {cached} cached · {completion} out",
+        tokens_label=" · ".join(
+            part
+            for part in (
+                f"{prompt} in",
+                f"{cached} cached" if step.cached_tokens is not None else "",  # not "0" when the file says nothing
+                f"{completion} out",
+            )
+            if part
+        ),
     )
 
 

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from trials import services, viewer
 from trials.forms import UploadForm
+from trials.ingest import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage import roles
 from trials.triage.forms import CommentForm
@@ -178,6 +179,7 @@ def _trajectory_tab(request, trial, trajectories, number):
     context = {"trajectory": trajectory, "hide": hide, "hideable": HIDEABLE, "q": query, "focus": number}
     if trajectory is None:
         return context
+    context["from_result_row"] = agentv.is_output_trajectory(trajectory.path)  # AgentV output messages
     if number is not None:
         if number < 1 or number > max(trajectory.step_count, 1):
             raise Http404("no such step")
