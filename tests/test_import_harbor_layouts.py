@@ -266,13 +266,17 @@ def loose_run(folder):
     """A trajectory with a continuation and a subagent file beside it, and one more pack in the folder."""
     folder.mkdir(parents=True)
     main = atif(good_steps())
+    main["final_metrics"] = {"total_prompt_tokens": 100, "total_completion_tokens": 10, "total_cost_usd": 0.1}
     main["continued_trajectory_ref"] = "trajectory.cont-1.json"
     main["steps"][1]["observation"]["results"].append(
         {"subagent_trajectory_ref": [{"trajectory_id": "helper-1", "trajectory_path": "trajectory.helper.json"}]}
     )
     (folder / "trajectory.json").write_bytes(orjson.dumps(main))
-    (folder / "trajectory.cont-1.json").write_bytes(orjson.dumps(atif(good_steps())))
+    continuation = atif(good_steps())
+    continuation["final_metrics"] = {"total_prompt_tokens": 200, "total_completion_tokens": 20, "total_cost_usd": 0.2}
+    (folder / "trajectory.cont-1.json").write_bytes(orjson.dumps(continuation))
     helper = atif([{"step_id": 1, "source": "agent", "message": "helping"}])
+    helper["final_metrics"] = {"total_prompt_tokens": 5000, "total_cost_usd": 5.0}
     (folder / "trajectory.helper.json").write_bytes(orjson.dumps(helper))
     (folder / "events.jsonl").write_bytes(
         orjson.dumps({"type": "benchmark.trial.started", "eventId": "e1", "sessionId": "sess-bad-input"}) + b"\n"
@@ -292,6 +296,8 @@ def test_loose_trajectory_files_of_one_run_are_one_trial_and_the_other_files_sta
     ]
     assert (trial.step_count, trial.tool_call_count) == (5, 2)
     assert trial.refs == {"trajectoryRef": "agent/trajectory.json"}
+    # tokens and cost: the main file's and its continuation's final_metrics, not the subagent's (in its parent's)
+    assert (trial.input_tokens, trial.output_tokens, trial.cost_usd) == (300, 30, pytest.approx(0.3))
 
 
 def test_loose_run_files_take_the_place_of_their_main_file_imported_alone_and_give_way_to_their_trial(tmp_path):

@@ -77,6 +77,14 @@ def test_atif_step_tool_call_and_observation_counts_match_the_file(path):
     assert trajectory.schema_version == data["schema_version"]
     assert trajectory.agent == data["agent"]
     assert trajectory.final_metrics == data.get("final_metrics")
+    totals, trial = (
+        data.get("final_metrics") or {},
+        Trial.objects.get(),
+    )  # a trajectory alone: its totals are the trial's
+    assert (trial.input_tokens, trial.output_tokens, trial.cached_tokens, trial.cost_usd) == (
+        totals.get("total_prompt_tokens"), totals.get("total_completion_tokens"),
+        totals.get("total_cached_tokens"), totals.get("total_cost_usd"),
+    )  # fmt: skip
     for step, raw in zip(Step.objects.order_by("index"), data["steps"], strict=True):
         assert step.raw == raw  # every field, `extra` included, as written
 

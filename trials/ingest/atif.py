@@ -357,6 +357,22 @@ def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def final_totals(trajectories: list[ParsedTrajectory]) -> dict[str, Any]:
+    """Prompt, completion and cached tokens and cost from the files' `final_metrics`, summed over the
+    files given (a main file and its continuations: a subagent's cost is already in its parent's)."""
+    totals: dict[str, Any] = {}
+    for metrics in (t.final_metrics for t in trajectories if isinstance(t.final_metrics, dict)):
+        for key, read in (
+            ("total_prompt_tokens", _nonnegative_count),
+            ("total_completion_tokens", _nonnegative_count),
+            ("total_cached_tokens", _nonnegative_count),
+            ("total_cost_usd", _float),
+        ):
+            if (value := read(metrics.get(key))) is not None:
+                totals[key] = totals.get(key, 0) + value
+    return totals
+
+
 def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
     tool_calls = [
         ParsedToolCall(

@@ -15,7 +15,7 @@ from typing import Any
 
 from trials import completeness
 from trials.ingest import agentcontext, lime
-from trials.ingest.atif import embedded_subagents, read_trajectory
+from trials.ingest.atif import embedded_subagents, final_totals, read_trajectory
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
     PASS_REWARD,
@@ -29,6 +29,7 @@ from trials.ingest.records import (
     ParsedEvent,
     ParsedJob,
     ParsedPack,
+    ParsedTrajectory,
     ParsedTrial,
     Problem,
     TaskRef,
@@ -671,7 +672,17 @@ def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
         refs={"trajectoryRef": rel},  # the joinability checks look for it: the trajectory is here
         status="unknown",
     )
+    _apply_final_totals(trial, [trajectory])
     return ParsedPack(kind="atif-trajectory", trials=[trial], trial_count=1)
+
+
+def _apply_final_totals(trial: ParsedTrial, trajectories: list[ParsedTrajectory]) -> None:
+    """A trial made of trajectory files alone: its tokens and cost are what the files' final_metrics say."""
+    totals = final_totals(trajectories)
+    trial.input_tokens = totals.get("total_prompt_tokens")
+    trial.output_tokens = totals.get("total_completion_tokens")
+    trial.cached_tokens = totals.get("total_cached_tokens")
+    trial.cost_usd = totals.get("total_cost_usd")
 
 
 def trajectory_group(folder: Path) -> list[Path]:
@@ -702,6 +713,7 @@ def parse_trajectory_group(members: list[Path], rel: str) -> ParsedPack:
             trial.problems.append(exc.problem)
             continue
         trial.trajectories += [trajectory, *embedded_subagents(trajectory)]
+    _apply_final_totals(trial, [t for t in trial.trajectories if t.role in ("main", "continuation")])
     pack.kind = "atif-trajectory-group"
     return pack
 
