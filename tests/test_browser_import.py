@@ -103,5 +103,8 @@ def test_a_rejected_upload_says_so_beside_done_with_its_badges_and_empty_tables_
     expect(page.locator("#import-outcomes tbody .badge.rejected")).to_have_text("rejected")
     expect(page.locator("#import-problems tbody .badge.error")).to_have_text("error")
     expect(page.locator("#import-problems tbody")).to_contain_text("broken.json")
+    expect(page.locator("#import-trials")).to_be_hidden()  # no trial to list, so no link to an empty list
+    page.reload()  # and the server's own rendering agrees
+    expect(page.locator("#import-trials")).to_be_hidden()
     page.goto("/imports/")
     expect(page.locator("tr.import-row [data-field=rejected]")).to_have_text("1 rejected")

@@ -212,3 +212,14 @@ def test_the_evidence_completeness_card_wraps_its_consequences_instead_of_cuttin
         card = page.locator("#completeness")
         expect(card.locator("tr.check.missing").first).to_be_visible()
         assert card.evaluate("el => el.scrollWidth <= el.clientWidth"), width
+
+
+def test_the_dashboard_cards_keep_their_tables_inside_at_common_widths(page, tmp_path):
+    for job in demo_jobs(tmp_path).iterdir():
+        import_path(job)
+    assert Trial.objects.exclude(exception_type="").exists()  # the untriaged card lists exception names
+    for width in (1400, 1280, 1024):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto("/")
+        for card in page.locator(".grid > section.card").all():
+            assert card.evaluate("el => el.scrollWidth <= el.clientWidth"), (width, card.get_attribute("id"))

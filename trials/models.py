@@ -137,6 +137,11 @@ class Import(models.Model):
     def rejected_count(self) -> int:
         return sum(1 for o in self.outcomes if o.get("outcome") == "rejected" or o.get("rejected"))
 
+    @property
+    def has_trials(self) -> bool:
+        """Did any pack bring, find or join a trial? (A wholly rejected upload has none to list.)"""
+        return any(o.get(k) for o in self.outcomes for k in ("trials", "already", "joined"))
+
     def pack_ids(self) -> set[int]:
         """The packs this import read: the ones it stored first, and the ones it found already stored."""
         named = {o["pack_id"] for o in self.outcomes if isinstance(o.get("pack_id"), int)}

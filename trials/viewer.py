@@ -172,6 +172,18 @@ TASK_SORTS = {
     "-cost": (F("cost").desc(nulls_last=True), "task_name"),
     "-failed": ("-n_failed", "task_name"),
 }
+TASK_SORT_LABELS = {
+    "task": "task name",
+    "reward": "mean reward ↑",
+    "-reward": "mean reward ↓",
+    "passed": "passed ↑",
+    "-passed": "passed ↓",
+    "duration": "mean duration ↑",
+    "-duration": "mean duration ↓",
+    "cost": "cost ↑",
+    "-cost": "cost ↓",
+    "-failed": "failed ↓",
+}
 
 
 def job_task_rows(job: Job, params: QueryDict) -> QuerySet:

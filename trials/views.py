@@ -109,7 +109,7 @@ def job_detail(request, pk):
             "job": job,
             "page": page,
             "totals": totals,
-            "sorts": list(viewer.TASK_SORTS),
+            "sorts": viewer.TASK_SORT_LABELS,
             "sort": request.GET.get("sort", "task"),
         },
     )

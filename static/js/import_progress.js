@@ -89,7 +89,8 @@
       return o.pack_id ? { href: trialsList.querySelector("a").pathname + "?pack=" + o.pack_id, text } : text;
     };
     fill("#import-outcomes", data.outcomes.map((o) => [o.pack, o.kind, { badge: o.outcome }, details(o)]), 4);
-    trialsList.hidden = data.status !== "done";
+    const hasTrials = data.outcomes.some((o) => o.trials || o.already || o.joined);
+    trialsList.hidden = data.status !== "done" || !hasTrials;  // a wholly rejected upload has none to list
     fill("#import-problems", data.problems.map((p) => [{ badge: p.severity }, p.file, (p.json_path || "") + (p.line ? " line " + p.line : ""), p.message, p.kept]), 5);
     if (data.status === "queued" || data.status === "running") setTimeout(poll, 1000);
   }

@@ -37,16 +37,16 @@ def pretty(value: Any) -> str:
 
 @register.filter
 def seconds(value: Any) -> str:
-    """12.3 -> "12.3 s", 125 -> "2 min 5 s", 4000 -> "1 h 6 min"."""
+    """12.3 -> "12.3 s", 125 -> "2 min 5 s", 4000 -> "1 h 6 min" (no-break spaces: one duration, one line)."""
     if not isinstance(value, int | float):
         return "–"
     if value < 60:
-        return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
-    minutes, secs = divmod(int(round(value)), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
+        text = f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+    else:
+        minutes, secs = divmod(int(round(value)), 60)
+        hours, minutes = divmod(minutes, 60)
+        text = f"{minutes} min {secs} s" if not hours else f"{hours} h {minutes} min"
+    return text.replace(" ", "\u00a0")
 
 
 @register.filter
