@@ -63,7 +63,7 @@ class TaskSerializer(serializers.ModelSerializer):
 class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
-        fields = ["id", "key", "name", "source_format", "started_at", "finished_at"]
+        fields = ["id", "key", "name", "source_format", "started_at", "started_as_written", "finished_at"]
 
 
 class TrialListSerializer(serializers.ModelSerializer):
