@@ -184,6 +184,7 @@ def test_the_command_line_says_when_no_worker_takes_its_import_and_finishes_once
     previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
     use_broker(broker_url=REDIS_URL, task_always_eager=False)
     out, err = io.StringIO(), io.StringIO()
+
     def run_command() -> None:
         try:
             call_command("import_packs", str(trial), "--no-progress", stdout=out, stderr=err)
