@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import orjson
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connections, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from trials import completeness
@@ -639,7 +640,7 @@ def write_trial(
     lone_blobs: frozenset[int] = frozenset(),
 ) -> WriteResult:
     """One transaction per trial: it is imported whole or not at all."""
-    if (existing := Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True).first()) is not None:
+    if (existing := _any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True))) is not None:
         return WriteResult("already", trial_id=existing)
     loose = parsed.key.startswith("atif:")  # made of trajectory files alone, not of a trial folder
     group = loose and len(parsed.files) > 1  # trajectory.json with its continuations and subagents beside it
@@ -648,7 +649,7 @@ def write_trial(
         holders = Trajectory.objects.filter(blob_id=lone_file)
         if group:  # a trial of the main file alone is taken over below; one made from its whole folder is not
             holders = holders.exclude(trial__key__startswith="atif:")
-        if (holder := holders.values_list("trial_id", flat=True).first()) is not None:
+        if (holder := _any_one(holders.values_list("trial_id", flat=True))) is not None:
             # these bytes are already a trial's trajectory (imported with its folder)
             return WriteResult("already", trial_id=holder)
     if parsed.source_format == "lime":
@@ -677,9 +678,15 @@ def write_trial(
     except IntegrityError:
         # Another import of the same trial committed first: one copy is kept.
         return WriteResult(
-            "already", trial_id=Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True).first()
+            "already", trial_id=_any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True))
         )
     return WriteResult("trials", steps, trial.pk)
+
+
+def _any_one(values: QuerySet) -> Any:
+    """One value or None, with no ORDER BY: `.first()` adds one, and PostgreSQL may then walk the whole
+    primary key looking for a key that is not there (a new trial: most of an import)."""
+    return next(iter(values[:1]), None)
 
 
 def lone_trajectory_blobs(blob_ids) -> frozenset[int]:
