@@ -639,3 +639,11 @@ def test_integers_past_64_bits_in_small_files_are_kept_exact_and_twice_written_k
         ("key 'score' appears twice in one object: the last value is read", 2)
     ]
     assert Trial.objects.get(name="t2").reward == 1.0
+
+
+def test_a_small_file_with_thousands_of_keys_written_twice_is_read_at_once_and_flagged_in_short(tmp_path):
+    members = ",".join(f'"k{i}": 1, "k{i}": 2' for i in range(20_000))  # ~0.5 MB of duplicates
+    (tmp_path / "row.json").write_text('{"test_id": "t1", "target": "m", "score": 1, "metadata": {' + members + "}}")
+    imp = import_path(tmp_path / "row.json")  # an AgentV result row
+    warnings = [p["message"] for p in problems_of(imp, "warning") if "twice" in p["message"]]
+    assert len(warnings) == 21 and warnings[-1] == "19980 more keys appear twice in one object"

@@ -45,6 +45,7 @@ def malformed(
 # it keeps integers past 64 bits exact (orjson makes them floats) and lets duplicate keys be seen.
 # Configs, results, rewards and evidence packs are this small; trajectories are read by orjson alone.
 EXACT_BYTES = 1 << 20
+DUPLICATES_REPORTED = 20
 
 
 def load_json(path: Path, rel: str, problems: list[Problem] | None = None) -> Any:
@@ -95,7 +96,8 @@ def exact(raw: bytes, rel: str, problems: list[Problem], default: Any, line: int
         value = json.loads(raw, object_pairs_hook=pairs_to_dict)
     except RecursionError:  # nested deeper than this process lets Python recurse: orjson's reading stands
         return default
-    for key in dict.fromkeys(duplicates):
+    keys = list(dict.fromkeys(duplicates))
+    for key in keys[:DUPLICATES_REPORTED]:  # each line is a search of the file: a hostile one has thousands
         problems.append(
             Problem(
                 rel,
@@ -105,6 +107,9 @@ def exact(raw: bytes, rel: str, problems: list[Problem], default: Any, line: int
                 kept="every value, in the raw bytes",
             )
         )
+    if len(keys) > DUPLICATES_REPORTED:
+        more = f"{len(keys) - DUPLICATES_REPORTED} more keys appear twice in one object"
+        problems.append(Problem(rel, more, line=line or None, severity="warning", kept="every value, in the raw bytes"))
     return value
 
 
