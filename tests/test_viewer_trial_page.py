@@ -370,3 +370,13 @@ def test_a_short_observation_with_non_ascii_text_is_shown_whole_with_no_show_all
     html = page(client_logged_in, Trial.objects.get())
     assert "done — résumé ✓" in html
     assert "show all" not in html and "observation collapsed" not in html
+
+
+def test_search_matches_in_a_trial_of_several_files_say_which_file(client_logged_in, tmp_path):
+    from tests.conftest import import_path
+    from tests.test_import_harbor_layouts import loose_run
+
+    import_path(loose_run(tmp_path / "run"))
+    html = page(client_logged_in, Trial.objects.get(), q="running")
+    listed = re.sub(r"<[^>]+>", "", html[html.index('<ol class="matches">') : html.index("</ol>")])
+    assert re.findall(r"step (\d+) (\w+) · (\w+)", listed) == [("2", "agent", "main"), ("2", "agent", "continuation")]

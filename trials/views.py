@@ -205,6 +205,10 @@ def _trajectory_tab(request, trial, trajectories, number):
             offset = 0
         inside = request.GET.get("inside") == "1"
         found = viewer.search_steps(trial, query, offset, inside_words=inside)
+        if len(trajectories) > 1:  # say which file each match is in: "step 3" alone is ambiguous
+            names = {t.pk: " ".join(filter(None, (t.role, t.step_name))) for t in trajectories}
+            for match in found.matches:
+                match["in"] = names.get(match["trajectory"], "")
         context |= {
             "matches": found.matches,
             "more_matches": found.more,
