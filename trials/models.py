@@ -138,6 +138,14 @@ class Import(models.Model):
         return sum(1 for o in self.outcomes if o.get("outcome") == "rejected" or o.get("rejected"))
 
     @property
+    def nothing_new(self) -> bool:
+        """Done, and every pack was already imported: a re-import, told apart from the first one."""
+        packs = [o for o in self.outcomes if o.get("outcome") not in ("skipped", "extracted")]
+        return (
+            self.status == self.Status.DONE and bool(packs) and all(o["outcome"] == "already imported" for o in packs)
+        )
+
+    @property
     def has_trials(self) -> bool:
         """Did any pack bring, find or join a trial? (A wholly rejected upload has none to list.)"""
         return any(o.get(k) for o in self.outcomes for k in ("trials", "already", "joined"))

@@ -9,6 +9,7 @@ class ImportSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
     rejected_count = serializers.IntegerField(read_only=True, help_text="packs or trials rejected so far")
+    nothing_new = serializers.BooleanField(read_only=True, help_text="done, and every pack was already imported")
 
     class Meta:
         model = Import
@@ -22,6 +23,7 @@ class ImportSerializer(serializers.ModelSerializer):
             "progress_done",
             "progress_total",
             "rejected_count",
+            "nothing_new",
             "outcomes",
             "problems",
             "created_at",

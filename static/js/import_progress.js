@@ -21,6 +21,7 @@
       badge.textContent = data.status;
       badge.className = "badge " + data.status;
       showRejected(row.querySelector('[data-field="rejected"]'), data.rejected_count);
+      row.querySelector('[data-field="nothing-new"]').hidden = !data.nothing_new;
       count.textContent = data.progress_done + " / " + data.progress_total;
       bar.max = Math.max(data.progress_total, 1);
       bar.value = data.progress_done;
@@ -82,6 +83,7 @@
     bar.max = Math.max(data.progress_total, 1);
     bar.value = data.progress_done;
     showRejected(document.getElementById("import-rejected"), data.rejected_count);
+    document.getElementById("import-nothing-new").hidden = !data.nothing_new;  // a re-import, told apart
     const trialsList = document.getElementById("import-trials");
     const details = (o) => {
       if (o.reason || !o.trials) return o.reason || "";
