@@ -684,8 +684,8 @@ def write_trial(
 
 
 def _any_one(values: QuerySet) -> Any:
-    """One value or None, with no ORDER BY: `.first()` adds one, and PostgreSQL may then walk the whole
-    primary key looking for a key that is not there (a new trial: most of an import)."""
+    """One value or None: a plain LIMIT 1. (`.first()` adds an ORDER BY id that a lookup by a unique
+    key does not need, and that gives the planner a second way to answer it.)"""
     return next(iter(values[:1]), None)
 
 
