@@ -221,7 +221,8 @@ def test_import_page_links_to_the_trials_it_imported_and_to_those_it_found_alrea
         imports.append(Import.objects.get(pk=response["Location"].rstrip("/").rsplit("/", 1)[1]))
     first, second = imports
     assert [o["outcome"] for o in second.outcomes if o["kind"] != "archive"] == ["already imported"]
-    assert [client_logged_in.get(f"/api/imports/{i.pk}/").json()["nothing_new"] for i in imports] == [False, True]
+    answers = [client_logged_in.get(f"/api/imports/{i.pk}/").json() for i in imports]
+    assert [(a["nothing_new"], a["has_trials"]) for a in answers] == [(False, True), (True, True)]
     listed = client_logged_in.get("/imports/").content.decode()
     assert listed.count('data-field="nothing-new">') == 1 and listed.count('data-field="nothing-new" hidden>') == 1
     page = client_logged_in.get(first.get_absolute_url()).content.decode()

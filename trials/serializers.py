@@ -10,6 +10,7 @@ class ImportSerializer(serializers.ModelSerializer):
     progress = serializers.SerializerMethodField()
     rejected_count = serializers.IntegerField(read_only=True, help_text="packs or trials rejected so far")
     nothing_new = serializers.BooleanField(read_only=True, help_text="done, and every pack was already imported")
+    has_trials = serializers.BooleanField(read_only=True, help_text="a pack brought, found or joined a trial")
 
     class Meta:
         model = Import
@@ -24,6 +25,7 @@ class ImportSerializer(serializers.ModelSerializer):
             "progress_total",
             "rejected_count",
             "nothing_new",
+            "has_trials",
             "outcomes",
             "problems",
             "created_at",

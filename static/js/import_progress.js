@@ -9,25 +9,35 @@
     badge.hidden = !n;
   }
 
-  // The imports list: each row still queued or running polls its own import.
-  document.querySelectorAll("tr.import-row").forEach((row) => {
-    const badge = row.querySelector('[data-field="status"]');
-    const count = row.querySelector('[data-field="count"]');
-    const bar = row.querySelector("progress");
-    async function pollRow() {
-      const response = await fetch(row.dataset.statusUrl, { headers: { Accept: "application/json" } });
+  // Status, badges and progress, the same on a row of the list and on an import's page.
+  function drawSummary(el, data) {
+    el.status.textContent = data.status;
+    el.status.className = "badge " + data.status;
+    showRejected(el.rejected, data.rejected_count);
+    el.nothingNew.hidden = !data.nothing_new; // a re-import, told apart from the first one
+    el.count.textContent = data.progress_done + " / " + data.progress_total;
+    el.bar.max = Math.max(data.progress_total, 1);
+    el.bar.value = data.progress_done;
+  }
+
+  // Fetches the import's resource and hands it to `draw`, again every second while it runs.
+  function follow(url, draw) {
+    async function poll() {
+      const response = await fetch(url, { headers: { Accept: "application/json" } });
       if (!response.ok) return;
       const data = await response.json();
-      badge.textContent = data.status;
-      badge.className = "badge " + data.status;
-      showRejected(row.querySelector('[data-field="rejected"]'), data.rejected_count);
-      row.querySelector('[data-field="nothing-new"]').hidden = !data.nothing_new;
-      count.textContent = data.progress_done + " / " + data.progress_total;
-      bar.max = Math.max(data.progress_total, 1);
-      bar.value = data.progress_done;
-      if (running(data.status)) setTimeout(pollRow, 1000);
+      draw(data);
+      if (running(data.status)) setTimeout(poll, 1000);
     }
-    if (running(badge.textContent)) pollRow();
+    poll();
+  }
+
+  // The imports list: each row still queued or running polls its own import.
+  document.querySelectorAll("tr.import-row").forEach((row) => {
+    const field = (name) => row.querySelector(`[data-field="${name}"]`);
+    const el = { status: field("status"), rejected: field("rejected"), nothingNew: field("nothing-new"),
+                 count: field("count"), bar: row.querySelector("progress") };
+    if (running(el.status.textContent)) follow(row.dataset.statusUrl, (data) => drawSummary(el, data));
   });
 
   const root = document.getElementById("import");
@@ -72,31 +82,22 @@
     }));
   }
 
-  async function poll() {
-    const response = await fetch(url, { headers: { Accept: "application/json" } });
-    if (!response.ok) return;
-    const data = await response.json();
-    document.getElementById("import-status").textContent = data.status;
-    document.getElementById("import-status").className = "badge " + data.status;
-    document.getElementById("import-count").textContent = data.progress_done + " / " + data.progress_total;
-    const bar = document.getElementById("import-progress");
-    bar.max = Math.max(data.progress_total, 1);
-    bar.value = data.progress_done;
-    showRejected(document.getElementById("import-rejected"), data.rejected_count);
-    document.getElementById("import-nothing-new").hidden = !data.nothing_new;  // a re-import, told apart
-    const trialsList = document.getElementById("import-trials");
+  const byId = (id) => document.getElementById(id);
+  const summary = { status: byId("import-status"), rejected: byId("import-rejected"),
+                    nothingNew: byId("import-nothing-new"), count: byId("import-count"), bar: byId("import-progress") };
+
+  function draw(data) {
+    drawSummary(summary, data);
+    const trialsList = byId("import-trials");
     const details = (o) => {
       if (o.reason || !o.trials) return o.reason || "";
       const text = o.trials + (o.trials === 1 ? " trial" : " trials");
       return o.pack_id ? { href: trialsList.querySelector("a").pathname + "?pack=" + o.pack_id, text } : text;
     };
     fill("#import-outcomes", data.outcomes.map((o) => [o.pack, o.kind, { badge: o.outcome }, details(o)]), 4);
-    const hasTrials = data.outcomes.some((o) => o.trials || o.already || o.joined);
-    trialsList.hidden = data.status !== "done" || !hasTrials;  // a wholly rejected upload has none to list
+    trialsList.hidden = data.status !== "done" || !data.has_trials; // a wholly rejected upload has none to list
     fill("#import-problems", data.problems.map((p) => [{ badge: p.severity }, p.file, (p.json_path || "") + (p.line ? " line " + p.line : ""), p.message, p.kept]), 5);
-    if (data.status === "queued" || data.status === "running") setTimeout(poll, 1000);
   }
 
-  const status = document.getElementById("import-status").textContent;
-  if (status === "queued" || status === "running") poll();
+  if (running(summary.status.textContent)) follow(url, draw);
 })();
