@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+from contextlib import contextmanager
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -33,22 +34,32 @@ def page(browser, live_server, transactional_db):
     context.close()
 
 
+@contextmanager
+def uploaded_while_the_worker_is_busy(page, files):
+    """Upload on /imports/ while the embedded worker is held: what the page first shows (queued) is certain.
+
+    The worker is let go when the block ends, whatever the block asserted.
+    """
+    gate = threading.Event()
+    services.embedded_worker().submit(gate.wait, 60)
+    try:
+        page.goto("/imports/")
+        page.set_input_files("input[type=file]", files)
+        page.get_by_role("button", name="Import", exact=True).click()
+        yield
+    finally:
+        gate.set()
+
+
 def test_an_upload_answers_at_once_and_its_page_follows_the_import_to_done(page, settings, tmp_path):
     settings.IMPORTS_IN_THREAD = True
     trial = write_trial(tmp_path / "src")
     archive = tmp_path / "trial.tar.gz"
     subprocess.run(["tar", "-czf", str(archive), "-C", str(trial.parent), trial.name], check=True)
 
-    gate = threading.Event()
-    services.embedded_worker().submit(gate.wait, 60)  # busy: what the page first shows is certain
-    try:
-        page.goto("/imports/")
-        page.set_input_files("input[type=file]", str(archive))
-        page.get_by_role("button", name="Import", exact=True).click()
+    with uploaded_while_the_worker_is_busy(page, str(archive)):
         expect(page.locator("#import-status")).to_have_text("queued")
         expect(page.locator("#import-trials")).to_be_hidden()
-    finally:
-        gate.set()
     expect(page.locator("#import-status")).to_have_text("done", timeout=30_000)  # the page polls the API
     expect(page.locator("#import-count")).to_have_text("1 / 1")
     expect(page.locator("#import-outcomes tbody")).to_contain_text("imported")
@@ -68,15 +79,8 @@ def test_several_uploads_at_once_are_followed_to_done_on_the_imports_list(page, 
         archives.append(tmp_path / f"{name}.tar.gz")
         subprocess.run(["tar", "-czf", str(archives[-1]), "-C", str(trial.parent), trial.name], check=True)
 
-    gate = threading.Event()
-    services.embedded_worker().submit(gate.wait, 60)  # busy: both show as queued first
-    try:
-        page.goto("/imports/")
-        page.set_input_files("input[type=file]", [str(a) for a in archives])
-        page.get_by_role("button", name="Import", exact=True).click()
+    with uploaded_while_the_worker_is_busy(page, [str(a) for a in archives]):
         expect(page.locator("tr.import-row [data-field=status]")).to_have_text(["queued", "queued"])
-    finally:
-        gate.set()
     statuses = page.locator("tr.import-row [data-field=status]")
     expect(statuses).to_have_text(["done", "done"], timeout=30_000)  # the list polls each import
     expect(page.locator("tr.import-row [data-field=count]")).to_have_text(["1 / 1", "1 / 1"])
@@ -87,16 +91,9 @@ def test_a_rejected_upload_says_so_beside_done_with_its_badges_and_empty_tables_
     settings.IMPORTS_IN_THREAD = True
     broken = tmp_path / "broken.json"
     broken.write_bytes(b'{"schema_version": "ATIF-v1.6", "steps": [')
-    gate = threading.Event()
-    services.embedded_worker().submit(gate.wait, 60)  # busy: the page polls from "queued"
-    try:
-        page.goto("/imports/")
-        page.set_input_files("input[type=file]", str(broken))
-        page.get_by_role("button", name="Import", exact=True).click()
+    with uploaded_while_the_worker_is_busy(page, str(broken)):  # the page polls from "queued"
         expect(page.locator("#import-status")).to_have_text("queued")
         expect(page.locator("#import-rejected")).to_be_hidden()
-    finally:
-        gate.set()
     expect(page.locator("#import-status")).to_have_text("done", timeout=30_000)
     expect(page.locator("#import-rejected")).to_have_text("1 rejected")
     expect(page.locator("#import-rejected")).to_be_visible()
