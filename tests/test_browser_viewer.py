@@ -91,10 +91,7 @@ def test_filters_hide_parts_and_survive_a_reload(page, tmp_path):
 
 
 def test_search_finds_a_step_on_another_page_and_jumps_to_it(page, tmp_path):
-    trial = long_trajectory(tmp_path, 120)
-    step = trial.steps.get(index=104)
-    step.search_text += "\nunique-needle-text"
-    step.save()
+    trial = long_trajectory(tmp_path, 120, planted={104: "unique-needle-text"})
     page.goto(reverse("trial-detail", args=[trial.pk]))
     page.fill('input[name="q"]', "unique-needle")
     page.press('input[name="q"]', "Enter")

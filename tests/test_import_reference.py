@@ -144,7 +144,7 @@ def test_agentv_rows_become_trials_with_their_metadata_kept():
         assert trial.documents["row"] == row
         # its output[] messages are its steps, and their tool calls are indexed
         messages = row.get("output") or []
-        assert [orjson.loads(s.raw_json) for s in trial.steps.order_by("index")] == messages
+        assert [s.raw for s in trial.steps.order_by("index")] == messages
         calls = [(c["tool"], c.get("input")) for m in messages for c in m.get("tool_calls") or []]
         indexed = ToolCall.objects.filter(trial=trial).order_by("step__index", "pk")
         assert [(c.function_name, c.arguments) for c in indexed] == calls

@@ -57,12 +57,12 @@ def test_index_and_scan_agree(trial, needle, indexed):
     needle = needle.lower()
     # The word index finds needles that start at a word start; a scan finds them anywhere.
     at_word_start = re.compile(r"(?:^|[\W_])" + re.escape(needle)) if indexed and re.match(r"[^\W_]", needle) else None
-    scanned = {
-        s.index
-        for s in Step.objects.filter(trial=trial)
-        if (at_word_start.search(s.search_text) if at_word_start else needle in s.search_text)
+    written = {
+        index
+        for index, message in enumerate(MESSAGES)
+        if (at_word_start.search(message.lower()) if at_word_start else needle in message.lower())
     }
-    assert found(trial, needle) == scanned
+    assert found(trial, needle) == written
 
 
 def test_a_new_import_is_searchable_at_once_by_scan_then_through_the_index(trial):
@@ -83,8 +83,14 @@ def test_the_index_really_is_used(trial):
     step.search_text += " planted-later"
     step.save(update_fields=["search_text"])
     assert found(trial, "planted") == set()
-    Trial.objects.filter(pk=trial.pk).update(step_text_indexed=False)
-    assert found(trial, "planted") == {1}  # the scan sees it
+    assert set(search.scan(trial, "planted").values_list("index", flat=True)) == {1}  # the scan sees it
+
+
+def test_indexing_fills_each_steps_search_text_from_its_stored_body(trial):
+    assert set(trial.steps.values_list("search_text", flat=True)) == {""}  # the import leaves it to the index
+    search.index_pending()
+    texts = dict(trial.steps.values_list("index", "search_text"))
+    assert texts == {i: f"{message}\n".lower() for i, message in enumerate(MESSAGES)}  # message, empty reasoning
 
 
 def test_deleting_trials_indexed_or_not_keeps_the_index_sound(tmp_path, trial):

@@ -62,7 +62,7 @@ def test_a_missing_step_is_a_404(client_logged_in, tmp_path):
 
 def test_search_pages_through_matches_in_the_database(client_logged_in, tmp_path):
     trial = long_trajectory(tmp_path, 200)
-    total = trial.steps.filter(search_text__contains="bash").count()
+    total = search.scan(trial, "bash").count()
     assert total > 50
     first = get(client_logged_in, "api-trial-search", trial.pk, q="BASH")
     assert len(first["matches"]) == 50 and first["has_more"]
@@ -73,10 +73,7 @@ def test_search_pages_through_matches_in_the_database(client_logged_in, tmp_path
 
 @pytest.mark.parametrize("indexed", [False, True], ids=["before indexing", "after indexing"])
 def test_search_finds_a_needle_inside_a_word_when_no_word_starts_with_it(client_logged_in, tmp_path, indexed):
-    trial = long_trajectory(tmp_path, 60)
-    step = trial.steps.get(index=41)
-    step.search_text += "\nraise typeerror(boom)"
-    step.save()
+    trial = long_trajectory(tmp_path, 60, planted={41: "raise TypeError(boom)"})
     if indexed:
         assert search.index_pending() == 1
     data = get(client_logged_in, "api-trial-search", trial.pk, q="ypeError(boo")
@@ -85,11 +82,7 @@ def test_search_finds_a_needle_inside_a_word_when_no_word_starts_with_it(client_
 
 
 def test_search_says_when_it_found_word_starts_only_and_inside_words_finds_the_rest(client_logged_in, tmp_path):
-    trial = long_trajectory(tmp_path, 60)
-    for index, text in ((10, "\nimport os"), (20, "\nport 8080")):
-        step = trial.steps.get(index=index)
-        step.search_text += text
-        step.save()
+    trial = long_trajectory(tmp_path, 60, planted={10: "import os", 20: "port 8080"})
     assert search.index_pending() == 1
     scanned = sorted(i + 1 for i in trial.steps.filter(search_text__contains="port").values_list("index", flat=True))
     by_index = get(client_logged_in, "api-trial-search", trial.pk, q="port")
@@ -118,7 +111,7 @@ def test_context_endpoint_filters_by_kind(client_logged_in, demo_trial):
 
 def test_no_viewer_endpoint_returns_the_secret_or_raw_markup_unescaped_as_html(client_logged_in, tmp_path):
     trial = import_trial_dir(crafted_trial_dir(tmp_path, tool_result=f"{XSS} key={SECRET}"))
-    step = trial.steps.filter(search_text__contains="onerror").first()
+    step = search.scan(trial, "onerror").first()
     for name, args, params in (
         ("api-trial-detail", [trial.pk], {}),
         ("api-trial-steps", [trial.pk], {}),

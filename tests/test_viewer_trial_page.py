@@ -198,10 +198,7 @@ def test_the_page_costs_the_same_number_of_queries_whatever_the_trajectory_lengt
 
 
 def test_search_finds_steps_outside_the_loaded_window(client_logged_in, tmp_path):
-    trial = long_trajectory(tmp_path, 120)
-    step = trial.steps.get(index=110)
-    step.search_text += "\nneedle-in-the-haystack"
-    step.save()
+    trial = long_trajectory(tmp_path, 120, planted={110: "needle-in-the-haystack"})
     html = page(client_logged_in, trial, q="Needle-In")
     assert step_numbers(html) == list(range(1, 51))
     assert f'href="{reverse("trial-step", args=[trial.pk, 111])}?q=Needle-In#step-111"' in html

@@ -73,12 +73,22 @@ def crafted_trial_dir(
     return target
 
 
-def long_trajectory(out: Path, steps: int, name: str | None = None, observation_bytes: int = 200) -> Trial:
-    """A standalone ATIF file of `steps` steps, imported as its own trial."""
+def long_trajectory(
+    out: Path, steps: int, name: str | None = None, observation_bytes: int = 200, planted: dict[int, str] | None = None
+) -> Trial:
+    """A standalone ATIF file of `steps` steps, imported as its own trial.
+
+    `planted`: text added to the message of the step at each (0-based) index, to search for.
+    """
     session = name or f"long-{steps}"
     path = out / f"{session}.trajectory.json"
     write_trajectory(
         path, steps=steps, observation_bytes=observation_bytes, seed=0, session_id=session, model="openai/gpt-5.4"
     )
+    if planted:
+        data = orjson.loads(path.read_bytes())
+        for index, text in planted.items():
+            data["steps"][index]["message"] += f"\n{text}"
+        path.write_bytes(orjson.dumps(data))
     import_path(path)
     return Trial.objects.get(trajectories__session_id=session)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from pathlib import Path
 
 from django.core.files import File
@@ -27,13 +28,13 @@ def sha256_of_file(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def save_bytes(path: Path, blob: Blob) -> None:
-    """Copy the file into the storage under its content name, unless it is there already."""
+def save_bytes(path: Path, blob: Blob, move: bool = False) -> None:
+    """Copy (or move) the file into the storage under its content name, unless it is there already."""
     storage = blob_storage()
     if storage.exists(blob.storage_name):
         return
     with open(path, "rb") as f:
-        saved = storage.save(blob.storage_name, File(f))
+        saved = storage.save(blob.storage_name, _Moved(f, path) if move else File(f))
     if saved != blob.storage_name:  # another process stored the same bytes first
         storage.delete(saved)
 
@@ -45,7 +46,18 @@ def store_file(path: Path, sha256: str | None = None, size: int | None = None) -
     return Blob.objects.get(pk=store_files([(path, sha256, size)])[sha256])
 
 
-def store_files(files) -> dict[str, int]:
+class _Moved(File):
+    """A file a local storage may move into place (as it moves uploads) instead of copying."""
+
+    def __init__(self, file, path: Path):
+        super().__init__(file)
+        self.path = path
+
+    def temporary_file_path(self) -> str:
+        return str(self.path)
+
+
+def store_files(files, move: bool = False) -> dict[str, int]:
     """Store many (path, sha256, size) files; sha256 -> Blob id.
 
     The bytes go to the storage first, then the rows in one insert: a row never names
@@ -58,7 +70,7 @@ def store_files(files) -> dict[str, int]:
     for path, sha, size in files:
         if sha not in known and sha not in new:
             new[sha] = Blob(sha256=sha, size=size)
-            save_bytes(path, new[sha])
+            save_bytes(path, new[sha], move)
     Blob.objects.bulk_create(new.values(), batch_size=500, ignore_conflicts=True)  # a racing import may win
     known.update(_blob_ids(sorted(new)))
     return known
@@ -69,3 +81,48 @@ def _blob_ids(shas: list[str]) -> dict[str, int]:
     for start in range(0, len(shas), 500):
         ids.update(Blob.objects.filter(sha256__in=shas[start : start + 500]).values_list("sha256", "id"))
     return ids
+
+
+class StepBodies:
+    """One trajectory's step bodies (each step's JSON), one after another in one blob.
+
+    A step row keeps its body's offset and size in that blob, not the body itself: the
+    bodies are most of a trajectory's bytes, and writing them into the database (twice, in
+    SQLite's WAL) was most of the import of large observations (bench/README.md). The
+    same steps give the same bytes, so a re-import stores nothing new.
+    """
+
+    def __init__(self, folder: Path):
+        self.file = tempfile.NamedTemporaryFile(dir=folder, prefix="steps-", delete=False)
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def add(self, body: bytes) -> int:
+        """Append one step's JSON; its offset."""
+        offset = self.size
+        self.file.write(body)
+        self.digest.update(body)
+        self.size += len(body)
+        return offset
+
+    def store(self) -> int | None:
+        """Store what was added as a blob (moved, not copied, on a local disk); its id, or None for no steps."""
+        self.file.close()
+        try:
+            if not self.size:
+                return None
+            return store_files([(Path(self.file.name), self.digest.hexdigest(), self.size)], move=True)[
+                self.digest.hexdigest()
+            ]
+        finally:
+            Path(self.file.name).unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        self.file.close()
+        Path(self.file.name).unlink(missing_ok=True)
+
+
+def read_range(blob: Blob, offset: int, size: int) -> bytes:
+    with blob.open() as f:
+        f.seek(offset)
+        return f.read(size)

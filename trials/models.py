@@ -396,6 +396,8 @@ class Trajectory(models.Model):
     step_name = CharField(max_length=200, blank=True)
     position = models.PositiveIntegerField(default=0)
     blob = models.ForeignKey(Blob, null=True, on_delete=models.PROTECT)
+    # Every step's JSON, one after another (trials.blobs.StepBodies); a step keeps its place in it.
+    step_bodies = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     schema_version = CharField(max_length=40, blank=True)
     session_id = CharField(max_length=200, blank=True)
     trajectory_id = CharField(max_length=200, blank=True)
@@ -444,9 +446,9 @@ class Step(models.Model):
     llm_call_count = models.IntegerField(null=True, blank=True)
     context_management = CharField(max_length=20, blank=True)
     tool_call_count = models.PositiveIntegerField(default=0)
+    body_offset = models.BigIntegerField(default=0)  # where the step's JSON starts in trajectory.step_bodies
     size = models.PositiveIntegerField(default=0)  # bytes of the step's JSON
     search_text = TextField(blank=True)  # lower-cased text for in-database search
-    raw_json = TextField()  # the step exactly as in the file (orjson text)
 
     class Meta:
         ordering = ["trajectory", "index"]
@@ -458,7 +460,13 @@ class Step(models.Model):
 
     @property
     def raw(self) -> dict:
-        return orjson.loads(self.raw_json)
+        """The step as in its file (parsed again from its stored JSON, which orjson wrote)."""
+        return orjson.loads(self.body())
+
+    def body(self) -> bytes:
+        from trials.blobs import read_range
+
+        return read_range(self.trajectory.step_bodies, self.body_offset, self.size)
 
 
 class StepWords(models.Model):

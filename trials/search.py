@@ -13,19 +13,27 @@ slower (bench/README.md).
 
 Both are created by migrations (0004 to 0006), which keep their own copy of the SQL.
 
-The index is filled after the import, not during it: tokenizing the text was half of a
-big trajectory's import time. Until `Trial.step_text_indexed`, a search of that trial
-scans `search_text`, which finds the same steps, only slower.
+The index and `search_text` itself are filled after the import, not during it, from the
+step bodies (`trials.blobs.StepBodies`): tokenizing the text was half of a big
+trajectory's import, and writing the text a third of what was left. Until
+`Trial.step_text_indexed`, a search of that trial reads the bodies, which finds the same
+steps, only slower.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
+import orjson
 from django.db import connection, connections, transaction
 from django.db.models.expressions import RawSQL
 from django.db.models.signals import post_migrate, pre_delete
 from django.dispatch import receiver
+
+from trials.ingest import agentv, atif
+from trials.ingest.jsonio import dumps_text
+from trials.ingest.records import ParsedStep
 
 WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps as a token
 MAX_WORD = 255  # PostgreSQL keeps longer words cut to this: a prefix query still finds them
@@ -61,6 +69,7 @@ def index_pending(max_trials: int | None = None) -> int:
             if not claimed:
                 break
             Trial.objects.filter(pk__in=claimed).update(step_text_indexed=True)
+            _fill_search_text(claimed)
             if connection.vendor == "sqlite":
                 with connection.cursor() as cursor:
                     cursor.execute(
@@ -72,6 +81,53 @@ def index_pending(max_trials: int | None = None) -> int:
                 _add_step_words(claimed)
         done += len(claimed)
     return done
+
+
+def search_text(step: ParsedStep) -> str:
+    """What a search looks in: the step's message, reasoning, tool calls and observations, lower-cased."""
+    parts = [step.message_text, step.reasoning]
+    for call in step.tool_calls:
+        parts.append(call.function_name)
+        parts.append(dumps_text(call.arguments) if call.arguments is not None else "")
+    parts.extend(o.content_text for o in step.observations)
+    return "\n".join(parts).lower()
+
+
+def stored_steps(steps) -> Iterator[tuple[int, ParsedStep]]:
+    """(pk, step) for Step rows, each read again from its stored body as the importer read it."""
+    from trials.models import Trajectory
+
+    rows = steps.order_by("trajectory_id", "index").values_list("pk", "trajectory_id", "index", "body_offset", "size")
+    trajectory, body_file = None, None
+    try:
+        for pk, trajectory_pk, index, offset, size in rows.iterator(chunk_size=500):
+            if trajectory is None or trajectory.pk != trajectory_pk:
+                if body_file is not None:
+                    body_file.close()
+                trajectory = Trajectory.objects.select_related("step_bodies").get(pk=trajectory_pk)
+                body_file = trajectory.step_bodies.open()
+            body_file.seek(offset)
+            raw = orjson.loads(body_file.read(size))
+            if agentv.is_output_trajectory(trajectory.path):
+                yield pk, agentv.message_step(raw, index)
+            else:
+                yield pk, atif.parse_step(raw, index)
+    finally:
+        if body_file is not None:
+            body_file.close()
+
+
+def _fill_search_text(trial_pks: list[int]) -> None:
+    from trials.models import Step
+
+    rows: list[tuple[str, int]] = []
+    with connection.cursor() as cursor:
+        for pk, step in stored_steps(Step.objects.filter(trial_id__in=trial_pks)):
+            rows.append((search_text(step), pk))
+            if len(rows) >= 500:
+                cursor.executemany("UPDATE trials_step SET search_text = %s WHERE id = %s", rows)
+                rows = []
+        cursor.executemany("UPDATE trials_step SET search_text = %s WHERE id = %s", rows)
 
 
 def _add_step_words(trial_pks: list[int]) -> None:
@@ -98,9 +154,15 @@ def words_vector(text: str) -> str:
 
 
 def scan(trial, needle: str):
-    """The trial's steps whose search text contains `needle` (already lower-cased), wherever it is in a word."""
+    """The trial's steps whose search text contains `needle` (already lower-cased), wherever it is in a word.
+
+    Before the trial is indexed its `search_text` is not there yet: the bodies are read instead.
+    """
     from trials.models import Step
 
+    if not trial.step_text_indexed:
+        found = [pk for pk, step in stored_steps(Step.objects.filter(trial=trial)) if needle in search_text(step)]
+        return Step.objects.filter(pk__in=found)
     return Step.objects.filter(trial=trial, search_text__contains=needle)
 
 

@@ -29,13 +29,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from trials import completeness
-from trials.blobs import sha256_of_file, store_file, store_files
+from trials.blobs import StepBodies, sha256_of_file, store_file, store_files
 from trials.fastinsert import insert_rows
 from trials.ingest import harbor, lime
 from trials.ingest.archives import MAX_NESTING, Expansion, Limits, extract
 from trials.ingest.atif import EMBEDDED_MARK
 from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder
-from trials.ingest.jsonio import dumps_text
+from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.records import (
     ConfigurationRef,
     PackError,
@@ -677,9 +677,10 @@ def write_trial(
             trial.save(update_fields=["step_count", "tool_call_count", "problems", "is_complete", "missing"])
     except IntegrityError:
         # Another import of the same trial committed first: one copy is kept.
-        return WriteResult(
-            "already", trial_id=_any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True))
-        )
+        winner = _any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True))
+        if winner is None:  # not a race: a constraint this trial broke, reported as the database's refusal
+            raise
+        return WriteResult("already", trial_id=winner)
     return WriteResult("trials", steps, trial.pk)
 
 
@@ -789,6 +790,7 @@ class Written(NamedTuple):
 
 def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blobs: dict[str, int]) -> Written:
     """Steps go in batches from a (possibly streaming) parser; a broken file rolls back alone."""
+    bodies = StepBodies(settings.IMPORT_SPOOL_DIR)
     try:
         with transaction.atomic():
             trajectory = Trajectory.objects.create(
@@ -812,34 +814,32 @@ def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blob
                 calls += len(step.tool_calls)
                 max_tokens = max(max_tokens, step_tokens(step))
                 if len(batch) >= STEP_BATCH:
-                    write_steps(trial, trajectory, batch)
+                    write_steps(trial, trajectory, batch, bodies)
                     count += len(batch)
                     batch = []
-            write_steps(trial, trajectory, batch)
+            write_steps(trial, trajectory, batch, bodies)
             count += len(batch)
+            trajectory.step_bodies_id = bodies.store()
             trajectory.step_count = count
             trajectory.max_step_tokens = _count(max_tokens)
             trajectory.problems = [p.as_dict() for p in parsed.problems]
-            trajectory.save(update_fields=["step_count", "max_step_tokens", "problems"])
+            trajectory.save(update_fields=["step_bodies", "step_count", "max_step_tokens", "problems"])
             return Written(count, calls)
     except PackError as exc:  # a streamed file that turns out to be broken half-way
         exc.problem.kept = "the raw bytes; no steps of this file"
         parsed.problems.append(exc.problem)  # for the import's report
         trial.problems.append(exc.problem.as_dict())
         return Written(0, 0)
+    finally:
+        bodies.discard()
 
 
-def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> None:
+def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list, bodies: StepBodies) -> None:
     if not parsed_steps:
         return
     rows = []
     for step in parsed_steps:
-        raw_json = dumps_text(step.raw)
-        search_parts = [step.message_text, step.reasoning]
-        for call in step.tool_calls:
-            search_parts.append(call.function_name)
-            search_parts.append(dumps_text(call.arguments) if call.arguments is not None else "")
-        search_parts.extend(o.content_text for o in step.observations)
+        body = dumps_bytes(step.raw)
         rows.append(
             {
                 "trajectory_id": trajectory.pk,
@@ -859,9 +859,9 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list) -> Non
                 "llm_call_count": _count(step.llm_call_count, bits=32),
                 "context_management": step.context_management[:20],
                 "tool_call_count": len(step.tool_calls),
-                "size": len(raw_json),
-                "search_text": "\n".join(search_parts).lower(),
-                "raw_json": raw_json,
+                "body_offset": bodies.add(body),
+                "size": len(body),
+                "search_text": "",  # filled after the import (trials/search.py)
             }
         )
     insert_rows(Step, rows)

@@ -346,7 +346,7 @@ def step_window(trial: Trial, trajectory: Trajectory, start: int, trajectories: 
     start = max(0, start)
     rows = list(
         Step.objects.filter(trajectory=trajectory, index__gte=max(0, start - 1), index__lt=start + STEP_WINDOW)
-        .defer("raw_json", "search_text", "message_text", "reasoning")
+        .defer("search_text", "message_text", "reasoning")
         .annotate(
             message_head=Substr("message_text", 1, TEXT_PREVIEW),
             message_len=Length("message_text"),

@@ -321,7 +321,12 @@ def is_output_trajectory(path: str) -> bool:
 
 def message_observations(raw: dict[str, Any]) -> list[ParsedObservation]:
     """The tool outputs of one stored output message, read as the importer read them."""
-    return _message_step(_message(raw), raw, 0).observations
+    return message_step(raw, 0).observations
+
+
+def message_step(raw: dict[str, Any], index: int) -> ParsedStep:
+    """One stored output message as the step the importer made of it."""
+    return _message_step(_message(raw), raw, index)
 
 
 def _message_step(message: dict[str, Any], original: dict[str, Any], index: int) -> ParsedStep:

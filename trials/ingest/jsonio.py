@@ -122,7 +122,12 @@ def _second_line_of(raw: bytes, key: str) -> int | None:
 
 def dumps_text(value: Any) -> str:
     """JSON text of a parsed value; orjson first, the standard library for integers past 64 bits."""
+    return dumps_bytes(value).decode()
+
+
+def dumps_bytes(value: Any) -> bytes:
+    """`dumps_text`, as UTF-8 bytes."""
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value)
+        return json.dumps(value).encode()

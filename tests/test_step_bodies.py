@@ -1,0 +1,62 @@
+"""Step bodies live in one blob per trajectory, not in the database (trials.blobs.StepBodies)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.viewer_packs import long_trajectory
+from trials.models import Step, Trajectory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_step_is_served_from_its_body_as_written_in_the_file(tmp_path):
+    trial = long_trajectory(tmp_path, 40, observation_bytes=5_000)
+    written = orjson.loads((tmp_path / "long-40.trajectory.json").read_bytes())["steps"]
+    steps = list(trial.steps.order_by("index"))
+    assert [step.raw for step in steps] == written
+
+
+def test_the_database_keeps_no_copy_of_the_bodies(tmp_path):
+    trial = long_trajectory(tmp_path, 30, observation_bytes=20_000)
+    trajectory = trial.trajectories.get()
+    sizes = list(trial.steps.order_by("index").values_list("body_offset", "size"))
+    # one after another in the blob, which holds nothing else
+    assert [offset for offset, _ in sizes] == [sum(size for _, size in sizes[:i]) for i in range(len(sizes))]
+    assert trajectory.step_bodies.size == sum(size for _, size in sizes)
+    columns = {c.name for c in connection.introspection.get_table_description(connection.cursor(), "trials_step")}
+    assert "raw_json" not in columns
+    longest = max(len(text) for text in Step.objects.values_list("message_text", flat=True))
+    assert longest < 20_000  # no step row holds an observation
+
+
+def test_an_import_leaves_no_body_files_behind_in_the_spool(tmp_path):
+    long_trajectory(tmp_path, 12)
+    assert not list(settings.IMPORT_SPOOL_DIR.glob("**/steps-*"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_moves_bodies_out_of_the_step_table():
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("trials", "0010_pack_other_trials")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    trial = old.get_model("trials", "Trial").objects.create(key="k", name="t", source_format="harbor")
+    trajectory = old.get_model("trials", "Trajectory").objects.create(
+        trial=trial, path="agent/trajectory.json", role="main", step_count=2
+    )
+    bodies = [{"step_id": 1, "source": "user", "message": "héllo"}, {"step_id": 2, "source": "agent", "message": "x"}]
+    for index, body in enumerate(bodies):
+        old.get_model("trials", "Step").objects.create(
+            trajectory=trajectory, trial=trial, index=index, step_id=str(index + 1), source=body["source"],
+            raw_json=orjson.dumps(body).decode(),
+        )  # fmt: skip
+    executor = MigrationExecutor(connection)  # the graph again, as `migrate` would load it
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert [step.raw for step in Step.objects.filter(trial_id=trial.pk).order_by("index")] == bodies
+    assert Trajectory.objects.get(pk=trajectory.pk).step_bodies is not None
