@@ -97,6 +97,8 @@ def stored_steps(steps) -> Iterator[tuple[int, ParsedStep]]:
     """(pk, step) for Step rows, each read again from its stored body as the importer read it."""
     from trials.models import Trajectory
 
+    trajectories = Trajectory.objects.filter(pk__in=steps.values("trajectory_id")).select_related("step_bodies")
+    by_pk = {trajectory.pk: trajectory for trajectory in trajectories}
     rows = steps.order_by("trajectory_id", "index").values_list("pk", "trajectory_id", "index", "body_offset", "size")
     trajectory, body_file = None, None
     try:
@@ -104,7 +106,7 @@ def stored_steps(steps) -> Iterator[tuple[int, ParsedStep]]:
             if trajectory is None or trajectory.pk != trajectory_pk:
                 if body_file is not None:
                     body_file.close()
-                trajectory = Trajectory.objects.select_related("step_bodies").get(pk=trajectory_pk)
+                trajectory = by_pk[trajectory_pk]
                 body_file = trajectory.step_bodies.open()
             body_file.seek(offset)
             raw = orjson.loads(body_file.read(size))
