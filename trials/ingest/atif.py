@@ -78,9 +78,9 @@ NESTED_FIELDS = {
 
 def unknown_fields(obj: Any, kind: str, where: str) -> list[str]:
     """JSON paths of the keys `obj` (an ATIF object of that kind) may not hold."""
-    if not isinstance(obj, dict):
+    if not isinstance(obj, dict) or not (unknown := obj.keys() - NESTED_FIELDS[kind]):
         return []
-    return [f"{where}.{key}" for key in sorted(obj.keys() - NESTED_FIELDS[kind], key=str)]
+    return [f"{where}.{key}" for key in sorted(unknown, key=str)]
 
 
 EMBEDDED_MARK = "#subagent_trajectories"  # path of an embedded subagent: file#subagent_trajectories[i]
@@ -270,9 +270,10 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
         for key in ("metrics", "reasoning_content"):
             if step.get(key) is not None:
                 add(f"{key} must be absent when llm_call_count is 0", f".{key}")
-    unknown = [f".{key}" for key in step if key not in STEP_FIELDS]
-    unknown += unknown_fields(step.get("metrics"), "metrics", ".metrics")
-    counts = [(f".metrics.{key}", as_dict(step.get("metrics")).get(key)) for key in METRIC_COUNTS]
+    unknown = [f".{key}" for key in step if key not in STEP_FIELDS] if step.keys() - STEP_FIELDS else []
+    metrics = as_dict(step.get("metrics"))
+    unknown += unknown_fields(metrics, "metrics", ".metrics")
+    counts = [(f".metrics.{key}", metrics.get(key)) for key in METRIC_COUNTS if key in metrics]
     for path, value in [*counts, (".llm_call_count", step.get("llm_call_count"))]:
         if value is not None and _nonnegative_count(value) is None:
             add(f"{path[1:]} must be a whole number from 0 to 2^63, got {value!r}: not indexed", path, "warning")
