@@ -616,6 +616,17 @@ def test_agentv_camel_case_row_is_normalised_to_snake_case():
     assert trial.provenance["execution_status"] == "quality_failure"
 
 
+def test_agentv_token_counts_that_are_not_counts_are_not_indexed_but_kept_in_the_row():
+    usage = {"input": -5, "output": 2.5, "cached": 2**64}
+    message = {"role": "assistant", "content": "x", "token_usage": {"input": -1, "output": "7"}}
+    row = {"test_id": "t", "score": 1, "token_usage": usage, "output": [message]}
+    [trial] = agentv.parse_rows([(1, row)], "odd.jsonl").trials
+    assert (trial.input_tokens, trial.output_tokens, trial.cached_tokens) == (None, None, None)
+    assert trial.documents["row"]["token_usage"] == usage
+    [step] = trial.trajectories[0].steps
+    assert (step.prompt_tokens, step.completion_tokens) == (None, 7)
+
+
 def test_agentv_keeps_unknown_keys_and_camel_key_that_disagrees():
     row = agentv.normalize_row({"testId": "a", "test_id": "b", "score": 1, "novel": {"x": 1}})
     assert row["test_id"] == "b" and row["testId"] == "a" and row["novel"] == {"x": 1}

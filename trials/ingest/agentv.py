@@ -13,7 +13,7 @@ from typing import Any
 
 from trials.ingest.atif import content_text
 from trials.ingest.jsonio import dumps_text, load_json, load_jsonl
-from trials.ingest.lime import parse_time, pick, to_float, to_int, to_str
+from trials.ingest.lime import parse_time, pick, to_count, to_float, to_int, to_str
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
@@ -216,9 +216,9 @@ def _tokens(row: dict[str, Any], trace: dict[str, Any]) -> tuple[int | None, int
     if not isinstance(usage, dict):
         return None, None, None
     return (
-        to_int(pick(usage, "input", "input_tokens", "prompt_tokens")),
-        to_int(pick(usage, "output", "output_tokens", "completion_tokens")),
-        to_int(pick(usage, "cached", "cache_read", "cached_tokens", "cache_read_tokens")),
+        to_count(pick(usage, "input", "input_tokens", "prompt_tokens")),
+        to_count(pick(usage, "output", "output_tokens", "completion_tokens")),
+        to_count(pick(usage, "cached", "cache_read", "cached_tokens", "cache_read_tokens")),
     )
 
 
@@ -355,9 +355,9 @@ def _message_step(message: dict[str, Any], original: dict[str, Any], index: int)
         model_name="",
         message_text=_text(message.get("content")),
         reasoning="",
-        prompt_tokens=to_int(pick(usage, "input", "input_tokens", "prompt_tokens")),
-        completion_tokens=to_int(pick(usage, "output", "output_tokens", "completion_tokens")),
-        cached_tokens=to_int(pick(usage, "cached", "cached_tokens", "cache_read")),
+        prompt_tokens=to_count(pick(usage, "input", "input_tokens", "prompt_tokens")),
+        completion_tokens=to_count(pick(usage, "output", "output_tokens", "completion_tokens")),
+        cached_tokens=to_count(pick(usage, "cached", "cached_tokens", "cache_read")),
         cost_usd=to_float(message.get("cost_usd")),
         is_copied_context=False,
         llm_call_count=None,

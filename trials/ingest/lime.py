@@ -119,6 +119,12 @@ def to_int(value: Any) -> int | None:
         return None
 
 
+def to_count(value: Any) -> int | None:
+    """A count as the columns hold it (0 to 2^63), or None: the row keeps what was written."""
+    number = to_int(value) if not isinstance(value, float) or value.is_integer() else None
+    return number if number is not None and 0 <= number < 2**63 else None
+
+
 def to_attempt(value: Any) -> int | None:
     """An attempt number, or None for anything that is not one (a float is not an attempt)."""
     number = to_int(value) if not isinstance(value, float) else None
