@@ -626,6 +626,15 @@ def test_a_key_written_twice_in_a_small_json_file_is_flagged_with_its_line_and_t
     assert Trial.objects.get().dataset.name == "bad-input-dataset"  # the last value, as every JSON reader does
 
 
+def test_keys_written_twice_are_reported_even_when_the_file_is_then_rejected(tmp_path):
+    (tmp_path / "odd.json").write_text('{\n  "colour": "red",\n  "colour": "blue"\n}\n')
+    imp = import_path(tmp_path / "odd.json")
+    assert imp.outcomes[0]["outcome"] == "rejected" and "no known pack format" in imp.outcomes[0]["reason"]
+    [warning] = [p for p in problems_of(imp, "warning") if "twice" in p["message"]]
+    assert (warning["file"], warning["line"]) == ("odd.json", 3)
+    assert Pack.objects.get().problems[1]["message"] == warning["message"]
+
+
 def test_integers_past_64_bits_in_small_files_are_kept_exact_and_twice_written_keys_flagged_per_line(tmp_path):
     big = 123456789012345678901234567890
     row = {"test_id": "t1", "target": "m", "score": 1.0, "metadata": {"source_commit": "abc", "run_number": big}}

@@ -258,11 +258,14 @@ class ImportRun:
         self.imp.outcomes.append(line)
         Import.objects.filter(pk=self.imp.pk).update(outcomes=self.imp.outcomes)
 
-    def reject(self, candidate: Candidate, problem: Problem, pack: Pack | None = None) -> None:
-        self.imp.problems.append(problem.as_dict())
+    def reject(
+        self, candidate: Candidate, problem: Problem, pack: Pack | None = None, noticed: list[Problem] = ()
+    ) -> None:
+        problems = [problem.as_dict(), *(p.as_dict() for p in noticed)]
+        self.imp.problems.extend(problems)
         Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
         if pack is not None:
-            Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.REJECTED, problems=[problem.as_dict()])
+            Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.REJECTED, problems=problems)
         self.outcome(candidate.rel, candidate.kind, "rejected", pack, reason=problem.message)
 
     def import_candidate(self, candidate: Candidate) -> None:
@@ -295,7 +298,7 @@ class ImportRun:
             pack.kind = parsed.kind
             counts = self.write_pack(parsed, pack, files)
         except PackError as exc:
-            self.reject(candidate, exc.problem, pack)
+            self.reject(candidate, exc.problem, pack, exc.noticed)
             self.advance(self.weight(candidate))
             return
         except Exception as exc:  # a parser bug must not stop the other packs; the bytes are kept

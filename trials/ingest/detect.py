@@ -142,7 +142,11 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
         if len(rows) < 2 and not (rows and problems == []):
             raise exc
         return parse_rows(rows, problems, rel)
-    pack = parse_json(data, path, rel)
+    try:
+        pack = parse_json(data, path, rel)
+    except PackError as exc:
+        exc.noticed[:0] = noticed
+        raise
     pack.problems[:0] = noticed
     return pack
 

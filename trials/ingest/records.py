@@ -44,6 +44,7 @@ class PackError(Exception):
     def __init__(self, problem: Problem):
         super().__init__(problem.message)
         self.problem = problem
+        self.noticed: list[Problem] = []  # found in the file before it was rejected (keys written twice, ...)
 
 
 @dataclass
