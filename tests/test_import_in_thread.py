@@ -104,12 +104,16 @@ def test_a_new_server_process_runs_the_import_a_killed_one_left_running(in_threa
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert [s.import_id for s in recovery.stale_imports()] == []  # its process is alive: not stranded
+        assert client_logged_in.get(f"/api/imports/{left.pk}/").json()["worker_gone"] is False
     finally:
         holder.kill()
         holder.wait()
     assert [(s.import_id, s.reason) for s in recovery.stale_imports()] == [
-        (str(left.pk), "running, but no process holds it")
+        (str(left.pk), "running, but no worker holds it")
     ]
+    assert client_logged_in.get(f"/api/imports/{left.pk}/").json()["worker_gone"] is True
+    page = client_logged_in.get(f"/imports/{left.pk}/").content.decode()
+    assert '<p class="message warning" id="import-worker-gone">No worker is working on this import' in page
 
     services.embedded_worker.cache_clear()  # a new server process: its first request starts the thread
     client_logged_in.get("/")

@@ -150,6 +150,13 @@ class Import(models.Model):
         """Did any pack bring, find or join a trial? (A wholly rejected upload has none to list.)"""
         return any(o.get(k) for o in self.outcomes for k in ("trials", "already", "joined"))
 
+    @property
+    def worker_gone(self) -> bool:
+        """Running, but no worker holds it: killed, out of memory, its machine lost (trials/recovery.py)."""
+        from trials import recovery
+
+        return self.status == self.Status.RUNNING and bool(recovery.unheld([str(self.pk)]))
+
     def pack_ids(self) -> set[int]:
         """The packs this import read: the ones it stored first, and the ones it found already stored."""
         named = {o["pack_id"] for o in self.outcomes if isinstance(o.get("pack_id"), int)}

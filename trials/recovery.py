@@ -198,18 +198,22 @@ def stale_imports() -> list[Requeued]:
     for import_id in queued.values_list("pk", flat=True):
         if not waiting_in_broker(str(import_id)):
             stale.append(Requeued(str(import_id), "queued, but no message for it is waiting in the broker"))
-    running = Import.objects.filter(status=Import.Status.RUNNING)
-    if has_advisory_locks():
-        with own_connection() as conn:
-            for import_id in running.values_list("pk", flat=True):
-                if try_lock(conn, str(import_id)):  # released when the connection closes below
-                    stale.append(Requeued(str(import_id), "running, but no worker holds it"))
-    else:
-        for import_id in running.values_list("pk", flat=True):
-            with file_lock(lock_path(str(import_id)), wait=0) as held:
-                if held:
-                    stale.append(Requeued(str(import_id), "running, but no process holds it"))
+    running = [str(pk) for pk in Import.objects.filter(status=Import.Status.RUNNING).values_list("pk", flat=True)]
+    stale.extend(Requeued(import_id, "running, but no worker holds it") for import_id in unheld(running))
     return stale
+
+
+def unheld(import_ids: list[str]) -> list[str]:
+    """The ones of these running imports whose lock nobody holds: their worker is gone."""
+    if has_advisory_locks():
+        with own_connection() as conn:  # a lock taken here is released when the connection closes
+            return [import_id for import_id in import_ids if try_lock(conn, import_id)]
+    gone = []
+    for import_id in import_ids:
+        with file_lock(lock_path(import_id), wait=0) as held:
+            if held:
+                gone.append(import_id)
+    return gone
 
 
 def requeue_stale_imports(dry_run: bool = False) -> list[Requeued]:

@@ -11,6 +11,7 @@ class ImportSerializer(serializers.ModelSerializer):
     rejected_count = serializers.IntegerField(read_only=True, help_text="packs or trials rejected so far")
     nothing_new = serializers.BooleanField(read_only=True, help_text="done, and every pack was already imported")
     has_trials = serializers.BooleanField(read_only=True, help_text="a pack brought, found or joined a trial")
+    worker_gone = serializers.BooleanField(read_only=True, help_text="running, but no worker is working on it")
 
     class Meta:
         model = Import
@@ -26,6 +27,7 @@ class ImportSerializer(serializers.ModelSerializer):
             "rejected_count",
             "nothing_new",
             "has_trials",
+            "worker_gone",
             "outcomes",
             "problems",
             "created_at",

@@ -1,6 +1,7 @@
 import mimetypes
 from pathlib import PurePosixPath
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -75,7 +76,9 @@ def imports(request):
 
 def import_detail(request, pk):
     imp = get_object_or_404(Import, pk=pk)
-    return render(request, "trials/import_detail.html", {"import": imp})
+    return render(
+        request, "trials/import_detail.html", {"import": imp, "recovery_interval": settings.IMPORT_RECOVERY_INTERVAL}
+    )
 
 
 def job_list(request):

@@ -96,6 +96,7 @@
     };
     fill("#import-outcomes", data.outcomes.map((o) => [o.pack, o.kind, { badge: o.outcome }, details(o)]), 4);
     trialsList.hidden = data.status !== "done" || !data.has_trials; // a wholly rejected upload has none to list
+    byId("import-worker-gone").hidden = !data.worker_gone;
     fill("#import-problems", data.problems.map((p) => [{ badge: p.severity }, p.file, (p.json_path || "") + (p.line ? " line " + p.line : ""), p.message, p.kept]), 5);
   }
 
