@@ -99,10 +99,14 @@ def stored_steps(steps) -> Iterator[tuple[int, ParsedStep]]:
 
     trajectories = Trajectory.objects.filter(pk__in=steps.values("trajectory_id")).select_related("step_bodies")
     by_pk = {trajectory.pk: trajectory for trajectory in trajectories}
-    rows = steps.order_by("trajectory_id", "index").values_list("pk", "trajectory_id", "index", "body_offset", "size")
+    # All at once (a few numbers a step): SQLite does not isolate a read from the updates
+    # `_fill_search_text` makes to the same rows on the same connection while it goes on.
+    rows = list(
+        steps.order_by("trajectory_id", "index").values_list("pk", "trajectory_id", "index", "body_offset", "size")
+    )
     trajectory, body_file = None, None
     try:
-        for pk, trajectory_pk, index, offset, size in rows.iterator(chunk_size=500):
+        for pk, trajectory_pk, index, offset, size in rows:
             if trajectory is None or trajectory.pk != trajectory_pk:
                 if body_file is not None:
                     body_file.close()
