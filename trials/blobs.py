@@ -125,6 +125,7 @@ class StepBodies:
     """
 
     def __init__(self, folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=folder, prefix="steps-")
         self.path = Path(name)
         self.file = os.fdopen(fd, "wb")  # (not NamedTemporaryFile: its wrapper costs a call per write)

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -259,7 +259,7 @@ class ImportRun:
         Import.objects.filter(pk=self.imp.pk).update(outcomes=self.imp.outcomes)
 
     def reject(
-        self, candidate: Candidate, problem: Problem, pack: Pack | None = None, noticed: list[Problem] = ()
+        self, candidate: Candidate, problem: Problem, pack: Pack | None = None, noticed: Iterable[Problem] = ()
     ) -> None:
         problems = [problem.as_dict(), *(p.as_dict() for p in noticed)]
         self.imp.problems.extend(problems)
