@@ -49,6 +49,16 @@ def test_a_copy_cut_short_leaves_nothing_under_the_content_name(tmp_path, monkey
     assert stored_path(store_file(source)).read_bytes() == source.read_bytes()  # the next import stores it whole
 
 
+def test_a_file_cut_short_under_its_content_name_by_an_older_version_is_written_again_whole(tmp_path):
+    source = tmp_path / "big.json"
+    source.write_bytes(b"y" * 50_000)
+    sha = hashlib.sha256(source.read_bytes()).hexdigest()
+    target = Path(blob_storage().path(f"{sha[:2]}/{sha[2:4]}/{sha}"))
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"y" * 4_096)  # Storage.save wrote in place: a worker killed mid-copy left this
+    assert stored_path(store_file(source)).read_bytes() == source.read_bytes()
+
+
 def test_step_bodies_moved_into_the_storage_get_its_file_mode(tmp_path, settings):
     trial = long_trajectory(tmp_path, 5)
     mode = stat.S_IMODE(stored_path(trial.trajectories.get().step_bodies).stat().st_mode)

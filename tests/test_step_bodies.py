@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import orjson
 import pytest
 from django.conf import settings
 from django.db import connection
 
 from tests.viewer_packs import long_trajectory
+from trials.blobs import blob_storage
 from trials.models import Step, Trajectory
 
 pytestmark = pytest.mark.django_db
@@ -38,6 +42,24 @@ def test_an_import_leaves_no_body_files_behind_in_the_spool(tmp_path):
     assert not list(settings.IMPORT_SPOOL_DIR.glob("**/steps-*"))
 
 
+def test_a_killed_imports_leftovers_in_the_spool_go_when_it_runs_again(tmp_path):
+    from trials.blobs import store_file
+    from trials.models import Import
+    from trials.services import create_import
+    from trials.tasks import import_pack_task
+
+    pack = tmp_path / "t.trajectory.json"
+    long_trajectory(tmp_path / "gen", 5)  # (writes and imports one; this import is another copy of it)
+    pack.write_bytes(next((tmp_path / "gen").glob("*.json")).read_bytes())
+    imp = create_import(origin=Import.Origin.UPLOAD, source_name=pack.name, upload=store_file(pack))
+    left = settings.IMPORT_SPOOL_DIR / f"import-{imp.pk}-killed"  # a run killed mid-way, its bodies half written
+    left.mkdir(parents=True)
+    (left / "steps-abc").write_bytes(b"x" * 1000)
+    import_pack_task(str(imp.pk))
+    assert Import.objects.get(pk=imp.pk).status == "done"
+    assert list(settings.IMPORT_SPOOL_DIR.iterdir()) == []
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_moves_bodies_out_of_the_step_table():
     from django.db.migrations.executor import MigrationExecutor
@@ -56,7 +78,13 @@ def test_the_migration_moves_bodies_out_of_the_step_table():
             trajectory=trajectory, trial=trial, index=index, step_id=str(index + 1), source=body["source"],
             raw_json=orjson.dumps(body).decode(),
         )  # fmt: skip
+    data = b"".join(orjson.dumps(body) for body in bodies)
+    sha = hashlib.sha256(data).hexdigest()
+    cut_short = Path(blob_storage().path(f"{sha[:2]}/{sha[2:4]}/{sha}"))  # left by a run of it that was killed
+    cut_short.parent.mkdir(parents=True, exist_ok=True)
+    cut_short.write_bytes(data[:10])
     executor = MigrationExecutor(connection)  # the graph again, as `migrate` would load it
     executor.migrate(executor.loader.graph.leaf_nodes())
     assert [step.raw for step in Step.objects.filter(trial_id=trial.pk).order_by("index")] == bodies
+    assert cut_short.read_bytes() == data
     assert Trajectory.objects.get(pk=trajectory.pk).step_bodies is not None

@@ -35,24 +35,27 @@ def save_bytes(path: Path, blob: Blob, move: bool = False) -> None:
     """Copy (or move) the file into the storage under its content name, unless it is there already."""
     storage = blob_storage()
     if isinstance(storage, FileSystemStorage):
-        save_locally(path, Path(storage.path(blob.storage_name)), move, storage.file_permissions_mode)
+        save_locally(path, Path(storage.path(blob.storage_name)), blob.size, move, storage.file_permissions_mode)
         return
     if storage.exists(blob.storage_name):
-        return
+        if storage.size(blob.storage_name) == blob.size:
+            return
+        storage.delete(blob.storage_name)  # cut short by a crash (Storage.save writes in place): written again
     with open(path, "rb") as f:
         saved = storage.save(blob.storage_name, _Moved(f, path) if move else File(f))
     if saved != blob.storage_name:  # another process stored the same bytes first
         storage.delete(saved)
 
 
-def save_locally(path: Path, target: Path, move: bool, mode: int | None) -> None:
+def save_locally(path: Path, target: Path, size: int, move: bool, mode: int | None) -> None:
     """A local folder's blob: written under a temporary name, then renamed into place.
 
-    So a blob is never seen half-written, even after a crash (a content name that exists
-    is never written again). The copy is the kernel's; Storage.save's own copy, locks and
-    checks took twice as long as the rest of the import of a job of small files.
+    So a blob is never seen half-written, even after a crash. One of the wrong size (cut
+    short by a crash of a version that wrote in place) is written again. The copy is the
+    kernel's; Storage.save's own copy, locks and checks cost more than the rest of the
+    import of a job of small files.
     """
-    if target.exists():
+    if target.exists() and target.stat().st_size == size:
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}")

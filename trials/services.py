@@ -178,6 +178,15 @@ def limits() -> Limits:
     )
 
 
+def remove_spool_leftovers(import_id: str) -> None:
+    """What a killed run of this import left in the spool (extracted archives, step bodies).
+
+    Call it holding the import's lock (trials/recovery.py): then no other run is using them.
+    """
+    for leftover in settings.IMPORT_SPOOL_DIR.glob(f"import-{import_id}-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
 def run_import(import_id: str, on_progress: Callable[[Import], None] | None = None) -> Import:
     imp = Import.objects.get(pk=import_id)
     if imp.status == Import.Status.DONE:
@@ -187,7 +196,7 @@ def run_import(import_id: str, on_progress: Callable[[Import], None] | None = No
     )
     imp.refresh_from_db()
     settings.IMPORT_SPOOL_DIR.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(dir=settings.IMPORT_SPOOL_DIR, prefix="import-"))
+    workdir = Path(tempfile.mkdtemp(dir=settings.IMPORT_SPOOL_DIR, prefix=f"import-{imp.pk}-"))
     runner = ImportRun(imp, workdir, on_progress)
     try:
         with checkpoints_in_background():
@@ -449,7 +458,7 @@ class ImportRun:
         held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
         for trial in parsed.iter_trials():
             try:
-                result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs)
+                result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs, self.workdir)
                 if result.outcome == "already" and resumed and result.trial_id in earlier:
                     result = WriteResult("trials", earlier[result.trial_id], result.trial_id)
             except DatabaseError as exc:  # the trial rolled back whole; the others go on
@@ -641,8 +650,9 @@ def write_trial(
     blobs: dict[str, int],
     shared: SharedRows | None = None,
     lone_blobs: frozenset[int] = frozenset(),
+    spool: Path | None = None,
 ) -> WriteResult:
-    """One transaction per trial: it is imported whole or not at all."""
+    """One transaction per trial: it is imported whole or not at all. `spool`: the import's own folder."""
     if (existing := _any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True))) is not None:
         return WriteResult("already", trial_id=existing)
     loose = parsed.key.startswith("atif:")  # made of trajectory files alone, not of a trial folder
@@ -667,7 +677,7 @@ def write_trial(
             trial = create_trial(parsed, pack, job, dataset, task, configuration)
             steps = calls = 0
             for position, trajectory in enumerate(parsed.trajectories):
-                written = write_trajectory(trial, trajectory, position, blobs)
+                written = write_trajectory(trial, trajectory, position, blobs, spool or settings.IMPORT_SPOOL_DIR)
                 steps += written.steps
                 calls += written.tool_calls
             write_trial_children(trial, parsed, blobs)
@@ -791,9 +801,11 @@ class Written(NamedTuple):
     tool_calls: int
 
 
-def write_trajectory(trial: Trial, parsed: ParsedTrajectory, position: int, blobs: dict[str, int]) -> Written:
+def write_trajectory(
+    trial: Trial, parsed: ParsedTrajectory, position: int, blobs: dict[str, int], spool: Path
+) -> Written:
     """Steps go in batches from a (possibly streaming) parser; a broken file rolls back alone."""
-    bodies = StepBodies(settings.IMPORT_SPOOL_DIR)
+    bodies = StepBodies(spool)
     try:
         with transaction.atomic():
             trajectory = Trajectory.objects.create(

@@ -47,6 +47,7 @@ def import_pack_task(import_id: str) -> None:
             return
         if import_status(import_id) in recovery.FINISHED:
             return  # finished by the worker that held the lock a moment ago
+        services.remove_spool_leftovers(import_id)
         services.run_import(import_id)
     index_step_text_task.delay()
 

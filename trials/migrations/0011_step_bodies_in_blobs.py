@@ -1,10 +1,13 @@
 """Step bodies move from a column of the step table to one blob per trajectory (trials.blobs.StepBodies)."""
 
 import hashlib
+import os
+import tempfile
+from pathlib import Path
 
 import django.db.models.deletion
-from django.core.files.base import ContentFile
-from django.core.files.storage import storages
+from django.core.files import File
+from django.core.files.storage import FileSystemStorage, storages
 from django.db import migrations, models
 
 
@@ -13,23 +16,51 @@ def move_bodies_to_blobs(apps, schema_editor):
     Step = apps.get_model("trials", "Step")
     Trajectory = apps.get_model("trials", "Trajectory")
     storage = storages["blobs"]
-    for trajectory in Trajectory.objects.filter(step_count__gt=0).iterator():
-        bodies, offset, moved = [], 0, []
-        for step in Step.objects.filter(trajectory=trajectory).order_by("index").only("pk", "raw_json").iterator():
-            body = step.raw_json.encode()
-            bodies.append(body)
-            moved.append(Step(pk=step.pk, body_offset=offset, size=len(body)))
-            offset += len(body)
-        if not bodies:
-            continue
-        data = b"".join(bodies)
-        sha = hashlib.sha256(data).hexdigest()
-        name = f"{sha[:2]}/{sha[2:4]}/{sha}"
-        if not storage.exists(name):
-            storage.save(name, ContentFile(data))
-        blob, _ = Blob.objects.get_or_create(sha256=sha, defaults={"size": len(data)})
+    local = isinstance(storage, FileSystemStorage)
+    folder = Path(storage.location) if local else None  # a rename into place needs the same file system
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for leftover in folder.glob(".steps-*"):  # of a run of this migration that was killed
+            leftover.unlink()
+    with_steps = list(Trajectory.objects.filter(steps__isnull=False).values_list("pk", flat=True).distinct())
+    for trajectory_pk in with_steps:
+        digest, offset, moved = hashlib.sha256(), 0, []
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".steps-")
+        partial = Path(name)
+        try:
+            with os.fdopen(fd, "wb") as out:  # streamed: a trajectory's bodies may be hundreds of MB
+                steps = Step.objects.filter(trajectory_id=trajectory_pk).order_by("index").only("pk", "raw_json")
+                for step in steps.iterator(chunk_size=200):
+                    body = step.raw_json.encode()
+                    out.write(body)
+                    digest.update(body)
+                    moved.append(Step(pk=step.pk, body_offset=offset, size=len(body)))
+                    offset += len(body)
+            sha = digest.hexdigest()
+            publish(storage, f"{sha[:2]}/{sha[2:4]}/{sha}", partial, offset)
+        finally:
+            partial.unlink(missing_ok=True)
+        blob, _ = Blob.objects.get_or_create(sha256=sha, defaults={"size": offset})
         Step.objects.bulk_update(moved, ["body_offset", "size"], batch_size=500)
-        Trajectory.objects.filter(pk=trajectory.pk).update(step_bodies=blob)
+        Trajectory.objects.filter(pk=trajectory_pk).update(step_bodies=blob)
+
+
+def publish(storage, name: str, partial: Path, size: int) -> None:
+    """Put the file under its content name whole: never a cut-short file there, even if this
+    migration is killed and run again (a file of the wrong size there is replaced)."""
+    if storage.exists(name) and storage.size(name) == size:
+        return
+    if not isinstance(storage, FileSystemStorage):
+        if storage.exists(name):
+            storage.delete(name)
+        with open(partial, "rb") as f:
+            storage.save(name, File(f))  # an object store's PUT is whole or nothing
+        return
+    target = Path(storage.path(name))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if storage.file_permissions_mode is not None:
+        os.chmod(partial, storage.file_permissions_mode)
+    os.replace(partial, target)
 
 
 class Migration(migrations.Migration):
