@@ -16,8 +16,8 @@ Both are created by migrations (0004 to 0006), which keep their own copy of the 
 The index and `search_text` itself are filled after the import, not during it, from the
 step bodies (`trials.blobs.StepBodies`): tokenizing the text was half of a big
 trajectory's import, and writing the text a third of what was left. Until
-`Trial.step_text_indexed`, a search of that trial reads the bodies, which finds the same
-steps, only slower.
+`Trial.step_text_indexed`, a search of that trial reads the bodies: slower, and it finds
+the needle inside words too, as `?inside=1` does after.
 """
 
 from __future__ import annotations
