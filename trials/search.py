@@ -69,7 +69,7 @@ def index_pending(max_trials: int | None = None) -> int:
             if not claimed:
                 break
             Trial.objects.filter(pk__in=claimed).update(step_text_indexed=True)
-            _fill_search_text(claimed)
+            _fill_search_text(claimed)  # and, on PostgreSQL, the words
             if connection.vendor == "sqlite":
                 with connection.cursor() as cursor:
                     cursor.execute(
@@ -77,8 +77,6 @@ def index_pending(max_trials: int | None = None) -> int:
                         f" WHERE trial_id IN ({', '.join(['%s'] * len(claimed))})",
                         claimed,
                     )
-            else:
-                _add_step_words(claimed)
         done += len(claimed)
     return done
 
@@ -93,8 +91,8 @@ def search_text(step: ParsedStep) -> str:
     return "\n".join(parts).lower()
 
 
-def stored_steps(steps) -> Iterator[tuple[int, ParsedStep]]:
-    """(pk, step) for Step rows, each read again from its stored body as the importer read it."""
+def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
+    """(pk, trial pk, step) for Step rows, each read again from its stored body as the importer read it."""
     from trials.models import Trajectory
 
     trajectories = Trajectory.objects.filter(pk__in=steps.values("trajectory_id")).select_related("step_bodies")
@@ -115,41 +113,38 @@ def stored_steps(steps) -> Iterator[tuple[int, ParsedStep]]:
             body_file.seek(offset)
             raw = orjson.loads(body_file.read(size))
             if agentv.is_output_trajectory(trajectory.path):
-                yield pk, agentv.message_step(raw, index)
+                yield pk, trajectory.trial_id, agentv.message_step(raw, index)
             else:
-                yield pk, atif.parse_step(raw, index)
+                yield pk, trajectory.trial_id, atif.parse_step(raw, index)
     finally:
         if body_file is not None:
             body_file.close()
 
 
 def _fill_search_text(trial_pks: list[int]) -> None:
-    from trials.models import Step
-
-    rows: list[tuple[str, int]] = []
-    with connection.cursor() as cursor:
-        for pk, step in stored_steps(Step.objects.filter(trial_id__in=trial_pks)):
-            rows.append((search_text(step), pk))
-            if len(rows) >= 500:
-                cursor.executemany("UPDATE trials_step SET search_text = %s WHERE id = %s", rows)
-                rows = []
-        cursor.executemany("UPDATE trials_step SET search_text = %s WHERE id = %s", rows)
-
-
-def _add_step_words(trial_pks: list[int]) -> None:
+    """Each step's search text, from its body; on PostgreSQL its words too, from the same text."""
     from trials.fastinsert import insert_rows
     from trials.models import Step, StepWords
 
-    steps = Step.objects.filter(trial_id__in=trial_pks).order_by("pk").values_list("pk", "trial_id", "search_text")
-    rows, size = [], 0
-    for step_pk, trial_pk, text in steps.iterator(chunk_size=50):  # a step's text may be megabytes
-        words = words_vector(text)
-        rows.append({"step_id": step_pk, "trial_id": trial_pk, "words": words})
-        size += len(words)
-        if len(rows) >= 2000 or size >= 8 * 1024 * 1024:  # each COPY costs a round trip or two
-            insert_rows(StepWords, rows)
-            rows, size = [], 0
-    insert_rows(StepWords, rows)
+    texts: list[tuple[str, int]] = []
+    words: list[dict] = []
+    words_size = 0
+    with connection.cursor() as cursor:
+        for pk, trial_pk, step in stored_steps(Step.objects.filter(trial_id__in=trial_pks)):
+            text = search_text(step)
+            texts.append((text, pk))
+            if connection.vendor == "postgresql":
+                vector = words_vector(text)
+                words.append({"step_id": pk, "trial_id": trial_pk, "words": vector})
+                words_size += len(vector)
+            if len(texts) >= 500:  # a step's text may be megabytes
+                cursor.executemany("UPDATE trials_step SET search_text = %s WHERE id = %s", texts)
+                texts = []
+            if len(words) >= 2000 or words_size >= 8 * 1024 * 1024:  # each COPY costs a round trip or two
+                insert_rows(StepWords, words)
+                words, words_size = [], 0
+        cursor.executemany("UPDATE trials_step SET search_text = %s WHERE id = %s", texts)
+    insert_rows(StepWords, words)
 
 
 def words_vector(text: str) -> str:
@@ -167,7 +162,7 @@ def scan(trial, needle: str):
     from trials.models import Step
 
     if not trial.step_text_indexed:
-        found = [pk for pk, step in stored_steps(Step.objects.filter(trial=trial)) if needle in search_text(step)]
+        found = [pk for pk, _, step in stored_steps(Step.objects.filter(trial=trial)) if needle in search_text(step)]
         return Step.objects.filter(pk__in=found)
     return Step.objects.filter(trial=trial, search_text__contains=needle)
 
