@@ -16,7 +16,7 @@ from tests.conftest import import_path
 from tests.test_import_bad_input import atif
 from tests.test_import_concurrency import run_concurrently
 from trials import search
-from trials.models import Step, StepWords, Trial
+from trials.models import Step, StepText, StepWords, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -79,18 +79,19 @@ def test_a_new_import_is_searchable_at_once_by_scan_then_through_the_index(trial
 def test_the_index_really_is_used(trial):
     """A step the index does not know is not found once the trial counts as indexed."""
     search.index_pending()
-    step = trial.steps.get(index=1)
-    step.search_text += " planted-later"
-    step.save(update_fields=["search_text"])
+    text = StepText.objects.get(step__trial=trial, step__index=1)
+    text.text += " planted-later"
+    text.save(update_fields=["text"])
     assert found(trial, "planted") == set()
     assert set(search.scan(trial, "planted").values_list("index", flat=True)) == {1}  # the scan sees it
 
 
-def test_indexing_fills_each_steps_search_text_from_its_stored_body(trial):
-    assert set(trial.steps.values_list("search_text", flat=True)) == {""}  # the import leaves it to the index
+def test_indexing_writes_each_steps_search_text_from_its_stored_body(trial):
+    assert not StepText.objects.exists()  # the import leaves it to the index
     search.index_pending()
-    texts = dict(trial.steps.values_list("index", "search_text"))
+    texts = dict(StepText.objects.values_list("step__index", "text"))
     assert texts == {i: f"{message}\n".lower() for i, message in enumerate(MESSAGES)}  # message, empty reasoning
+    assert set(StepText.objects.values_list("trial", flat=True)) == {trial.pk}
 
 
 def test_deleting_trials_indexed_or_not_keeps_the_index_sound(tmp_path, trial):
@@ -101,7 +102,7 @@ def test_deleting_trials_indexed_or_not_keeps_the_index_sound(tmp_path, trial):
     index_is_sound()
     Trial.objects.all().delete()
     index_is_sound()
-    assert not StepWords.objects.exists()
+    assert not StepWords.objects.exists() and not StepText.objects.exists()
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
@@ -130,3 +131,50 @@ def test_two_indexing_runs_at_once_index_every_trial_once(tmp_path, monkeypatch)
     if connection.vendor == "postgresql":
         assert StepWords.objects.count() == Step.objects.count()  # no step twice (it is the key)
     index_is_sound()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_moves_the_search_text_to_its_own_table_and_back():
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("trials", "0012_remove_step_raw_json")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    texts = {}
+    for key, indexed in (("indexed", True), ("not-yet", False)):
+        trial = old.get_model("trials", "Trial").objects.create(
+            key=key, name=key, source_format="atif", step_text_indexed=indexed
+        )
+        trajectory = old.get_model("trials", "Trajectory").objects.create(trial=trial, path="t.json", role="main")
+        for index in range(2):
+            text = f"{key} step {index} unique-needle-{index}" if indexed else ""
+            step = old.get_model("trials", "Step").objects.create(
+                trajectory=trajectory,
+                trial=trial,
+                index=index,
+                step_id=str(index + 1),
+                source="agent",
+                search_text=text,
+            )
+            texts[step.pk] = text
+        if indexed and connection.vendor == "sqlite":  # as 0012's index_pending indexed a trial
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO trials_step_fts(rowid, search_text) SELECT id, search_text FROM trials_step"
+                    " WHERE trial_id = %s",
+                    [trial.pk],
+                )
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    indexed = Trial.objects.get(key="indexed")
+    assert dict(StepText.objects.values_list("step_id", "text")) == {pk: t for pk, t in texts.items() if t}
+    index_is_sound()
+    if connection.vendor == "sqlite":  # (PostgreSQL's words are in StepWords, which the migration leaves alone)
+        assert found(indexed, "unique-needle-1") == {1}
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    assert dict(old.get_model("trials", "Step").objects.values_list("pk", "search_text")) == texts
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())

@@ -84,7 +84,8 @@ def test_search_finds_a_needle_inside_a_word_when_no_word_starts_with_it(client_
 def test_search_says_when_it_found_word_starts_only_and_inside_words_finds_the_rest(client_logged_in, tmp_path):
     trial = long_trajectory(tmp_path, 60, planted={10: "import os", 20: "port 8080"})
     assert search.index_pending() == 1
-    scanned = sorted(i + 1 for i in trial.steps.filter(search_text__contains="port").values_list("index", flat=True))
+    holding = trial.steps.filter(search_text__text__contains="port")
+    scanned = sorted(i + 1 for i in holding.values_list("index", flat=True))
     by_index = get(client_logged_in, "api-trial-search", trial.pk, q="port")
     assert by_index["word_starts_only"] is True and 11 not in [m["number"] for m in by_index["matches"]]
     inside = get(client_logged_in, "api-trial-search", trial.pk, q="port", inside=1)

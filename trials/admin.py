@@ -41,6 +41,7 @@ for model in (
     models.Comment,
     models.AuditEntry,
     models.Document,
+    models.StepText,
     models.StepWords,
 ):
     admin.site.register(model)

@@ -455,7 +455,6 @@ class Step(models.Model):
     tool_call_count = models.PositiveIntegerField(default=0)
     body_offset = models.BigIntegerField(default=0)  # where the step's JSON starts in trajectory.step_bodies
     size = models.PositiveIntegerField(default=0)  # bytes of the step's JSON
-    search_text = TextField(blank=True)  # lower-cased text for in-database search
 
     class Meta:
         ordering = ["trajectory", "index"]
@@ -474,6 +473,22 @@ class Step(models.Model):
         from trials.blobs import read_range
 
         return read_range(self.trajectory.step_bodies, self.body_offset, self.size)
+
+
+class StepText(models.Model):
+    """What a search of a step looks in: its message, reasoning, tool calls and observations, lower-cased.
+
+    Written once, after the import, by the indexing task (trials/search.py). A table of its
+    own, so indexing only inserts: filling a column of the step table updated every step
+    row (on PostgreSQL a dead row version each), and made the rows the trial page reads wide.
+    """
+
+    step = models.OneToOneField(Step, primary_key=True, on_delete=models.CASCADE, related_name="search_text")
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="+")
+    text = TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"search text of step {self.step_id}"
 
 
 class StepWords(models.Model):

@@ -1,19 +1,19 @@
 """A text index over steps, so a search costs the same however long the trajectory.
 
 It finds the steps that hold every word of the needle, the last one as a prefix;
-`search_text` then confirms the exact substring. So a needle that starts at a word
+the step's search text (`StepText`) then confirms the exact substring. So a needle that starts at a word
 boundary is found through the index; one with no word in it is found by a scan. When the
 index finds nothing, the viewer scans too (`viewer.search_steps`), so a needle inside a
 word ("rror" in "TypeError") is found, more slowly, and "no match" is always true. A
 trigram index would also find needles that start mid-word, but made imports five times
 slower (bench/README.md).
 
-- SQLite: an FTS5 word index over `trials_step.search_text` (external content).
+- SQLite: an FTS5 word index over `trials_steptext.text` (external content).
 - PostgreSQL: `StepWords`, each step's distinct words as a tsvector, with a GIN index.
 
-Both are created by migrations (0004 to 0006), which keep their own copy of the SQL.
+Both are created by migrations (0004 to 0006, 0013), which keep their own copy of the SQL.
 
-The index and `search_text` itself are filled after the import, not during it, from the
+The index and the search text itself are filled after the import, not during it, from the
 step bodies (`trials.blobs.StepBodies`): tokenizing the text was half of a big
 trajectory's import, and writing the text a third of what was left. Until
 `Trial.step_text_indexed`, a search of that trial reads the bodies: slower, and it finds
@@ -69,11 +69,11 @@ def index_pending(max_trials: int | None = None) -> int:
             if not claimed:
                 break
             Trial.objects.filter(pk__in=claimed).update(step_text_indexed=True)
-            _fill_search_text(claimed)  # and, on PostgreSQL, the words
+            _write_search_text(claimed)  # and, on PostgreSQL, the words
             if connection.vendor == "sqlite":
                 with connection.cursor() as cursor:
                     cursor.execute(
-                        "INSERT INTO trials_step_fts(rowid, search_text) SELECT id, search_text FROM trials_step"
+                        "INSERT INTO trials_step_fts(rowid, text) SELECT step_id, text FROM trials_steptext"
                         f" WHERE trial_id IN ({', '.join(['%s'] * len(claimed))})",
                         claimed,
                     )
@@ -97,8 +97,8 @@ def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
 
     trajectories = Trajectory.objects.filter(pk__in=steps.values("trajectory_id")).select_related("step_bodies")
     by_pk = {trajectory.pk: trajectory for trajectory in trajectories}
-    # All at once (a few numbers a step): SQLite does not isolate a read from the updates
-    # `_fill_search_text` makes to the same rows on the same connection while it goes on.
+    # All at once (a few numbers a step), so no cursor stays open on the step table while
+    # the caller writes.
     rows = list(
         steps.order_by("trajectory_id", "index").values_list("pk", "trajectory_id", "index", "body_offset", "size")
     )
@@ -121,29 +121,27 @@ def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
             body_file.close()
 
 
-def _fill_search_text(trial_pks: list[int]) -> None:
+def _write_search_text(trial_pks: list[int]) -> None:
     """Each step's search text, from its body; on PostgreSQL its words too, from the same text."""
     from trials.fastinsert import insert_rows
-    from trials.models import Step, StepWords
+    from trials.models import Step, StepText, StepWords
 
-    texts: list[tuple[str, int]] = []
+    texts: list[dict] = []
     words: list[dict] = []
-    words_size = 0
-    with connection.cursor() as cursor:
-        for pk, trial_pk, step in stored_steps(Step.objects.filter(trial_id__in=trial_pks)):
-            text = search_text(step)
-            texts.append((text, pk))
-            if connection.vendor == "postgresql":
-                vector = words_vector(text)
-                words.append({"step_id": pk, "trial_id": trial_pk, "words": vector})
-                words_size += len(vector)
-            if len(texts) >= 500:  # a step's text may be megabytes
-                cursor.executemany("UPDATE trials_step SET search_text = %s WHERE id = %s", texts)
-                texts = []
-            if len(words) >= 2000 or words_size >= 8 * 1024 * 1024:  # each COPY costs a round trip or two
-                insert_rows(StepWords, words)
-                words, words_size = [], 0
-        cursor.executemany("UPDATE trials_step SET search_text = %s WHERE id = %s", texts)
+    batch_size = 0
+    for pk, trial_pk, step in stored_steps(Step.objects.filter(trial_id__in=trial_pks)):
+        text = search_text(step)
+        texts.append({"step_id": pk, "trial_id": trial_pk, "text": text})
+        batch_size += len(text)
+        if connection.vendor == "postgresql":
+            vector = words_vector(text)
+            words.append({"step_id": pk, "trial_id": trial_pk, "words": vector})
+            batch_size += len(vector)
+        if len(texts) >= 2000 or batch_size >= 8 * 1024 * 1024:  # a step's text may be megabytes
+            insert_rows(StepText, texts)
+            insert_rows(StepWords, words)
+            texts, words, batch_size = [], [], 0
+    insert_rows(StepText, texts)
     insert_rows(StepWords, words)
 
 
@@ -157,14 +155,14 @@ def words_vector(text: str) -> str:
 def scan(trial, needle: str):
     """The trial's steps whose search text contains `needle` (already lower-cased), wherever it is in a word.
 
-    Before the trial is indexed its `search_text` is not there yet: the bodies are read instead.
+    Before the trial is indexed its search text is not there yet: the bodies are read instead.
     """
     from trials.models import Step
 
     if not trial.step_text_indexed:
         found = [pk for pk, _, step in stored_steps(Step.objects.filter(trial=trial)) if needle in search_text(step)]
         return Step.objects.filter(pk__in=found)
-    return Step.objects.filter(trial=trial, search_text__contains=needle)
+    return Step.objects.filter(trial=trial, search_text__text__contains=needle)
 
 
 def uses_index(trial, needle: str) -> bool:
@@ -208,8 +206,8 @@ def forget_deleted_steps(sender, instance, **kwargs) -> None:
         with connection.cursor() as cursor:
             # An external-content index must be told what it held, or it breaks.
             cursor.execute(
-                "INSERT INTO trials_step_fts(trials_step_fts, rowid, search_text)"
-                " SELECT 'delete', id, search_text FROM trials_step WHERE trajectory_id = %s",
+                "INSERT INTO trials_step_fts(trials_step_fts, rowid, text) SELECT 'delete', t.step_id, t.text"
+                " FROM trials_steptext t JOIN trials_step s ON s.id = t.step_id WHERE s.trajectory_id = %s",
                 [instance.pk],
             )
 

@@ -876,7 +876,6 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list, bodies
                 "tool_call_count": len(step.tool_calls),
                 "body_offset": bodies.add(body),
                 "size": len(body),
-                "search_text": "",  # filled after the import (trials/search.py)
             }
         )
     insert_rows(Step, rows)

@@ -4,7 +4,7 @@ The trial page must cost the same whatever the trajectory length, so nothing her
 loads a whole trajectory: steps come in index windows (the unique (trajectory, index)
 index serves them), long texts are cut in the database, and everything hanging off a
 step (tool calls, observations, permissions, context records) is fetched for the window
-only. Search runs in the database over `Step.search_text` and returns step numbers.
+only. Search runs in the database over each step's search text (`StepText`) and returns step numbers.
 """
 
 from __future__ import annotations
@@ -346,7 +346,7 @@ def step_window(trial: Trial, trajectory: Trajectory, start: int, trajectories: 
     start = max(0, start)
     rows = list(
         Step.objects.filter(trajectory=trajectory, index__gte=max(0, start - 1), index__lt=start + STEP_WINDOW)
-        .defer("search_text", "message_text", "reasoning")
+        .defer("message_text", "reasoning")
         .annotate(
             message_head=Substr("message_text", 1, TEXT_PREVIEW),
             message_len=Length("message_text"),
