@@ -281,6 +281,11 @@ def test_subagent_trajectories_are_reachable_from_their_step_and_back(client_log
     assert "referenced from" in sub
     assert f'href="{reverse("trial-step", args=[trial.pk, 5])}"' in sub
     assert "copied context" in sub  # the subagent's copied steps are marked
+    detail = client_logged_in.get(reverse("api-trial-step", args=[trial.pk, 5])).json()  # "show all"
+    refs = detail["observations"][0]["subagent_trajectory_ref"]
+    assert [ref["trajectory_path"] for ref in refs] == [
+        f"trajectory.summarization-1-{part}.json" for part in ("summary", "questions", "answers")
+    ]
 
 
 def test_agent_text_is_escaped_everywhere_on_the_page(client_logged_in, tmp_path):

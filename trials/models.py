@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Any
 
 import orjson
 from django.conf import settings
@@ -16,7 +17,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.urls import reverse
 
+from trials.ingest import agentv, atif
 from trials.ingest.atif import EMBEDDED_MARK
+from trials.ingest.records import ParsedStep
 
 _NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 
@@ -433,6 +436,12 @@ class Trajectory(models.Model):
         if not embedded:
             return data
         return orjson.dumps(orjson.loads(data)["subagent_trajectories"][int(index.strip("[]"))])
+
+    def read_step(self, raw: Any, index: int) -> ParsedStep:
+        """One of its stored step bodies, read as the importer read it: an AgentV output message or an ATIF step."""
+        if agentv.is_output_trajectory(self.path):
+            return agentv.message_step(raw, index)
+        return atif.parse_step(raw, index)
 
 
 class Step(models.Model):

@@ -31,7 +31,6 @@ from django.db.models.expressions import RawSQL
 from django.db.models.signals import post_migrate, pre_delete
 from django.dispatch import receiver
 
-from trials.ingest import agentv, atif
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import ParsedStep
 
@@ -111,11 +110,7 @@ def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
                 trajectory = by_pk[trajectory_pk]
                 body_file = trajectory.step_bodies.open()
             body_file.seek(offset)
-            raw = orjson.loads(body_file.read(size))
-            if agentv.is_output_trajectory(trajectory.path):
-                yield pk, trajectory.trial_id, agentv.message_step(raw, index)
-            else:
-                yield pk, trajectory.trial_id, atif.parse_step(raw, index)
+            yield pk, trajectory.trial_id, trajectory.read_step(orjson.loads(body_file.read(size)), index)
     finally:
         if body_file is not None:
             body_file.close()

@@ -22,7 +22,6 @@ from django.urls import reverse
 
 from trials import completeness, search
 from trials.filters import TrialFilter
-from trials.ingest import agentv
 from trials.models import (
     ContextRecord,
     Job,
@@ -539,16 +538,8 @@ def search_steps(
 
 def step_detail(step: Step) -> dict[str, Any]:
     """Everything of one step, for "show all" on the page (loaded on demand)."""
-    from trials.ingest.atif import content_text
-
     raw = step.raw
-    if agentv.is_output_trajectory(step.trajectory.path):  # an AgentV message: its tool calls' outputs
-        results = [
-            {"source_call_id": o.source_call_id, "content": o.content_text} for o in agentv.message_observations(raw)
-        ]
-    else:
-        observation = raw.get("observation") or {}
-        results = observation.get("results") if isinstance(observation, dict) else None
+    read = step.trajectory.read_step(raw, step.index)  # (an AgentV message's observations: its tool calls' outputs)
     return {
         "number": step.index + 1,
         "step_id": step.step_id,
@@ -568,12 +559,11 @@ def step_detail(step: Step) -> dict[str, Any]:
         ],
         "observations": [
             {
-                "source_call_id": r.get("source_call_id"),
-                "content": scrub(content_text(r.get("content"))),
-                "subagent_trajectory_ref": scrub_json(r.get("subagent_trajectory_ref")),
+                "source_call_id": o.source_call_id,
+                "content": scrub(o.content_text),
+                "subagent_trajectory_ref": scrub_json(o.subagent_refs) or None,
             }
-            for r in (results if isinstance(results, list) else [])
-            if isinstance(r, dict)
+            for o in read.observations
         ],
         "metrics": scrub_json(raw.get("metrics")),
         "is_copied_context": step.is_copied_context,
