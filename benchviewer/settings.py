@@ -161,15 +161,26 @@ WHITENOISE_USE_FINDERS = True
 warnings.filterwarnings("ignore", message="No directory at: .*staticfiles")  # STATIC_ROOT is optional
 
 # Raw imported bytes live in a Django storage (local folder by default; S3 via django-storages).
+BLOB_STORAGE_BACKEND = os.environ.get("BLOB_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage")
+if BLOB_STORAGE_BACKEND == "django.core.files.storage.FileSystemStorage":
+    BLOB_STORAGE_OPTIONS = {"location": str(DATA_DIR / "blobs")}
+else:  # S3 (django-storages): the bucket from here; credentials from boto3's own AWS_* variables
+    BLOB_STORAGE_OPTIONS = {
+        option: os.environ[variable]
+        for option, variable in [
+            ("bucket_name", "AWS_STORAGE_BUCKET_NAME"),
+            ("endpoint_url", "AWS_S3_ENDPOINT_URL"),
+            ("region_name", "AWS_S3_REGION_NAME"),
+            ("location", "BLOB_STORAGE_PREFIX"),  # a key prefix inside the bucket
+        ]
+        if os.environ.get(variable)
+    }
 STORAGES = {
     "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": str(DATA_DIR / "media")},
     },
-    "blobs": {
-        "BACKEND": os.environ.get("BLOB_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
-        "OPTIONS": {"location": str(DATA_DIR / "blobs")},
-    },
+    "blobs": {"BACKEND": BLOB_STORAGE_BACKEND, "OPTIONS": BLOB_STORAGE_OPTIONS},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 FILE_UPLOAD_TEMP_DIR = None

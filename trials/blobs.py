@@ -160,6 +160,14 @@ class StepBodies:
 
 
 def read_range(blob: Blob, offset: int, size: int) -> bytes:
+    """`size` bytes of the blob from `offset`: one step's body, out of its trajectory's bodies."""
+    storage = blob_storage()
+    if size and hasattr(storage, "bucket"):
+        # S3 (django-storages): its file object downloads the whole object on the first read;
+        # a ranged GET fetches only these bytes.
+        key = storage._normalize_name(blob.storage_name)  # (the bucket key: the prefix and the name)
+        found = storage.bucket.Object(key).get(Range=f"bytes={offset}-{offset + size - 1}")
+        return found["Body"].read()
     with blob.open() as f:
         f.seek(offset)
         return f.read(size)
