@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -31,11 +32,19 @@ def sha256_of_file(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+# Copies on their way into a local storage, in a folder of its own inside it (so the rename
+# into place stays on one file system), where one a killed process left can be found.
+PARTIAL_FOLDER = ".partial"
+STALE_PARTIAL_SECONDS = 3600  # a live copy is written to, or renamed into place, well within this
+
+
 def save_bytes(path: Path, blob: Blob, move: bool = False) -> None:
     """Copy (or move) the file into the storage under its content name, unless it is there already."""
     storage = blob_storage()
     if isinstance(storage, FileSystemStorage):
-        save_locally(path, Path(storage.path(blob.storage_name)), blob.size, move, storage.file_permissions_mode)
+        target = Path(storage.path(blob.storage_name))
+        partials = Path(storage.location) / PARTIAL_FOLDER
+        save_locally(path, target, blob.size, move, storage.file_permissions_mode, partials)
         return
     if storage.exists(blob.storage_name):
         if storage.size(blob.storage_name) == blob.size:
@@ -47,18 +56,20 @@ def save_bytes(path: Path, blob: Blob, move: bool = False) -> None:
         storage.delete(saved)
 
 
-def save_locally(path: Path, target: Path, size: int, move: bool, mode: int | None) -> None:
-    """A local folder's blob: written under a temporary name, then renamed into place.
+def save_locally(path: Path, target: Path, size: int, move: bool, mode: int | None, partials: Path) -> None:
+    """A local folder's blob: written under a temporary name in `partials`, then renamed into place.
 
-    So a blob is never seen half-written, even after a crash. One of the wrong size (cut
-    short by a crash of a version that wrote in place) is written again. The copy is the
-    kernel's; Storage.save's own copy, locks and checks cost more than the rest of the
-    import of a job of small files.
+    So a blob is never seen half-written, even after a crash; what a crash leaves in
+    `partials` goes with `remove_stale_partials`. One of the wrong size (cut short by a
+    crash of a version that wrote in place) is written again. The copy is the kernel's;
+    Storage.save's own copy, locks and checks cost more than the rest of the import of a
+    job of small files.
     """
     if target.exists() and target.stat().st_size == size:
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    partials.mkdir(exist_ok=True)
+    partial = partials / f"{target.name}.{uuid.uuid4().hex}"
     try:
         if move:
             try:
@@ -72,6 +83,24 @@ def save_locally(path: Path, target: Path, size: int, move: bool, mode: int | No
         os.replace(partial, target)  # a racing import's same bytes may be replaced: they are equal
     finally:
         partial.unlink(missing_ok=True)
+
+
+def remove_stale_partials() -> None:
+    """Copies into the local storage that a killed process left half-done, an hour ago or more."""
+    storage = blob_storage()
+    if not isinstance(storage, FileSystemStorage):
+        return
+    cutoff = time.time() - STALE_PARTIAL_SECONDS
+    try:
+        entries = list(os.scandir(Path(storage.location) / PARTIAL_FOLDER))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        try:
+            if entry.stat().st_mtime < cutoff:
+                os.unlink(entry.path)
+        except FileNotFoundError:  # renamed into place, or swept by another worker, meanwhile
+            pass
 
 
 def store_file(path: Path, sha256: str | None = None, size: int | None = None) -> Blob:

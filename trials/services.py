@@ -29,7 +29,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from trials import completeness
-from trials.blobs import StepBodies, sha256_of_file, store_file, store_files
+from trials.blobs import StepBodies, remove_stale_partials, sha256_of_file, store_file, store_files
 from trials.fastinsert import insert_rows
 from trials.ingest import harbor, lime
 from trials.ingest.archives import MAX_NESTING, Expansion, Limits, extract
@@ -179,12 +179,14 @@ def limits() -> Limits:
 
 
 def remove_spool_leftovers(import_id: str) -> None:
-    """What a killed run of this import left in the spool (extracted archives, step bodies).
+    """What a killed run of this import left in the spool (extracted archives, step bodies),
+    and the copies into the blob storage that killed processes left half-done long ago.
 
     Call it holding the import's lock (trials/recovery.py): then no other run is using them.
     """
     for leftover in settings.IMPORT_SPOOL_DIR.glob(f"import-{import_id}-*"):
         shutil.rmtree(leftover, ignore_errors=True)
+    remove_stale_partials()
 
 
 def run_import(import_id: str, on_progress: Callable[[Import], None] | None = None) -> Import:
