@@ -314,6 +314,21 @@ def test_the_picker_preselects_configurations_by_role_the_largest_of_each(client
     assert f'<option value="{cand.pk}" selected>' in html
 
 
+def test_the_picker_offers_the_configurations_and_jobs_with_trials_each_with_its_count(client_logged_in, sides):
+    from trials.models import Configuration, Job
+
+    base, cand = sides
+    empty = Configuration.objects.create(key="no-trials-yet", role="baseline")
+    html = client_logged_in.get("/comparisons/").content.decode()
+    assert html.count(f"{base.key} (baseline) · {base.trials.count()} trials</option>") == 2  # in both pickers
+    assert html.count(f"{cand.key} (candidate) · {cand.trials.count()} trials</option>") == 2
+    assert empty.key not in html
+    jobs = Job.objects.filter(trials__isnull=False).distinct()
+    assert jobs.exists()
+    for job in jobs:
+        assert html.count(f"#{job.pk} ({job.source_format}) · {job.trials.count()} trials</option>") == 2
+
+
 def test_the_demo_jobs_compare_end_to_end_through_the_importer(client_logged_in, tmp_path):
     from tests.conftest import import_path
     from trials.demo import write_demo
