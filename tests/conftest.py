@@ -40,6 +40,20 @@ def isolated_storage(settings, tmp_path):
     return tmp_path
 
 
+def migrate_to(target: tuple[str, str] | None = None):
+    """Migrate the test database to `target` (the latest when None); the models of that state.
+
+    The graph is loaded anew each time, as `migrate` would load it.
+    """
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    targets = [target] if target else executor.loader.graph.leaf_nodes()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
 def import_path(path: Path) -> Import:
     """Import a file or folder through the same service the Celery task calls."""
     imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))

@@ -10,6 +10,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.conftest import migrate_to
 from tests.viewer_packs import long_trajectory
 from trials.blobs import blob_storage
 from trials.models import Step, Trajectory
@@ -62,12 +63,7 @@ def test_a_killed_imports_leftovers_in_the_spool_go_when_it_runs_again(tmp_path)
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_moves_bodies_out_of_the_step_table():
-    from django.db.migrations.executor import MigrationExecutor
-
-    before = [("trials", "0010_pack_other_trials")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps
+    old = migrate_to(("trials", "0010_pack_other_trials"))
     trial = old.get_model("trials", "Trial").objects.create(key="k", name="t", source_format="harbor")
     trajectory = old.get_model("trials", "Trajectory").objects.create(
         trial=trial, path="agent/trajectory.json", role="main", step_count=2
@@ -83,8 +79,7 @@ def test_the_migration_moves_bodies_out_of_the_step_table():
     cut_short = Path(blob_storage().path(f"{sha[:2]}/{sha[2:4]}/{sha}"))  # left by a run of it that was killed
     cut_short.parent.mkdir(parents=True, exist_ok=True)
     cut_short.write_bytes(data[:10])
-    executor = MigrationExecutor(connection)  # the graph again, as `migrate` would load it
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to()
     assert [step.raw for step in Step.objects.filter(trial_id=trial.pk).order_by("index")] == bodies
     assert cut_short.read_bytes() == data
     assert Trajectory.objects.get(pk=trajectory.pk).step_bodies is not None

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from django.db import connection
 
-from tests.conftest import import_path
+from tests.conftest import import_path, migrate_to
 from tests.test_import_bad_input import atif
 from tests.test_import_concurrency import run_concurrently
 from trials import search
@@ -135,12 +135,8 @@ def test_two_indexing_runs_at_once_index_every_trial_once(tmp_path, monkeypatch)
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_moves_the_search_text_to_its_own_table_and_back():
-    from django.db.migrations.executor import MigrationExecutor
-
-    before = [("trials", "0012_remove_step_raw_json")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps
+    before = ("trials", "0012_remove_step_raw_json")
+    old = migrate_to(before)
     texts = {}
     for key, indexed in (("indexed", True), ("not-yet", False)):
         trial = old.get_model("trials", "Trial").objects.create(
@@ -165,16 +161,12 @@ def test_the_migration_moves_the_search_text_to_its_own_table_and_back():
                     " WHERE trial_id = %s",
                     [trial.pk],
                 )
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to()
     indexed = Trial.objects.get(key="indexed")
     assert dict(StepText.objects.values_list("step_id", "text")) == {pk: t for pk, t in texts.items() if t}
     index_is_sound()
     if connection.vendor == "sqlite":  # (PostgreSQL's words are in StepWords, which the migration leaves alone)
         assert found(indexed, "unique-needle-1") == {1}
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps
+    old = migrate_to(before)
     assert dict(old.get_model("trials", "Step").objects.values_list("pk", "search_text")) == texts
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to()

@@ -203,15 +203,9 @@ def test_a_missing_step_and_a_refused_page_are_pages_of_the_site(client_logged_i
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_keeps_the_start_of_jobs_imported_before_it_as_written():
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
+    from tests.conftest import migrate_to
 
-    executor = MigrationExecutor(connection)
-    executor.migrate([("trials", "0008_trajectory_max_step_tokens")])
-    old_job = executor.loader.project_state([("trials", "0008_trajectory_max_step_tokens")]).apps.get_model(
-        "trials", "Job"
-    )
+    old_job = migrate_to(("trials", "0008_trajectory_max_step_tokens")).get_model("trials", "Job")
     old_job.objects.create(key="k", name="j", source_format="harbor", result={"started_at": "2026-01-02T03:04:05"})
-    executor = MigrationExecutor(connection)  # the graph again, as `migrate` would load it
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to()
     assert Job.objects.get(key="k").started_as_written == "2026-01-02T03:04:05"
