@@ -190,8 +190,10 @@ class StepBodies:
 
 def read_range(blob: Blob, offset: int, size: int) -> bytes:
     """`size` bytes of the blob from `offset`: one step's body, out of its trajectory's bodies."""
+    if not size:
+        return b""
     storage = blob_storage()
-    if size and hasattr(storage, "bucket"):
+    if hasattr(storage, "bucket"):
         # S3 (django-storages): its file object downloads the whole object on the first read;
         # a ranged GET fetches only these bytes.
         key = storage._normalize_name(blob.storage_name)  # (the bucket key: the prefix and the name)
