@@ -2,7 +2,7 @@
 
 An import's bytes go to the bucket under their content names, everything served from
 them comes back whole, and one step's full view reads its body with a ranged GET instead
-of downloading its trajectory's bodies whole.
+of downloading its trajectory's file whole.
 """
 
 from __future__ import annotations
@@ -58,10 +58,11 @@ def test_every_imported_byte_is_in_the_bucket_under_its_sha256(bucket, tmp_path,
     trajectory = trial.trajectories.get()
     original = (tmp_path / "long-30.trajectory.json").read_bytes()
     assert object_bytes(bucket, trajectory.blob) == original
-    for blob in Blob.objects.all():  # the file and its step bodies
+    assert trajectory.step_bodies == trajectory.blob  # its steps are served from the file itself
+    for blob in Blob.objects.all():
         assert hashlib.sha256(object_bytes(bucket, blob)).hexdigest() == blob.sha256
         assert not (settings.DATA_DIR / "blobs" / blob.storage_name).exists()  # not on the local disk
-    assert len(bucket.list_objects_v2(Bucket=BUCKET)["Contents"]) == Blob.objects.count() == 2
+    assert len(bucket.list_objects_v2(Bucket=BUCKET)["Contents"]) == Blob.objects.count() == 1
 
 
 def test_one_step_is_read_from_the_bucket_with_a_ranged_get(bucket, tmp_path, client_logged_in):

@@ -406,7 +406,8 @@ class Trajectory(models.Model):
     step_name = CharField(max_length=200, blank=True)
     position = models.PositiveIntegerField(default=0)
     blob = models.ForeignKey(Blob, null=True, on_delete=models.PROTECT)
-    # Every step's JSON, one after another (trials.blobs.StepBodies); a step keeps its place in it.
+    # Where each step's JSON is (a step keeps its place in it): the file itself (`blob`), when the
+    # importer could tell where each step lies in it, or a copy, one step after another (trials.blobs.StepBodies).
     step_bodies = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     schema_version = CharField(max_length=40, blank=True)
     session_id = CharField(max_length=200, blank=True)
@@ -475,7 +476,7 @@ class Step(models.Model):
 
     @property
     def raw(self) -> dict:
-        """The step as in its file (parsed again from its stored JSON, which orjson wrote)."""
+        """The step as in its file (parsed again from its JSON: the file's own bytes, or orjson's copy)."""
         return orjson.loads(self.body())
 
     def body(self) -> bytes:

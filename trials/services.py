@@ -806,8 +806,13 @@ class Written(NamedTuple):
 def write_trajectory(
     trial: Trial, parsed: ParsedTrajectory, position: int, blobs: dict[str, int], spool: Path
 ) -> Written:
-    """Steps go in batches from a (possibly streaming) parser; a broken file rolls back alone."""
-    bodies = StepBodies(spool)
+    """Steps go in batches from a (possibly streaming) parser; a broken file rolls back alone.
+
+    A step is served from its place in the stored file when the parser found it (ATIF's
+    `step_spans`); otherwise from a copy of its JSON in a blob of the trajectory's own.
+    """
+    blob_id = blobs.get(parsed.path.partition(EMBEDDED_MARK)[0])  # an embedded one: its parent's file
+    bodies = None if parsed.steps_in_file and blob_id is not None else StepBodies(spool)
     try:
         with transaction.atomic():
             trajectory = Trajectory.objects.create(
@@ -816,7 +821,7 @@ def write_trajectory(
                 role=parsed.role,
                 step_name=parsed.step_name[:200],
                 position=position,
-                blob_id=blobs.get(parsed.path.partition(EMBEDDED_MARK)[0]),  # an embedded one: its parent's file
+                blob_id=blob_id,
                 schema_version=parsed.schema_version[:40],
                 session_id=parsed.session_id[:200],
                 trajectory_id=parsed.trajectory_id[:200],
@@ -836,7 +841,7 @@ def write_trajectory(
                     batch = []
             write_steps(trial, trajectory, batch, bodies)
             count += len(batch)
-            trajectory.step_bodies_id = bodies.store()
+            trajectory.step_bodies_id = bodies.store() if bodies is not None else blob_id
             trajectory.step_count = count
             trajectory.max_step_tokens = _count(max_tokens)
             trajectory.problems = [p.as_dict() for p in parsed.problems]
@@ -848,15 +853,21 @@ def write_trajectory(
         trial.problems.append(exc.problem.as_dict())
         return Written(0, 0)
     finally:
-        bodies.discard()
+        if bodies is not None:
+            bodies.discard()
 
 
-def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list, bodies: StepBodies) -> None:
+def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list, bodies: StepBodies | None) -> None:
+    """`bodies`: where the steps' JSON is copied to; None when each is served from its span in the file."""
     if not parsed_steps:
         return
     rows = []
     for step in parsed_steps:
-        body = dumps_bytes(step.raw)
+        if bodies is None:
+            offset, size = step.span
+        else:
+            body = dumps_bytes(step.raw)
+            offset, size = bodies.add(body), len(body)
         rows.append(
             {
                 "trajectory_id": trajectory.pk,
@@ -876,8 +887,8 @@ def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list, bodies
                 "llm_call_count": _count(step.llm_call_count, bits=32),
                 "context_management": step.context_management[:20],
                 "tool_call_count": len(step.tool_calls),
-                "body_offset": bodies.add(body),
-                "size": len(body),
+                "body_offset": offset,
+                "size": size,
             }
         )
     insert_rows(Step, rows)

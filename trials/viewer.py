@@ -538,8 +538,8 @@ def search_steps(
 
 def step_detail(step: Step) -> dict[str, Any]:
     """Everything of one step, for "show all" on the page (loaded on demand)."""
-    raw = step.raw
-    read = step.trajectory.read_step(raw, step.index)  # (an AgentV message's observations: its tool calls' outputs)
+    read = step.trajectory.read_step(step.raw, step.index)  # (AgentV: observations are its calls' outputs)
+    raw = read.raw  # (a step that is not an object: what the importer put in its place)
     return {
         "number": step.index + 1,
         "step_id": step.step_id,

@@ -3,6 +3,10 @@
 Small files are parsed with orjson; files past STREAM_THRESHOLD are streamed step by
 step with ijson, so memory stays flat however long the trajectory is. Violations of
 Harbor's validators are recorded as problems on the trajectory; the file is kept.
+
+For a file parsed whole, msgspec also finds where each step's JSON lies in it
+(`step_spans`): a step is then served from the stored file itself, and the import
+writes no copy of the steps (trials.blobs.StepBodies) for it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import ijson
+import msgspec
 import orjson
 
 from trials.ingest.jsonio import malformed, open_json, without_bom
@@ -117,8 +122,10 @@ def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "
     if path.stat().st_size > STREAM_THRESHOLD:
         header = _stream_header(path, rel)
         steps_source: Iterator[Any] = _stream_steps(path, rel)
+        spans = None  # (finding them would read the whole file into memory)
     else:
-        raw = without_bom(path.read_bytes())
+        file_bytes = path.read_bytes()
+        raw = without_bom(file_bytes)
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -130,11 +137,67 @@ def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "
         if not isinstance(steps, list):
             raise PackError(Problem(rel, "no steps list", json_path="steps", kept="the raw bytes"))
         steps_source = iter(steps)
-    return trajectory_from(header, steps_source, rel, role, step_name)
+        spans = step_spans(raw, len(steps), shift=len(file_bytes) - len(raw))
+    return trajectory_from(header, steps_source, rel, role, step_name, spans)
+
+
+class _StepsOnly(msgspec.Struct):
+    steps: list[msgspec.Raw] = []
+
+
+_STEPS_AS_WRITTEN = msgspec.json.Decoder(_StepsOnly)  # the rest of the file is scanned, not built
+_BETWEEN_STEPS = re.compile(rb"[\s,]*")
+_STEPS_KEY = re.compile(rb'"steps"\s*:\s*\[\s*')
+
+
+def step_spans(raw: bytes, count: int, shift: int = 0) -> list[tuple[int, int]] | None:
+    """(offset, size) of each step's JSON in the file, or None when they cannot be told for sure.
+
+    msgspec reads the root's `steps` as the same last one orjson keeps (a key written twice),
+    each step as a view of its bytes; a step's place is found right after the one before
+    and checked byte for byte. `shift`: bytes before `raw` in the file (a byte order mark).
+    """
+    try:
+        steps = _STEPS_AS_WRITTEN.decode(raw).steps
+    except msgspec.MsgspecError:
+        return None
+    if len(steps) != count:
+        return None
+    spans = []
+    at = _start_of_first(raw, steps[0]) if steps else 0
+    if at == -1:
+        return None
+    for step in steps:
+        at = _BETWEEN_STEPS.match(raw, at).end()
+        if not raw.startswith(step, at):  # (a memcmp; comparing memoryviews goes byte by byte)
+            return None
+        size = len(memoryview(step))
+        spans.append((at + shift, size))
+        at += size
+    return spans
+
+
+def _start_of_first(raw: bytes, body: msgspec.Raw) -> int:
+    """Where the first step's bytes are, right after a `"steps": [`; -1 if nowhere.
+
+    (An equal copy under another `steps` key serves as well: the same bytes.)
+    """
+    at = raw.find(b'"steps"')
+    while at != -1:
+        key = _STEPS_KEY.match(raw, at)
+        if key and raw.startswith(body, key.end()):
+            return key.end()
+        at = raw.find(b'"steps"', at + 1)
+    return -1
 
 
 def trajectory_from(
-    header: dict[str, Any], steps: Iterator[Any], rel: str, role: str, step_name: str = ""
+    header: dict[str, Any],
+    steps: Iterator[Any],
+    rel: str,
+    role: str,
+    step_name: str = "",
+    spans: list[tuple[int, int]] | None = None,
 ) -> ParsedTrajectory:
     problems = validate_header(header, rel)
     agent = header.get("agent") if isinstance(header.get("agent"), dict) else {}
@@ -148,9 +211,10 @@ def trajectory_from(
         agent=agent,
         final_metrics=final_metrics if isinstance(final_metrics, dict) else None,
         header=header,
-        steps=_parse_steps(steps, rel, problems),
+        steps=_parse_steps(steps, rel, problems, spans),
         problems=problems,
         step_name=step_name,
+        steps_in_file=spans is not None,
     )
 
 
@@ -230,16 +294,20 @@ def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:
     return problems
 
 
-def _parse_steps(steps: Iterator[Any], rel: str, problems: list[Problem]) -> Iterator[ParsedStep]:
+def _parse_steps(
+    steps: Iterator[Any], rel: str, problems: list[Problem], spans: list[tuple[int, int]] | None = None
+) -> Iterator[ParsedStep]:
     count = 0
     for index, raw in enumerate(steps):
         count += 1
         if not isinstance(raw, dict):
             problems.append(Problem(rel, "a step must be an object", json_path=f"steps[{index}]"))
-            raw = {"step_id": index + 1, "source": "system", "message": "", "extra": {"invalid": raw}}
-            # The file keeps the real value; the row says what was wrong.
-        problems.extend(validate_step(raw, index, rel))
-        yield parse_step(raw, index)
+        else:
+            problems.extend(validate_step(raw, index, rel))
+        step = parse_step(raw, index)
+        if spans is not None:
+            step.span = spans[index]
+        yield step
     if count == 0:
         problems.append(Problem(rel, "steps must not be empty", json_path="steps"))
 
@@ -374,7 +442,9 @@ def final_totals(trajectories: list[ParsedTrajectory]) -> dict[str, Any]:
     return totals
 
 
-def parse_step(raw: dict[str, Any], index: int) -> ParsedStep:
+def parse_step(raw: Any, index: int) -> ParsedStep:
+    if not isinstance(raw, dict):  # the file keeps the real value; the row says what was wrong
+        raw = {"step_id": index + 1, "source": "system", "message": "", "extra": {"invalid": raw}}
     tool_calls = [
         ParsedToolCall(
             tool_call_id=str(call.get("tool_call_id") or ""),

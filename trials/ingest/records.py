@@ -106,6 +106,7 @@ class ParsedStep:
     tool_calls: list[ParsedToolCall]
     observations: list[ParsedObservation]
     raw: dict[str, Any]  # the step exactly as it was in the file
+    span: tuple[int, int] | None = None  # (offset, size) of its JSON in the file, when known (atif.step_spans)
 
 
 @dataclass
@@ -121,6 +122,7 @@ class ParsedTrajectory:
     steps: Iterable[ParsedStep]  # may be a lazy generator over a huge file
     problems: list[Problem]  # filled while `steps` is consumed
     step_name: str = ""  # multi-step tasks: steps/<name>/
+    steps_in_file: bool = False  # every step has its span in the file
 
 
 @dataclass
