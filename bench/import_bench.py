@@ -91,9 +91,10 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
 
     Default, the product's design without Django: every file hashed and stored as a file of
     its own; per trial one transaction with the trial, its trajectory, its steps (columns
-    and the offset of their body), tool calls and observation previews, under the indexes
-    the real tables have; each trajectory's step bodies appended to a blob of their own;
-    the steps read by the importer's own ATIF reader (the checks the issue asks for).
+    and where their JSON is), tool calls and observation previews, under the indexes the
+    real tables have; the steps read by the importer's own ATIF reader (the checks the
+    issue asks for, and where each step lies in the file); a copy of the steps' JSON in a
+    blob of their own only where that is not known (a streamed file).
 
     `bare`: the least any design could do: every file appended to one pack file (still
     hashed), the steps read by orjson alone with no checks, no step bodies and no text in
@@ -155,13 +156,17 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
                     content = obs.get("content") if isinstance(obs.get("content"), str) else ""
                     observations.append((i, obs.get("source_call_id"), len(content), ""))
                 continue
-            body = orjson.dumps(step.raw)
-            bodies.append(body)
+            if step.span is not None:  # served from its place in the stored file
+                body_offset, size = step.span
+            else:
+                body = orjson.dumps(step.raw)
+                bodies.append(body)
+                body_offset, size = offset, len(body)
+                offset += size
             when = step.timestamp.isoformat() if step.timestamp else None
             rows.append((traj, trial, i, str(step.step_id), step.source, when, step.model_name, step.message_text,
-                         step.reasoning, step.prompt_tokens, step.completion_tokens, step.cost_usd, offset,
-                         len(body)))  # fmt: skip
-            offset += len(body)
+                         step.reasoning, step.prompt_tokens, step.completion_tokens, step.cost_usd, body_offset,
+                         size))  # fmt: skip
             for call in step.tool_calls:
                 arguments = orjson.dumps(call.arguments).decode()
                 calls.append((i, trial, call.tool_call_id, call.function_name, arguments))
