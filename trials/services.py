@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -458,22 +458,24 @@ class ImportRun:
         earlier = dict(Trial.objects.filter(pack=pack).values_list("pk", "step_count"))
         resumed = pack.first_import_id == self.imp.pk
         held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
-        for trial in parsed.iter_trials():
+
+        def write_one(trial: ParsedTrial) -> WriteResult:
             try:
-                result = write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs, self.workdir)
-                if result.outcome == "already" and resumed and result.trial_id in earlier:
-                    result = WriteResult("trials", earlier[result.trial_id], result.trial_id)
+                return write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs, self.workdir)
             except DatabaseError as exc:  # the trial rolled back whole; the others go on
                 log.warning("trial %s rejected by the database: %s", trial.key, exc)
                 trial.problems.append(
                     Problem(trial.name, f"database rejected the trial: {exc}", kept="the pack's raw bytes")
                 )
-                result = WriteResult("rejected")
             except Exception as exc:  # a bug on one trial's data: that trial rolls back, the others go on
                 log.exception("internal error while writing trial %s", trial.key)
                 message = f"internal error while writing the trial: {type(exc).__name__}: {exc}"
                 trial.problems.append(Problem(trial.name, message, kept="the pack's raw bytes"))
-                result = WriteResult("rejected")
+            return WriteResult("rejected")
+
+        def written(trial: ParsedTrial, result: WriteResult) -> None:
+            if result.outcome == "already" and resumed and result.trial_id in earlier:
+                result = WriteResult("trials", earlier[result.trial_id], result.trial_id)
             counts[result.outcome] += 1
             counts["steps"] += result.steps
             if (
@@ -485,6 +487,30 @@ class ImportRun:
             self.imp.problems.extend(reported_problems(trial))
             if per_trial_progress:
                 self.advance()
+
+        batch = TrialBatch(files, blobs, lone_blobs)
+
+        def write_batch() -> None:
+            try:
+                results = write_trials(batch.trials, pack, jobs, blobs, shared, self.workdir)
+            except Exception as exc:  # nothing of the batch was kept: each trial again, alone
+                log.info("a batch of %d trials failed (%s); writing them one by one", len(batch.trials), exc)
+                results = [write_one(trial) for trial in batch.trials]
+            for trial, result in zip(batch.trials, results, strict=True):
+                written(trial, result)
+            batch.clear()
+
+        for trial in parsed.iter_trials():
+            if not batch.takes(trial):
+                if batch.trials:
+                    write_batch()
+                if not batch.takes(trial):
+                    written(trial, write_one(trial))
+                    continue
+            if batch.full():
+                write_batch()
+        if batch.trials:
+            write_batch()
         pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
         for job in jobs.values():
             counts["inferred"] = infer_job_configuration(job)
@@ -645,6 +671,127 @@ def _ref_key(ref) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in vars(ref).items())) if ref is not None else ()
 
 
+class TrialBatch:
+    """Trials written together by `write_trials`: those read whole into memory, up to a size.
+
+    Others (with a streamed trajectory, a trajectory file imported alone, an evidence pack
+    to join to its trial, a trajectory file that was a trial of its own before) each go
+    through `write_trial`.
+    """
+
+    MAX_TRIALS = 100
+    MAX_BYTES = 8 * 1024 * 1024  # of their files: what a batch holds in memory, parsed
+
+    def __init__(self, files: dict[str, tuple[Path, str, int]], blobs: dict[str, int], lone_blobs: frozenset[int]):
+        self.files, self.blobs, self.lone_blobs = files, blobs, lone_blobs
+        self.clear()
+
+    def clear(self) -> None:
+        self.trials: list[ParsedTrial] = []
+        self.keys: set[str] = set()
+        self.bytes = 0
+
+    def takes(self, parsed: ParsedTrial) -> bool:
+        """Add the trial, if it can be written in a batch and none with its key is in this one."""
+        key = parsed.key[:500]
+        if (
+            key in self.keys
+            or key.startswith("atif:")
+            or parsed.source_format == "lime"
+            or any(t.streamed or file_blob(t, self.blobs) in self.lone_blobs for t in parsed.trajectories)
+        ):
+            return False
+        for trajectory in parsed.trajectories:  # checked now, so their problems are known before writing
+            trajectory.steps = read_all(trajectory.steps)
+            if not isinstance(trajectory.steps, list):
+                return False  # reading failed: `write_trial` reports it, for this trial alone
+        self.trials.append(parsed)
+        self.keys.add(key)
+        self.bytes += sum(self.files[rel][2] for rel in parsed.files if rel in self.files)
+        return True
+
+    def full(self) -> bool:
+        return len(self.trials) >= self.MAX_TRIALS or self.bytes >= self.MAX_BYTES
+
+
+def read_all(steps: Iterable[ParsedStep]) -> Iterable[ParsedStep]:
+    """The steps as a list; if reading them fails, steps that replay the failure where it happened."""
+    read: list[ParsedStep] = []
+    try:
+        read.extend(steps)
+    except Exception as exc:  # (a bug on one trial's data: `write_trial` reports it for that trial alone)
+        return _replay(read, exc)
+    return read
+
+
+def _replay(steps: list[ParsedStep], exc: Exception) -> Iterator[ParsedStep]:
+    yield from steps
+    raise exc
+
+
+def write_trials(
+    batch: list[ParsedTrial],
+    pack: Pack,
+    jobs: dict[str, Job],
+    blobs: dict[str, int],
+    shared: SharedRows,
+    spool: Path,
+) -> list[WriteResult]:
+    """Trials held whole in memory, written together: one transaction and one insert per table.
+
+    Per-trial statements and commits were most of the import of a job (bench/README.md).
+    If anything fails, nothing of the batch is kept and the caller writes each trial again
+    with `write_trial`, so a trial the database refuses is still rejected alone.
+    """
+    keys = [parsed.key[:500] for parsed in batch]
+    found = dict(Trial.objects.filter(key__in=keys).values_list("key", "pk"))
+    new = [parsed for parsed in batch if parsed.key[:500] not in found]
+    copies: list[tuple[Trajectory, StepBodies]] = []
+    try:
+        with shared.atomic():
+            trials = []
+            for parsed in new:
+                trial = trial_row(parsed, pack, jobs.get(parsed.job_key), *shared.resolve(parsed))
+                trial.step_count = sum(len(t.steps) for t in parsed.trajectories)
+                trial.tool_call_count = sum(len(s.tool_calls) for t in parsed.trajectories for s in t.steps)
+                trial.problems = [p.as_dict() for p in parsed.problems]
+                apply_completeness(trial)
+                trials.append(trial)
+            Trial.objects.bulk_create(trials)
+            chunks: list[StepChunk] = []
+            for trial, parsed in zip(trials, new, strict=True):
+                for position, trajectory in enumerate(parsed.trajectories):
+                    blob_id = file_blob(trajectory, blobs)
+                    row = trajectory_row(trial, trajectory, position, blob_id)
+                    row.step_count = len(trajectory.steps)
+                    row.max_step_tokens = _count(max(map(step_tokens, trajectory.steps), default=0))
+                    row.problems = [p.as_dict() for p in trajectory.problems]
+                    bodies = None
+                    if trajectory.steps_in_file and blob_id is not None:
+                        row.step_bodies_id = blob_id
+                    elif trajectory.steps:
+                        bodies = StepBodies(spool)
+                        copies.append((row, bodies))
+                    chunks.append((row, trajectory.steps, bodies))
+            Trajectory.objects.bulk_create([row for row, _, _ in chunks])
+            write_steps(chunks)
+            for row, bodies in copies:
+                row.step_bodies_id = bodies.store()
+                row.save(update_fields=["step_bodies"])
+            for trial, parsed in zip(trials, new, strict=True):
+                write_trial_children(trial, parsed, blobs)
+    finally:
+        for _, bodies in copies:
+            bodies.discard()
+    made = {trial.key: trial for trial in trials}
+    return [
+        WriteResult("already", trial_id=found[key])
+        if key in found
+        else WriteResult("trials", made[key].step_count, made[key].pk)
+        for key in keys
+    ]
+
+
 def write_trial(
     parsed: ParsedTrial,
     pack: Pack,
@@ -675,8 +822,8 @@ def write_trial(
     shared = shared or SharedRows()
     try:
         with shared.atomic():
-            dataset, task, configuration = shared.resolve(parsed)
-            trial = create_trial(parsed, pack, job, dataset, task, configuration)
+            trial = trial_row(parsed, pack, job, *shared.resolve(parsed))
+            trial.save(force_insert=True)
             steps = calls = 0
             for position, trajectory in enumerate(parsed.trajectories):
                 written = write_trajectory(trial, trajectory, position, blobs, spool or settings.IMPORT_SPOOL_DIR)
@@ -745,7 +892,7 @@ def apply_completeness(trial: Trial) -> None:
     trial.missing = result["missing"]
 
 
-def create_trial(
+def trial_row(
     parsed: ParsedTrial,
     pack: Pack,
     job: Job | None,
@@ -753,11 +900,12 @@ def create_trial(
     task: Task | None,
     configuration: Configuration | None,
 ) -> Trial:
+    """The trial's row, not saved yet."""
     duration = seconds_between(parsed.started_at, parsed.finished_at)
     if duration is None:
         duration = parsed.phases.get("total", {}).get("seconds")
     correlation = parsed.runtime_correlation
-    return Trial.objects.create(
+    return Trial(
         key=parsed.key[:500],
         source_format=parsed.source_format,
         name=parsed.name[:300],
@@ -811,24 +959,12 @@ def write_trajectory(
     A step is served from its place in the stored file when the parser found it (ATIF's
     `step_spans`); otherwise from a copy of its JSON in a blob of the trajectory's own.
     """
-    blob_id = blobs.get(parsed.path.partition(EMBEDDED_MARK)[0])  # an embedded one: its parent's file
+    blob_id = file_blob(parsed, blobs)
     bodies = None if parsed.steps_in_file and blob_id is not None else StepBodies(spool)
     try:
         with transaction.atomic():
-            trajectory = Trajectory.objects.create(
-                trial=trial,
-                path=parsed.path[:1000],
-                role=parsed.role,
-                step_name=parsed.step_name[:200],
-                position=position,
-                blob_id=blob_id,
-                schema_version=parsed.schema_version[:40],
-                session_id=parsed.session_id[:200],
-                trajectory_id=parsed.trajectory_id[:200],
-                agent=parsed.agent,
-                final_metrics=parsed.final_metrics,
-                header=parsed.header,
-            )
+            trajectory = trajectory_row(trial, parsed, position, blob_id)
+            trajectory.save(force_insert=True)
             count = calls = max_tokens = 0
             batch = []
             for step in parsed.steps:
@@ -836,10 +972,10 @@ def write_trajectory(
                 calls += len(step.tool_calls)
                 max_tokens = max(max_tokens, step_tokens(step))
                 if len(batch) >= STEP_BATCH:
-                    write_steps(trial, trajectory, batch, bodies)
+                    write_steps([(trajectory, batch, bodies)])
                     count += len(batch)
                     batch = []
-            write_steps(trial, trajectory, batch, bodies)
+            write_steps([(trajectory, batch, bodies)])
             count += len(batch)
             trajectory.step_bodies_id = bodies.store() if bodies is not None else blob_id
             trajectory.step_count = count
@@ -857,71 +993,110 @@ def write_trajectory(
             bodies.discard()
 
 
-def write_steps(trial: Trial, trajectory: Trajectory, parsed_steps: list, bodies: StepBodies | None) -> None:
-    """`bodies`: where the steps' JSON is copied to; None when each is served from its span in the file."""
-    if not parsed_steps:
+def file_blob(parsed: ParsedTrajectory, blobs: dict[str, int]) -> int | None:
+    """The blob of the trajectory's file (an embedded subagent's: its parent's file)."""
+    return blobs.get(parsed.path.partition(EMBEDDED_MARK)[0])
+
+
+def trajectory_row(trial: Trial, parsed: ParsedTrajectory, position: int, blob_id: int | None) -> Trajectory:
+    """The trajectory's row, not saved yet."""
+    return Trajectory(
+        trial=trial,
+        path=parsed.path[:1000],
+        role=parsed.role,
+        step_name=parsed.step_name[:200],
+        position=position,
+        blob_id=blob_id,
+        schema_version=parsed.schema_version[:40],
+        session_id=parsed.session_id[:200],
+        trajectory_id=parsed.trajectory_id[:200],
+        agent=parsed.agent,
+        final_metrics=parsed.final_metrics,
+        header=parsed.header,
+    )
+
+
+StepChunk = tuple[Trajectory, list[ParsedStep], StepBodies | None]
+
+
+def write_steps(chunks: list[StepChunk]) -> None:
+    """Steps of one or more trajectories, with their tool calls and observations: one insert per table.
+
+    A chunk is a run of one trajectory's steps in order; several chunks are whole
+    trajectories each. `bodies`: where the steps' JSON is copied to; None when each is
+    served from its span in the file.
+    """
+    chunks = [chunk for chunk in chunks if chunk[1]]
+    if not chunks:
         return
     rows = []
-    for step in parsed_steps:
-        if bodies is None:
-            offset, size = step.span
-        else:
-            body = dumps_bytes(step.raw)
-            offset, size = bodies.add(body), len(body)
-        rows.append(
-            {
-                "trajectory_id": trajectory.pk,
-                "trial_id": trial.pk,
-                "index": step.index,
-                "step_id": str(step.step_id)[:40],
-                "source": step.source[:10],
-                "timestamp": _aware(step.timestamp),
-                "model_name": step.model_name[:200],
-                "message_text": step.message_text,
-                "reasoning": step.reasoning,
-                "prompt_tokens": _count(step.prompt_tokens),
-                "completion_tokens": _count(step.completion_tokens),
-                "cached_tokens": _count(step.cached_tokens),
-                "cost_usd": step.cost_usd,
-                "is_copied_context": step.is_copied_context,
-                "llm_call_count": _count(step.llm_call_count, bits=32),
-                "context_management": step.context_management[:20],
-                "tool_call_count": len(step.tool_calls),
-                "body_offset": offset,
-                "size": size,
-            }
-        )
+    for trajectory, parsed_steps, bodies in chunks:
+        for step in parsed_steps:
+            if bodies is None:
+                offset, size = step.span
+            else:
+                body = dumps_bytes(step.raw)
+                offset, size = bodies.add(body), len(body)
+            rows.append(step_row(trajectory, step, offset, size))
     insert_rows(Step, rows)
-    step_pks = dict(
-        Step.objects.filter(
-            trajectory=trajectory, index__gte=parsed_steps[0].index, index__lte=parsed_steps[-1].index
-        ).values_list("index", "pk")
-    )
+    step_pks = {
+        (trajectory_id, index): pk
+        for trajectory_id, index, pk in Step.objects.filter(
+            trajectory_id__in=[trajectory.pk for trajectory, _, _ in chunks],
+            index__gte=min(steps[0].index for _, steps, _ in chunks),
+            index__lte=max(steps[-1].index for _, steps, _ in chunks),
+        ).values_list("trajectory_id", "index", "pk")
+    }
     calls, observations = [], []
-    for step in parsed_steps:
-        step_pk = step_pks[step.index]
-        for call in step.tool_calls:
-            calls.append(
-                {
-                    "step_id": step_pk,
-                    "trial_id": trial.pk,
-                    "tool_call_id": call.tool_call_id[:200],
-                    "function_name": call.function_name[:200],
-                    "arguments": call.arguments,
-                }
-            )
-        for obs in step.observations:
-            observations.append(
-                {
-                    "step_id": step_pk,
-                    "source_call_id": str(obs.source_call_id or "")[:200],
-                    "content_size": obs.content_size,
-                    "preview": obs.content_text[:PREVIEW_CHARS],
-                    "subagent_refs": obs.subagent_refs,
-                }
-            )
+    for trajectory, parsed_steps, _ in chunks:
+        for step in parsed_steps:
+            step_pk = step_pks[trajectory.pk, step.index]
+            for call in step.tool_calls:
+                calls.append(
+                    {
+                        "step_id": step_pk,
+                        "trial_id": trajectory.trial_id,
+                        "tool_call_id": call.tool_call_id[:200],
+                        "function_name": call.function_name[:200],
+                        "arguments": call.arguments,
+                    }
+                )
+            for obs in step.observations:
+                observations.append(
+                    {
+                        "step_id": step_pk,
+                        "source_call_id": str(obs.source_call_id or "")[:200],
+                        "content_size": obs.content_size,
+                        "preview": obs.content_text[:PREVIEW_CHARS],
+                        "subagent_refs": obs.subagent_refs,
+                    }
+                )
     insert_rows(ToolCall, calls)
     insert_rows(ObservationResult, observations)
+
+
+def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int) -> dict[str, Any]:
+    return {
+        "trajectory_id": trajectory.pk,
+        "trial_id": trajectory.trial_id,
+        "index": step.index,
+        "step_id": str(step.step_id)[:40],
+        "source": step.source[:10],
+        "timestamp": _aware(step.timestamp),
+        "model_name": step.model_name[:200],
+        "message_text": step.message_text,
+        "reasoning": step.reasoning,
+        "prompt_tokens": _count(step.prompt_tokens),
+        "completion_tokens": _count(step.completion_tokens),
+        "cached_tokens": _count(step.cached_tokens),
+        "cost_usd": step.cost_usd,
+        "is_copied_context": step.is_copied_context,
+        "llm_call_count": _count(step.llm_call_count, bits=32),
+        "context_management": step.context_management[:20],
+        "tool_call_count": len(step.tool_calls),
+        "body_offset": offset,
+        "size": size,
+    }
 
 
 def step_tokens(step: ParsedStep) -> int:

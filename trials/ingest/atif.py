@@ -119,7 +119,8 @@ def content_text(content: Any) -> str:
 
 def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "") -> ParsedTrajectory:
     """Read one trajectory file. Raises PackError when it is not JSON or not a trajectory."""
-    if path.stat().st_size > STREAM_THRESHOLD:
+    streamed = path.stat().st_size > STREAM_THRESHOLD
+    if streamed:
         header = _stream_header(path, rel)
         steps_source: Iterator[Any] = _stream_steps(path, rel)
         spans = None  # (finding them would read the whole file into memory)
@@ -138,7 +139,9 @@ def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "
             raise PackError(Problem(rel, "no steps list", json_path="steps", kept="the raw bytes"))
         steps_source = iter(steps)
         spans = step_spans(raw, len(steps), shift=len(file_bytes) - len(raw))
-    return trajectory_from(header, steps_source, rel, role, step_name, spans)
+    parsed = trajectory_from(header, steps_source, rel, role, step_name, spans)
+    parsed.streamed = streamed
+    return parsed
 
 
 class _StepsOnly(msgspec.Struct):

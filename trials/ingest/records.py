@@ -123,6 +123,7 @@ class ParsedTrajectory:
     problems: list[Problem]  # filled while `steps` is consumed
     step_name: str = ""  # multi-step tasks: steps/<name>/
     steps_in_file: bool = False  # every step has its span in the file
+    streamed: bool = False  # `steps` reads the file as it goes (too big to hold in memory)
 
 
 @dataclass
