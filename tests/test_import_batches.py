@@ -165,3 +165,16 @@ def test_the_same_trial_twice_in_one_pack_is_imported_once(tmp_path):
     imp = import_path(job)
     assert imp.outcomes[0]["trials"] == 2 and imp.outcomes[0]["already"] == 1, imp.outcomes
     assert Trial.objects.count() == 2
+
+
+def test_a_second_job_on_the_same_tasks_uses_their_rows(tmp_path):
+    common = {"agent": "terminus-2", "model": "m", "tasks": 3, "attempts": 2, "seed": 5, "with_extras": False}
+    baseline = write_job(tmp_path, "baseline", role="baseline", configuration_id="b", **common)
+    candidate = write_job(tmp_path, "candidate", role="candidate", configuration_id="c", **common)
+    import_path(baseline)
+    tasks = dict(Task.objects.values_list("name", "pk"))
+    import_path(candidate)
+    assert len(tasks) == 3 and dict(Task.objects.values_list("name", "pk")) == tasks
+    for job in ("baseline", "candidate"):
+        trials = Trial.objects.filter(job__name=job)
+        assert trials.count() == 6 and set(trials.values_list("task_id", flat=True)) == set(tasks.values())

@@ -46,6 +46,7 @@ from trials.ingest.records import (
     ParsedTrajectory,
     ParsedTrial,
     Problem,
+    TaskRef,
 )
 from trials.ingest.values import seconds_between
 from trials.models import (
@@ -661,6 +662,38 @@ class SharedRows:
         config = self._get(("config", _ref_key(parsed.configuration)), lambda: get_configuration(parsed.configuration))
         return dataset, task, config
 
+    def resolve_tasks(self, trials: list[ParsedTrial]) -> None:
+        """The tasks of many trials looked up (or made) at once: a query and an insert, not a few each."""
+        wanted: dict[tuple, tuple[tuple, TaskRef]] = {}  # cache key -> (natural key, ref)
+        for parsed in trials:
+            if parsed.task is None or not parsed.task.name:
+                continue
+            dataset = self._get(("dataset", _ref_key(parsed.dataset)), lambda p=parsed: get_dataset(p.dataset))
+            key = ("task", dataset and dataset.pk, _ref_key(parsed.task))
+            if key not in self.seen:
+                wanted[key] = (
+                    (dataset and dataset.pk, parsed.task.name[:300], parsed.task.checksum[:128]),
+                    parsed.task,
+                )
+        if not wanted:
+            return
+        found = {
+            (task.dataset_id, task.name, task.checksum): task
+            for task in Task.objects.filter(name__in={natural[1] for natural, _ in wanted.values()})
+        }
+        new: dict[tuple, Task] = {}
+        for (dataset_id, name, checksum), ref in wanted.values():  # the first trial's ref makes it, as get_task
+            if (dataset_id, name, checksum) not in found:
+                new.setdefault(
+                    (dataset_id, name, checksum),
+                    Task(dataset_id=dataset_id, name=name, checksum=checksum, source=ref.source[:1000],
+                         definition=ref.definition),
+                )  # fmt: skip
+        Task.objects.bulk_create(new.values())
+        found.update(new)
+        for key, (natural, _) in wanted.items():
+            self.seen[key] = found[natural]
+
     def _get(self, key: tuple, make):
         if key not in self.seen:
             self.seen[key] = make()
@@ -749,6 +782,7 @@ def write_trials(
     copies: list[tuple[Trajectory, StepBodies]] = []
     try:
         with shared.atomic():
+            shared.resolve_tasks(new)
             trials = []
             for parsed in new:
                 trial = trial_row(parsed, pack, jobs.get(parsed.job_key), *shared.resolve(parsed))

@@ -171,14 +171,17 @@ def _naive_flagged(value: Any, rel: str, problems: list[Problem]) -> datetime | 
     return parsed
 
 
-def _rel_files(trial_dir: Path, rel: str) -> list[str]:
-    return sorted(f"{rel}/{p.relative_to(trial_dir).as_posix()}" for p in trial_dir.rglob("*") if p.is_file())
+def _rel_files(trial_dir: Path, rel: str, listing: list[Path]) -> list[str]:
+    return sorted(f"{rel}/{p.relative_to(trial_dir).as_posix()}" for p in listing)
 
 
 def parse_trial_dir(
     trial_dir: Path, rel: str, *, job_key: str, job_name: str, dataset_versions: dict[str, str] | None = None
 ) -> ParsedTrial:
     problems: list[Problem] = []
+    listing = sorted(
+        p for p in trial_dir.rglob("*") if p.is_file()
+    )  # (once: walking a folder costs more than reading it)
     result = _safe_dict(trial_dir / "result.json", f"{rel}/result.json", problems)
     config = _safe_dict(trial_dir / "config.json", f"{rel}/config.json", problems)
     lock = _safe_dict(trial_dir / "lock.json", f"{rel}/lock.json", problems)
@@ -188,7 +191,7 @@ def parse_trial_dir(
         source_format="harbor",
         name=name,
         job_key=job_key,
-        files=_rel_files(trial_dir, rel),
+        files=_rel_files(trial_dir, rel, listing),
         problems=problems,
     )
     trial.documents = {k: v for k, v in (("result", result), ("config", config), ("lock", lock)) if v}
@@ -206,7 +209,7 @@ def parse_trial_dir(
         _read_trajectories(trial, step_dir, step_rel, step_name=step_dir.name)
         _read_verifier(trial, step_dir / "verifier", f"{step_rel}/verifier", step_name=step_dir.name)
         _read_artifacts(trial, step_dir / "artifacts", f"{step_rel}/artifacts")
-    _read_sidecars(trial, trial_dir, rel)
+    _read_sidecars(trial, trial_dir, rel, listing)
     trial.status = trial_status(trial)
     return trial
 
@@ -494,10 +497,10 @@ def _artifact_file(artifacts: Path, destination: str, source: str) -> Path | Non
     return None
 
 
-def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
-    """Evidence packs and event files anywhere in the trial folder, joined by content."""
+def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]) -> None:
+    """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content."""
     known = {"result.json", "config.json", "lock.json"}
-    for path in sorted(trial_dir.rglob("*.json")):
+    for path in (p for p in listing if p.name.endswith(".json")):
         local = path.relative_to(trial_dir).as_posix()
         if (
             local in known
@@ -515,7 +518,7 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
             join_evidence_pack(trial, lime.parse_evidence_pack(data, f"{rel}/{local}"), f"{rel}/{local}")
         elif path.stat().st_size < TEXT_LIMIT:
             trial.documents.setdefault("other", {})[local] = data
-    for path in sorted(trial_dir.rglob("*.jsonl")):
+    for path in (p for p in listing if p.name.endswith(".jsonl")):
         local = path.relative_to(trial_dir).as_posix()
         rows, problems = load_jsonl(path, f"{rel}/{local}")
         trial.problems.extend(problems)
