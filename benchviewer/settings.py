@@ -192,6 +192,8 @@ IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 1024 * 1024 * 1024)
 IMPORT_MAX_EXPANDED_BYTES = env_int("IMPORT_MAX_EXPANDED_BYTES", 4 * 1024 * 1024 * 1024)
 IMPORT_MAX_ARCHIVE_RATIO = env_int("IMPORT_MAX_ARCHIVE_RATIO", 200)
 IMPORT_MAX_ARCHIVE_MEMBERS = env_int("IMPORT_MAX_ARCHIVE_MEMBERS", 200_000)
+# A job's trials are written in batches of up to this many bytes of their files (held in memory, parsed).
+IMPORT_BATCH_BYTES = env_int("IMPORT_BATCH_BYTES", 8 * 1024 * 1024)
 IMPORT_SPOOL_DIR = DATA_DIR / "spool"
 
 # Celery: Redis when REDIS_URL is set; otherwise tasks run in-process (eager).

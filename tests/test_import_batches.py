@@ -115,7 +115,7 @@ def test_a_job_written_in_batches_has_the_same_rows_as_one_written_trial_by_tria
 
     batches = []
     write_trials = services.write_trials
-    monkeypatch.setattr(services.TrialBatch, "MAX_TRIALS", 3)
+    monkeypatch.setattr(services.TrialBatch, "MAX_TRIALS", 3)  # (the bytes limit is far off)
     monkeypatch.setattr(
         services, "write_trials", lambda batch, *args: batches.append(len(batch)) or write_trials(batch, *args)
     )
@@ -178,3 +178,18 @@ def test_a_second_job_on_the_same_tasks_uses_their_rows(tmp_path):
     for job in ("baseline", "candidate"):
         trials = Trial.objects.filter(job__name=job)
         assert trials.count() == 6 and set(trials.values_list("task_id", flat=True)) == set(tasks.values())
+
+
+def test_a_batch_holds_no_more_than_the_configured_bytes_of_files(demo_job, monkeypatch, settings):
+    trial_bytes = sorted(
+        sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) for d in demo_job.iterdir() if d.is_dir()
+    )
+    settings.IMPORT_BATCH_BYTES = trial_bytes[0] + 1  # any two trials fill it
+    batches = []
+    write_trials = services.write_trials
+    monkeypatch.setattr(
+        services, "write_trials", lambda batch, *args: batches.append(len(batch)) or write_trials(batch, *args)
+    )
+    imp = import_path(demo_job)
+    assert imp.outcomes[0]["trials"] == 8 and sum(batches) == 8
+    assert max(batches) <= 2 and len(batches) >= 4

@@ -712,8 +712,7 @@ class TrialBatch:
     through `write_trial`.
     """
 
-    MAX_TRIALS = 100
-    MAX_BYTES = 8 * 1024 * 1024  # of their files: what a batch holds in memory, parsed
+    MAX_TRIALS = 100  # (and settings.IMPORT_BATCH_BYTES of their files)
 
     def __init__(self, files: dict[str, tuple[Path, str, int]], blobs: dict[str, int], lone_blobs: frozenset[int]):
         self.files, self.blobs, self.lone_blobs = files, blobs, lone_blobs
@@ -744,7 +743,7 @@ class TrialBatch:
         return True
 
     def full(self) -> bool:
-        return len(self.trials) >= self.MAX_TRIALS or self.bytes >= self.MAX_BYTES
+        return len(self.trials) >= self.MAX_TRIALS or self.bytes >= settings.IMPORT_BATCH_BYTES
 
 
 def read_all(steps: Iterable[ParsedStep]) -> Iterable[ParsedStep]:
