@@ -90,11 +90,12 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
     """A floor, not the product: plain sqlite3 doing what an import must do, and nothing else.
 
     Default, the product's design without Django: every file hashed and stored as a file of
-    its own; per trial one transaction with the trial, its trajectory, its steps (columns
-    and where their JSON is), tool calls and observation previews, under the indexes the
-    real tables have; the steps read by the importer's own ATIF reader (the checks the
-    issue asks for, and where each step lies in the file); a copy of the steps' JSON in a
-    blob of their own only where that is not known (a streamed file).
+    its own; per batch of trials (100, or 8 MB of their files) one transaction with the
+    trials, their trajectories, steps (columns and where their JSON is), tool calls and
+    observation previews, under the indexes the real tables have; the steps read by the
+    importer's own ATIF reader (the checks the issue asks for, and where each step lies in
+    the file); a copy of the steps' JSON in a blob of their own only where that is not
+    known (a streamed file).
 
     `bare`: the least any design could do: every file appended to one pack file (still
     hashed), the steps read by orjson alone with no checks, no step bodies and no text in
@@ -121,13 +122,15 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
                 store_blob(blobs, data)
     files_seconds = time.perf_counter() - start
     trial_dirs = sorted(p.parent for p in root.rglob("result.json") if (p.parent / "agent").is_dir())
+    batch_bytes = batch_trials = 0  # trials go in batches, one transaction each, as trials.services.TrialBatch
     for trial_dir in trial_dirs or [root]:
         lone = trial_dir == root  # a lone trajectory.json
         result = b"{}" if lone else (trial_dir / "result.json").read_bytes()
         config = b"{}" if lone else (trial_dir / "config.json").read_bytes()
         trajectory_path = trial_dir / ("trajectory.json" if lone else "agent/trajectory.json")
         orjson.loads(result), orjson.loads(config)
-        db.execute("BEGIN IMMEDIATE")
+        if not batch_trials:
+            db.execute("BEGIN IMMEDIATE")
         trial = db.execute(
             "INSERT INTO trial (key, name, result, config) VALUES (?, ?, ?, ?)",
             (str(trial_dir), trial_dir.name, result.decode(), config.decode()),
@@ -183,6 +186,12 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
                        "VALUES (?, ?, ?, ?, ?)", [(step_pks[c[0]], *c[1:]) for c in calls])  # fmt: skip
         db.executemany("INSERT INTO observation (step_id, source_call_id, content_size, preview) "
                        "VALUES (?, ?, ?, ?)", [(step_pks[o[0]], *o[1:]) for o in observations])  # fmt: skip
+        batch_trials += 1
+        batch_bytes += sum(p.stat().st_size for p in trial_dir.rglob("*") if p.is_file())
+        if batch_trials >= 100 or batch_bytes >= 8 * 1024 * 1024:
+            db.execute("COMMIT")
+            batch_bytes = batch_trials = 0
+    if batch_trials:
         db.execute("COMMIT")
     return {"seconds": time.perf_counter() - start, "files_seconds": files_seconds}
 
