@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import orjson
@@ -193,3 +194,13 @@ def test_a_batch_holds_no_more_than_the_configured_bytes_of_files(demo_job, monk
     imp = import_path(demo_job)
     assert imp.outcomes[0]["trials"] == 8 and sum(batches) == 8
     assert max(batches) <= 2 and len(batches) >= 4
+
+
+def test_full_garbage_collections_are_rarer_during_an_import_and_as_before_after_it(demo_job, monkeypatch):
+    seen = []
+    write_trials = services.write_trials
+    monkeypatch.setattr(services, "write_trials", lambda *args: seen.append(gc.get_threshold()) or write_trials(*args))
+    before = gc.get_threshold()
+    import_path(demo_job)
+    assert seen and all(threshold[2] >= 10 * before[2] for threshold in seen)
+    assert gc.get_threshold() == before
