@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,8 +91,8 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
     """A floor, not the product: plain sqlite3 doing what an import must do, and nothing else.
 
     Default, the product's design without Django: every file hashed and stored as a file of
-    its own; per batch of trials (100, or 8 MB of their files) one transaction with the
-    trials, their trajectories, steps (columns and where their JSON is), tool calls and
+    its own (four at a time); per batch of trials (100, or 8 MB of their files) one
+    transaction with the trials, their trajectories, steps (columns and where their JSON is), tool calls and
     observation previews, under the indexes the real tables have; the steps read by the
     importer's own ATIF reader (the checks the issue asks for, and where each step lies in
     the file); a copy of the steps' JSON in a blob of their own only where that is not
@@ -112,14 +113,17 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
     blobs = data_dir / "blobs"
     blobs.mkdir()
     start = time.perf_counter()
-    with open(blobs / "pack", "wb") as pack:
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
-            data = path.read_bytes()
-            if bare:
+    paths = sorted(p for p in root.rglob("*") if p.is_file())
+    if bare:
+        with open(blobs / "pack", "wb") as pack:
+            for path in paths:
+                data = path.read_bytes()
                 hashlib.sha256(data).hexdigest()
                 pack.write(data)
-            else:
-                store_blob(blobs, data)
+    else:  # on four threads, as trials.blobs.store_files
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for _ in pool.map(lambda path: store_blob(blobs, path.read_bytes()), paths):
+                pass
     files_seconds = time.perf_counter() - start
     trial_dirs = sorted(p.parent for p in root.rglob("result.json") if (p.parent / "agent").is_dir())
     batch_bytes = batch_trials = 0  # trials go in batches, one transaction each, as trials.services.TrialBatch
