@@ -79,3 +79,32 @@ def test_an_import_resumed_after_its_worker_died_counts_the_trials_it_wrote_befo
     assert outcome["steps"] == Step.objects.count() and Trial.objects.count() == 3
     again = import_path(tmp_path / "job")  # another import of the same folder: everything was there already
     assert [o["outcome"] for o in again.outcomes] == ["already imported"]
+
+
+def test_trials_another_import_wrote_first_are_not_counted_as_written_by_the_import_that_made_the_pack(
+    tmp_path, monkeypatch
+):
+    from trials import services
+    from trials.models import Import
+
+    job = tmp_path / "job"
+    for i in range(3):
+        write_trial(job, f"task-{i}__{i:07d}")
+    (job / "config.json").write_text('{"job_name": "job"}')
+    first, second = (
+        services.create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job)) for _ in range(2)
+    )
+    real = services.ImportRun.write_pack
+
+    def second_import_writes_first(self, *args):
+        if self.imp.pk == first.pk:  # `first` made the pack row; `second` writes its trials meanwhile
+            services.run_import(str(second.pk))
+        return real(self, *args)
+
+    monkeypatch.setattr(services.ImportRun, "write_pack", second_import_writes_first)
+    first = services.run_import(str(first.pk))
+    second = Import.objects.get(pk=second.pk)
+    assert Pack.objects.get().first_import_id == first.pk
+    assert (second.outcomes[0]["trials"], second.outcomes[0]["already"]) == (3, 0)
+    assert (first.outcomes[0]["trials"], first.outcomes[0]["already"]) == (0, 3)
+    assert Trial.objects.count() == 3

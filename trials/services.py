@@ -196,13 +196,14 @@ def run_import(import_id: str, on_progress: Callable[[Import], None] | None = No
     imp = Import.objects.get(pk=import_id)
     if imp.status == Import.Status.DONE:
         return imp  # a redelivered task: the work is already done
+    ran_before = imp.started_at is not None  # and did not finish: its worker died
     Import.objects.filter(pk=imp.pk).update(
         status=Import.Status.RUNNING, started_at=timezone.now(), outcomes=[], problems=[], progress_done=0
     )
     imp.refresh_from_db()
     settings.IMPORT_SPOOL_DIR.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(dir=settings.IMPORT_SPOOL_DIR, prefix=f"import-{imp.pk}-"))
-    runner = ImportRun(imp, workdir, on_progress)
+    runner = ImportRun(imp, workdir, on_progress, ran_before)
     try:
         with checkpoints_in_background(), rare_full_collections():
             runner.run()
@@ -238,10 +239,13 @@ def rare_full_collections():
 
 
 class ImportRun:
-    def __init__(self, imp: Import, workdir: Path, on_progress: Callable[[Import], None] | None):
+    def __init__(
+        self, imp: Import, workdir: Path, on_progress: Callable[[Import], None] | None, ran_before: bool = False
+    ):
         self.imp = imp
         self.workdir = workdir
         self.on_progress = on_progress
+        self.ran_before = ran_before
         self.limits = limits()
         self.expansion: Expansion | None = None  # the bytes the upload's archives expanded to, nested ones too
         self.archive_depth = 0
@@ -471,9 +475,10 @@ class ImportRun:
             )
         counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0}
         # Trials this pack brought in an earlier, unfinished run: a resumed import (its worker died
-        # half-way) counts the ones it wrote itself as its own, not as "already" there.
+        # half-way) counts the ones it wrote itself as its own, not as "already" there. (Only
+        # a resumed one: another import of the same pack may have written some meanwhile.)
         earlier = dict(Trial.objects.filter(pack=pack).values_list("pk", "step_count"))
-        resumed = pack.first_import_id == self.imp.pk
+        resumed = self.ran_before and pack.first_import_id == self.imp.pk
         held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
 
         def write_one(trial: ParsedTrial) -> WriteResult:
