@@ -179,9 +179,7 @@ def parse_trial_dir(
     trial_dir: Path, rel: str, *, job_key: str, job_name: str, dataset_versions: dict[str, str] | None = None
 ) -> ParsedTrial:
     problems: list[Problem] = []
-    listing = sorted(
-        p for p in trial_dir.rglob("*") if p.is_file()
-    )  # (once: walking a folder costs more than reading it)
+    listing = sorted(p for p in trial_dir.rglob("*") if p.is_file())  # (walked once, for every reader below)
     result = _safe_dict(trial_dir / "result.json", f"{rel}/result.json", problems)
     config = _safe_dict(trial_dir / "config.json", f"{rel}/config.json", problems)
     lock = _safe_dict(trial_dir / "lock.json", f"{rel}/lock.json", problems)
