@@ -117,7 +117,7 @@ class Workers:
             "DATA_DIR": str(self.workdir),
             "IMPORT_RECOVERY_INTERVAL": "1",
             "IMPORT_QUEUED_GRACE": "2",
-            "IMPORT_BATCH_BYTES": "1",  # each trial committed alone: a worker is killed between trials
+            "IMPORT_BATCH_BYTES": "1",  # each trial written alone: a worker is killed between trials
         }
         log = open(self.log_path(name), "ab")  # noqa: SIM115 - the worker owns it
         process = subprocess.Popen(

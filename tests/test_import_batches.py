@@ -181,19 +181,43 @@ def test_a_second_job_on_the_same_tasks_uses_their_rows(tmp_path):
         assert trials.count() == 6 and set(trials.values_list("task_id", flat=True)) == set(tasks.values())
 
 
-def test_a_batch_holds_no_more_than_the_configured_bytes_of_files(demo_job, monkeypatch, settings):
-    trial_bytes = sorted(
-        sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) for d in demo_job.iterdir() if d.is_dir()
-    )
-    settings.IMPORT_BATCH_BYTES = trial_bytes[0] + 1  # any two trials fill it
+def test_a_batch_closes_once_it_holds_the_configured_bytes_of_files(demo_job, monkeypatch, settings):
+    sizes = {
+        d.name: sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) for d in demo_job.iterdir() if d.is_dir()
+    }
+    settings.IMPORT_BATCH_BYTES = 2 * max(sizes.values())
     batches = []
     write_trials = services.write_trials
     monkeypatch.setattr(
-        services, "write_trials", lambda batch, *args: batches.append(len(batch)) or write_trials(batch, *args)
+        services,
+        "write_trials",
+        lambda batch, *args: batches.append([t.name for t in batch]) or write_trials(batch, *args),
     )
     imp = import_path(demo_job)
-    assert imp.outcomes[0]["trials"] == 8 and sum(batches) == 8
-    assert max(batches) <= 2 and len(batches) >= 4
+    assert imp.outcomes[0]["trials"] == 8 and sum(map(len, batches)) == 8 and len(batches) >= 2
+    for batch in batches:
+        assert sum(sizes[name] for name in batch[:-1]) < settings.IMPORT_BATCH_BYTES  # open until its last trial
+    for batch in batches[:-1]:
+        assert sum(sizes[name] for name in batch) >= settings.IMPORT_BATCH_BYTES
+
+
+def test_a_trial_bigger_than_a_batch_is_written_alone_reading_its_steps_as_it_goes(demo_job, monkeypatch, settings):
+    sizes = {
+        d.name: sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) for d in demo_job.iterdir() if d.is_dir()
+    }
+    biggest = max(sizes, key=sizes.get)
+    settings.IMPORT_BATCH_BYTES = sizes[biggest] - 1
+    batched = []
+    write_trials = services.write_trials
+    monkeypatch.setattr(
+        services,
+        "write_trials",
+        lambda batch, *args: batched.extend(t.name for t in batch) or write_trials(batch, *args),
+    )
+    imp = import_path(demo_job)
+    assert imp.outcomes[0]["trials"] == 8
+    assert biggest not in batched and len(batched) == 7
+    assert Trial.objects.get(name=biggest).step_count == Step.objects.filter(trial__name=biggest).count() > 0
 
 
 def test_full_garbage_collections_are_rarer_during_an_import_and_as_before_after_it(demo_job, monkeypatch):

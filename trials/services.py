@@ -728,9 +728,10 @@ def _ref_key(ref) -> tuple:
 class TrialBatch:
     """Trials written together by `write_trials`: those read whole into memory, up to a size.
 
-    Others (with a streamed trajectory, a trajectory file imported alone, an evidence pack
-    to join to its trial, a trajectory file that was a trial of its own before) each go
-    through `write_trial`.
+    Others each go through `write_trial`, which reads their steps as it writes them: one
+    bigger than a batch, one with a streamed trajectory, a trajectory file imported alone,
+    an evidence pack to join to its trial, a trajectory file that was a trial of its own
+    before.
     """
 
     MAX_TRIALS = 100  # (and settings.IMPORT_BATCH_BYTES of their files)
@@ -747,8 +748,10 @@ class TrialBatch:
     def takes(self, parsed: ParsedTrial) -> bool:
         """Add the trial, if it can be written in a batch and none with its key is in this one."""
         key = parsed.key[:500]
+        size = sum(self.files[rel][2] for rel in parsed.files if rel in self.files)
         if (
             key in self.keys
+            or size > settings.IMPORT_BATCH_BYTES
             or key.startswith("atif:")
             or parsed.source_format == "lime"
             or any(t.streamed or file_blob(t, self.blobs) in self.lone_blobs for t in parsed.trajectories)
@@ -760,7 +763,7 @@ class TrialBatch:
                 return False  # reading failed: `write_trial` reports it, for this trial alone
         self.trials.append(parsed)
         self.keys.add(key)
-        self.bytes += sum(self.files[rel][2] for rel in parsed.files if rel in self.files)
+        self.bytes += size
         return True
 
     def full(self) -> bool:
