@@ -523,14 +523,15 @@ class ImportRun:
             batch.clear()
 
         for trial in parsed.iter_trials():
-            if not batch.takes(trial):
-                if batch.trials:
-                    write_batch()
-                if not batch.takes(trial):
-                    written(trial, write_one(trial))
-                    continue
-            if batch.full():
+            if trial.key[:500] in batch.keys:  # the same trial twice: the first one is written first
                 write_batch()
+            if batch.takes(trial):
+                if batch.full():
+                    write_batch()
+                continue
+            if batch.trials:  # (the pack's trials are written in its order)
+                write_batch()
+            written(trial, write_one(trial))
         if batch.trials:
             write_batch()
         pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
@@ -746,12 +747,11 @@ class TrialBatch:
         self.bytes = 0
 
     def takes(self, parsed: ParsedTrial) -> bool:
-        """Add the trial, if it can be written in a batch and none with its key is in this one."""
+        """Add the trial, if it can be written in a batch (none with its key may be in this one)."""
         key = parsed.key[:500]
         size = sum(self.files[rel][2] for rel in parsed.files if rel in self.files)
         if (
-            key in self.keys
-            or size > settings.IMPORT_BATCH_BYTES
+            size > settings.IMPORT_BATCH_BYTES
             or key.startswith("atif:")
             or parsed.source_format == "lime"
             or any(t.streamed or file_blob(t, self.blobs) in self.lone_blobs for t in parsed.trajectories)
