@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +77,7 @@ CREATE INDEX observation_step ON observation (step_id);
 
 
 def store_blob(blobs: Path, data: bytes) -> str:
-    """One file per content, under two levels of folders, as trials.blobs stores them."""
+    """A file of its own per content, under two levels of folders, as trials.blobs stores a big file."""
     sha = hashlib.sha256(data).hexdigest()
     target = blobs / sha[:2] / sha[2:4] / sha
     if not target.exists():
@@ -90,22 +89,23 @@ def store_blob(blobs: Path, data: bytes) -> str:
 def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
     """A floor, not the product: plain sqlite3 doing what an import must do, and nothing else.
 
-    Default, the product's design without Django: every file hashed and stored as a file of
-    its own (four at a time); per batch of trials (100, or 8 MB of their files) one
-    transaction with the trials, their trajectories, steps (columns and where their JSON is), tool calls and
-    observation previews, under the indexes the real tables have; the steps read by the
-    importer's own ATIF reader (the checks the issue asks for, and where each step lies in
-    the file); a copy of the steps' JSON in a blob of their own only where that is not
-    known (a streamed file).
+    Default, the product's design without Django: every file hashed, and appended to one
+    pack file, or stored as a file of its own if it is 4 MiB or more; per batch of trials
+    (100, or 8 MB of their files) one transaction with the trials, their trajectories, steps
+    (columns and where their JSON is), tool calls and observation previews, under the
+    indexes the real tables have; the steps read by the importer's own ATIF reader (the
+    checks the issue asks for, and where each step lies in the file); a copy of the steps'
+    JSON in a blob of their own only where that is not known (a streamed file).
 
-    `bare`: the least any design could do: every file appended to one pack file (still
-    hashed), the steps read by orjson alone with no checks, no step bodies and no text in
-    the rows (a step would have to be served from the stored file by its byte span).
+    `bare`: the least any design could do: every file appended to the pack file, the steps
+    read by orjson alone with no checks, no step bodies and no text in the rows (a step
+    would have to be served from the stored file by its byte span).
     """
     import sqlite3
 
     import orjson
 
+    from trials.blobs import PACKED_BELOW
     from trials.ingest.atif import read_trajectory
 
     db = sqlite3.connect(data_dir / "floor.sqlite3", isolation_level=None)
@@ -114,16 +114,14 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
     blobs.mkdir()
     start = time.perf_counter()
     paths = sorted(p for p in root.rglob("*") if p.is_file())
-    if bare:
-        with open(blobs / "pack", "wb") as pack:
-            for path in paths:
-                data = path.read_bytes()
+    with open(blobs / "pack", "wb") as pack:  # as trials.blobs.store_files: small files in one pack
+        for path in paths:
+            data = path.read_bytes()
+            if bare or len(data) < PACKED_BELOW:
                 hashlib.sha256(data).hexdigest()
                 pack.write(data)
-    else:  # on four threads, as trials.blobs.store_files
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            for _ in pool.map(lambda path: store_blob(blobs, path.read_bytes()), paths):
-                pass
+            else:
+                store_blob(blobs, data)
     files_seconds = time.perf_counter() - start
     trial_dirs = sorted(p.parent for p in root.rglob("result.json") if (p.parent / "agent").is_dir())
     batch_bytes = batch_trials = 0  # trials go in batches, one transaction each, as trials.services.TrialBatch

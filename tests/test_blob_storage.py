@@ -14,6 +14,7 @@ import pytest
 from tests.viewer_packs import long_trajectory
 from trials import blobs
 from trials.blobs import blob_storage, store_file
+from trials.models import Blob
 
 pytestmark = pytest.mark.django_db
 
@@ -86,3 +87,81 @@ def test_a_partial_copy_a_killed_process_left_goes_with_a_later_import(tmp_path)
     imp = create_import(origin=Import.Origin.CLI, source_name=pack.name, source_path=str(pack))
     import_pack_task(str(imp.pk))
     assert not stale.exists() and live.read_bytes() == b"y" * 1000
+
+
+def files_of(folder: Path, contents: list[bytes]) -> list[tuple[Path, str, int]]:
+    """Files with these contents, as store_files takes them."""
+    files = []
+    for index, data in enumerate(contents):
+        path = folder / f"file-{index}"
+        path.write_bytes(data)
+        files.append((path, hashlib.sha256(data).hexdigest(), len(data)))
+    return files
+
+
+def test_a_packs_small_files_are_stored_together_and_each_reads_back_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(blobs, "PACKED_BELOW", 10_000)
+    contents = [b'{"a": 1}', b"x" * 5_000, b"", b"y" * 9_999, b"z" * 10_000]  # the last at the limit
+    ids = blobs.store_files(files_of(tmp_path, contents))
+    stored = {blob.sha256: blob for blob in Blob.objects.filter(pk__in=ids.values())}
+    packs = list((Path(blob_storage().location) / "packs").iterdir())
+    assert len(packs) == 1 and packs[0].stat().st_size == sum(len(data) for data in contents[:4])
+    for data in contents:
+        blob = stored[hashlib.sha256(data).hexdigest()]
+        assert blob.read() == data
+        assert bool(blob.pack) == (len(data) < 10_000)
+        assert blobs.read_range(blob, 1, 3) == data[1:4]  # nothing of the next file in the pack
+    big = stored[hashlib.sha256(contents[-1]).hexdigest()]
+    assert stored_path(big).read_bytes() == contents[-1]  # a file of its own
+    assert not list((Path(blob_storage().location) / blobs.PARTIAL_FOLDER).iterdir())
+
+
+def test_a_pack_cut_short_is_never_put_in_place_and_no_row_names_it(tmp_path, monkeypatch):
+    files = files_of(tmp_path, [b"a" * 1000, b"b" * 1000])
+    real_copy = blobs.copy_to
+
+    def dies_on_the_second_file(source, target):
+        if source.name.endswith("-1"):
+            raise OSError("worker killed")
+        return real_copy(source, target)
+
+    monkeypatch.setattr(blobs, "copy_to", dies_on_the_second_file)
+    with pytest.raises(OSError, match="worker killed"):
+        blobs.store_files(files)
+    assert not Blob.objects.exists()
+    assert not (Path(blob_storage().location) / "packs").exists()
+    assert not list((Path(blob_storage().location) / blobs.PARTIAL_FOLDER).iterdir())
+    monkeypatch.setattr(blobs, "copy_to", real_copy)
+    ids = blobs.store_files(files)  # the next import stores them
+    assert [Blob.objects.get(pk=ids[sha]).read() for _, sha, _ in files] == [b"a" * 1000, b"b" * 1000]
+
+
+def test_a_file_that_changed_after_it_was_hashed_is_not_stored(tmp_path):
+    files = files_of(tmp_path, [b"a" * 1000, b"b" * 1000])
+    files[1][0].write_bytes(b"b" * 1500)  # grew between the hashing and the copy
+    with pytest.raises(OSError, match="changed while it was imported: 1000 bytes hashed, 1500 copied"):
+        blobs.store_files(files)
+    assert not Blob.objects.exists()
+
+
+def test_a_pack_is_written_without_the_kernels_copy_where_it_is_refused(tmp_path, monkeypatch):
+    def refused(*args):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(blobs.os, "sendfile", refused)
+    contents = [bytes(range(256)) * 9_000, b"second file"]  # the first longer than one chunk read
+    ids = blobs.store_files(files_of(tmp_path, contents))
+    assert [Blob.objects.get(pk=ids[hashlib.sha256(data).hexdigest()]).read() for data in contents] == contents
+
+
+def test_a_packed_trajectory_is_served_whole_with_its_length(tmp_path, client_logged_in):
+    from tests.viewer_packs import candidate_trial_dir, import_trial_dir
+
+    folder = candidate_trial_dir(tmp_path / "demo")
+    trial = import_trial_dir(folder)
+    trajectory = trial.trajectories.get(path__endswith="agent/trajectory.json")
+    assert trajectory.blob.pack  # stored with the trial's other files
+    response = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/")
+    served = b"".join(response.streaming_content)
+    assert served == (folder / "agent" / "trajectory.json").read_bytes()
+    assert int(response["Content-Length"]) == len(served)

@@ -108,3 +108,27 @@ def test_the_bucket_comes_from_the_environment_as_docs_deploy_says(tmp_path):
             "location": "team-a",
         },
     }
+
+
+def test_a_trials_small_files_go_to_the_bucket_in_one_pack_and_a_step_is_a_ranged_get_inside_it(
+    bucket, tmp_path, client_logged_in
+):
+    from tests.viewer_packs import candidate_trial_dir, import_trial_dir
+
+    folder = candidate_trial_dir(tmp_path / "demo")
+    trial = import_trial_dir(folder)
+    keys = [item["Key"] for item in bucket.list_objects_v2(Bucket=BUCKET)["Contents"]]
+    assert len(keys) == 1 and keys[0].startswith("blobs/packs/")  # one request, not one per file
+    for blob in Blob.objects.all():
+        assert hashlib.sha256(blob.read()).hexdigest() == blob.sha256
+    trajectory = trial.trajectories.get(path__endswith="agent/trajectory.json")
+    assert trajectory.blob.offset > 0  # not the pack's first file: the offsets add up
+    requests = []
+    client = blob_storage().connection.meta.client
+    client.meta.events.register("before-parameter-build.s3.GetObject", lambda params, **_: requests.append(params))
+    step = trajectory.steps.get(index=1)
+    detail = client_logged_in.get(reverse("api-trial-step", args=[trial.pk, 2])).json()
+    written = orjson.loads((folder / "agent" / "trajectory.json").read_bytes())["steps"][1]
+    assert detail["message"] == written["message"]
+    start = trajectory.blob.offset + step.body_offset
+    assert [r.get("Range") for r in requests] == [f"bytes={start}-{start + step.size - 1}"]

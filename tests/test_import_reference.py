@@ -10,7 +10,6 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tests.conftest import ATIF_SCHEMA, REFERENCE, import_path
-from trials.blobs import blob_storage
 from trials.models import (
     Blob,
     Document,
@@ -50,8 +49,7 @@ def test_every_reference_file_is_stored_byte_for_byte(imported_reference):
         assert rel in stored, f"{rel} has no stored copy"
         blob = Blob.objects.get(pk=stored[rel])
         assert blob.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
-        with blob_storage().open(blob.storage_name) as f:
-            assert f.read() == path.read_bytes()
+        assert blob.read() == path.read_bytes()
 
 
 @pytest.mark.parametrize("path", DATA_FILES, ids=lambda p: p.relative_to(REFERENCE).as_posix())

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from django.core.files import File
@@ -39,21 +39,21 @@ PARTIAL_FOLDER = ".partial"
 STALE_PARTIAL_SECONDS = 3600  # a live copy is written to, or renamed into place, well within this
 
 
-def save_bytes(path: Path, blob: Blob, move: bool = False) -> None:
-    """Copy (or move) the file into the storage under its content name, unless it is there already."""
+def save_bytes(path: Path, name: str, size: int, move: bool = False) -> None:
+    """Copy (or move) the file into the storage under `name`, unless it is there already."""
     storage = blob_storage()
     if isinstance(storage, FileSystemStorage):
-        target = Path(storage.path(blob.storage_name))
+        target = Path(storage.path(name))
         partials = Path(storage.location) / PARTIAL_FOLDER
-        save_locally(path, target, blob.size, move, storage.file_permissions_mode, partials)
+        save_locally(path, target, size, move, storage.file_permissions_mode, partials)
         return
-    if storage.exists(blob.storage_name):
-        if storage.size(blob.storage_name) == blob.size:
+    if storage.exists(name):
+        if storage.size(name) == size:
             return
-        storage.delete(blob.storage_name)  # cut short by a crash (Storage.save writes in place): written again
+        storage.delete(name)  # cut short by a crash (Storage.save writes in place): written again
     with open(path, "rb") as f:
-        saved = storage.save(blob.storage_name, _Moved(f, path) if move else File(f))
-    if saved != blob.storage_name:  # another process stored the same bytes first
+        saved = storage.save(name, _Moved(f, path) if move else File(f))
+    if saved != name:  # another process stored the same bytes first
         storage.delete(saved)
 
 
@@ -122,14 +122,20 @@ class _Moved(File):
         return str(self.path)
 
 
-STORING_THREADS = 4
+# A file smaller than this is stored in a pack with the other new files of its import, not
+# in a file of its own: creating a file costs about a millisecond on a local disk (a
+# request on S3), more than the bytes of a small file do, and a job is thousands of small
+# files (bench/README.md). A packed blob is read whole into memory when opened, so this
+# also bounds that.
+PACKED_BELOW = 4 * 1024 * 1024
 
 
 def store_files(files, move: bool = False) -> dict[str, int]:
     """Store many (path, sha256, size) files; sha256 -> Blob id.
 
-    The bytes go to the storage first, then the rows in one insert: a row never names
-    bytes that are not stored. Known blobs are found with one query per 500.
+    The new small files go one after another into one pack object, the others into files
+    of their own. The bytes go to the storage first, then the rows in one insert: a row
+    never names bytes that are not stored. Known blobs are found with one query per 500.
     """
     files = list(files)
     shas = sorted({sha for _, sha, _ in files})
@@ -138,21 +144,62 @@ def store_files(files, move: bool = False) -> dict[str, int]:
     for path, sha, size in files:
         if sha not in known and sha not in new:
             new[sha] = (path, Blob(sha256=sha, size=size))
-    saving = [(path, blob, move) for path, blob in new.values()]
-    if len(saving) > 1 and isinstance(blob_storage(), FileSystemStorage):
-        # A few at a time: creating a file waits on the disk more than on Python (a job of
-        # small files was stored twice as fast on two threads as on one; bench/README.md).
-        # (Not on S3: django-storages shares one bucket object between threads.)
-        with ThreadPoolExecutor(max_workers=STORING_THREADS) as pool:
-            for _ in pool.map(save_bytes, *zip(*saving, strict=True)):
-                pass
-    else:
-        for args in saving:
-            save_bytes(*args)
+    packed = [(path, blob) for path, blob in new.values() if blob.size < PACKED_BELOW]
+    if len(packed) > 1:
+        store_pack(packed)
+    for path, blob in new.values():
+        if not blob.pack:
+            save_bytes(path, blob.storage_name, blob.size, move)
     blobs = [blob for _, blob in new.values()]
     Blob.objects.bulk_create(blobs, batch_size=500, ignore_conflicts=True)  # a racing import may win
     known.update(_blob_ids(sorted(new)))
     return known
+
+
+def store_pack(files: list[tuple[Path, Blob]]) -> None:
+    """Copy the files one after another into a new pack object, and set each blob's place in it.
+
+    The pack is written under a temporary name, then put in place whole, before any row
+    names it. Its name is new each time: two imports storing the same bytes at once each
+    write a pack, and the blob row of one of them wins (the other's bytes are never named).
+    """
+    storage = blob_storage()
+    local = isinstance(storage, FileSystemStorage)
+    folder = Path(storage.location) / PARTIAL_FOLDER if local else None  # (a rename stays on one file system)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    name = f"packs/{uuid.uuid4().hex}"
+    fd, partial = tempfile.mkstemp(dir=folder, prefix="pack-")
+    try:
+        with os.fdopen(fd, "wb", buffering=0) as out:  # (unbuffered: copy_to writes to its descriptor)
+            offset = 0
+            for path, blob in files:
+                blob.pack, blob.offset = name, offset
+                with open(path, "rb") as f:
+                    copied = copy_to(f, out)
+                if copied != blob.size:
+                    raise OSError(f"{path} changed while it was imported: {blob.size} bytes hashed, {copied} copied")
+                offset += copied
+        save_bytes(Path(partial), name, sum(blob.size for _, blob in files), move=True)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+
+
+def copy_to(source, target) -> int:
+    """Append the whole of one open file to another (in the kernel where it can); the bytes copied."""
+    copied = 0
+    try:
+        while sent := os.sendfile(target.fileno(), source.fileno(), None, CHUNK * 8):
+            copied += sent
+    except OSError:  # not between these two files here
+        source.seek(copied)
+        target.seek(0, os.SEEK_END)
+        while chunk := source.read(CHUNK):
+            copied += len(chunk)
+            unwritten = memoryview(chunk)
+            while unwritten:  # (an unbuffered write may take part of it)
+                unwritten = unwritten[target.write(unwritten) :]
+    return copied
 
 
 def _blob_ids(shas: list[str]) -> dict[str, int]:
@@ -206,15 +253,24 @@ class StepBodies:
 
 def read_range(blob: Blob, offset: int, size: int) -> bytes:
     """`size` bytes of the blob from `offset`: one step's body, out of its trajectory's bodies."""
-    if not size:
+    size = min(size, blob.size - offset)  # never into the next blob of a pack
+    if size <= 0:
         return b""
+    start = blob.offset + offset  # (a packed blob's bytes start at its offset in the pack)
     storage = blob_storage()
     if hasattr(storage, "bucket"):
         # S3 (django-storages): its file object downloads the whole object on the first read;
         # a ranged GET fetches only these bytes.
         key = storage._normalize_name(blob.storage_name)  # (the bucket key: the prefix and the name)
-        found = storage.bucket.Object(key).get(Range=f"bytes={offset}-{offset + size - 1}")
+        found = storage.bucket.Object(key).get(Range=f"bytes={start}-{start + size - 1}")
         return found["Body"].read()
-    with blob.open() as f:
-        f.seek(offset)
+    with storage.open(blob.storage_name, "rb") as f:
+        f.seek(start)
         return f.read(size)
+
+
+def open_blob(blob: Blob):
+    """The blob's bytes as a file: its own file, or its part of a pack read into memory (it is small)."""
+    if blob.pack:
+        return io.BytesIO(read_range(blob, 0, blob.size))
+    return blob_storage().open(blob.storage_name, "rb")

@@ -78,6 +78,10 @@ class Blob(models.Model):
 
     sha256 = CharField(max_length=64, unique=True)
     size = models.BigIntegerField()
+    # Small files are stored together (trials.blobs.store_pack): the storage name of the pack
+    # object holding these bytes, from `offset`. Blank: in a file of their own.
+    pack = CharField(max_length=60, blank=True)
+    offset = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -85,12 +89,13 @@ class Blob(models.Model):
 
     @property
     def storage_name(self) -> str:
-        return f"{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}"
+        """The name of the object in the storage that holds these bytes (a pack, or their own)."""
+        return self.pack or f"{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}"
 
     def open(self):
-        from trials.blobs import blob_storage
+        from trials.blobs import open_blob
 
-        return blob_storage().open(self.storage_name, "rb")
+        return open_blob(self)
 
     def read(self) -> bytes:
         with self.open() as f:
