@@ -76,6 +76,9 @@ CREATE INDEX observation_step ON observation (step_id);
 """
 
 
+PACKED_BELOW = 4 * 1024 * 1024  # trials.blobs.PACKED_BELOW (not imported: that module needs Django set up)
+
+
 def store_blob(blobs: Path, data: bytes) -> str:
     """A file of its own per content, under two levels of folders, as trials.blobs stores a big file."""
     sha = hashlib.sha256(data).hexdigest()
@@ -105,7 +108,6 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
 
     import orjson
 
-    from trials.blobs import PACKED_BELOW
     from trials.ingest.atif import read_trajectory
 
     db = sqlite3.connect(data_dir / "floor.sqlite3", isolation_level=None)

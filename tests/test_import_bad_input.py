@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 import zipfile
 from pathlib import Path
@@ -412,6 +413,17 @@ def test_links_in_a_folder_are_reported_and_never_followed(tmp_path):
     trial_row = Trial.objects.get()
     assert trial_row.step_count == 2 and trial_row.trajectories.count() == 1  # the link's steps were not read
     assert not Blob.objects.filter(sha256=hashlib.sha256(Path("/etc/passwd").read_bytes()).hexdigest()).exists()
+
+
+def test_a_pipe_in_a_folder_is_reported_and_never_opened(tmp_path):
+    trial = write_trial(tmp_path)
+    os.mkfifo(trial / "agent" / "stdout.pipe")  # opening it to read would wait for a writer forever
+    imp = import_path(trial)
+    assert imp.outcomes[0]["outcome"] == "imported"
+    [problem] = problems_of(imp)
+    assert problem["file"] == "task-a__AAAAAAA/agent/stdout.pipe"
+    assert problem["message"] == "not a regular file (a device, pipe or socket)"
+    assert Trial.objects.get().step_count == 2
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ JSONL files; they are joined to the trial here, by content rather than by file n
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterator
@@ -171,6 +172,20 @@ def _naive_flagged(value: Any, rel: str, problems: list[Problem]) -> datetime | 
     return parsed
 
 
+def files_under(folder: Path) -> list[Path]:
+    """Every file under the folder, sorted. (os.scandir: an entry knows its type; rglob asks again.)"""
+    found: list[Path] = []
+    folders = [folder]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(Path(entry.path))
+                elif entry.is_file():
+                    found.append(Path(entry.path))
+    return sorted(found)
+
+
 def _rel_files(trial_dir: Path, rel: str, listing: list[Path]) -> list[str]:
     return sorted(f"{rel}/{p.relative_to(trial_dir).as_posix()}" for p in listing)
 
@@ -179,7 +194,7 @@ def parse_trial_dir(
     trial_dir: Path, rel: str, *, job_key: str, job_name: str, dataset_versions: dict[str, str] | None = None
 ) -> ParsedTrial:
     problems: list[Problem] = []
-    listing = sorted(p for p in trial_dir.rglob("*") if p.is_file())  # (walked once, for every reader below)
+    listing = files_under(trial_dir)  # (walked once, for every reader below)
     result = _safe_dict(trial_dir / "result.json", f"{rel}/result.json", problems)
     config = _safe_dict(trial_dir / "config.json", f"{rel}/config.json", problems)
     lock = _safe_dict(trial_dir / "lock.json", f"{rel}/lock.json", problems)
