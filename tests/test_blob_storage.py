@@ -136,6 +136,30 @@ def test_a_pack_cut_short_is_never_put_in_place_and_no_row_names_it(tmp_path, mo
     assert [Blob.objects.get(pk=ids[sha]).read() for _, sha, _ in files] == [b"a" * 1000, b"b" * 1000]
 
 
+def test_a_pack_closes_at_its_size_and_a_kill_in_the_next_keeps_what_was_stored(tmp_path, monkeypatch):
+    monkeypatch.setattr(blobs, "PACK_BYTES", 2_500)
+    contents = [bytes([65 + i]) * 1000 for i in range(5)]  # packs of 3 and 2 files
+    files = files_of(tmp_path, contents)
+    real_store = blobs.store_pack
+    stored_packs = []
+
+    def killed_in_the_second_pack(pack):
+        if stored_packs:
+            raise OSError("worker killed")
+        stored_packs.append([path for path, _ in pack])
+        real_store(pack)
+
+    monkeypatch.setattr(blobs, "store_pack", killed_in_the_second_pack)
+    with pytest.raises(OSError, match="worker killed"):
+        blobs.store_files(files)
+    assert stored_packs == [[path for path, _, _ in files[:3]]]
+    assert sorted(Blob.objects.values_list("sha256", flat=True)) == sorted(sha for _, sha, _ in files[:3])
+    monkeypatch.setattr(blobs, "store_pack", real_store)
+    ids = blobs.store_files(files)  # the next attempt stores only the two others
+    assert [Blob.objects.get(pk=ids[sha]).read() for _, sha, _ in files] == contents
+    assert len(list((Path(blob_storage().location) / "packs").iterdir())) == 2
+
+
 def test_a_file_that_changed_after_it_was_hashed_is_not_stored(tmp_path):
     files = files_of(tmp_path, [b"a" * 1000, b"b" * 1000])
     files[1][0].write_bytes(b"b" * 1500)  # grew between the hashing and the copy

@@ -128,14 +128,17 @@ class _Moved(File):
 # files (bench/README.md). A packed blob is read whole into memory when opened, so this
 # also bounds that.
 PACKED_BELOW = 4 * 1024 * 1024
+# A pack is closed, and its rows written, once it holds this much: a worker killed while
+# storing a job of gigabytes leaves what it stored before for the next attempt.
+PACK_BYTES = 256 * 1024 * 1024
 
 
 def store_files(files, move: bool = False) -> dict[str, int]:
     """Store many (path, sha256, size) files; sha256 -> Blob id.
 
-    The new small files go one after another into one pack object, the others into files
-    of their own. The bytes go to the storage first, then the rows in one insert: a row
-    never names bytes that are not stored. Known blobs are found with one query per 500.
+    The new small files go one after another into pack objects of up to PACK_BYTES, the
+    others into files of their own. The bytes go to the storage first, then their rows: a
+    row never names bytes that are not stored. Known blobs are found with one query per 500.
     """
     files = list(files)
     shas = sorted({sha for _, sha, _ in files})
@@ -144,16 +147,29 @@ def store_files(files, move: bool = False) -> dict[str, int]:
     for path, sha, size in files:
         if sha not in known and sha not in new:
             new[sha] = (path, Blob(sha256=sha, size=size))
-    packed = [(path, blob) for path, blob in new.values() if blob.size < PACKED_BELOW]
-    if len(packed) > 1:
-        store_pack(packed)
+    packs: list[list[tuple[Path, Blob]]] = [[]]
+    pack_size = 0
     for path, blob in new.values():
-        if not blob.pack:
-            save_bytes(path, blob.storage_name, blob.size, move)
-    blobs = [blob for _, blob in new.values()]
-    Blob.objects.bulk_create(blobs, batch_size=500, ignore_conflicts=True)  # a racing import may win
+        if blob.size < PACKED_BELOW:
+            if pack_size >= PACK_BYTES:
+                packs.append([])
+                pack_size = 0
+            packs[-1].append((path, blob))
+            pack_size += blob.size
+    for pack in packs:
+        if len(pack) > 1:
+            store_pack(pack)
+            _add_rows([blob for _, blob in pack])
+    alone = [(path, blob) for path, blob in new.values() if not blob.pack]
+    for path, blob in alone:
+        save_bytes(path, blob.storage_name, blob.size, move)
+    _add_rows([blob for _, blob in alone])
     known.update(_blob_ids(sorted(new)))
     return known
+
+
+def _add_rows(blobs: list[Blob]) -> None:
+    Blob.objects.bulk_create(blobs, batch_size=500, ignore_conflicts=True)  # a racing import may win
 
 
 def store_pack(files: list[tuple[Path, Blob]]) -> None:
