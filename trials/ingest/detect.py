@@ -7,6 +7,7 @@ decide. Archives are found by their magic bytes and extracted by the service.
 from __future__ import annotations
 
 import os
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,9 +73,9 @@ def screen_folder(folder: Path, rel: str, max_file_bytes: int) -> tuple[list[tup
     """
     kept: list[tuple[str, Path]] = []
     problems: list[Problem] = []
-    folders = [(folder, rel)]
+    folders = deque([(folder, rel)])
     while folders:
-        directory, directory_rel = folders.pop()
+        directory, directory_rel = folders.popleft()  # (top-down, in name order, as the problems are listed)
         with os.scandir(directory) as found:
             entries = sorted(found, key=lambda entry: entry.name)
         for entry in entries:
