@@ -7,7 +7,6 @@ decide. Archives are found by their magic bytes and extracted by the service.
 from __future__ import annotations
 
 import os
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from trials.ingest import agentcontext, agentqc, agentv, documents, harbor, lime, openchrome
 from trials.ingest.archives import archive_kind
 from trials.ingest.atif import looks_like_atif
+from trials.ingest.folders import entries_under
 from trials.ingest.jsonio import load_json, load_jsonl, without_bom
 from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
 from trials.ingest.values import as_dict, as_list
@@ -68,31 +68,23 @@ def screen_folder(folder: Path, rel: str, max_file_bytes: int) -> tuple[list[tup
     """The folder's regular files as (pack-relative path, path), and a problem for each thing left out.
 
     A link is never followed (it could point anywhere on this machine) and a file past the
-    size limit is never read, so a pack is what its own regular files say. (os.scandir: an
-    entry knows its type, and one lstat gives a file's size; a job is thousands of files.)
+    size limit is never read, so a pack is what its own regular files say.
     """
     kept: list[tuple[str, Path]] = []
     problems: list[Problem] = []
-    folders = deque([(folder, rel)])
-    while folders:
-        directory, directory_rel = folders.popleft()  # (top-down, in name order, as the problems are listed)
-        with os.scandir(directory) as found:
-            entries = sorted(found, key=lambda entry: entry.name)
-        for entry in entries:
-            path, path_rel = Path(entry.path), f"{directory_rel}/{entry.name}"
-            if entry.is_symlink():
-                message = f"link not followed (it points to {os.readlink(path)!r})"
-                problems.append(Problem(path_rel, message, kept="nothing: a link has no bytes of its own"))
-            elif entry.is_dir(follow_symlinks=False):
-                folders.append((path, path_rel))
-            elif entry.is_file(follow_symlinks=False):
-                size = entry.stat(follow_symlinks=False).st_size
-                if (too_big := over_the_limit(path, path_rel, max_file_bytes, size)) is None:
-                    kept.append((path_rel, path))
-                else:
-                    problems.append(too_big)
+    for relative, entry in entries_under(folder):
+        path, path_rel = Path(entry.path), f"{rel}/{relative}"
+        if entry.is_symlink():
+            message = f"link not followed (it points to {os.readlink(path)!r})"
+            problems.append(Problem(path_rel, message, kept="nothing: a link has no bytes of its own"))
+        elif entry.is_file(follow_symlinks=False):
+            size = entry.stat(follow_symlinks=False).st_size  # (one lstat)
+            if (too_big := over_the_limit(path, path_rel, max_file_bytes, size)) is None:
+                kept.append((path_rel, path))
             else:
-                problems.append(Problem(path_rel, "not a regular file (a device, pipe or socket)", kept="nothing"))
+                problems.append(too_big)
+        else:
+            problems.append(Problem(path_rel, "not a regular file (a device, pipe or socket)", kept="nothing"))
     return sorted(kept), problems
 
 

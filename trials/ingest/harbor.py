@@ -6,7 +6,6 @@ JSONL files; they are joined to the trial here, by content rather than by file n
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 from trials import completeness
 from trials.ingest import agentcontext, lime
 from trials.ingest.atif import embedded_subagents, final_totals, read_trajectory
+from trials.ingest.folders import files_under
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
     PASS_REWARD,
@@ -170,20 +170,6 @@ def _naive_flagged(value: Any, rel: str, problems: list[Problem]) -> datetime | 
         )
         return None  # never silently assume UTC
     return parsed
-
-
-def files_under(folder: Path) -> list[Path]:
-    """Every file under the folder, sorted. (os.scandir: an entry knows its type; rglob asks again.)"""
-    found: list[Path] = []
-    folders = [folder]
-    while folders:
-        with os.scandir(folders.pop()) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(Path(entry.path))
-                elif entry.is_file():
-                    found.append(Path(entry.path))
-    return sorted(found)
 
 
 def _rel_files(trial_dir: Path, rel: str, listing: list[Path]) -> list[str]:
