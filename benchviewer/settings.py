@@ -227,6 +227,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(IMPORT_RECOVERY_INTERVAL),
         "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},  # a sweep stuck behind imports is dropped
     },
+    # Pack objects a killed import stored but never recorded, and half-written copies (trials/blobs.py).
+    "sweep-storage": {
+        "task": "trials.tasks.sweep_storage_task",
+        "schedule": 3600.0,
+        "options": {"expires": 3600.0},
+    },
     # Catches up on step text an import's own indexing task did not reach (trials/search.py).
     "index-step-text": {
         "task": "trials.tasks.index_step_text_task",

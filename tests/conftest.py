@@ -54,6 +54,16 @@ def migrate_to(target: tuple[str, str] | None = None):
     return executor.loader.project_state(targets).apps
 
 
+def assert_every_stored_pack_is_named() -> None:
+    """One copy on disk too: a pack whose files a racing import stored first is not left behind."""
+    from trials.blobs import PACKS_FOLDER, blob_storage
+    from trials.models import Blob
+
+    folder = Path(blob_storage().location) / PACKS_FOLDER
+    on_disk = {f"{PACKS_FOLDER}/{path.name}" for path in folder.iterdir()}
+    assert on_disk == set(Blob.objects.exclude(pack="").values_list("pack", flat=True))
+
+
 def import_path(path: Path) -> Import:
     """Import a file or folder through the same service the Celery task calls."""
     imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))

@@ -160,6 +160,57 @@ def test_a_pack_closes_at_its_size_and_a_kill_in_the_next_keeps_what_was_stored(
     assert len(list((Path(blob_storage().location) / "packs").iterdir())) == 2
 
 
+def packs_in_storage() -> set[str]:
+    folder = Path(blob_storage().location) / blobs.PACKS_FOLDER
+    return {f"{blobs.PACKS_FOLDER}/{path.name}" for path in folder.iterdir()} if folder.exists() else set()
+
+
+def test_a_pack_whose_files_a_racing_import_stored_first_is_removed(tmp_path, monkeypatch):
+    files = files_of(tmp_path, [b"a" * 1000, b"b" * 1000])
+    real_store = blobs.store_pack
+    racing = []
+
+    def another_import_stores_the_same_files_meanwhile(pack):
+        real_store(pack)  # this import's pack is in place, its rows not yet written
+        if not racing:
+            racing.append(None)
+            racing[0] = blobs.store_files(files)  # the other import's rows go in first
+
+    monkeypatch.setattr(blobs, "store_pack", another_import_stores_the_same_files_meanwhile)
+    ids = blobs.store_files(files)
+    assert ids == racing[0]
+    assert packs_in_storage() == set(Blob.objects.values_list("pack", flat=True))  # the one that won
+    assert len(packs_in_storage()) == 1
+    assert [Blob.objects.get(pk=ids[sha]).read() for _, sha, _ in files] == [b"a" * 1000, b"b" * 1000]
+
+
+def test_the_storage_sweep_removes_only_old_packs_no_row_names(tmp_path, monkeypatch):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    named = blobs.store_files(files_of(tmp_path, [b"a" * 1000, b"b" * 1000]))
+    [named_pack] = packs_in_storage()
+    unnamed = []
+    for age, contents in (("old", [b"c" * 1000, b"d" * 1000]), ("new", [b"e" * 1000, b"f" * 1000])):
+        (tmp_path / age).mkdir()
+        files = files_of(tmp_path / age, contents)
+        blobs.store_pack([(path, Blob(sha256=sha, size=size)) for path, sha, size in files])  # killed: no rows
+        [name] = packs_in_storage() - {named_pack, *unnamed}
+        unnamed.append(name)
+    old_pack, new_pack = unnamed
+    two_hours_ago = time.time() - 7200
+    for name in (named_pack, old_pack):
+        os.utime(blob_storage().path(name), (two_hours_ago, two_hours_ago))
+
+    out = StringIO()
+    call_command("sweep_storage", "--dry-run", stdout=out)
+    assert f"would remove  {old_pack}" in out.getvalue() and old_pack in packs_in_storage()
+    call_command("sweep_storage", stdout=out)
+    assert packs_in_storage() == {named_pack, new_pack}  # a fresh one may be an import's, rows to come
+    assert [Blob.objects.get(pk=blob_id).read() for blob_id in named.values()] == [b"a" * 1000, b"b" * 1000]
+
+
 def test_a_file_that_changed_after_it_was_hashed_is_not_stored(tmp_path):
     files = files_of(tmp_path, [b"a" * 1000, b"b" * 1000])
     files[1][0].write_bytes(b"b" * 1500)  # grew between the hashing and the copy

@@ -132,3 +132,24 @@ def test_a_trials_small_files_go_to_the_bucket_in_one_pack_and_a_step_is_a_range
     assert detail["message"] == written["message"]
     start = trajectory.blob.offset + step.body_offset
     assert [r.get("Range") for r in requests] == [f"bytes={start}-{start + step.size - 1}"]
+
+
+def test_the_storage_sweep_lists_the_buckets_packs_and_removes_the_ones_no_row_names(bucket, tmp_path):
+    from trials import blobs
+
+    files = []
+    for index, data in enumerate([b"a" * 1000, b"b" * 1000, b"c" * 1000, b"d" * 1000]):
+        path = tmp_path / f"file-{index}"
+        path.write_bytes(data)
+        files.append((path, hashlib.sha256(data).hexdigest(), len(data)))
+    blobs.store_files(files[:2])
+    blobs.store_pack([(path, Blob(sha256=sha, size=size)) for path, sha, size in files[2:]])  # killed: no rows
+    [named] = set(Blob.objects.values_list("pack", flat=True))
+    keys = {obj["Key"] for obj in bucket.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    assert len(keys) == 2 and f"blobs/{named}" in keys
+
+    assert blobs.remove_unnamed_packs() == []  # put in place moments ago: its rows may be on their way
+    [unnamed] = blobs.remove_unnamed_packs(older_than=0)
+    assert {obj["Key"] for obj in bucket.list_objects_v2(Bucket=BUCKET)["Contents"]} == {f"blobs/{named}"}
+    assert f"blobs/{unnamed}" in keys
+    assert [blob.read() for blob in Blob.objects.order_by("offset")] == [b"a" * 1000, b"b" * 1000]

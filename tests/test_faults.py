@@ -25,7 +25,7 @@ from django.db import connection, connections
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from benchviewer.celery import app as celery_app
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_every_stored_pack_is_named
 from tests.test_celery_worker import database_url, use_broker
 from tests.test_import_bad_input import write_trial
 from tests.test_import_concurrency import run_concurrently
@@ -331,6 +331,7 @@ def test_eight_concurrent_imports_of_one_pack_keep_one_copy(workers, isolated_st
     imports = all_finished(imports, 60, workers)
     assert {imp.status for imp in imports} == {Import.Status.DONE}
     assert_imported_exactly_once(job)
+    assert_every_stored_pack_is_named()
     # Each trial was written by exactly one of the eight; the others found it there.
     written = sum(o["trials"] for imp in imports for o in imp.outcomes if o["outcome"] == "imported")
     assert written == len(trial_dirs(job))

@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection
 
-from tests.conftest import import_path
+from tests.conftest import assert_every_stored_pack_is_named, import_path
 from tests.test_import_bad_input import write_trial
 from trials.models import Blob, Pack, Step, Trial
 
@@ -45,6 +45,7 @@ def test_two_concurrent_imports_of_one_pack_keep_one_copy(tmp_path):
     assert Step.objects.count() == 2
     assert Pack.objects.count() == 1
     assert Blob.objects.count() == len({b for b in Blob.objects.values_list("sha256", flat=True)})
+    assert_every_stored_pack_is_named()
     outcomes = sorted(imp.outcomes[0]["outcome"] for imp in imports)
     assert outcomes[0] in ("already imported", "imported")
 
@@ -58,6 +59,7 @@ def test_four_concurrent_imports_of_a_job_lose_no_trial_and_duplicate_none(tmp_p
     assert all(imp.status == "done" for imp in imports)
     assert Trial.objects.count() == 6
     assert Step.objects.count() == 12
+    assert_every_stored_pack_is_named()
 
 
 def test_an_import_resumed_after_its_worker_died_counts_the_trials_it_wrote_before_as_its_own(tmp_path):

@@ -131,6 +131,7 @@ PACKED_BELOW = 4 * 1024 * 1024
 # A pack is closed, and its rows written, once it holds this much: a worker killed while
 # storing a job of gigabytes leaves what it stored before for the next attempt.
 PACK_BYTES = 256 * 1024 * 1024
+PACKS_FOLDER = "packs"
 
 
 def store_files(files, move: bool = False) -> dict[str, int]:
@@ -156,15 +157,22 @@ def store_files(files, move: bool = False) -> dict[str, int]:
                 pack_size = 0
             packs[-1].append((path, blob))
             pack_size += blob.size
+    written = []
     for pack in packs:
         if len(pack) > 1:
             store_pack(pack)
+            written.append(pack[0][1].pack)
             _add_rows([blob for _, blob in pack])
     alone = [(path, blob) for path, blob in new.values() if not blob.pack]
     for path, blob in alone:
         save_bytes(path, blob.storage_name, blob.size, move)
     _add_rows([blob for _, blob in alone])
-    known.update(_blob_ids(sorted(new)))
+    stored = _blob_rows(sorted(new))
+    named = {pack for _, pack in stored.values()}
+    for name in written:
+        if name not in named:  # a racing import stored every one of its files first
+            blob_storage().delete(name)
+    known.update((sha, blob_id) for sha, (blob_id, _) in stored.items())
     return known
 
 
@@ -184,7 +192,7 @@ def store_pack(files: list[tuple[Path, Blob]]) -> None:
     folder = Path(storage.location) / PARTIAL_FOLDER if local else None  # (a rename stays on one file system)
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
-    name = f"packs/{uuid.uuid4().hex}"
+    name = f"{PACKS_FOLDER}/{uuid.uuid4().hex}"
     fd, partial = tempfile.mkstemp(dir=folder, prefix="pack-")
     try:
         with os.fdopen(fd, "wb", buffering=0) as out:  # (unbuffered: copy_to writes to its descriptor)
@@ -219,10 +227,44 @@ def copy_to(source, target) -> int:
 
 
 def _blob_ids(shas: list[str]) -> dict[str, int]:
-    ids: dict[str, int] = {}
+    return {sha: blob_id for sha, (blob_id, _) in _blob_rows(shas).items()}
+
+
+def _blob_rows(shas: list[str]) -> dict[str, tuple[int, str]]:
+    """sha256 -> (Blob id, its pack) of the ones stored, one query per 500."""
+    rows: dict[str, tuple[int, str]] = {}
     for start in range(0, len(shas), 500):
-        ids.update(Blob.objects.filter(sha256__in=shas[start : start + 500]).values_list("sha256", "id"))
-    return ids
+        found = Blob.objects.filter(sha256__in=shas[start : start + 500]).values_list("sha256", "id", "pack")
+        rows.update((sha, (blob_id, pack)) for sha, blob_id, pack in found)
+    return rows
+
+
+def remove_unnamed_packs(older_than: float = STALE_PARTIAL_SECONDS, dry_run: bool = False) -> list[str]:
+    """Pack objects no Blob row names, put in place `older_than` seconds ago or more; their names.
+
+    A worker killed between putting a pack in place and writing its rows leaves one (the
+    next attempt stores those files again). The rows follow their pack within moments, and
+    a row never comes to name an older pack, so one unnamed this long stays unnamed.
+    """
+    storage = blob_storage()
+    try:
+        _, names = storage.listdir(PACKS_FOLDER)
+    except FileNotFoundError:  # (a local storage that has stored no pack yet)
+        return []
+    names = [f"{PACKS_FOLDER}/{name}" for name in names]
+    named: set[str] = set()
+    for start in range(0, len(names), 500):
+        chunk = names[start : start + 500]
+        named.update(Blob.objects.filter(pack__in=chunk).values_list("pack", flat=True).distinct())
+    cutoff = time.time() - older_than
+    removed = []
+    for name in names:
+        if name in named or storage.get_modified_time(name).timestamp() > cutoff:
+            continue
+        if not dry_run:
+            storage.delete(name)
+        removed.append(name)
+    return removed
 
 
 class StepBodies:

@@ -80,7 +80,7 @@ class Blob(models.Model):
     size = models.BigIntegerField()
     # Small files are stored together (trials.blobs.store_pack): the storage name of the pack
     # object holding these bytes, from `offset`. Blank: in a file of their own.
-    pack = CharField(max_length=60, blank=True)
+    pack = CharField(max_length=60, blank=True, db_index=True)  # (indexed: trials.blobs.remove_unnamed_packs)
     offset = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -1,4 +1,5 @@
-"""Celery tasks: run an import, index its step text, send stranded imports again (recovery.py).
+"""Celery tasks: run an import, index its step text, send stranded imports again (recovery.py),
+sweep what killed imports left in the blob storage.
 
 Delivery is at least once: a message is acknowledged only after its import ran
 (`acks_late`), a message whose pool process died is put back (`reject_on_worker_lost`),
@@ -16,7 +17,7 @@ from celery import shared_task
 from celery.signals import after_task_publish, worker_ready
 from django.db import InterfaceError, OperationalError
 
-from trials import recovery, search, services
+from trials import blobs, recovery, search, services
 from trials.models import Import
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,12 @@ def index_step_text_task() -> int:
 @shared_task(ignore_result=True)
 def requeue_stale_imports() -> int:
     return len(recovery.requeue_stale_imports())
+
+
+@shared_task(ignore_result=True)
+def sweep_storage_task() -> int:
+    blobs.remove_stale_partials()
+    return len(blobs.remove_unnamed_packs())
 
 
 @worker_ready.connect

@@ -1,0 +1,24 @@
+"""python manage.py sweep_storage: remove what killed imports left in the blob storage (what beat does hourly)."""
+
+from django.core.management.base import BaseCommand
+
+from trials import blobs
+
+
+class Command(BaseCommand):
+    help = (
+        "Remove pack objects no stored file points into (a worker killed between storing a pack and "
+        "recording it), and half-written copies, once they are an hour old."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
+
+    def handle(self, *args, **options):
+        removed = blobs.remove_unnamed_packs(dry_run=options["dry_run"])
+        if not options["dry_run"]:
+            blobs.remove_stale_partials()
+        verb = "would remove" if options["dry_run"] else "removed"
+        for name in removed:
+            self.stdout.write(f"{verb}  {name}")
+        self.stdout.write(f"{len(removed)} unnamed pack(s) {verb}" if removed else "no unnamed pack")
