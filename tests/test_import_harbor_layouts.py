@@ -152,6 +152,21 @@ def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_i
     assert trial.documents["evidence_pack"]["refs"] == pack["refs"]  # the pack itself kept as written
 
 
+def test_an_evidence_pack_imported_alone_is_a_trial_missing_every_file_it_names(tmp_path, client_logged_in):
+    pack = reference_evidence_pack("trial-alone")
+    (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
+    imp = import_path(tmp_path / "evidence.json")
+    trial = Trial.objects.get()
+    assert not trial.is_complete
+    assert set(trial.missing) == {"trajectoryRef", "rewardDetailsRef", "artifactManifestRef"}
+    flagged = {p["json_path"] for p in imp.problems if "no trial folder came with it" in p["message"]}
+    assert flagged == {"refs.trajectoryRef", "refs.rewardDetailsRef", "refs.artifactManifestRef"}
+    assert trial.documents["evidence_pack"]["refs"] == pack["refs"]  # the claims kept as written
+    api = client_logged_in.get(f"/api/trials/{trial.pk}/").json()
+    assert api["is_complete"] is False
+    assert client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").status_code == 404
+
+
 def test_an_evidence_pack_joined_later_gives_its_trial_its_configuration_and_no_other(tmp_path):
     job = tmp_path / "job"
     write_trial(job, "task-a__AAAAAAA")

@@ -586,10 +586,11 @@ def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial, pack_rel: str) -> 
         trial.criteria.extend(pack.criteria)
 
 
-def unbacked_ref_problem(pack_rel: str, ref: str, target: Any) -> Problem:
+def unbacked_ref_problem(pack_rel: str, ref: str, target: Any, alone: bool = False) -> Problem:
+    lacking = "no trial folder came with it" if alone else "the trial folder has no readable file for it"
     return Problem(
         pack_rel,
-        f"the evidence pack names {target!r}, but the trial folder has no readable file for it: counted as missing",
+        f"the evidence pack names {target!r}, but {lacking}: counted as missing",
         json_path=f"refs.{ref}",
         severity="warning",
         kept="the evidence pack as written",
