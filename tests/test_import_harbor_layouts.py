@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator
 
 from tests.conftest import ATIF_SCHEMA, REFERENCE, import_path
 from tests.test_import_bad_input import atif, good_steps, write_trial
-from trials.models import PermissionDecision, RuntimeEvent, Step, Trajectory, Trial
+from trials.models import Pack, PermissionDecision, RuntimeEvent, Step, Trajectory, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -244,6 +244,51 @@ def test_a_trial_imported_again_inside_its_job_folder_is_already_imported(tmp_pa
     again = import_path(tmp_path / "job")  # another pack (a Harbor job folder) holding the same trial
     assert [(o["kind"], o["outcome"]) for o in again.outcomes] == [("harbor-job", "already imported")]
     assert again.outcomes[0]["already"] == 1 and Trial.objects.count() == 1
+    assert not again.outcomes[0]["differs"] and not again.problems  # the same files, wherever the folder
+
+
+def other_bytes_warnings(imp) -> list[dict]:
+    return [p for p in imp.problems if "imported before from other bytes" in p["message"]]
+
+
+def test_a_trial_imported_again_from_other_bytes_is_said_to_differ_and_keeps_the_first(tmp_path):
+    trial_dir = write_trial(tmp_path / "first", "task-a__AAAAAAA")
+    import_path(trial_dir)
+    changed = tmp_path / "second" / "task-a__AAAAAAA"
+    shutil.copytree(trial_dir, changed)
+    result = orjson.loads((changed / "result.json").read_bytes())
+    result["verifier_result"]["rewards"]["reward"] = 0.0  # the same trial id, another reward
+    (changed / "result.json").write_bytes(orjson.dumps(result))
+    again = import_path(changed)
+    [outcome] = again.outcomes
+    assert outcome["outcome"] == "already imported" and outcome["differs"] == 1
+    assert "imported before from other bytes" in outcome["reason"]
+    [warning] = other_bytes_warnings(again)
+    assert warning["file"] == "task-a__AAAAAAA" and warning["severity"] == "warning"
+    assert Trial.objects.get().reward == 1.0  # what was imported first
+    assert Pack.objects.count() == 2  # the new bytes are stored all the same
+
+
+def test_a_trial_whose_trajectory_was_left_out_by_the_size_limit_is_said_to_differ_when_imported_whole(
+    tmp_path, settings
+):
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    settings.IMPORT_MAX_FILE_BYTES = (trial_dir / "agent" / "trajectory.json").stat().st_size - 1
+    first = import_path(trial_dir)
+    assert Trial.objects.get().step_count == 0 and any("limit" in p["message"] for p in first.problems)
+    settings.IMPORT_MAX_FILE_BYTES = 10 * 1024 * 1024
+    again = import_path(trial_dir)
+    assert again.outcomes[0]["differs"] == 1 and len(other_bytes_warnings(again)) == 1
+
+
+def test_an_evidence_pack_imported_again_with_other_content_is_said_to_differ(tmp_path):
+    pack = reference_evidence_pack("trial-alone")
+    (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
+    import_path(tmp_path / "evidence.json")
+    pack["metrics"]["costUsd"] = 99.0
+    (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
+    again = import_path(tmp_path / "evidence.json")
+    assert again.outcomes[0]["differs"] == 1 and len(other_bytes_warnings(again)) == 1
 
 
 def test_a_trajectory_imported_alone_after_its_trial_folder_is_already_imported(tmp_path):

@@ -337,6 +337,9 @@ class Trial(models.Model):
     FAILED_STATUSES = ("failed", "errored", "timeout")
 
     key = CharField(max_length=500, unique=True)
+    # What its files were (trials.services.files_sha256): a re-import of the trial from other
+    # bytes is told apart from the same trial again. Blank for trials of shared files (AgentV).
+    files_sha256 = CharField(max_length=64, blank=True)
     source_format = CharField(max_length=20, db_index=True)
     name = CharField(max_length=300)
     pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL, related_name="trials")

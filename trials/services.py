@@ -354,6 +354,10 @@ class ImportRun:
             self.outcome(candidate.rel, parsed.kind, "rejected", pack, reason=reason, **counts)
             return
         nothing_new = counts["already"] and not brought and not counts["rejected"]
+        if nothing_new and counts["differs"]:
+            reason = f"{counts['differs']} of its trials were imported before from other bytes: see the warnings"
+            self.outcome(candidate.rel, parsed.kind, "already imported", pack, reason=reason, **counts)
+            return
         self.outcome(candidate.rel, parsed.kind, "already imported" if nothing_new else "imported", pack, **counts)
 
     def import_archive(self, candidate: Candidate) -> None:
@@ -473,7 +477,8 @@ class ImportRun:
                 kind=document.kind,
                 defaults={"title": document.title[:500], "data": document.data, "counts": document.counts},
             )
-        counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0}
+        counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0,
+                  "differs": 0}  # fmt: skip
         # Trials this pack brought in an earlier, unfinished run: a resumed import (its worker died
         # half-way) counts the ones it wrote itself as its own, not as "already" there. (Only
         # a resumed one: another import of the same pack may have written some meanwhile.)
@@ -500,6 +505,7 @@ class ImportRun:
                 result = WriteResult("trials", earlier[result.trial_id], result.trial_id)
             counts[result.outcome] += 1
             counts["steps"] += result.steps
+            counts["differs"] += result.differs
             if (
                 result.outcome in ("already", "joined")
                 and result.trial_id is not None
@@ -523,6 +529,7 @@ class ImportRun:
             batch.clear()
 
         for trial in parsed.iter_trials():
+            trial.files_sha256 = files_sha256(trial, files)
             if trial.key[:500] in batch.keys:  # the same trial twice: the first one is written first
                 write_batch()
             if batch.takes(trial):
@@ -652,6 +659,37 @@ class WriteResult(NamedTuple):
     outcome: str  # trials | already | joined | rejected
     steps: int = 0
     trial_id: int | None = None  # the trial written, found already there, or joined
+    differs: bool = False  # already there, imported from other bytes than these
+
+
+OWN_FILES = ("harbor", "lime")  # formats whose trials are files of their own (an AgentV file holds many)
+
+
+def files_sha256(parsed: ParsedTrial, files: dict[str, tuple[Path, str, int]]) -> str:
+    """The sha256 of a trial's stored files as (path within the trial, sha256) pairs; blank for shared files.
+
+    The same trial folder gives the same digest, imported alone or within its job; other
+    bytes, or files left out (past the size limit), give another.
+    """
+    stored = [rel for rel in parsed.files if rel in files]
+    if parsed.source_format not in OWN_FILES or not stored:
+        return ""
+    base = os.path.commonpath(stored) if len(stored) > 1 else stored[0].rpartition("/")[0]
+    pairs = sorted((rel[len(base) :].lstrip("/"), files[rel][1]) for rel in stored)
+    return hashlib.sha256(orjson.dumps(pairs)).hexdigest()
+
+
+def already(parsed: ParsedTrial, trial_id: int, stored_sha256: str) -> WriteResult:
+    """The trial is there: from these very files, or (said so) from others, which stay only in the storage."""
+    differs = bool(parsed.files_sha256 and stored_sha256 and parsed.files_sha256 != stored_sha256)
+    if differs:
+        message = (
+            f"trial {parsed.name!r} was imported before from other bytes: it keeps what was imported "
+            "first; these files are stored, not shown"
+        )
+        where = os.path.commonpath(parsed.files) if parsed.files else parsed.name
+        parsed.problems.append(Problem(where, message, severity="warning", kept="this pack's raw bytes"))
+    return WriteResult("already", trial_id=trial_id, differs=differs)
 
 
 class SharedRows:
@@ -800,7 +838,9 @@ def write_trials(
     with `write_trial`, so a trial the database refuses is still rejected alone.
     """
     keys = [parsed.key[:500] for parsed in batch]
-    found = dict(Trial.objects.filter(key__in=keys).values_list("key", "pk"))
+    found = {
+        key: (pk, sha) for key, pk, sha in Trial.objects.filter(key__in=keys).values_list("key", "pk", "files_sha256")
+    }
     new = [parsed for parsed in batch if parsed.key[:500] not in found]
     copies: list[tuple[Trajectory, StepBodies]] = []
     try:
@@ -842,10 +882,8 @@ def write_trials(
             bodies.discard()
     made = {trial.key: trial for trial in trials}
     return [
-        WriteResult("already", trial_id=found[key])
-        if key in found
-        else WriteResult("trials", made[key].step_count, made[key].pk)
-        for key in keys
+        already(parsed, *found[key]) if key in found else WriteResult("trials", made[key].step_count, made[key].pk)
+        for key, parsed in zip(keys, batch, strict=True)
     ]
 
 
@@ -859,8 +897,8 @@ def write_trial(
     spool: Path | None = None,
 ) -> WriteResult:
     """One transaction per trial: it is imported whole or not at all. `spool`: the import's own folder."""
-    if (existing := _any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True))) is not None:
-        return WriteResult("already", trial_id=existing)
+    if (existing := _any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", "files_sha256"))) is not None:
+        return already(parsed, *existing)
     loose = parsed.key.startswith("atif:")  # made of trajectory files alone, not of a trial folder
     group = loose and len(parsed.files) > 1  # trajectory.json with its continuations and subagents beside it
     lone_file = blobs.get(parsed.files[0]) if loose else None
@@ -967,6 +1005,7 @@ def trial_row(
     correlation = parsed.runtime_correlation
     return Trial(
         key=parsed.key[:500],
+        files_sha256=parsed.files_sha256,
         source_format=parsed.source_format,
         name=parsed.name[:300],
         pack=pack,
