@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import DatabaseError
 
 from tests.conftest import import_path
@@ -413,6 +413,37 @@ def test_links_in_a_folder_are_reported_and_never_followed(tmp_path):
     trial_row = Trial.objects.get()
     assert trial_row.step_count == 2 and trial_row.trajectories.count() == 1  # the link's steps were not read
     assert not Blob.objects.filter(sha256=hashlib.sha256(Path("/etc/passwd").read_bytes()).hexdigest()).exists()
+
+
+def test_a_link_beside_packs_in_a_folder_is_said_to_be_a_link_not_followed(tmp_path):
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(orjson.dumps(atif(good_steps())))
+    (tmp_path / "upload").mkdir()
+    (tmp_path / "upload" / "trajectory.json").symlink_to(outside)
+    imp = import_path(tmp_path / "upload")
+    [outcome] = imp.outcomes
+    assert outcome["outcome"] == "skipped" and outcome["reason"] == f"link not followed (it points to {str(outside)!r})"
+    assert not Trial.objects.exists()
+
+
+def test_an_empty_folder_is_rejected_with_nothing_to_import(tmp_path):
+    (tmp_path / "empty" / "inner").mkdir(parents=True)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(CommandError, match="1 pack"):
+        call_command("import_packs", str(tmp_path / "empty"), "--no-progress", stdout=out, stderr=err)
+    assert "rejected" in out.getvalue() and "nothing to import: the folder holds no file" in out.getvalue()
+    assert Import.objects.get().rejected_count == 1
+
+
+def test_a_missing_path_is_said_and_the_paths_after_it_are_still_imported(tmp_path):
+    first, last = write_trial(tmp_path / "a"), write_trial(tmp_path / "b")
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="1 pack"):
+        call_command("import_packs", str(first), str(tmp_path / "nowhere"), str(last), "--no-progress",
+                     stdout=out, stderr=io.StringIO())  # fmt: skip
+    lines = out.getvalue().splitlines()
+    assert any("rejected" in line and "nowhere" in line and "no such file or folder" in line for line in lines)
+    assert Trial.objects.count() == 2
 
 
 def test_a_pipe_in_a_folder_is_reported_and_never_opened(tmp_path):

@@ -36,7 +36,7 @@ from trials.fastinsert import insert_rows
 from trials.ingest import harbor, lime
 from trials.ingest.archives import MAX_NESTING, Expansion, Limits, extract
 from trials.ingest.atif import EMBEDDED_MARK
-from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder
+from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder, skip_reason
 from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.records import (
     ConfigurationRef,
@@ -263,6 +263,12 @@ class ImportRun:
             if not source.exists():
                 raise FileNotFoundError(f"no such file or folder: {imp.source_path}")
         candidates = discover(source, source.name, top=True)
+        if not candidates:  # an empty folder (or one of empty folders): say so, as for an empty archive
+            problem = Problem(source.name, "nothing to import: the folder holds no file", kept="nothing")
+            self.imp.problems.append(problem.as_dict())
+            Import.objects.filter(pk=imp.pk).update(problems=self.imp.problems)
+            self.outcome(source.name, "folder", "rejected", reason=problem.message)
+            return
         imp.progress_total = sum(self.weight(c) for c in candidates)
         imp.save(update_fields=["progress_total"])
         for candidate in candidates:
@@ -301,7 +307,7 @@ class ImportRun:
 
     def import_candidate(self, candidate: Candidate) -> None:
         if candidate.kind == "skipped":
-            self.outcome(candidate.rel, "skipped", "skipped", reason="not a pack format (kept out)")
+            self.outcome(candidate.rel, "skipped", "skipped", reason=skip_reason(candidate.path))
             self.advance()
             return
         if candidate.kind == "archive":

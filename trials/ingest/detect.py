@@ -56,6 +56,15 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
     return found
 
 
+def skip_reason(path: Path) -> str:
+    """Why `discover` passed this over, as the import's outcome line says it."""
+    if path.is_symlink():
+        return f"link not followed (it points to {os.readlink(path)!r})"
+    if not path.is_file():
+        return "not a regular file (a device, pipe or socket)"
+    return "not a pack format (kept out)"
+
+
 def over_the_limit(path: Path, rel: str, max_file_bytes: int, size: int | None = None) -> Problem | None:
     size = path.stat().st_size if size is None else size
     if size <= max_file_bytes:

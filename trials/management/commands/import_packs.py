@@ -23,8 +23,11 @@ class Command(BaseCommand):
         rejected = 0
         for raw in options["paths"]:
             path = Path(raw).resolve()
-            if not path.exists():
-                raise CommandError(f"no such file or folder: {raw}")
+            if not path.exists():  # said, and the other paths still imported
+                self.stdout.write(self.describe({"outcome": "rejected", "kind": "-", "pack": raw,
+                                                 "reason": "no such file or folder"}))  # fmt: skip
+                rejected += 1
+                continue
             imp = services.create_import(origin=Import.Origin.CLI, source_name=raw, source_path=str(path))
             imp = self.run(imp, show_progress=not options["no_progress"])
             for outcome in imp.outcomes:
