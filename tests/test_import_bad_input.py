@@ -90,6 +90,22 @@ def test_malformed_json_is_rejected_with_file_and_line_and_its_bytes_kept(tmp_pa
     assert Pack.objects.get().status == "rejected"
 
 
+def test_json_that_ends_too_early_is_placed_on_its_last_line_not_the_one_after(tmp_path):
+    path = tmp_path / "pack.json"
+    path.write_bytes(b'{\n  "benchmark": {"taskId": "t1",\n  "trialId": \n')  # cut short, a newline at the end
+    [problem] = problems_of(import_path(path))
+    assert problem["line"] == 3 and "unexpected end of data, column 13" in problem["message"]
+
+
+def test_a_jsonl_line_cut_short_is_reported_on_its_own_line(tmp_path):
+    path = tmp_path / "events.jsonl"
+    event = {"type": "turn.submitted", "eventId": "e1", "sessionId": "s1"}
+    path.write_bytes(orjson.dumps(event) + b'\n{"type": "turn.submitted", "eventId": \n' + orjson.dumps(event) + b"\n")
+    imp = import_path(path)
+    [problem] = [p for p in imp.problems if "malformed" in p["message"]]
+    assert problem["line"] == 2
+
+
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 def test_nan_and_infinity_are_named_as_not_json(tmp_path, literal):
     steps = good_steps()

@@ -35,10 +35,15 @@ def malformed(
 
     `line`: where the parsed text starts in its file (a JSONL line), when not at the top.
     """
-    message = f"{what}: {exc.msg}, column {exc.colno}"
+    lineno, colno = exc.lineno, exc.colno
+    if isinstance(exc.doc, str) and exc.pos >= len(text := exc.doc.rstrip()):
+        # It ended too early: orjson points past the trailing newline, at a line that is not there.
+        lineno = text.count("\n") + 1
+        colno = len(text) - text.rfind("\n")
+    message = f"{what}: {exc.msg}, column {colno}"
     if isinstance(exc.doc, str) and exc.doc.startswith(("NaN", "Inf", "-Inf"), exc.pos):
         message += " (NaN and Infinity are not JSON)"
-    return Problem(rel, message, line=line + exc.lineno - 1 if line else exc.lineno, kept=kept)
+    return Problem(rel, message, line=line + lineno - 1 if line else lineno, kept=kept)
 
 
 # Files up to this size are read a second time by the standard library, which orjson is not:
