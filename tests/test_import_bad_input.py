@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -323,6 +324,29 @@ def test_zip_bomb_by_ratio_is_rejected_before_it_fills_the_disk(tmp_path, settin
     assert imp.outcomes[0]["outcome"] == "rejected"
     assert "ratio" in problems_of(imp)[0]["message"]
     assert not list((settings.IMPORT_SPOOL_DIR).rglob("zeros.json"))
+
+
+def test_a_gzipped_trajectory_is_read_as_the_file_inside_it(tmp_path):
+    original = orjson.dumps(atif(good_steps()))
+    archive = tmp_path / "trajectory.json.gz"
+    archive.write_bytes(gzip.compress(original))
+    imp = import_path(archive)
+    assert [o["outcome"] for o in imp.outcomes] == ["extracted", "imported"]
+    assert imp.outcomes[1]["pack"] == "trajectory.json.gz/trajectory.json"
+    assert Trial.objects.get().trajectories.get().blob.read() == original
+
+
+def test_a_gzip_bomb_stops_at_the_ratio_limit_and_a_gzip_cut_short_is_said_on_one_line(tmp_path, settings):
+    bomb = tmp_path / "zeros.json.gz"
+    bomb.write_bytes(gzip.compress(b"0" * (40 * 1024 * 1024)))
+    imp = import_path(bomb)
+    assert imp.outcomes[0]["outcome"] == "rejected" and "ratio" in problems_of(imp)[0]["message"]
+    assert not list(settings.IMPORT_SPOOL_DIR.rglob("zeros.json"))
+
+    cut = tmp_path / "events.jsonl.gz"
+    cut.write_bytes(gzip.compress(b'{"type": "turn.submitted", "eventId": "e1"}\n' * 2000)[:300])
+    [problem] = problems_of(import_path(cut))
+    assert problem["message"].startswith("damaged or truncated archive: ") and "\n" not in problem["message"]
 
 
 def test_archive_past_the_expanded_size_limit_is_rejected(tmp_path, settings):

@@ -1,4 +1,4 @@
-"""Safe extraction of .zip, .tar, .tar.gz and .tgz uploads.
+"""Safe extraction of .zip, .tar, .tar.gz and .tgz uploads, and of a lone gzipped file (.json.gz).
 
 Members are checked before anything is written: no absolute paths, no `..`, no links,
 devices or FIFOs. Sizes are counted as bytes are written (headers can lie), so a bomb
@@ -7,6 +7,7 @@ stops at the limit whatever it claims.
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import tarfile
 import zipfile
@@ -33,7 +34,7 @@ def archive_kind(path: Path) -> str:
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "zip"
     if head[:2] == b"\x1f\x8b":
-        return "tar"  # gzip: a .tar.gz / .tgz (a lone gzipped file fails as a tar below)
+        return "tar"  # gzip: a .tar.gz / .tgz, or a lone gzipped file (extract tells them apart)
     if len(head) >= 262 and head[257:262] == b"ustar":
         return "tar"
     return ""
@@ -125,6 +126,8 @@ def extract(
     try:
         if kind == "zip":
             problems = _extract_zip(archive, dest, budget)
+        elif kind == "tar" and _gzipped_tar(archive) is False:
+            problems = _extract_gunzipped(archive, dest, budget)
         elif kind == "tar":
             problems = _extract_tar(archive, dest, budget)
         else:
@@ -134,11 +137,12 @@ def extract(
         raise
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as exc:
         shutil.rmtree(dest, ignore_errors=True)
+        # (an OSError's text would name the server's extraction folder; tarfile's runs over lines)
+        reason = " ".join(str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc).split())
         raise PackError(
             Problem(
                 archive_name,
-                # (an OSError's text would name the server's extraction folder)
-                f"damaged or truncated archive: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}",
+                f"damaged or truncated archive: {reason}",
                 kept="the archive's raw bytes; nothing was extracted",
             )
         ) from exc
@@ -201,6 +205,25 @@ def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
                 if too_big := _copy(src, target, name, budget):
                     problems.append(too_big)
     return problems
+
+
+def _gzipped_tar(archive: Path) -> bool | None:
+    """For a gzip file: whether a tar is inside (None: it is not gzip, or too damaged to tell)."""
+    try:
+        with gzip.open(archive) as f:
+            head = f.read(512)
+    except (OSError, EOFError):
+        return None
+    return len(head) >= 262 and head[257:262] == b"ustar" if head[:1] else None
+
+
+def _extract_gunzipped(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
+    """A lone gzipped file (trajectory.json.gz, events.jsonl.gz): the one file inside, under the limits."""
+    name = budget.archive_name.rpartition("/")[2]
+    name = name[: -len(".gz")] if name.lower().endswith(".gz") and len(name) > 3 else f"{name}.gunzipped"
+    with gzip.open(archive) as src:
+        too_big = _copy(src, dest / name, name, budget)
+    return [too_big] if too_big else []
 
 
 def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
