@@ -247,6 +247,17 @@ def test_a_trial_imported_again_inside_its_job_folder_is_already_imported(tmp_pa
     assert not again.outcomes[0]["differs"] and not again.problems  # the same files, wherever the folder
 
 
+def test_a_jobs_times_without_a_zone_are_flagged_with_their_json_path(tmp_path):
+    write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    (tmp_path / "job" / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
+    times = {"started_at": "2026-08-24T23:44:06.166708", "finished_at": "2026-08-24T23:59:00"}
+    (tmp_path / "job" / "result.json").write_bytes(orjson.dumps({"id": "j1", "n_total_trials": 1, **times}))
+    imp = import_path(tmp_path / "job")
+    naive = {p["json_path"]: p for p in imp.problems if "naive timestamp" in p["message"]}
+    assert set(naive) == {"started_at", "finished_at"}
+    assert {p["file"] for p in naive.values()} == {"job/result.json"}
+
+
 def other_bytes_warnings(imp) -> list[dict]:
     return [p for p in imp.problems if "imported before from other bytes" in p["message"]]
 

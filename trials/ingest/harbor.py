@@ -116,13 +116,13 @@ def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> Pa
     lock = _safe_dict(job_dir / "lock.json", f"{rel}/lock.json", problems)
     name = str(config.get("job_name") or job_dir.name)
     job_key = f"harbor:{result.get('id') or name}"
-    started_at = _naive_flagged(result.get("started_at"), f"{rel}/result.json", problems)
+    started_at = _naive_flagged(result.get("started_at"), f"{rel}/result.json", problems, "started_at")
     job = ParsedJob(
         key=job_key,
         name=name,
         source_format="harbor",
         started_at=started_at,
-        finished_at=_naive_flagged(result.get("finished_at"), f"{rel}/result.json", problems),
+        finished_at=_naive_flagged(result.get("finished_at"), f"{rel}/result.json", problems, "finished_at"),
         config=config,
         result=result,
         extra={"lock": lock} if lock else {},
@@ -157,13 +157,14 @@ def _safe_dict(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any]:
         return {}
 
 
-def _naive_flagged(value: Any, rel: str, problems: list[Problem]) -> datetime | None:
+def _naive_flagged(value: Any, rel: str, problems: list[Problem], json_path: str) -> datetime | None:
     parsed = parse_iso(value)
     if parsed is not None and parsed.tzinfo is None:
         problems.append(
             Problem(
                 rel,
                 f"naive timestamp {value!r}: local time of an unknown zone",
+                json_path=json_path,
                 severity="warning",
                 kept="the value as written",
             )
