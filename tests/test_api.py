@@ -176,6 +176,25 @@ def test_upload_page_accepts_several_files_at_once(client_logged_in, django_capt
     assert Import.objects.filter(origin="upload", status="done").count() == 2
 
 
+def test_an_empty_file_among_several_uploads_is_named_in_the_error(client_logged_in):
+    files = [SimpleUploadedFile("good.json", b"{}"), SimpleUploadedFile("empty.json", b"")]
+    response = client_logged_in.post("/imports/", {"files": files})
+    assert response.status_code == 200 and not Import.objects.exists()
+    assert "empty.json: The submitted file is empty." in response.content.decode()
+
+
+def test_the_import_page_gives_the_counts_of_packs_that_bring_events_documents_and_joins(
+    client_logged_in, django_capture_on_commit_callbacks
+):
+    events = (REFERENCE / "lime-agentruntime" / "submit-turn-event.json").read_bytes()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client_logged_in.post("/imports/", {"files": [SimpleUploadedFile("events.json", events)]})
+    imp = Import.objects.get()
+    [outcome] = imp.outcomes
+    assert outcome["details"] == "1 events"
+    assert "<td>1 events</td>" in client_logged_in.get(response["Location"]).content.decode()
+
+
 def test_import_page_escapes_a_hostile_file_name(client_logged_in):
     name = '<img src=x onerror="alert(1)">.json'
     client_logged_in.post("/imports/", {"files": [SimpleUploadedFile(name, b"{}")]})
@@ -227,7 +246,7 @@ def test_import_page_links_to_the_trials_it_imported_and_to_those_it_found_alrea
     assert listed.count('data-field="nothing-new">') == 1 and listed.count('data-field="nothing-new" hidden>') == 1
     page = client_logged_in.get(first.get_absolute_url()).content.decode()
     pack_id = next(o["pack_id"] for o in first.outcomes if o.get("pack_id"))
-    assert f'href="/trials/?pack={pack_id}">3 trials</a>' in page
+    assert f'href="/trials/?pack={pack_id}">3 trials</a> · ' in page  # then its other counts
     assert f'href="/trials/?import_id={first.pk}"' in page
     for imp in imports:
         listed = client_logged_in.get("/trials/", {"import_id": str(imp.pk)})

@@ -63,6 +63,8 @@ def test_an_upload_answers_at_once_and_its_page_follows_the_import_to_done(page,
     expect(page.locator("#import-status")).to_have_text("done", timeout=30_000)  # the page polls the API
     expect(page.locator("#import-count")).to_have_text("1 / 1")
     expect(page.locator("#import-outcomes tbody")).to_contain_text("imported")
+    steps = Trial.objects.get().step_count
+    expect(page.locator("#import-outcomes tbody")).to_contain_text(f"1 trial · {steps} steps")  # as the server draws it
     assert Trial.objects.get().name == trial.name
     page.locator("#import-outcomes tbody a", has_text="1 trial").click()  # drawn by the poll, not the server
     expect(page.locator("#trial-rows, table").first).to_contain_text(trial.name)

@@ -11,10 +11,17 @@ class MultipleFileField(forms.FileField):
         super().__init__(*args, **kwargs)
 
     def clean(self, data, initial=None):
-        single = super().clean
-        if isinstance(data, (list, tuple)):
-            return [single(d, initial) for d in data]
-        return [single(data, initial)]
+        files = list(data) if isinstance(data, (list, tuple)) else [data]
+        cleaned, errors = [], []
+        for file in files:
+            try:
+                cleaned.append(super().clean(file, initial))
+            except forms.ValidationError as exc:  # said of that file, so the user knows which
+                name = getattr(file, "name", "")
+                errors += [f"{name}: {message}" if name and len(files) > 1 else message for message in exc.messages]
+        if errors:
+            raise forms.ValidationError(errors)
+        return cleaned
 
 
 class UploadForm(forms.Form):

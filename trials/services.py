@@ -290,6 +290,8 @@ class ImportRun:
 
     def outcome(self, candidate_rel: str, kind: str, outcome: str, pack: Pack | None = None, **extra: Any) -> None:
         line = {"pack": candidate_rel, "kind": kind, "outcome": outcome, **extra}
+        if details := outcome_details(extra):
+            line["details"] = details
         if pack is not None:  # so the import page can list the pack's trials
             line["pack_id"] = pack.pk
         self.imp.outcomes.append(line)
@@ -555,6 +557,25 @@ class ImportRun:
         if not per_trial_progress:
             self.advance()
         return counts
+
+
+# What an outcome line's counts say beside its trials (the import page's Details column).
+OUTCOME_COUNTS = {
+    "already": "already there",
+    "differs": "imported before from other bytes",
+    "joined": "joined to a trial",
+    "rejected": "rejected",
+    "events": "events",
+    "documents": "documents",
+    "inferred": "configurations inferred",
+    "steps": "steps",
+    "members": "members",
+    "skipped": "members skipped",
+}
+
+
+def outcome_details(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{counts[key]} {label}" for key, label in OUTCOME_COUNTS.items() if counts.get(key))
 
 
 def reported_problems(trial: ParsedTrial) -> list[dict]:

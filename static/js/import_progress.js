@@ -45,7 +45,7 @@
   const url = root.dataset.statusUrl;
 
   // A value, {badge: text} for one drawn as a badge (its class is the text, slugged),
-  // or {href, text} for a link.
+  // or {href, text, after} for a link (and text after it).
   function cell(value) {
     const td = document.createElement("td");
     if (value != null && value.href != null) {
@@ -53,6 +53,7 @@
       a.href = value.href;
       a.textContent = value.text;
       td.appendChild(a);
+      if (value.after) td.appendChild(document.createTextNode(" · " + value.after));
       return td;
     }
     const text = value != null && value.badge != null ? value.badge : value;
@@ -89,10 +90,12 @@
   function draw(data) {
     drawSummary(summary, data);
     const trialsList = byId("import-trials");
-    const details = (o) => {
-      if (o.reason || !o.trials) return o.reason || "";
+    const details = (o) => {  // as the page draws it: the reason or the trials, then the other counts
+      const counts = o.details || "";
+      if (o.reason || !o.trials) return [o.reason, counts].filter(Boolean).join(" · ");
       const text = o.trials + (o.trials === 1 ? " trial" : " trials");
-      return o.pack_id ? { href: trialsList.querySelector("a").pathname + "?pack=" + o.pack_id, text } : text;
+      if (!o.pack_id) return [text, counts].filter(Boolean).join(" · ");
+      return { href: trialsList.querySelector("a").pathname + "?pack=" + o.pack_id, text, after: counts };
     };
     fill("#import-outcomes", data.outcomes.map((o) => [o.pack, o.kind, { badge: o.outcome }, details(o)]), 4);
     trialsList.hidden = data.status !== "done" || !data.has_trials; // a wholly rejected upload has none to list
