@@ -371,6 +371,21 @@ def test_loose_trajectory_files_of_one_run_are_one_trial_and_the_other_files_sta
     assert (trial.input_tokens, trial.output_tokens, trial.cost_usd) == (300, 30, pytest.approx(0.3))
 
 
+def continuation_warnings(imp) -> list[dict]:
+    return [p for p in imp.problems if p["json_path"] == "continued_trajectory_ref"]
+
+
+def test_a_trajectory_whose_continuation_file_is_not_in_the_pack_is_said_to_miss_its_later_steps(tmp_path):
+    loose = loose_run(tmp_path / "agent")
+    assert continuation_warnings(import_path(loose)) == []  # the group has its continuation
+    alone = import_path(loose / "trajectory.json")  # the main file without it
+    [warning] = continuation_warnings(alone)
+    assert warning["file"] == "trajectory.json" and warning["severity"] == "warning"
+    assert "'trajectory.cont-1.json', which is not in this pack" in warning["message"]
+    (loose / "trajectory.cont-1.json").unlink()
+    assert [w["file"] for w in continuation_warnings(import_path(loose))] == ["agent/trajectory.json"]
+
+
 def test_loose_run_files_take_the_place_of_their_main_file_imported_alone_and_give_way_to_their_trial(tmp_path):
     loose = loose_run(tmp_path / "loose")
     import_path(loose / "trajectory.json")

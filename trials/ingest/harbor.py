@@ -15,7 +15,7 @@ from typing import Any
 
 from trials import completeness
 from trials.ingest import agentcontext, lime
-from trials.ingest.atif import embedded_subagents, final_totals, read_trajectory
+from trials.ingest.atif import EMBEDDED_MARK, embedded_subagents, final_totals, read_trajectory
 from trials.ingest.folders import files_under
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
@@ -210,6 +210,7 @@ def parse_trial_dir(
         _read_verifier(trial, step_dir / "verifier", f"{step_rel}/verifier", step_name=step_dir.name)
         _read_artifacts(trial, step_dir / "artifacts", f"{step_rel}/artifacts")
     _read_sidecars(trial, trial_dir, rel, listing)
+    flag_missing_continuations(trial)
     trial.status = trial_status(trial)
     return trial
 
@@ -657,6 +658,12 @@ def parse_traces_export(data: list, rel: str) -> ParsedPack:
 
 def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
     """A trajectory uploaded on its own: a trial with only a trajectory (incomplete, but evidence)."""
+    pack = _trial_of_one_file(path, rel)
+    flag_missing_continuations(pack.trials[0])
+    return pack
+
+
+def _trial_of_one_file(path: Path, rel: str) -> ParsedPack:
     trajectory = read_trajectory(path, rel)
     agent = trajectory.agent
     name = trajectory.session_id or trajectory.trajectory_id or Path(rel).stem
@@ -678,6 +685,21 @@ def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
     )
     _apply_final_totals(trial, [trajectory])
     return ParsedPack(kind="atif-trajectory", trials=[trial], trial_count=1)
+
+
+def flag_missing_continuations(trial: ParsedTrial) -> None:
+    """A file whose `continued_trajectory_ref` names a file the trial lacks: the run's later steps are missing."""
+    have = set(trial.files)
+    for trajectory in trial.trajectories:
+        ref = trajectory.header.get("continued_trajectory_ref")
+        if not isinstance(ref, str) or not ref or EMBEDDED_MARK in trajectory.path:
+            continue
+        folder = trajectory.path.rpartition("/")[0]
+        name = ref.replace("\\", "/").rpartition("/")[2]
+        if (f"{folder}/{name}" if folder else name) not in have:
+            message = f"continued_trajectory_ref names {ref!r}, which is not in this pack: the later steps are missing"
+            trial.problems.append(Problem(trajectory.path, message, json_path="continued_trajectory_ref",
+                                          severity="warning", kept="the steps of the files that are here"))  # fmt: skip
 
 
 def _apply_final_totals(trial: ParsedTrial, trajectories: list[ParsedTrajectory]) -> None:
@@ -706,7 +728,7 @@ def trajectory_group(folder: Path) -> list[Path]:
 def parse_trajectory_group(members: list[Path], rel: str) -> ParsedPack:
     """A trajectory.json with its continuations and subagent files: one trial, as in a Harbor trial folder."""
     main, *others = members
-    pack = parse_lone_trajectory(main, f"{rel}/{main.name}")
+    pack = _trial_of_one_file(main, f"{rel}/{main.name}")
     trial = pack.trials[0]
     for path in others:
         path_rel = f"{rel}/{path.name}"
@@ -718,6 +740,7 @@ def parse_trajectory_group(members: list[Path], rel: str) -> ParsedPack:
             continue
         trial.trajectories += [trajectory, *embedded_subagents(trajectory)]
     _apply_final_totals(trial, [t for t in trial.trajectories if t.role in ("main", "continuation")])
+    flag_missing_continuations(trial)
     pack.kind = "atif-trajectory-group"
     return pack
 
