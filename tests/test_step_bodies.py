@@ -97,8 +97,13 @@ def test_a_step_that_is_not_an_object_opens_as_the_row_the_importer_made(tmp_pat
     path.write_bytes(pretty([STEPS[0], ["not", "a", "step"]]))
     import_path(path)
     step = Step.objects.get(index=1)
+    assert (step.step_id, step.source) == ("", "invalid")  # no id invented for it
     detail = client_logged_in.get(reverse("api-trial-step", args=[step.trial_id, 2])).json()
-    assert detail["extra"] == {"invalid": ["not", "a", "step"]} and detail["source"] == "system"
+    assert detail["extra"] == {"invalid": ["not", "a", "step"]} and detail["source"] == "invalid"
+    assert detail["message"] == '(not a step object: ["not", "a", "step"])'
+    page = client_logged_in.get(reverse("trial-detail", args=[step.trial_id])).content.decode()
+    assert "id (none)</span>" in page
+    assert "(not a step object: [&quot;not&quot;, &quot;a&quot;, &quot;step&quot;])" in page
 
 
 def test_an_embedded_subagent_keeps_a_copy_of_its_steps(tmp_path):

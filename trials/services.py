@@ -1206,7 +1206,7 @@ def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int) -
         "trajectory_id": trajectory.pk,
         "trial_id": trajectory.trial_id,
         "index": step.index,
-        "step_id": str(step.step_id)[:40],
+        "step_id": "" if step.step_id is None else str(step.step_id)[:40],  # (null, or no object at all)
         "source": step.source[:10],
         "timestamp": _aware(step.timestamp),
         "model_name": step.model_name[:200],

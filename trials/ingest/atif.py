@@ -304,7 +304,8 @@ def _parse_steps(
     for index, raw in enumerate(steps):
         count += 1
         if not isinstance(raw, dict):
-            problems.append(Problem(rel, "a step must be an object", json_path=f"steps[{index}]"))
+            kept = "the value, as an invalid step"
+            problems.append(Problem(rel, "a step must be an object", json_path=f"steps[{index}]", kept=kept))
         else:
             problems.extend(validate_step(raw, index, rel))
         step = parse_step(raw, index)
@@ -447,7 +448,9 @@ def final_totals(trajectories: list[ParsedTrajectory]) -> dict[str, Any]:
 
 def parse_step(raw: Any, index: int) -> ParsedStep:
     if not isinstance(raw, dict):  # the file keeps the real value; the row says what was wrong
-        raw = {"step_id": index + 1, "source": "system", "message": "", "extra": {"invalid": raw}}
+        shown = json.dumps(raw, default=str)[:200]
+        raw = {"step_id": None, "source": "invalid", "message": f"(not a step object: {shown})",
+               "extra": {"invalid": raw}}  # fmt: skip
     tool_calls = [
         ParsedToolCall(
             tool_call_id=str(call.get("tool_call_id") or ""),
