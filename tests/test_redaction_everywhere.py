@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import orjson
 import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -74,3 +75,55 @@ def test_the_secret_is_only_in_the_raw_pack(client, tmp_path, caplog, capsys, dj
         assert SECRET not in record.getMessage()
     captured = capsys.readouterr()
     assert SECRET not in captured.out and SECRET not in captured.err
+
+
+def test_redacted_items_in_runtime_events_are_not_shown_whatever_their_value_looks_like(tmp_path, client_logged_in):
+    """A value shaped like no known secret: only the redaction marks keep it out (not the last-line mask)."""
+    from tests.conftest import import_path
+    from tests.test_import_bad_input import write_trial
+
+    trial_dir = write_trial(tmp_path)
+    masked = {"item_id": "item-1", "content": "LEAKCANARY-1111", "redaction_state": "masked"}
+    named_later = {"item_id": "item-2", "content": "LEAKCANARY-2222", "redaction_state": "none"}
+    events = [
+        {"type": "context.item.added", "eventId": "e1", "sessionId": "s1", "payload": {"item": masked}},
+        {"type": "context.item.added", "eventId": "e2", "sessionId": "s1", "payload": {"item": named_later}},
+        {"type": "context.redaction.applied", "eventId": "e3", "sessionId": "s1",
+         "payload": {"redaction_id": "r1", "item_id": "item-2", "redacted_fields": ["content"], "reason": "pii"}},
+    ]  # fmt: skip
+    lines = b"\n".join(orjson.dumps(event) for event in events)
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(lines)
+    (tmp_path / "one-event.json").write_bytes(orjson.dumps({**events[0], "eventId": "e9"}))  # a file of its own
+    import_path(trial_dir)
+    import_path(tmp_path / "one-event.json")
+    trial = Trial.objects.get()
+    assert trial.events.count() == 3
+
+    bodies = {tab: client_logged_in.get(f"/trials/{trial.pk}/", {"tab": tab}).content for tab in ("events", "context")}
+    for name in ("context", "permissions"):
+        response = client_logged_in.get(f"/api/trials/{trial.pk}/{name}/")
+        assert response.status_code == 200
+        bodies[f"{name} api"] = response.content
+    for name, body in bodies.items():
+        assert b"LEAKCANARY" not in body, name
+    assert b"[redacted]" in bodies["events"]
+    from trials.models import RuntimeEvent
+
+    for event in RuntimeEvent.objects.all():  # nor in the index the pages and the API read from
+        assert "LEAKCANARY" not in orjson.dumps([event.payload, event.raw, event.refs]).decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_scrubs_redacted_items_in_events_imported_before_the_fix():
+    from tests.conftest import migrate_to
+    from trials.models import RuntimeEvent
+
+    old_event = migrate_to(("trials", "0017_trial_files_sha256")).get_model("trials", "RuntimeEvent")
+    item = {"item_id": "item-1", "content": "LEAKCANARY-3333", "redaction_state": "masked"}
+    raw = {"type": "context.item.added", "eventId": "e1", "payload": {"item": item}}
+    old_event.objects.create(type="context.item.added", event_id="e1", payload=raw["payload"], raw=raw)
+    old_event.objects.create(type="turn.submitted", event_id="e2", payload={"text": "kept as it is"}, raw={})
+    migrate_to()
+    scrubbed, untouched = RuntimeEvent.objects.order_by("event_id")
+    assert "LEAKCANARY" not in orjson.dumps([scrubbed.payload, scrubbed.raw]).decode()
+    assert scrubbed.payload["item"]["item_id"] == "item-1" and untouched.payload == {"text": "kept as it is"}

@@ -339,9 +339,19 @@ def parse_event(
     )
 
 
+def without_redacted_context(objs: list[Any]) -> list[Any]:
+    """The events with every redacted context item in them scrubbed (`context.*` events carry items):
+    redacted by its own redaction_state, or named by a redaction anywhere in the same file."""
+    from trials.ingest import agentcontext  # (which reads ids with this module's helpers)
+
+    named = agentcontext.collect_redactions(objs)
+    return [agentcontext.scrub_tree(obj, named) for obj in objs]
+
+
 def parse_event_rows(rows: list[tuple[int, dict[str, Any]]], file: str) -> tuple[list[ParsedEvent], list[Problem]]:
     events: list[ParsedEvent] = []
     problems: list[Problem] = []
+    rows = list(zip([line for line, _ in rows], without_redacted_context([obj for _, obj in rows]), strict=True))
     for line, obj in rows:
         if is_runtime_event(obj):
             events.append(parse_event(obj, file, line, problems))
@@ -362,6 +372,7 @@ def parse_event_file(data: Any, path: str) -> ParsedPack:
         raise PackError(Problem(path, "not a Lime runtime event (needs type and eventId)"))
     if isinstance(data, dict):  # a single object has no line numbers
         problems: list[Problem] = []
+        [data] = without_redacted_context([data])
         return ParsedPack(kind="runtime-events", events=[parse_event(data, path, None, problems)], problems=problems)
     events, problems = parse_event_rows(rows, path)
     return ParsedPack(kind="runtime-events", events=events, problems=problems)
