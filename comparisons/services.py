@@ -101,7 +101,12 @@ class SideError(ValueError):
 
 
 def parse_sides(params: Any) -> tuple[Side, Side]:
-    """Read `baseline` / `candidate` (configuration ids) or `baseline_job` / `candidate_job`."""
+    """Read `baseline` / `candidate` (configuration ids) or `baseline_job` / `candidate_job`.
+
+    `params`: query parameters, a form, or a JSON body (where ids may be numbers).
+    """
+    if not hasattr(params, "get"):
+        raise SideError("send the sides as query parameters or a JSON object, not " + type(params).__name__)
     sides = []
     for role in ("baseline", "candidate"):
         side = _parse_side(params, role)
@@ -113,7 +118,8 @@ def parse_sides(params: Any) -> tuple[Side, Side]:
 
 def _parse_side(params: Any, role: str) -> Side | None:
     for kind, name, model in ((SideKind.CONFIGURATION, role, Configuration), (SideKind.JOB, f"{role}_job", Job)):
-        value = (params.get(name) or "").strip()
+        value = params.get(name)
+        value = str(value).strip() if value is not None and not isinstance(value, (bool, list, dict)) else ""
         if not value:
             continue
         if not value.isdigit() or not model.objects.filter(pk=int(value)).exists():

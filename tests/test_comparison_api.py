@@ -232,6 +232,17 @@ def test_saving_records_a_schema_valid_comparison_event_that_can_be_downloaded(c
     assert json.loads(download.content) == event
 
 
+def test_saving_takes_the_sides_as_json_numbers_and_refuses_other_json_with_a_400(client_logged_in, sides):
+    base, cand = sides
+    url = "/api/comparisons/save/"
+    response = client_logged_in.post(url, {"baseline": base.pk, "candidate": cand.pk}, content_type="application/json")
+    assert response.status_code == 201, response.content
+    for body in ([], [base.pk, cand.pk], {"baseline": [base.pk], "candidate": True}, "x"):
+        response = client_logged_in.post(url, body, content_type="application/json")
+        assert response.status_code == 400, body
+        assert "detail" in response.json()
+
+
 def test_the_validator_rejects_an_event_without_a_comparison(sides):
     comparison = services.get_or_compute(
         services.Side("configuration", sides[0].pk), services.Side("configuration", sides[1].pk)

@@ -59,6 +59,9 @@ def test_bad_input_gives_400_with_field_errors(client, trial):
     errors = response.json()
     assert set(errors) >= {"severity", "evidence_refs", "target_name"}
     assert errors["target_name"][0]["message"] == "Name the verifier criterion to add."
+    for refs in (5, {"kind": "step"}, None, [[1]]):  # not a list of refs: a 400, never a 500
+        response = _post(client, trial, evidence_refs=refs)
+        assert response.status_code == 400 and "evidence_refs" in response.json(), refs
 
 
 def test_only_an_approver_files_a_waiver_through_the_api(client, trial):
@@ -78,6 +81,10 @@ def test_only_an_approver_files_a_waiver_through_the_api(client, trial):
     response = _post(client, trial, **waiver)
     assert response.status_code == 201, response.content
     assert response.json()["approver"] == "abe"
+    as_written_back = {**waiver, "waived_item": blocker["id"], "approver": "abe"}  # "QC-1", the user name
+    response = _post(client, trial, **as_written_back)
+    assert response.status_code == 201, response.content
+    assert response.json()["waived_item"] == blocker["id"]
 
 
 def test_list_and_detail_endpoints_for_scenarios_blockers_waivers(client, trial):

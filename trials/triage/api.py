@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -31,12 +32,18 @@ def _form_data(payload) -> dict:
     if hasattr(payload, "getlist"):
         data["evidence_refs"] = payload.getlist("evidence_refs")
     refs = data.get("evidence_refs") or []
-    if isinstance(refs, str):
+    if not isinstance(refs, list):  # one ref given alone (a number is refused by the form, not a 500)
         refs = [refs]
     data["evidence_refs"] = [f"{r.get('kind')}:{r.get('ref')}" if isinstance(r, dict) else str(r) for r in refs]
     for key in ("failure_mode", "scenario", "waived_item", "approver"):
         if data.get(key) is None:
             data.pop(key, None)
+    # As the API writes them back: the approver by user name, the waived item by its label (QC-4).
+    if isinstance(data.get("approver"), str) and not data["approver"].isdigit():
+        user = get_user_model().objects.filter(username=data["approver"]).values_list("pk", flat=True).first()
+        data["approver"] = user if user is not None else data["approver"]
+    if isinstance(data.get("waived_item"), str):
+        data["waived_item"] = data["waived_item"].removeprefix("QC-")
     return data
 
 
