@@ -160,6 +160,25 @@ def test_openchrome_runs_and_agentqc_trials_are_counted_from_the_file():
     assert Trial.objects.filter(source_format="agentqc").count() == len(experiment["trials"])
 
 
+def test_agentqc_trials_carry_their_ids_and_an_evidence_pack_joined_to_one_brings_no_file_it_only_names():
+    experiment = orjson.loads((REFERENCE / "lime-agentqc" / "lime-benchmark-experiment.json").read_bytes())
+    import_path(REFERENCE / "lime-agentqc" / "lime-benchmark-experiment.json")
+    written = {t["trial_id"]: t for t in experiment["trials"]}
+    for trial in Trial.objects.filter(source_format="agentqc"):
+        assert trial.benchmark["trialId"] == trial.name and trial.benchmark["taskId"] == written[trial.name]["task_id"]
+        assert trial.benchmark["harborJobRef"] == written[trial.name]["job_ref"]
+        assert "benchmark.datasetId" not in str(trial.missing)  # the ids are there; the files are not
+        assert not trial.is_complete and "trajectoryRef" in trial.missing
+    pack = orjson.loads((REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes())
+    imp = import_path(REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json")
+    assert [o["outcome"] for o in imp.outcomes] == ["imported"] and imp.outcomes[0]["joined"] == 1
+    joined = Trial.objects.get(name=pack["benchmark"]["trialId"])
+    assert joined.source_format == "agentqc" and not joined.is_complete  # its refs name files nobody imported
+    assert {"trajectoryRef", "rewardDetailsRef", "artifactManifestRef"} <= set(joined.missing)
+    flagged = {p["json_path"] for p in imp.problems if "the trial it joins has no readable file" in p["message"]}
+    assert flagged == {"refs.trajectoryRef", "refs.rewardDetailsRef", "refs.artifactManifestRef"}
+
+
 def test_openchromes_claim_eligibility_is_on_each_run_and_on_the_job_page(client_logged_in):
     path = REFERENCE / "openchrome" / "realworld-task-completion.json"
     claim = orjson.loads(path.read_bytes())["results"][0]["claimEligibility"]

@@ -50,16 +50,15 @@ CHECKS: list[dict[str, Any]] = [
 FILE_REFS = ("trajectoryRef", "rewardDetailsRef", "artifactManifestRef")  # each names a file of the trial
 
 
-def join_refs(own: dict, pack: dict, alone: bool = False) -> tuple[dict, list[str]]:
+def join_refs(own: dict, pack: dict) -> tuple[dict, list[str]]:
     """A trial's refs with an evidence pack's joined in (the trial's own win), and the refs not taken.
 
-    When the trial came from a Harbor trial directory, its own refs list the files that
-    directory has. A pack ref to a trial file the directory lacks names something nobody
-    imported: it is not taken, so that part counts as missing. So too for a pack imported
-    `alone`: no file it names was imported.
+    A trial's own file refs name the files it has (a Harbor trial folder's, as read). A
+    pack ref to a trial file the trial lacks names something nobody imported: it is not
+    taken, so that part counts as missing. A pack imported alone joins no trial (`own` is
+    empty): none of the files it names came with it.
     """
-    checked = alone or bool(own.get("harborTrialResultRef"))
-    unbacked = [k for k in FILE_REFS if checked and pack.get(k) and not own.get(k)]
+    unbacked = [k for k in FILE_REFS if pack.get(k) and not own.get(k)]
     return {**{k: v for k, v in pack.items() if k not in unbacked}, **own}, unbacked
 
 

@@ -942,7 +942,7 @@ def write_trial(
             join_evidence_pack(target, parsed)
             return WriteResult("joined", trial_id=target.pk)
         claimed = dict(parsed.refs)  # alone: the files it names came with no trial folder
-        parsed.refs, unbacked = completeness.join_refs({}, claimed, alone=True)
+        parsed.refs, unbacked = completeness.join_refs({}, claimed)
         parsed.problems += [harbor.unbacked_ref_problem(parsed.files[0], r, claimed[r], alone=True) for r in unbacked]
     shared = shared or SharedRows()
     try:

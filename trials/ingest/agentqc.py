@@ -136,11 +136,16 @@ def _trial(
     refs = {k: v for k, v in trial.items() if k.endswith("_ref") or k.endswith("_refs")}
     provenance = {k: v for k, v in trial.items() if k not in _TRIAL_COLUMNS and k not in refs}
     provenance.update({"qc_status": raw_status, "total_tokens": cost.get("tokens")})
+    dataset = _dataset(data)
+    # The ids the joinability checks look for, under the names an evidence pack gives them.
+    benchmark = {"datasetId": dataset.name, "taskId": task_id, "trialId": trial_id,
+                 "configurationId": config_id, "harborJobRef": to_str(trial.get("job_ref"))}  # fmt: skip
     return ParsedTrial(
         key=f"{job_key}:{trial_id}",
         source_format="agentqc",
         name=trial_id,
-        dataset=_dataset(data),
+        dataset=dataset,
+        benchmark={k: v for k, v in benchmark.items() if v},
         task=_task(task_id, tasks.get(task_id)) if task_id else None,
         configuration=_configuration(config_id, configs.get(config_id)) if config_id else None,
         job_key=job_key,

@@ -589,7 +589,7 @@ def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial, pack_rel: str) -> 
 
 
 def unbacked_ref_problem(pack_rel: str, ref: str, target: Any, alone: bool = False) -> Problem:
-    lacking = "no trial folder came with it" if alone else "the trial folder has no readable file for it"
+    lacking = "no trial folder came with it" if alone else "the trial it joins has no readable file for it"
     return Problem(
         pack_rel,
         f"the evidence pack names {target!r}, but {lacking}: counted as missing",
