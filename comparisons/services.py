@@ -821,12 +821,21 @@ def _side_info(data: SideData, role: str, metrics: dict[str, Any]) -> dict[str, 
         "kind": data.side.kind,
         "id": data.side.id,
         "label": data.label,
+        "configurationKey": _configuration_key(data),
         "datasets": [{"name": n, "version": v} for n, v in sorted(data.datasets)],
         "sourceFormats": sorted(data.source_formats),
         "measurementModes": data.modes,
         "trialsUrl": data.side.trials_url(),
         "metrics": metrics,
     }
+
+
+def _configuration_key(data: SideData) -> str:
+    """The configuration id the side ran: a job's too, when all its trials ran one ("" when several)."""
+    if len(data.configuration_ids) != 1:
+        return ""
+    [config_id] = data.configuration_ids
+    return Configuration.objects.filter(pk=config_id).values_list("key", flat=True).first() or ""
 
 
 _DELTA_METRICS = (
@@ -993,10 +1002,10 @@ def comparison_event(comparison: Comparison, *, sequence: int = 0, now: datetime
     benchmark = {
         "datasetId": datasets[0].get("name") or "",
         "datasetVersion": datasets[0].get("version") or "",
-        "configurationId": cand.get("label", ""),
+        "configurationId": cand.get("configurationKey") or cand.get("label", ""),
         "role": "candidate",
-        "baselineConfigurationId": base.get("label", ""),
-        "candidateConfigurationId": cand.get("label", ""),
+        "baselineConfigurationId": base.get("configurationKey") or base.get("label", ""),
+        "candidateConfigurationId": cand.get("configurationKey") or cand.get("label", ""),
     }
     return {
         "type": "benchmark.comparison.completed",

@@ -91,6 +91,10 @@ def test_the_api_accepts_jobs_as_sides(client_logged_in, sides):
     )
     assert response.status_code == 200
     assert response.json()["baseline"]["kind"] == "job"
+    query = f"baseline_job={base.trials.first().job_id}&candidate_job={cand.trials.first().job_id}"
+    event = client_logged_in.post(f"/api/comparisons/save/?{query}").json()["event"]
+    assert event["benchmark"]["configurationId"] == event["benchmark"]["candidateConfigurationId"] == cand.key
+    assert event["benchmark"]["baselineConfigurationId"] == base.key  # the jobs' one configuration each
 
 
 def test_bad_or_missing_sides_are_a_400(client_logged_in, sides):
