@@ -188,6 +188,10 @@ def test_openchromes_claim_eligibility_is_on_each_run_and_on_the_job_page(client
     assert client_logged_in.get(f"/api/trials/{trial.pk}/").json()["provenance"]["claimEligibility"] == claim
     page = client_logged_in.get(trial.job.get_absolute_url()).content.decode()
     assert ("not eligible" if not claim["eligible"] else "eligible") in page and claim["tier"] in page
+    run = orjson.loads(path.read_bytes())["results"][0]["runs"][0]
+    first = Trial.objects.filter(source_format="openchrome").order_by("pk").first()
+    header = client_logged_in.get(first.get_absolute_url()).content.decode()
+    assert f"no steps imported · {run['toolCalls']} tool calls, as its run reports" in header  # not "0 tool calls"
     assert all(html.escape(reason) in page for reason in claim["reasons"])
 
 
