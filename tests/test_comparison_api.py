@@ -262,6 +262,15 @@ def test_saving_from_the_page_stores_the_event_and_lists_its_download(client_log
     assert response.status_code == 200
     saved = SavedComparison.objects.get()
     assert f"/api/comparisons/saved/{saved.pk}/event.json" in response.content.decode()
+    from tests.triage_support import make_user
+
+    client_logged_in.force_login(make_user("vera", "viewer"))  # may not save: sees the saved events only
+    page = client_logged_in.get("/comparisons/", {"baseline": base.pk, "candidate": cand.pk}).content.decode()
+    assert "<h2>Saved events</h2>" in page and f"/api/comparisons/saved/{saved.pk}/event.json" in page
+    assert "Save as benchmark.comparison.completed event" not in page
+    SavedComparison.objects.all().delete()
+    page = client_logged_in.get("/comparisons/", {"baseline": base.pk, "candidate": cand.pk}).content.decode()
+    assert 'id="save"' not in page  # no empty card
 
 
 # --------------------------------------------------------------------------- the page

@@ -107,7 +107,8 @@ def test_each_trajectory_of_a_multi_step_trial_is_served_by_id(tmp_path, client_
     }
     default = b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content)
     assert default == (trial_dir / "agent" / "trajectory.json").read_bytes()
-    assert client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/", {"trajectory": "x"}).status_code == 404
+    response = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/", {"trajectory": "x"})
+    assert response.status_code == 404 and response.json()["detail"] == f"trial {trial.pk} has no trajectory 'x'"
     assert client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/", {"trajectory": 10**6}).status_code == 404
 
 

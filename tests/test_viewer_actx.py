@@ -237,6 +237,15 @@ def test_actx_ar_policy_001_redaction_keeps_reason_and_policy_refs_never_the_val
         assert SECRET not in body
 
 
+def test_a_redacted_items_own_reason_is_shown_when_no_redaction_record_gives_one(client_logged_in, trial_with):
+    masked = item("item_tok", content="kept out", redaction_state="masked", reason="Customer data, masked at source.")
+    trial = trial_with(event("context.item.added", {"item": masked}))
+    (record,) = api_records(client_logged_in, trial, "item")
+    assert record["reason"] == "Customer data, masked at source."
+    html = context_tab(client_logged_in, trial)
+    assert "Redacted (masked): Customer data, masked at source." in html and "no reason given" not in html
+
+
 def test_actx_ar_evid_001_evidence_cites_context_refs_instead_of_copying_payloads(client_logged_in, trial_with):
     export = {"evidence_id": "evid_1", "source_map": [{"item_ref": "item_main", "source_ref": "src_item_main"}]}
     trial = trial_with(

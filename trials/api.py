@@ -77,6 +77,8 @@ class TrialTrajectory(APIView):
             trajectory = trial.trajectories.filter(pk=int(wanted)).first() if wanted.isdigit() else None
         else:
             trajectory = viewer.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
+        if trajectory is None and wanted is not None:
+            raise Http404(f"trial {trial.pk} has no trajectory {wanted!r}")
         if trajectory is None:
             raise Http404("this trial has no trajectory")
         if trajectory.blob is None:  # steps read from another format (AgentV output messages)

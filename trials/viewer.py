@@ -694,7 +694,9 @@ def record_summary(record: ContextRecord) -> dict[str, Any]:
         "correlation": scrub_json(record.correlation),
     }
     if record.kind == "item":
+        redaction = data.get("redaction") if isinstance(data.get("redaction"), dict) else {}
         out |= {
+            "reason": out["reason"] or scrub(data.get("reason") or redaction.get("reason") or ""),  # the item's own
             "item_id": data.get("item_id"),
             "context_kind": data.get("context_kind"),
             "title": scrub(data.get("title")),
