@@ -242,3 +242,20 @@ def test_importing_the_same_folder_twice_adds_nothing(imported_reference):
     again = import_path(REFERENCE)
     assert {o["outcome"] for o in again.outcomes} <= {"already imported", "skipped"}
     assert {model: model.objects.count() for model in before} == before
+
+
+def test_a_runs_files_named_after_it_in_a_folder_of_runs_are_one_trial_and_its_subagent_links_resolve(
+    client_logged_in, tmp_path
+):
+    folder = REFERENCE / "harbor" / "atif" / "terminus-2"
+    run = sorted(folder.glob("hello-world-context-summarization.trajectory*.json"))
+    assert len(run) == 4  # the main file and the three summarization subagents beside it
+    imp = import_path(folder)
+    trial = Trial.objects.get(trajectories__path__endswith="hello-world-context-summarization.trajectory.json")
+    roles = sorted(trial.trajectories.values_list("role", flat=True))
+    assert roles == ["main", "subagent", "subagent", "subagent"]
+    assert {t.blob.read() for t in trial.trajectories.all()} == {path.read_bytes() for path in run}  # nothing lost
+    lone = {p.name for p in folder.glob("*.json")} - {p.name for p in run}
+    assert Trial.objects.count() == 1 + len(lone) and imp.rejected_count == 0
+    page = client_logged_in.get(trial.get_absolute_url()).content.decode()
+    assert "↳ subagent" in page and "(not in this pack)" not in page

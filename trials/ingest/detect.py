@@ -48,9 +48,11 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
         return [Candidate(path, rel, "agentv-run")]
     found: list[Candidate] = []
     children = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
-    if group := harbor.trajectory_group(path):  # one trial, as in a Harbor trial's agent/ folder
+    grouped: set[Path] = set()
+    for group in harbor.trajectory_groups(path):  # one trial each, as in a Harbor trial's agent/ folder
         found.append(Candidate(path, rel, "trajectory-group", members=group))
-        children = [c for c in children if c not in group]
+        grouped.update(group)
+    children = [c for c in children if c not in grouped]
     for child in children:  # folders first, so a trial exists before an evidence pack beside it
         found.extend(discover(child, f"{rel}/{child.name}" if rel else child.name, top=False))
     return found

@@ -6,6 +6,7 @@ JSONL files; they are joined to the trial here, by content rather than by file n
 
 from __future__ import annotations
 
+import glob
 import re
 import tomllib
 from collections.abc import Iterator
@@ -711,30 +712,43 @@ def _apply_final_totals(trial: ParsedTrial, trajectories: list[ParsedTrajectory]
     trial.cost_usd = totals.get("total_cost_usd")
 
 
-def trajectory_group(folder: Path) -> list[Path]:
-    """Loose trajectory files of one run, named as Harbor names them: trajectory.json and its
-    trajectory.cont-N.json continuations and trajectory.<name>.json subagents. Empty if there are no others."""
-    main = folder / "trajectory.json"
-    if not main.is_file() or main.is_symlink() or not sniff_trajectory(main):
-        return []
-    others = [
-        p
-        for p in sorted(folder.glob("trajectory.*.json"), key=lambda p: (_trajectory_role(p.name)[0], p.name))
-        if p.is_file() and not p.is_symlink() and sniff_trajectory(p)
-    ]
-    return [main, *others] if others else []
+MAIN_TRAJECTORY = "trajectory.json"
+
+
+def trajectory_groups(folder: Path) -> list[list[Path]]:
+    """Loose trajectory files of runs, named as Harbor names them: trajectory.json with its
+    trajectory.cont-N.json continuations and trajectory.<name>.json subagents, each name
+    maybe after a run's prefix (`<run>.trajectory.json`, as Harbor's test fixtures name
+    them). Only runs of more than one file, main file first."""
+    groups = []
+    for main in sorted(folder.glob(f"*{MAIN_TRAJECTORY}")):
+        prefix = main.name.removesuffix(MAIN_TRAJECTORY)
+        if (prefix and not prefix.endswith(".")) or not _loose_trajectory(main):
+            continue
+        others = sorted(
+            (p for p in folder.glob(f"{glob.escape(prefix)}trajectory.*.json") if _loose_trajectory(p)),
+            key=lambda p: (_trajectory_role(p.name.removeprefix(prefix))[0], p.name),
+        )
+        if others:
+            groups.append([main, *others])
+    return groups
+
+
+def _loose_trajectory(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink() and sniff_trajectory(path)
 
 
 def parse_trajectory_group(members: list[Path], rel: str) -> ParsedPack:
     """A trajectory.json with its continuations and subagent files: one trial, as in a Harbor trial folder."""
     main, *others = members
+    prefix = main.name.removesuffix(MAIN_TRAJECTORY)
     pack = _trial_of_one_file(main, f"{rel}/{main.name}")
     trial = pack.trials[0]
     for path in others:
         path_rel = f"{rel}/{path.name}"
         trial.files.append(path_rel)
         try:
-            trajectory = read_trajectory(path, path_rel, role=_trajectory_role(path.name)[1])
+            trajectory = read_trajectory(path, path_rel, role=_trajectory_role(path.name.removeprefix(prefix))[1])
         except PackError as exc:  # the trial keeps its other files
             trial.problems.append(exc.problem)
             continue
