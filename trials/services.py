@@ -265,9 +265,7 @@ class ImportRun:
         candidates = discover(source, source.name, top=True)
         if not candidates:  # an empty folder (or one of empty folders): say so, as for an empty archive
             problem = Problem(source.name, "nothing to import: the folder holds no file", kept="nothing")
-            self.imp.problems.append(problem.as_dict())
-            Import.objects.filter(pk=imp.pk).update(problems=self.imp.problems)
-            self.outcome(source.name, "folder", "rejected", reason=problem.message)
+            self.reject(Candidate(source, source.name, "folder"), problem)
             return
         imp.progress_total = sum(self.weight(c) for c in candidates)
         imp.save(update_fields=["progress_total"])

@@ -86,8 +86,7 @@ def screen_folder(folder: Path, rel: str, max_file_bytes: int) -> tuple[list[tup
     for relative, entry in entries_under(folder):
         path, path_rel = Path(entry.path), f"{rel}/{relative}"
         if entry.is_symlink():
-            message = f"link not followed (it points to {os.readlink(path)!r})"
-            problems.append(Problem(path_rel, message, kept="nothing: a link has no bytes of its own"))
+            problems.append(Problem(path_rel, skip_reason(path), kept="nothing: a link has no bytes of its own"))
         elif entry.is_file(follow_symlinks=False):
             size = entry.stat(follow_symlinks=False).st_size  # (one lstat)
             if (too_big := over_the_limit(path, path_rel, max_file_bytes, size)) is None:
@@ -95,7 +94,7 @@ def screen_folder(folder: Path, rel: str, max_file_bytes: int) -> tuple[list[tup
             else:
                 problems.append(too_big)
         else:
-            problems.append(Problem(path_rel, "not a regular file (a device, pipe or socket)", kept="nothing"))
+            problems.append(Problem(path_rel, skip_reason(path), kept="nothing"))
     return sorted(kept), problems
 
 
