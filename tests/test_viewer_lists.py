@@ -66,7 +66,10 @@ def test_the_uncategorised_failures_link_lists_exactly_those(client_logged_in, d
 
 def test_the_jobs_list_shows_counts_and_mean_reward(client_logged_in, demo):
     html = client_logged_in.get(reverse("job-list")).content.decode()
-    assert "baseline-job" in html and "Mean reward" in html
+    assert "baseline-job" in html and "Mean reward (per trial)" in html  # a comparison's is per task
+    job = Job.objects.get(name="baseline-job")
+    page = client_logged_in.get(job.get_absolute_url()).content.decode()
+    assert "mean reward per trial" in page and "(a comparison averages per task)" in page
 
 
 def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
