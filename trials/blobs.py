@@ -239,6 +239,15 @@ def _blob_rows(shas: list[str]) -> dict[str, tuple[int, str]]:
     return rows
 
 
+def sweep_storage(dry_run: bool = False) -> list[str]:
+    """What killed imports left in the storage, an hour old or more: unnamed packs (their names,
+    removed unless `dry_run`) and half-written copies. Beat runs it hourly; so does `sweep_storage`."""
+    removed = remove_unnamed_packs(dry_run=dry_run)
+    if not dry_run:
+        remove_stale_partials()
+    return removed
+
+
 def remove_unnamed_packs(older_than: float = STALE_PARTIAL_SECONDS, dry_run: bool = False) -> list[str]:
     """Pack objects no Blob row names, put in place `older_than` seconds ago or more; their names.
 

@@ -73,8 +73,7 @@ def requeue_stale_imports() -> int:
 
 @shared_task(ignore_result=True)
 def sweep_storage_task() -> int:
-    blobs.remove_stale_partials()
-    return len(blobs.remove_unnamed_packs())
+    return len(blobs.sweep_storage())
 
 
 @worker_ready.connect

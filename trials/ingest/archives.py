@@ -35,9 +35,14 @@ def archive_kind(path: Path) -> str:
         return "zip"
     if head[:2] == b"\x1f\x8b":
         return "tar"  # gzip: a .tar.gz / .tgz, or a lone gzipped file (extract tells them apart)
-    if len(head) >= 262 and head[257:262] == b"ustar":
+    if _tar_header(head):
         return "tar"
     return ""
+
+
+def _tar_header(head: bytes) -> bool:
+    """Do these first bytes start a tar archive (its "ustar" magic)?"""
+    return len(head) >= 262 and head[257:262] == b"ustar"
 
 
 def unsafe_name_reason(name: str) -> str:
@@ -214,7 +219,7 @@ def _gzipped_tar(archive: Path) -> bool | None:
             head = f.read(512)
     except (OSError, EOFError):
         return None
-    return len(head) >= 262 and head[257:262] == b"ustar" if head[:1] else None
+    return _tar_header(head) if head else None
 
 
 def _extract_gunzipped(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:

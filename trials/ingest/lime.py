@@ -351,8 +351,8 @@ def without_redacted_context(objs: list[Any]) -> list[Any]:
 def parse_event_rows(rows: list[tuple[int, dict[str, Any]]], file: str) -> tuple[list[ParsedEvent], list[Problem]]:
     events: list[ParsedEvent] = []
     problems: list[Problem] = []
-    rows = list(zip([line for line, _ in rows], without_redacted_context([obj for _, obj in rows]), strict=True))
-    for line, obj in rows:
+    lines = [line for line, _ in rows]
+    for line, obj in zip(lines, without_redacted_context([obj for _, obj in rows]), strict=True):
         if is_runtime_event(obj):
             events.append(parse_event(obj, file, line, problems))
         else:

@@ -15,9 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
 
     def handle(self, *args, **options):
-        removed = blobs.remove_unnamed_packs(dry_run=options["dry_run"])
-        if not options["dry_run"]:
-            blobs.remove_stale_partials()
+        removed = blobs.sweep_storage(dry_run=options["dry_run"])
         verb = "would remove" if options["dry_run"] else "removed"
         for name in removed:
             self.stdout.write(f"{verb}  {name}")
