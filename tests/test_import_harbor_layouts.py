@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 
 from tests.conftest import ATIF_SCHEMA, REFERENCE, import_path
 from tests.test_import_bad_input import atif, good_steps, write_trial
+from trials.demo import write_job
 from trials.models import Pack, PermissionDecision, RuntimeEvent, Step, Trajectory, Trial
 
 pytestmark = pytest.mark.django_db
@@ -387,6 +388,39 @@ def test_a_trajectory_whose_continuation_file_is_not_in_the_pack_is_said_to_miss
     assert [w["file"] for w in continuation_warnings(import_path(loose))] == ["agent/trajectory.json"]
 
 
+def subagent_warnings(imp) -> list[dict]:
+    return [p for p in imp.problems if "subagent_trajectory_ref" in p["json_path"]]
+
+
+def test_a_subagent_ref_naming_no_trajectory_of_the_trial_is_reported_where_it_is(tmp_path, client_logged_in):
+    assert subagent_warnings(import_path(loose_run(tmp_path / "whole"))) == []  # the helper file is beside it
+    loose = loose_run(tmp_path / "agent")
+    (loose / "trajectory.helper.json").unlink()
+    imp = import_path(loose)
+    [warning] = subagent_warnings(imp)
+    assert warning["file"] == "agent/trajectory.json" and warning["severity"] == "warning"
+    assert warning["json_path"] == "steps[1].observation.results[1].subagent_trajectory_ref[0]"
+    assert "'trajectory.helper.json', which is not in this trial" in warning["message"]
+    trial = Trial.objects.get(trajectories__path="agent/trajectory.json")
+    assert warning in trial.problems
+    page = client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
+    assert 'trajectory.helper.json <span class="muted">(not in this trial)' in page
+
+
+def test_a_subagent_ref_naming_nothing_in_a_jobs_trial_is_reported_for_that_trial_alone(tmp_path):
+    job = write_job(tmp_path / "job", "job", role="baseline", configuration_id="c", agent="a", model="m", tasks=2,
+                    attempts=1, steps_per_trial=4, with_extras=False)  # fmt: skip
+    first, second = sorted(job.glob("*/agent/trajectory.json"))
+    data = orjson.loads(first.read_bytes())
+    step = next(s for s in data["steps"] if s.get("observation"))
+    step["observation"]["results"][0]["subagent_trajectory_ref"] = [{"trajectory_id": "ghost-helper"}]
+    first.write_bytes(orjson.dumps(data))
+    [warning] = subagent_warnings(import_path(job))
+    assert "'ghost-helper', which is not in this trial" in warning["message"]
+    assert warning["file"].endswith(f"{first.parent.parent.name}/agent/trajectory.json")
+    assert [warning in trial.problems for trial in Trial.objects.order_by("name")] == [True, False]
+
+
 def test_loose_run_files_take_the_place_of_their_main_file_imported_alone_and_give_way_to_their_trial(tmp_path):
     loose = loose_run(tmp_path / "loose")
     import_path(loose / "trajectory.json")
@@ -449,4 +483,4 @@ def test_embedded_subagents_are_trajectories_of_their_own_with_steps_calls_and_p
     main = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/")
     assert b"".join(main.streaming_content) == (trial_dir / "agent" / "trajectory.json").read_bytes()
     page = client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
-    assert f"?t={sub.pk}" in page and "not in this pack" not in page  # the parent's step links to it
+    assert f"?t={sub.pk}" in page and "not in this trial" not in page  # the parent's step links to it

@@ -258,4 +258,4 @@ def test_a_runs_files_named_after_it_in_a_folder_of_runs_are_one_trial_and_its_s
     lone = {p.name for p in folder.glob("*.json")} - {p.name for p in run}
     assert Trial.objects.count() == 1 + len(lone) and imp.rejected_count == 0
     page = client_logged_in.get(trial.get_absolute_url()).content.decode()
-    assert "↳ subagent" in page and "(not in this pack)" not in page
+    assert "↳ subagent" in page and "(not in this trial)" not in page

@@ -874,6 +874,7 @@ def write_trials(
             trials = []
             for parsed in new:
                 trial = trial_row(parsed, pack, jobs.get(parsed.job_key), *shared.resolve(parsed))
+                harbor.flag_missing_subagents(parsed)  # (their steps are read: `TrialBatch.takes`)
                 trial.step_count = sum(len(t.steps) for t in parsed.trajectories)
                 trial.tool_call_count = sum(len(s.tool_calls) for t in parsed.trajectories for s in t.steps)
                 trial.problems = [p.as_dict() for p in parsed.problems]
@@ -955,6 +956,7 @@ def write_trial(
             write_trial_children(trial, parsed, blobs)
             if lone_blobs and (group or not loose):
                 take_over_lone_trajectories(trial, parsed, blobs, lone_blobs)
+            harbor.flag_missing_subagents(parsed)
             trial.step_count = steps
             trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems

@@ -22,6 +22,7 @@ from django.urls import reverse
 
 from trials import completeness, search
 from trials.filters import TrialFilter
+from trials.ingest.atif import names_trajectory
 from trials.models import (
     ContextRecord,
     Job,
@@ -324,11 +325,7 @@ def _subagent_links(refs: list[dict[str, Any]], trajectories: list[Trajectory]) 
         target = None
         path = str(ref.get("trajectory_path") or "")
         for t in trajectories:
-            if (
-                (path and (t.path == path or t.path.endswith("/" + path.lstrip("./"))))
-                or (ref.get("trajectory_id") and t.trajectory_id == ref.get("trajectory_id"))
-                or (ref.get("session_id") and t.session_id == ref.get("session_id") and t.role != "main")
-            ):
+            if names_trajectory(ref, t.path, t.trajectory_id, t.session_id, t.role):
                 target = t
                 break
         summary = (ref.get("extra") or {}).get("summary") if isinstance(ref.get("extra"), dict) else None

@@ -205,6 +205,7 @@ def trajectory_from(
     problems = validate_header(header, rel)
     agent = header.get("agent") if isinstance(header.get("agent"), dict) else {}
     final_metrics = header.get("final_metrics")
+    subagent_refs: list[tuple[str, dict[str, Any]]] = []
     return ParsedTrajectory(
         path=rel,
         role=role,
@@ -214,10 +215,11 @@ def trajectory_from(
         agent=agent,
         final_metrics=final_metrics if isinstance(final_metrics, dict) else None,
         header=header,
-        steps=_parse_steps(steps, rel, problems, spans),
+        steps=_parse_steps(steps, rel, problems, spans, subagent_refs),
         problems=problems,
         step_name=step_name,
         steps_in_file=spans is not None,
+        subagent_refs=subagent_refs,
     )
 
 
@@ -298,7 +300,11 @@ def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:
 
 
 def _parse_steps(
-    steps: Iterator[Any], rel: str, problems: list[Problem], spans: list[tuple[int, int]] | None = None
+    steps: Iterator[Any],
+    rel: str,
+    problems: list[Problem],
+    spans: list[tuple[int, int]] | None,
+    subagent_refs: list[tuple[str, dict[str, Any]]],
 ) -> Iterator[ParsedStep]:
     count = 0
     for index, raw in enumerate(steps):
@@ -311,9 +317,31 @@ def _parse_steps(
         step = parse_step(raw, index)
         if spans is not None:
             step.span = spans[index]
+        if any(obs.subagent_refs for obs in step.observations):
+            subagent_refs += _subagent_refs(step.raw, index)
         yield step
     if count == 0:
         problems.append(Problem(rel, "steps must not be empty", json_path="steps"))
+
+
+def _subagent_refs(step: dict[str, Any], index: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(JSON path, ref) of each subagent_trajectory_ref in the step's observation."""
+    for i, result in enumerate(as_list(step["observation"].get("results"))):
+        if isinstance(result, dict):
+            where = f"steps[{index}].observation.results[{i}].subagent_trajectory_ref"
+            refs = as_list(result.get("subagent_trajectory_ref"))
+            yield from ((f"{where}[{j}]", ref) for j, ref in enumerate(refs) if isinstance(ref, dict))
+
+
+def names_trajectory(ref: dict[str, Any], path: str, trajectory_id: str, session_id: str, role: str) -> bool:
+    """Does a subagent_trajectory_ref name this trajectory (by its file, its trajectory_id, or a
+    subagent's session_id)? `path`: the trajectory's pack-relative path."""
+    wanted = str(ref.get("trajectory_path") or "")
+    return bool(
+        (wanted and (path == wanted or path.endswith("/" + wanted.lstrip("./"))))
+        or (ref.get("trajectory_id") and trajectory_id == ref.get("trajectory_id"))
+        or (ref.get("session_id") and session_id == ref.get("session_id") and role != "main")
+    )
 
 
 def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from trials import completeness
 from trials.ingest import agentcontext, lime
-from trials.ingest.atif import EMBEDDED_MARK, embedded_subagents, final_totals, read_trajectory
+from trials.ingest.atif import EMBEDDED_MARK, embedded_subagents, final_totals, names_trajectory, read_trajectory
 from trials.ingest.folders import files_under
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
@@ -701,6 +701,20 @@ def flag_missing_continuations(trial: ParsedTrial) -> None:
             message = f"continued_trajectory_ref names {ref!r}, which is not in this pack: the later steps are missing"
             trial.problems.append(Problem(trajectory.path, message, json_path="continued_trajectory_ref",
                                           severity="warning", kept="the steps of the files that are here"))  # fmt: skip
+
+
+def flag_missing_subagents(trial: ParsedTrial) -> None:
+    """Subagent refs naming no trajectory of the trial: that subagent's steps are missing.
+    (Once the trial's steps are read: the refs are found as they are.)"""
+    names = [(t.path, t.trajectory_id, t.session_id, t.role) for t in trial.trajectories]
+    for trajectory in trial.trajectories:
+        for json_path, ref in trajectory.subagent_refs:
+            named = ref.get("trajectory_path") or ref.get("trajectory_id") or ref.get("session_id")
+            if named and not any(names_trajectory(ref, *name) for name in names):
+                # (a ref naming nothing at all is flagged by atif.validate_step)
+                message = f"subagent_trajectory_ref names {named!r}, which is not in this trial: its steps are missing"
+                trial.problems.append(Problem(trajectory.path, message, json_path=json_path, severity="warning",
+                                              kept="the reference, shown on its step"))  # fmt: skip
 
 
 def _apply_final_totals(trial: ParsedTrial, trajectories: list[ParsedTrajectory]) -> None:
