@@ -134,7 +134,9 @@ def reference_evidence_pack(trial_id: str) -> dict:
 
 
 @pytest.mark.parametrize("where", ["inside the trial folder", "beside it, imported later"])
-def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_incomplete(tmp_path, where):
+def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_incomplete(
+    tmp_path, where, client_logged_in
+):
     trial_dir = write_trial(tmp_path / "upload", "tool-approval__AAAAAAA", trajectory=False, manifest=False)
     pack = reference_evidence_pack(trial_dir.name)
     assert {"trajectoryRef", "rewardDetailsRef", "artifactManifestRef"} <= set(pack["refs"])
@@ -152,6 +154,14 @@ def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_i
     flagged = {p["json_path"] for p in imp.problems if "no readable file" in p["message"]}
     assert flagged == {"refs.trajectoryRef", "refs.artifactManifestRef"}
     assert trial.documents["evidence_pack"]["refs"] == pack["refs"]  # the pack itself kept as written
+    # The trial page shows the folder's own file for a ref, and what the pack said where that differs
+    page = client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
+    refs = page.split('id="trial-refs"')[1].split("</dl>")[0]
+    said = '<span class="muted claimed">· the evidence pack says</span> <code>{}</code>'
+    own = trial.refs["rewardDetailsRef"]
+    assert f"<dt>rewardDetailsRef</dt><dd><code>{own}</code> {said.format(pack['refs']['rewardDetailsRef'])}" in refs
+    no_file = '<dt>trajectoryRef</dt><dd><span class="muted">no file of this trial</span> '
+    assert no_file + said.format(pack["refs"]["trajectoryRef"]) in refs
 
 
 def test_an_evidence_pack_imported_alone_is_a_trial_missing_every_file_it_names(tmp_path, client_logged_in):

@@ -580,6 +580,16 @@ def header_facts(trial: Trial, trajectories: list[Trajectory]) -> dict[str, Any]
     for key in ("harborJobRef", "harborTrialRef", "taskTomlRef", "datasetRef"):
         if bench.get(key):
             refs.setdefault(key, bench[key])
+    # A joined evidence pack's refs, as written: where the trial's own file (its stored path)
+    # took a ref's place, or no file backs it, the page says what the pack claimed.
+    claimed = ((trial.documents or {}).get("evidence_pack") or {}).get("refs")
+    claimed = claimed if isinstance(claimed, dict) else {}
+    ref_rows = []
+    for key in sorted(refs.keys() | claimed.keys()):
+        value = refs.get(key)
+        ref_rows.append(
+            {"key": key, "value": value, "claimed": claimed[key] if claimed.get(key, value) != value else None}
+        )
     total_tokens = None
     if trial.input_tokens is not None or trial.output_tokens is not None:
         total_tokens = (trial.input_tokens or 0) + (trial.output_tokens or 0)
@@ -587,7 +597,7 @@ def header_facts(trial: Trial, trajectories: list[Trajectory]) -> dict[str, Any]
         "agent_name": (config.agent_name if config else "") or agent.get("name", ""),
         "agent_version": (config.agent_version if config else "") or agent.get("version", ""),
         "model_name": (config.model_name if config else "") or agent.get("model_name", ""),
-        "refs": sorted(refs.items()),
+        "refs": ref_rows,
         "correlation": sorted((trial.runtime_correlation or {}).items()),
         "provenance": sorted((trial.provenance or {}).items()),
         "total_tokens": total_tokens,
