@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import orjson
 import pytest
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from tests.conftest import REFERENCE
+from tests.conftest import REFERENCE, import_path
 from tests.factories import TrialFactory
+from tests.test_import_bad_input import atif, good_steps, write_trial
 from tests.triage_support import make_user
-from trials.models import RuntimeEvent
+from trials.models import RuntimeEvent, Trial
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario
@@ -102,6 +104,25 @@ def test_evidence_refs_offer_only_what_the_trial_has(failed, triager):
     assert any(v.startswith("artifact:") for v in values)
     form = _form(trial, triager, evidence_refs=["step:9999", "tool_call:made-up"])
     assert not form.is_valid() and "evidence_refs" in form.errors
+
+
+def test_a_continuations_steps_are_cited_with_their_file_and_their_feedback_links_cite_them(tmp_path, client, triager):
+    trial_dir = write_trial(tmp_path)
+    (trial_dir / "agent" / "trajectory.cont-1.json").write_bytes(orjson.dumps(atif(good_steps())))
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    continuation = trial.trajectories.get(role="continuation")
+    cited = "2@trajectory.cont-1.json"  # its step_ids repeat the main file's
+    assert [ref for ref, _ in services.step_choices(trial)] == ["1", "2", "1@trajectory.cont-1.json", cited]
+    client.force_login(triager)
+    page = client.get(f"/trials/{trial.pk}/", {"t": continuation.pk}).content.decode()
+    link = f"/trials/{trial.pk}/feedback/?step=2&amp;t={continuation.pk}"
+    assert link in page
+    form = client.get(link.replace("&amp;", "&")).context["form"]
+    assert form.initial["step_id"] == cited and form.initial["evidence_refs"] == [f"step:{cited}"]
+    assert client.get(f"/trials/{trial.pk}/feedback/", {"step": 2}).context["form"].initial["step_id"] == "2"
+    item = _file(trial, triager, step_id=cited, evidence_refs=[f"step:{cited}"])
+    assert item.step_id == cited and item.evidence_refs == [{"kind": "step", "ref": cited}]
 
 
 # ------------------------------------------------------------------ each target

@@ -243,7 +243,7 @@ class AssignForm(forms.Form):
 
 class CommentForm(forms.Form):
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000)
-    step_id = forms.CharField(required=False, max_length=40, widget=forms.HiddenInput)
+    step_id = forms.CharField(required=False, max_length=300, widget=forms.HiddenInput)
 
 
 class ScenarioStatusForm(forms.Form):

@@ -111,7 +111,7 @@ class QCItem(models.Model):
 
     kind = models.CharField(max_length=20, choices=Kind.choices)
     trial = models.ForeignKey("trials.Trial", on_delete=models.CASCADE, related_name="qc_items")
-    step_id = models.CharField(max_length=40, blank=True)
+    step_id = models.CharField(max_length=300, blank=True)  # triage.services.step_ref
     category = models.CharField(max_length=20, choices=Category.choices)
     code = models.CharField(max_length=40, choices=CODE_CHOICES, blank=True)
     severity = models.CharField(max_length=2, choices=Severity.choices, default=Severity.P2)
@@ -192,7 +192,7 @@ class Comment(models.Model):
     """A reviewer's note on a trial, a step of it, or a QC item."""
 
     trial = models.ForeignKey("trials.Trial", on_delete=models.CASCADE, related_name="qc_comments")
-    step_id = models.CharField(max_length=40, blank=True)
+    step_id = models.CharField(max_length=300, blank=True)  # triage.services.step_ref
     item = models.ForeignKey(QCItem, null=True, blank=True, on_delete=models.CASCADE, related_name="comments")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
     text = models.TextField()

@@ -127,11 +127,39 @@ def queue_category(trial_values: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------- evidence refs
 
 
+def trajectory_names(trial: Trial) -> dict[int, str]:
+    """Trajectory pk -> its name in a step ref: "" for the trial's first trajectory; for the others
+    (continuations, subagents, multi-step parts, whose step ids repeat the first's) the shortest
+    end of its path that no other trajectory of the trial ends with."""
+    paths = dict(trial.trajectories.order_by("position").values_list("pk", "path"))
+    names = {}
+    for i, (pk, path) in enumerate(paths.items()):
+        parts = path.split("/")
+        name = path
+        for n in range(1, len(parts)):
+            name = "/".join(parts[-n:])
+            if not any(o == name or o.endswith("/" + name) for opk, o in paths.items() if opk != pk):
+                break
+        names[pk] = "" if i == 0 else name[-250:]  # (a ref fits QCItem.step_id)
+    return names
+
+
+def step_ref(step_id: str, trajectory_name: str) -> str:
+    """How an item cites a step: its step_id, with its file's name past the trial's first trajectory."""
+    return f"{step_id}@{trajectory_name}" if trajectory_name else step_id
+
+
 def step_choices(trial: Trial) -> list[tuple[str, str]]:
+    names = trajectory_names(trial)
     seen: dict[str, str] = {}
-    rows = Step.objects.filter(trial=trial).order_by("trajectory__position", "index").values_list("step_id", "source")
-    for step_id, source in rows[:MAX_EVIDENCE_CHOICES]:
-        seen.setdefault(step_id, f"step {step_id} ({source})")
+    rows = (
+        Step.objects.filter(trial=trial)
+        .order_by("trajectory__position", "index")
+        .values_list("trajectory_id", "step_id", "source")
+    )
+    for trajectory_id, step_id, source in rows[:MAX_EVIDENCE_CHOICES]:
+        name = names[trajectory_id]
+        seen.setdefault(step_ref(step_id, name), f"step {step_id} ({source})" + (f" in {name}" if name else ""))
     return list(seen.items())
 
 

@@ -18,17 +18,21 @@ from trials.triage.models import AuditEntry, QCItem, QCScenario
 PAGE_SIZE = 50
 
 
-def _step_for(trial: Trial, wanted: str | None) -> str:
-    """`?step=` is a step id as written, or a 1-based step number (the trial page's links)."""
+def _step_for(trial: Trial, wanted: str | None, trajectory: str | None) -> str:
+    """`?step=` is a step ref (`services.step_choices`), or a 1-based step number of the trajectory
+    `?t=` (the trial page's links; the trial's first trajectory without it)."""
     if not wanted:
         return ""
-    steps = Step.objects.filter(trial=trial)
-    if steps.filter(step_id=wanted).exists():
+    numbered = trajectory is not None and trajectory.isdigit() and wanted.isdigit()
+    if not numbered and any(ref == wanted for ref, _ in services.step_choices(trial)):
         return wanted
     if wanted.isdigit():
-        step = steps.order_by("trajectory__position", "index").filter(index=int(wanted) - 1).first()
+        steps = Step.objects.filter(trial=trial, index=int(wanted) - 1)
+        if numbered:
+            steps = steps.filter(trajectory_id=int(trajectory))
+        step = steps.order_by("trajectory__position").only("step_id", "trajectory_id").first()
         if step is not None:
-            return step.step_id
+            return services.step_ref(step.step_id, services.trajectory_names(trial)[step.trajectory_id])
     return ""
 
 
@@ -43,7 +47,7 @@ def feedback(request, pk: int):
             messages.success(request, f"Filed {item.label}: {item.get_kind_display()} ({item.severity}).")
             return redirect(item)
     else:
-        step_id = _step_for(trial, request.GET.get("step"))
+        step_id = _step_for(trial, request.GET.get("step"), request.GET.get("t"))
         initial = {
             "kind": request.GET.get("kind") or QCItem.Kind.FAILURE_MODE,
             "category": guess.category,
