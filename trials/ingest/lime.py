@@ -11,6 +11,8 @@ import math
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from trials.ingest.documents import is_json_schema, parse_json_schema
 from trials.ingest.records import (
     ConfigurationRef,
@@ -344,6 +346,13 @@ def without_redacted_context(objs: list[Any]) -> list[Any]:
     redacted by its own redaction_state, or named by a redaction anywhere in the same file."""
     from trials.ingest import agentcontext  # (which reads ids with this module's helpers)
 
+    # Every mark of a redaction is a key that starts so (redaction_state, redacted_fields,
+    # redaction_id, redaction_method): events with none are returned as they are, not copied.
+    try:
+        if b'"redact' not in orjson.dumps(objs):
+            return objs
+    except orjson.JSONEncodeError:  # an integer past 64 bits (read exactly): look the slow way
+        pass
     named = agentcontext.collect_redactions(objs)
     return [agentcontext.scrub_tree(obj, named) for obj in objs]
 
