@@ -270,6 +270,20 @@ def test_a_jobs_times_without_a_zone_are_flagged_with_their_json_path(tmp_path):
     assert {p["file"] for p in naive.values()} == {"job/result.json"}
 
 
+def test_a_lone_trials_times_without_a_zone_are_flagged_and_its_duration_kept(tmp_path):
+    trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
+    result = orjson.loads((trial_dir / "result.json").read_bytes())
+    result |= {"started_at": "2026-08-24T23:44:06", "finished_at": "2026-08-24T23:59:06"}
+    (trial_dir / "result.json").write_bytes(orjson.dumps(result))
+    imp = import_path(trial_dir)
+    naive = {p["json_path"]: p for p in imp.problems if "naive timestamp" in p["message"]}
+    assert set(naive) == {"started_at", "finished_at"}
+    assert {p["file"] for p in naive.values()} == {"task-a__AAAAAAA/result.json"}
+    trial = Trial.objects.get()
+    assert trial.started_at is None and trial.duration_sec == 900  # never assumed UTC; the span is known
+    assert naive["started_at"] in trial.problems
+
+
 def other_bytes_warnings(imp) -> list[dict]:
     return [p for p in imp.problems if "imported before from other bytes" in p["message"]]
 

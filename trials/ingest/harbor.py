@@ -161,17 +161,14 @@ def _safe_dict(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any]:
 def _naive_flagged(value: Any, rel: str, problems: list[Problem], json_path: str) -> datetime | None:
     parsed = parse_iso(value)
     if parsed is not None and parsed.tzinfo is None:
-        problems.append(
-            Problem(
-                rel,
-                f"naive timestamp {value!r}: local time of an unknown zone",
-                json_path=json_path,
-                severity="warning",
-                kept="the value as written",
-            )
-        )
+        problems.append(_naive_problem(value, rel, json_path))
         return None  # never silently assume UTC
     return parsed
+
+
+def _naive_problem(value: Any, rel: str, json_path: str, kept: str = "the value as written") -> Problem:
+    message = f"naive timestamp {value!r}: local time of an unknown zone"
+    return Problem(rel, message, json_path=json_path, severity="warning", kept=kept)
 
 
 def _rel_files(trial_dir: Path, rel: str, listing: list[Path]) -> list[str]:
@@ -249,6 +246,11 @@ def _apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str,
         trial.present.add("reward")
     trial.started_at = parse_iso(result.get("started_at"))
     trial.finished_at = parse_iso(result.get("finished_at"))
+    for key, value in (("started_at", trial.started_at), ("finished_at", trial.finished_at)):
+        # (the row keeps no time, the duration is still known; a job's trials share its job's warning)
+        if value is not None and value.tzinfo is None and not trial.job_key:
+            kept = "the value as written, and the trial's duration"
+            trial.problems.append(_naive_problem(result[key], f"{rel}/result.json", key, kept=kept))
     for phase in PHASES:
         timing = result.get(phase)
         if isinstance(timing, dict):
