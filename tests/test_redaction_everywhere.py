@@ -114,6 +114,55 @@ def test_redacted_items_in_runtime_events_are_not_shown_whatever_their_value_loo
         assert "LEAKCANARY" not in json.dumps([event.payload, event.raw, event.refs])
 
 
+def test_a_redaction_covers_its_item_in_every_file_of_the_trial_and_every_form_of_its_paths(tmp_path, client_logged_in):
+    from tests.conftest import import_path
+    from tests.test_import_bad_input import write_trial
+
+    trial_dir = write_trial(tmp_path)
+    common = {"schema_version": "0.1.1", "time": "2026-11-03T14:07:27Z", "context_id": "ctx_1", "session_id": "s1"}
+
+    def context_event(event_id: str, event_type: str, data: dict) -> dict:
+        return {**common, "event_id": event_id, "event_type": event_type, "data": data}
+
+    masked = {"item_id": "item-1", "context_kind": "credential", "content": "CANARY-A", "redaction_state": "masked",
+              "content_parts": [{"type": "text", "text": "CANARY-B"}], "redacted_fields": ["/source_refs/0/uri"],
+              "source_refs": [{"source_id": "s", "uri": "file:///CANARY-C"}]}  # fmt: skip
+    plain_here = {"item_id": "item-2", "context_kind": "memory", "content": "CANARY-D", "redaction_state": "none",
+                  "source_refs": [{"source_id": "s", "uri": "file:///CANARY-E"}]}  # fmt: skip
+    context_lines = [
+        context_event("ce1", "context.item.added", {"item": masked}),
+        context_event("ce2", "context.item.added", {"item": plain_here}),
+        context_event("ce3", "context.injection.applied", {"injection": {
+            "injection_id": "inj-1", "source_item_refs": [{"ref": "item-1", "excerpt": "CANARY-F"}]}}),
+    ]  # fmt: skip
+    runtime_lines = [  # another file of the same trial: a copy of item-1, and the redaction of item-2
+        {"type": "context.item.added", "eventId": "e1", "sessionId": "s1",
+         "payload": {"item": {"item_id": "item-1", "context_kind": "credential", "content": "CANARY-G"}}},
+        {"type": "tool.started", "eventId": "e2", "sessionId": "s1",
+         "payload": {"arguments": {"item_ref": "item-1", "value": "CANARY-H"}}},
+        {"type": "context.redaction.applied", "eventId": "e3", "sessionId": "s1",
+         "payload": {"redaction": {"redaction_id": "r1", "item_id": "item-2",
+                                   "redacted_fields": ["content", "source_refs[0].uri"]}}},
+    ]  # fmt: skip
+    for name, lines in (("context-events.jsonl", context_lines), ("runtime-events.jsonl", runtime_lines)):
+        (trial_dir / "agent" / name).write_text("\n".join(json.dumps(line) for line in lines))
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+
+    bodies = {tab: client_logged_in.get(f"/trials/{trial.pk}/", {"tab": tab}).content for tab in ("events", "context")}
+    for name in ("context", "permissions"):
+        bodies[f"{name} api"] = client_logged_in.get(f"/api/trials/{trial.pk}/{name}/").content
+    for name, body in bodies.items():
+        assert b"CANARY" not in body, (name, body[body.find(b"CANARY") - 200 : body.find(b"CANARY") + 50])
+    from trials.models import RuntimeEvent
+
+    stored = [[e.payload, e.raw, e.refs] for e in RuntimeEvent.objects.all()]
+    stored += [[r.data] for r in ContextRecord.objects.all()]
+    assert "CANARY" not in json.dumps(stored)
+    item_2 = ContextRecord.objects.get(kind="item", record_id="item-2")
+    assert item_2.status == "redacted" and item_2.redaction_state == "redacted"  # not its own "none"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_scrubs_redacted_items_in_events_imported_before_the_fix():
     from tests.conftest import migrate_to
@@ -128,3 +177,22 @@ def test_the_migration_scrubs_redacted_items_in_events_imported_before_the_fix()
     scrubbed, untouched = RuntimeEvent.objects.order_by("event_id")
     assert "LEAKCANARY" not in orjson.dumps([scrubbed.payload, scrubbed.raw]).decode()
     assert scrubbed.payload["item"]["item_id"] == "item-1" and untouched.payload == {"text": "kept as it is"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_scrubs_again_what_older_rules_left_in_events_and_context_records():
+    from tests.conftest import migrate_to
+    from trials.models import RuntimeEvent
+
+    old = migrate_to(("trials", "0019_step_refs_name_their_trajectory"))
+    item = {"item_id": "item-1", "context_kind": "file", "redaction_state": "masked",
+            "redacted_fields": ["source_refs[0].uri"], "source_refs": [{"uri": "file:///LEAKCANARY-4444"}]}  # fmt: skip
+    raw = {"type": "context.item.added", "eventId": "e1", "payload": {"item": item}}
+    old.get_model("trials", "RuntimeEvent").objects.create(
+        type="context.item.added", event_id="e1", payload=raw["payload"], raw=raw
+    )
+    old.get_model("trials", "ContextRecord").objects.create(kind="item", record_id="item-1", data=item)
+    migrate_to()
+    event, record = RuntimeEvent.objects.get(), ContextRecord.objects.get()
+    assert "LEAKCANARY" not in json.dumps([event.payload, event.raw, record.data])
+    assert record.data["source_refs"] == [{"uri": "[redacted]"}] and record.data["item_id"] == "item-1"

@@ -9,7 +9,10 @@ Lime runtime events so both join. Two rules are enforced here, not later:
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import orjson
 
 from trials.ingest.documents import is_json_schema
 from trials.ingest.lime import pick, to_str
@@ -135,16 +138,30 @@ def is_context_record(obj: Any) -> bool:
 # ---------------------------------------------------------------- redaction
 
 
+_PATH_PARTS = re.compile(r"[^.\[\]/]+")
+
+
 def _blank_path(obj: dict[str, Any], path: str) -> None:
-    """Replace the value at a dotted (or /pointer) path with the placeholder, if present."""
-    parts = [p for p in path.replace("$.", "").replace("/", ".").split(".") if p]
+    """Replace the value at a path with the placeholder: dotted (`a.b`, `$.a.b`), with list
+    indices (`a[0].b`, `a.0.b`), or a JSON pointer (`/a/0/b`). A path that leads nowhere
+    here blanks its first key, if the item has it: a value is never left for a path
+    this reader could not follow."""
+    parts = _PATH_PARTS.findall(path.removeprefix("$"))
     node: Any = obj
-    for part in parts[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        if isinstance(node, dict) and part in node:
+            if last:
+                node[part] = REDACTED
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            if last:
+                node[int(part)] = REDACTED
+            node = node[int(part)]
+        else:
+            if parts and parts[0] in obj:
+                obj[parts[0]] = REDACTED
             return
-    if parts and isinstance(node, dict) and parts[-1] in node:
-        node[parts[-1]] = REDACTED
 
 
 def _copy_tree(value: Any) -> Any:
@@ -173,17 +190,32 @@ def scrub_redacted(
         return item
     out = _copy_tree(item)
     if redacted:
-        for key in _RAW_VALUE_KEYS:
-            if key in out:
-                out[key] = REDACTED
+        _blank_raw_values(out)
     for field_path in fields:
         if isinstance(field_path, str):
             _blank_path(out, field_path)
     return out
 
 
+def _blank_raw_values(value: Any) -> None:
+    """Every raw-value key at any depth (content_parts[].text, a nested data.value...)."""
+    if isinstance(value, list):
+        for v in value:
+            _blank_raw_values(v)
+    elif isinstance(value, dict):
+        for key, v in value.items():
+            if key in _RAW_VALUE_KEYS:
+                value[key] = REDACTED
+            else:
+                _blank_raw_values(v)
+
+
+# Keys that name an item, in a record or in a ref to it (`_norm_refs` reads refs by the same).
+_ITEM_ID_KEYS = ("item_id", "item_ref", "source_item_ref", "itemId", "id", "ref")
+
+
 def _item_identity(obj: dict[str, Any]) -> str:
-    value = pick(obj, "item_id", "item_ref", "source_item_ref", "itemId")
+    value = pick(obj, *_ITEM_ID_KEYS)
     return value if isinstance(value, str) else ""
 
 
@@ -211,6 +243,21 @@ def _redaction_targets(obj: dict[str, Any]) -> list[str]:
             if isinstance(ref_id, str) and ref_id:
                 targets.append(ref_id)
     return targets
+
+
+def has_redaction_marks(values: Any) -> bool:
+    """Whether a key starts "redact" anywhere in `values`: every mark of a redaction is one
+    (redaction_state, redacted_fields, redaction_id, redaction_method), so values with
+    none have nothing to scrub."""
+    try:
+        return b'"redact' in orjson.dumps(values)
+    except orjson.JSONEncodeError:  # an integer past 64 bits (read exactly): look the slow way
+        return True
+
+
+def redactions_in(values: list[Any]) -> dict[str, dict[str, Any]]:
+    """`collect_redactions`, at once when there is no mark of one."""
+    return collect_redactions(values) if has_redaction_marks(values) else {}
 
 
 def collect_redactions(value: Any, named: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
@@ -325,7 +372,7 @@ def _norm_refs(refs: Any, reasons: Any) -> list[dict[str, Any]]:
     out = []
     for ref in refs if isinstance(refs, list) else []:
         if isinstance(ref, dict):
-            item_id = to_str(pick(ref, "item_id", "item_ref", "itemId", "id", "ref"))
+            item_id = to_str(pick(ref, *_ITEM_ID_KEYS))
             reason = pick(ref, "reason", "omission_reason", "omitted_reason", "selection_reason")
             out.append({**ref, "item_id": item_id, "reason": to_str(reason or reasons.get(item_id))})
         else:
@@ -362,8 +409,10 @@ def _selection(obj: dict[str, Any], corr: dict[str, str], ctx: _Ctx, where: str)
 def _item(obj: dict[str, Any], corr: dict[str, str], ctx: _Ctx) -> ParsedContextRecord:
     item_id = to_str(obj["item_id"])
     named = ctx.named.get(item_id)
-    state = to_str(obj.get("redaction_state")) or to_str((named or {}).get("redaction_state"))
-    redacted = is_redacted_state(state) or named is not None
+    state = to_str(obj.get("redaction_state"))
+    if named is not None and not is_redacted_state(state):  # redacted by a record of its own
+        state = to_str(named.get("redaction_state")) or "redacted"
+    redacted = is_redacted_state(state)
     data = scrub_redacted(scrub_tree(obj, ctx.named), (named or {}).get("fields"), force=redacted)
     if named and (set(named) - {"fields"} or named.get("fields")):
         # the redaction record's facts (reason, policy refs) travel with the item
@@ -488,9 +537,11 @@ def parse_context_event(
     return _dedupe(_event_records(obj, ctx, where))
 
 
-def parse_context_rows(rows: list[tuple[int, Any]], file: str) -> tuple[list[ParsedContextRecord], list[Problem]]:
-    """JSONL of context events/records; redactions anywhere in the file apply everywhere."""
-    named = collect_redactions([obj for _, obj in rows])
+def parse_context_rows(
+    rows: list[tuple[int, Any]], file: str, named: dict[str, dict[str, Any]] | None = None
+) -> tuple[list[ParsedContextRecord], list[Problem]]:
+    """JSONL of context events/records; redactions anywhere in the file (or `named`, a trial's) apply everywhere."""
+    named = collect_redactions([obj for _, obj in rows]) if named is None else named
     records: list[ParsedContextRecord] = []
     problems: list[Problem] = []
     for line, obj in rows:
@@ -528,10 +579,11 @@ def parse_context_document(data: Any, path: str) -> ParsedPack:
 
 
 def context_records_from_runtime_event(
-    event: ParsedEvent, problems: list[Problem] | None = None
+    event: ParsedEvent, problems: list[Problem] | None = None, named: dict[str, dict[str, Any]] | None = None
 ) -> list[ParsedContextRecord]:
-    """Records carried in the payload of a Lime `context.*` runtime event."""
+    """Records carried in the payload of a Lime `context.*` runtime event (`named`: redactions beyond it)."""
     if not event.type.startswith("context."):
         return []
-    ctx = _Ctx(event.file, event.line, collect_redactions(event.payload), [] if problems is None else problems)
+    named = {**(named or {}), **collect_redactions(event.payload)}
+    ctx = _Ctx(event.file, event.line, named, [] if problems is None else problems)
     return _dedupe(_extract(event.payload, dict(event.correlation), ctx, "$.payload"))

@@ -522,22 +522,31 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
             join_evidence_pack(trial, lime.parse_evidence_pack(data, f"{rel}/{local}"), f"{rel}/{local}")
         elif path.stat().st_size < TEXT_LIMIT:
             trial.documents.setdefault("other", {})[local] = data
+    event_files = []
     for path in (p for p in listing if p.name.endswith(".jsonl")):
         local = path.relative_to(trial_dir).as_posix()
         rows, problems = load_jsonl(path, f"{rel}/{local}")
         trial.problems.extend(problems)
-        read_event_rows(trial, rows, f"{rel}/{local}")
+        event_files.append((rows, f"{rel}/{local}"))
+    # A redaction covers its item in every file of the trial, not only in its own.
+    named = agentcontext.redactions_in([row for rows, _ in event_files for _, row in rows])
+    for rows, file in event_files:
+        read_event_rows(trial, rows, file, named)
 
 
 def read_event_lines(
-    rows: list[tuple[int, Any]], rel: str
+    rows: list[tuple[int, Any]], rel: str, named: dict[str, dict[str, Any]] | None = None
 ) -> tuple[list[ParsedEvent], list[ParsedContextRecord], list[Problem]]:
-    """Runtime and context events of one JSONL file, whichever kinds it mixes."""
-    events, problems = lime.parse_event_rows([(n, r) for n, r in rows if lime.is_runtime_event(r)], rel)
-    records = [record for event in events for record in agentcontext.context_records_from_runtime_event(event)]
+    """Runtime and context events of one JSONL file, whichever kinds it mixes.
+
+    `named`: the redactions of every file of the trial (`agentcontext.redactions_in`);
+    without it, the file's own, which apply to items on any of its lines."""
+    named = agentcontext.redactions_in([r for _, r in rows]) if named is None else named
+    events, problems = lime.parse_event_rows([(n, r) for n, r in rows if lime.is_runtime_event(r)], rel, named)
+    records = [r for event in events for r in agentcontext.context_records_from_runtime_event(event, named=named)]
     context_rows = [(n, r) for n, r in rows if agentcontext.is_context_event(r)]
-    if context_rows:  # the whole file at once: a redaction event applies to items on any other line
-        context_records, context_problems = agentcontext.parse_context_rows(context_rows, rel)
+    if context_rows:
+        context_records, context_problems = agentcontext.parse_context_rows(context_rows, rel, named)
         records += context_records
         problems += context_problems
     for number, row in rows:
@@ -547,8 +556,10 @@ def read_event_lines(
     return events, records, problems
 
 
-def read_event_rows(trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str) -> None:
-    events, records, problems = read_event_lines(rows, rel)
+def read_event_rows(
+    trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str, named: dict[str, dict[str, Any]] | None = None
+) -> None:
+    events, records, problems = read_event_lines(rows, rel, named)
     trial.events.extend(events)
     trial.context_records.extend(records)
     trial.problems.extend(problems)

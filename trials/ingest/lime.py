@@ -11,8 +11,6 @@ import math
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from trials.ingest.documents import is_json_schema, parse_json_schema
 from trials.ingest.records import (
     ConfigurationRef,
@@ -341,27 +339,25 @@ def parse_event(
     )
 
 
-def without_redacted_context(objs: list[Any]) -> list[Any]:
+def without_redacted_context(objs: list[Any], named: dict[str, dict[str, Any]] | None = None) -> list[Any]:
     """The events with every redacted context item in them scrubbed (`context.*` events carry items):
-    redacted by its own redaction_state, or named by a redaction anywhere in the same file."""
+    redacted by its own redaction_state, or named by a redaction anywhere in the same file
+    (or in `named`: a trial's other files). Events with nothing to scrub are not copied."""
     from trials.ingest import agentcontext  # (which reads ids with this module's helpers)
 
-    # Every mark of a redaction is a key that starts so (redaction_state, redacted_fields,
-    # redaction_id, redaction_method): events with none are returned as they are, not copied.
-    try:
-        if b'"redact' not in orjson.dumps(objs):
-            return objs
-    except orjson.JSONEncodeError:  # an integer past 64 bits (read exactly): look the slow way
-        pass
-    named = agentcontext.collect_redactions(objs)
+    named = agentcontext.redactions_in(objs) if named is None else named
+    if not named and not agentcontext.has_redaction_marks(objs):
+        return objs
     return [agentcontext.scrub_tree(obj, named) for obj in objs]
 
 
-def parse_event_rows(rows: list[tuple[int, dict[str, Any]]], file: str) -> tuple[list[ParsedEvent], list[Problem]]:
+def parse_event_rows(
+    rows: list[tuple[int, dict[str, Any]]], file: str, named: dict[str, dict[str, Any]] | None = None
+) -> tuple[list[ParsedEvent], list[Problem]]:
     events: list[ParsedEvent] = []
     problems: list[Problem] = []
     lines = [line for line, _ in rows]
-    for line, obj in zip(lines, without_redacted_context([obj for _, obj in rows]), strict=True):
+    for line, obj in zip(lines, without_redacted_context([obj for _, obj in rows], named), strict=True):
         if is_runtime_event(obj):
             events.append(parse_event(obj, file, line, problems))
         else:
