@@ -7,6 +7,7 @@ browser opens when the point is clicked.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import Any
 
@@ -29,8 +30,14 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _plain(name: Any) -> str:
+    """A name from the data, as text: Plotly reads <a>, <span style>, <b>... in labels and hover text
+    as markup, and shows &lt; &gt; &amp; as the characters."""
+    return html.escape(str(name), quote=False)
+
+
 def _labels(result: dict[str, Any]) -> tuple[str, str]:
-    return result["baseline"]["label"], result["candidate"]["label"]
+    return _plain(result["baseline"]["label"]), _plain(result["candidate"]["label"])
 
 
 def reward_delta(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
@@ -42,7 +49,7 @@ def reward_delta(result: dict[str, Any], points: dict[str, Any], trial_url: Call
     colours = [GOOD if r["delta"] > 0 else BAD if r["delta"] < 0 else NEUTRAL for r in rows]
     trace = {
         "type": "bar",
-        "x": [r["task"] for r in rows],
+        "x": [_plain(r["task"]) for r in rows],
         "y": [r["delta"] for r in rows],
         "marker": {"color": colours},
         "customdata": [r["candidateUrl"] for r in rows],
@@ -73,7 +80,7 @@ def heatmap(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[
             {
                 "type": "heatmap",
                 "x": [base_label, cand_label],
-                "y": [r["task"] for r in rows],
+                "y": [_plain(r["task"]) for r in rows],
                 "z": [[mean(r["baseline"]), mean(r["candidate"])] for r in rows],
                 "customdata": [[r["baselineUrl"], r["candidateUrl"]] for r in rows],
                 "zmin": 0,
@@ -98,9 +105,9 @@ def distribution(result: dict[str, Any], points: dict[str, Any], trial_url: Call
         traces.append(
             {
                 "type": "box",
-                "name": result[role]["label"],
+                "name": _plain(result[role]["label"]),
                 "y": [r[role]["mean"] for r in rows],
-                "text": [r["task"] for r in rows],
+                "text": [_plain(r["task"]) for r in rows],
                 "customdata": [r[f"{role}Url"] for r in rows],
                 "boxpoints": "all",
                 "jitter": 0.4,
@@ -129,10 +136,10 @@ def cost_reward(result: dict[str, Any], points: dict[str, Any], trial_url: Calla
             {
                 "type": "scatter",
                 "mode": "markers",
-                "name": result[role]["label"],
+                "name": _plain(result[role]["label"]),
                 "x": [cols["cost"][i] for i in keep],
                 "y": [cols["reward"][i] for i in keep],
-                "text": [cols["task"][i] for i in keep],
+                "text": [_plain(cols["task"][i]) for i in keep],
                 "customdata": [trial_url(cols["id"][i]) for i in keep],
                 "marker": {"color": colour, "size": 6, "opacity": 0.6},
                 "hovertemplate": "<b>%{text}</b><br>cost $%{x:.4f}<br>reward %{y:.3f}<extra></extra>",
@@ -152,7 +159,7 @@ def pass_rate(result: dict[str, Any], points: dict[str, Any], trial_url: Callabl
     for role in ("baseline", "candidate"):
         metrics = result[role]["metrics"]
         rate, ci = metrics["passRate"], metrics["passRateCi95"]
-        x.append(result[role]["label"])
+        x.append(_plain(result[role]["label"]))
         y.append(rate)
         plus.append(ci[1] - rate if ci and rate is not None else 0)
         minus.append(rate - ci[0] if ci and rate is not None else 0)

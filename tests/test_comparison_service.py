@@ -438,3 +438,21 @@ def test_two_jobs_of_one_name_are_two_sides_in_every_label():
         figure = chart(result, points, lambda pk: f"/trials/{pk}/")
         assert len({x for trace in figure["data"] for x in trace["x"]}) == 2, chart.__name__
     assert result["tasks"][0]["baselineUrl"] == f"/trials/?job={base_job.pk}&task=a"
+
+
+def test_names_from_the_data_are_text_in_every_chart_not_plotly_markup():
+    hostile = '<a href="https://evil.example/">fixed</a><span style="font-size:40px">BIG</span> & co'
+    base = build_side("base", {hostile: [0.0], "b": [1.0]})
+    cand = build_side("cand", {hostile: [1.0], "b": [1.0]})
+    Job.objects.filter(pk=cand.trials.first().job_id).update(name="<b>cand</b>")
+    base_job, cand_job = base.trials.first().job, cand.trials.first().job
+    result, points = services.compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
+    shown = []
+    for name in charts.CHARTS:
+        for trace in charts.build(name, result, points, lambda pk: f"/trials/{pk}/")["data"]:
+            shown += [v for key in ("x", "y", "text") for v in trace.get(key, []) if isinstance(v, str)]
+            shown += [trace["name"]] if "name" in trace else []
+    assert shown and not [value for value in shown if "<" in value or ">" in value]
+    escaped = '&lt;a href="https://evil.example/"&gt;fixed&lt;/a&gt;'
+    assert any(value.startswith(escaped) and value.endswith("&amp; co") for value in shown)
+    assert any("&lt;b&gt;cand&lt;/b&gt;" in value for value in shown)
