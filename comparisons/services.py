@@ -26,7 +26,7 @@ from django.urls import reverse
 
 from comparisons import stats
 from comparisons.models import Comparison, SavedComparison, SideKind
-from trials.models import Configuration, Job, PermissionDecision, Trial
+from trials.models import Configuration, Job, PermissionDecision, Trial, parse_pk
 from trials.triage.services import p0_qc_items_for_trials, qc_fingerprint_for_trials
 
 # Bump when the computation changes, so every cached comparison is computed again.
@@ -122,9 +122,10 @@ def _parse_side(params: Any, role: str) -> Side | None:
         value = str(value).strip() if value is not None and not isinstance(value, (bool, list, dict)) else ""
         if not value:
             continue
-        if not value.isdigit() or not model.objects.filter(pk=int(value)).exists():
+        pk = parse_pk(value)
+        if pk is None or not model.objects.filter(pk=pk).exists():
             raise SideError(f"{name}={value!r} is not a known {kind} id")
-        return Side(kind, int(value))
+        return Side(kind, pk)
     return None
 
 

@@ -112,6 +112,54 @@ def test_the_task_filter_takes_the_task_id_as_well_as_its_name(client_logged_in)
     assert {r["id"] for r in by_id} <= {r["id"] for r in by_name}
 
 
+def test_a_task_named_by_a_number_is_found_by_its_name_before_a_task_of_that_id(client_logged_in):
+    from tests.factories import TrialFactory
+
+    other = TrialFactory()
+    named = TrialFactory(task__name=str(other.task_id))
+    found = client_logged_in.get("/api/trials/", {"task": str(other.task_id)}).json()["results"]
+    assert [r["id"] for r in found] == [named.pk]  # the task named "<n>", as the comparison's links mean it
+
+
+HUGE = "99999999999999999999999"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/trials/?job=%C2%B2",
+        f"/api/trials/?job={HUGE}",
+        f"/api/trials/?dataset={HUGE}",
+        "/api/trials/?configuration=%C2%B2",
+        f"/api/trials/?task={HUGE}",
+        "/trials/?job=%C2%B2",
+        "/api/trials/{pk}/trajectory/?trajectory=%C2%B2",
+        f"/api/trials/{{pk}}/search/?q=a&offset={HUGE}",
+        f"/api/trials/{{pk}}/steps/?page={HUGE}",
+        f"/trials/{{pk}}/?page={HUGE}",
+        f"/trials/{{pk}}/?q=a&offset={HUGE}",
+        "/trials/{pk}/?step=%C2%B2",
+        "/api/qc/items/?trial=%C2%B2",
+        f"/api/qc/items/?trial={HUGE}",
+        "/api/comparisons/?baseline=%C2%B2&candidate=1",
+        "/comparisons/?baseline=%C2%B2&candidate=1",
+    ],
+)
+def test_a_number_no_column_can_hold_is_answered_not_a_server_error(client_logged_in, url):
+    from tests.factories import TrialFactory
+
+    trial = TrialFactory()
+    response = client_logged_in.get(url.replace("{pk}", str(trial.pk)))
+    assert response.status_code < 500, (url, response.status_code)
+
+
+def test_a_nul_searched_for_matches_nothing(client_logged_in, tmp_path):
+    import_path(write_trial(tmp_path))
+    trial = Trial.objects.get()
+    found = client_logged_in.get(f"/api/trials/{trial.pk}/search/", {"q": "\x00", "inside": "1"}).json()
+    assert found["matches"] == []
+
+
 @pytest.mark.parametrize(
     "params", [{"role": "nonsense"}, {"complete": "maybe"}, {"status": "nonsense"}, {"reward_min": "abc"}]
 )

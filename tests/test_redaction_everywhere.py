@@ -196,3 +196,21 @@ def test_the_migration_scrubs_again_what_older_rules_left_in_events_and_context_
     event, record = RuntimeEvent.objects.get(), ContextRecord.objects.get()
     assert "LEAKCANARY" not in json.dumps([event.payload, event.raw, record.data])
     assert record.data["source_refs"] == [{"uri": "[redacted]"}] and record.data["item_id"] == "item-1"
+
+
+def test_the_trial_apis_mask_secrets_in_what_they_return_as_the_pages_do(tmp_path, client_logged_in):
+    from tests.conftest import import_path
+    from tests.test_import_bad_input import write_trial
+
+    trial_dir = write_trial(tmp_path)
+    result = json.loads((trial_dir / "result.json").read_text())
+    key = "sk-qaLEAKTEST1234567890abcdef"
+    result["exception_info"] = {"exception_type": "RuntimeError", "exception_message": f"bad key {key}",
+                                "exception_traceback": f"Traceback: {key}"}  # fmt: skip
+    (trial_dir / "result.json").write_text(json.dumps(result))
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    assert key in trial.exception_message  # the index keeps it (the pages and the API mask it)
+    for url in (f"/api/trials/{trial.pk}/", f"/trials/{trial.pk}/?tab=exception"):
+        body = client_logged_in.get(url).content
+        assert key.encode() not in body and b"[redacted]" in body, url

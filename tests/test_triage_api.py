@@ -52,6 +52,13 @@ def test_a_viewer_and_a_reviewer_get_403_and_anonymous_is_refused(client, trial)
     assert not QCItem.objects.exists()
 
 
+def test_a_value_of_the_wrong_json_type_is_a_400_not_a_500(client, trial):
+    client.force_login(make_user("tina", "triager"))
+    for expires_at in (1, ["2030-01-01"], {"at": "2030-01-01"}):
+        response = _post(client, trial, expires_at=expires_at)
+        assert response.status_code == 400 and "expires_at" in response.json(), expires_at
+
+
 def test_bad_input_gives_400_with_field_errors(client, trial):
     client.force_login(make_user("tina", "triager"))
     response = _post(client, trial, kind="verifier-criterion", severity="P9", evidence_refs=["step:nope"])
@@ -81,6 +88,8 @@ def test_only_an_approver_files_a_waiver_through_the_api(client, trial):
     response = _post(client, trial, **waiver)
     assert response.status_code == 201, response.content
     assert response.json()["approver"] == "abe"
+    [listed] = client.get("/api/qc/blockers/").json()["results"]
+    assert listed["waived_by"] == [response.json()["id"]] and listed["effective_status"] == "open"
     as_written_back = {**waiver, "waived_item": blocker["id"], "approver": "abe"}  # "QC-1", the user name
     response = _post(client, trial, **as_written_back)
     assert response.status_code == 201, response.content

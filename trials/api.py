@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from trials import services, viewer
 from trials.filters import TrialFilter
 from trials.ingest.atif import EMBEDDED_MARK
-from trials.models import Import, Trial
+from trials.models import Import, Trial, parse_pk
 from trials.serializers import (
     ImportCreateSerializer,
     ImportSerializer,
@@ -74,7 +74,7 @@ class TrialTrajectory(APIView):
         trial = get_object_or_404(Trial, pk=pk)
         wanted = request.query_params.get("trajectory")
         if wanted is not None:
-            trajectory = trial.trajectories.filter(pk=int(wanted)).first() if wanted.isdigit() else None
+            trajectory = trial.trajectories.filter(pk=parse_pk(wanted)).first() if parse_pk(wanted) else None
         else:
             trajectory = viewer.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
         if trajectory is None and wanted is not None:
@@ -108,10 +108,7 @@ class TrialSteps(APIView):
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
         trajectory, trajectories = _trajectory_or_404(trial, request.query_params.get("t"))
-        try:
-            page = max(1, int(request.query_params.get("page", 1)))
-        except ValueError:
-            page = 1
+        page = viewer.requested_page(request.query_params.get("page"))
         window = viewer.step_window(trial, trajectory, (page - 1) * viewer.STEP_WINDOW, trajectories)
         return Response(
             {
@@ -173,10 +170,7 @@ class TrialSearch(APIView):
     @extend_schema(responses={200: OpenApiResponse(description="matching step numbers")})
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
-        try:
-            offset = max(0, int(request.query_params.get("offset", 0)))
-        except ValueError:
-            offset = 0
+        offset = viewer.requested_offset(request.query_params.get("offset"))
         query = request.query_params.get("q", "")
         found = viewer.search_steps(trial, query, offset, inside_words=request.query_params.get("inside") == "1")
         trajectories = list(trial.trajectories.order_by("position", "pk"))

@@ -1,7 +1,7 @@
 import django_filters
 from django import forms
 
-from trials.models import Configuration, Import, Pack, Trial
+from trials.models import Configuration, Import, Pack, Task, Trial, parse_pk
 
 
 class TrialFilter(django_filters.FilterSet):
@@ -29,21 +29,21 @@ class TrialFilter(django_filters.FilterSet):
 
     def filter_job(self, queryset, name, value):
         """A job id, or its name."""
-        if value.isdigit():
-            return queryset.filter(job_id=int(value))
+        if (pk := parse_pk(value)) is not None:
+            return queryset.filter(job_id=pk)
         return queryset.filter(job__name=value)
 
     def filter_dataset(self, queryset, name, value):
         """A dataset id, or its name (optionally name@version)."""
-        if value.isdigit():
-            return queryset.filter(dataset_id=int(value))
+        if (pk := parse_pk(value)) is not None:
+            return queryset.filter(dataset_id=pk)
         dataset_name, _, version = value.partition("@")
         queryset = queryset.filter(dataset__name=dataset_name)
         return queryset.filter(dataset__version=version) if version else queryset
 
     def filter_configuration(self, queryset, name, value):
-        if value.isdigit():
-            return queryset.filter(configuration_id=int(value))
+        if (pk := parse_pk(value)) is not None:
+            return queryset.filter(configuration_id=pk)
         return queryset.filter(configuration__key=value)
 
     def filter_import(self, queryset, name, value):
@@ -58,7 +58,9 @@ class TrialFilter(django_filters.FilterSet):
         return queryset.filter(is_complete=value == "true")
 
     def filter_task(self, queryset, name, value):
-        """A task id, or its name."""
-        if value.isdigit():
-            return queryset.filter(task_id=int(value))
-        return queryset.filter(task__name=value)
+        """A task's name, or its id. (Names first: links give names, and some tasks are named by a
+        number, as AgentV's test ids.)"""
+        by_name = queryset.filter(task__name=value)
+        if (pk := parse_pk(value)) is not None and not Task.objects.filter(name=value).exists():
+            return queryset.filter(task_id=pk)
+        return by_name

@@ -38,6 +38,14 @@ class NulSafeJSONEncoder(DjangoJSONEncoder):
         return _NUL_ESCAPE.sub(r"\1\\ufffd", text) if "\\u0000" in text else text
 
 
+def parse_pk(value: Any) -> int | None:
+    """A row id as a URL or a form writes it: ASCII digits that fit a 64-bit column; else None.
+    (`str.isdigit` also takes "²", which `int` refuses, and any length.)"""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
+
+
 def nul_free(text: str) -> str:
     """PostgreSQL text columns refuse NUL characters (see NulSafeJSONEncoder)."""
     return text.replace("\x00", "\ufffd") if "\x00" in text else text

@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from trials import completeness
 from trials.models import Configuration, Dataset, Import, Job, Task, Trial
+from trials.viewer import scrub_json
 
 
 class ImportSerializer(serializers.ModelSerializer):
@@ -73,10 +74,15 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class TrialListSerializer(serializers.ModelSerializer):
-    dataset = DatasetSerializer()
-    configuration = ConfigurationSerializer()
-    task = TaskSerializer()
-    job = JobSerializer()
+    dataset = DatasetSerializer(allow_null=True)
+    configuration = ConfigurationSerializer(allow_null=True)
+    task = TaskSerializer(allow_null=True)
+    job = JobSerializer(allow_null=True)
+
+    def to_representation(self, instance: Trial) -> dict:
+        # Anything shaped like a secret (an exception's message, a provenance value...) is masked,
+        # as on the pages.
+        return scrub_json(super().to_representation(instance))
 
     class Meta:
         model = Trial

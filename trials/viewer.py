@@ -32,6 +32,7 @@ from trials.models import (
     ToolCall,
     Trajectory,
     Trial,
+    parse_pk,
 )
 
 STEP_WINDOW = 50
@@ -234,10 +235,23 @@ def main_trajectory(trial: Trial, trajectories: list[Trajectory]) -> Trajectory 
     return trajectories[0] if trajectories else None
 
 
+MAX_PAGE = 10**6  # (a page past every trajectory's end is empty; the offset stays within what SQL takes)
+
+
+def requested_page(value: str | None) -> int:
+    """`?page=` as a number from 1; anything else is page 1."""
+    return min(max(1, parse_pk(value) or 1), MAX_PAGE)
+
+
+def requested_offset(value: str | None) -> int:
+    """`?offset=` (search results) as a number from 0; anything else is 0."""
+    return min(parse_pk(value) or 0, MAX_PAGE * SEARCH_PAGE)
+
+
 def pick_trajectory(trial: Trial, trajectories: list[Trajectory], wanted: str | None) -> Trajectory | None:
-    if wanted and wanted.isdigit():
+    if (pk := parse_pk(wanted)) is not None:
         for t in trajectories:
-            if t.pk == int(wanted):
+            if t.pk == pk:
                 return t
     return main_trajectory(trial, trajectories)
 
@@ -506,7 +520,7 @@ def search_steps(
     not in "TypeError"); `inside_words` scans for it anywhere, as does a search the index
     finds nothing for.
     """
-    needle = query.strip().lower()
+    needle = query.replace("\x00", "").strip().lower()  # (a NUL matched every step)
     if not needle:
         return SearchResult([], False, False)
 

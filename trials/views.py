@@ -13,7 +13,7 @@ from django.urls import reverse
 from trials import services, viewer
 from trials.forms import UploadForm
 from trials.ingest import agentv
-from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
+from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial, parse_pk
 from trials.triage import roles
 from trials.triage.forms import CommentForm
 
@@ -144,8 +144,8 @@ def trial_detail(request, pk, number: int | None = None):
     if tab not in dict(TABS):
         tab = "trajectory"
     trajectories = list(trial.trajectories.order_by("position", "pk"))
-    if request.GET.get("step", "").isdigit():  # the "go to step" box
-        return redirect(_with_query(reverse("trial-step", args=[pk, int(request.GET["step"])]), request, "t"))
+    if (number := parse_pk(request.GET.get("step"))) is not None:  # the "go to step" box
+        return redirect(_with_query(reverse("trial-step", args=[pk, number]), request, "t"))
     list_q = request.GET.get("list", "")
     context = {
         "trial": trial,
@@ -188,10 +188,7 @@ def _trajectory_tab(request, trial, trajectories, number):
             raise Http404("no such step")
         start = viewer.window_start(number)
     else:
-        try:
-            page = max(1, int(request.GET.get("page", 1)))
-        except ValueError:
-            page = 1
+        page = viewer.requested_page(request.GET.get("page"))
         start = min((page - 1) * viewer.STEP_WINDOW, viewer.window_start(max(trajectory.step_count, 1)))
     main = viewer.main_trajectory(trial, trajectories)
     context |= {
@@ -202,10 +199,7 @@ def _trajectory_tab(request, trial, trajectories, number):
         "segments": viewer.continuation_neighbours(trajectory, trajectories),
     }
     if query:
-        try:
-            offset = max(0, int(request.GET.get("offset", 0)))
-        except ValueError:
-            offset = 0
+        offset = viewer.requested_offset(request.GET.get("offset"))
         inside = request.GET.get("inside") == "1"
         found = viewer.search_steps(trial, query, offset, inside_words=inside)
         if len(trajectories) > 1:  # say which file each match is in: "step 3" alone is ambiguous

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib.auth import get_user_model
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
@@ -10,11 +12,12 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trials.models import Trial
+from trials.models import Trial, parse_pk
 from trials.triage import export, roles, services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import QCItem
 from trials.triage.serializers import (
+    BlockerSerializer,
     QCItemDetailSerializer,
     QCItemSerializer,
     QCScenarioDetailSerializer,
@@ -38,6 +41,9 @@ def _form_data(payload) -> dict:
     for key in ("failure_mode", "scenario", "waived_item", "approver"):
         if data.get(key) is None:
             data.pop(key, None)
+    for key, value in data.items():  # form fields read text: a number as its digits, anything else refused
+        if key != "evidence_refs" and value is not None and not isinstance(value, str):
+            data[key] = str(value) if isinstance(value, int | float) else json.dumps(value)
     # As the API writes them back: the approver by user name, the waived item by its label (QC-4).
     if isinstance(data.get("approver"), str) and not data["approver"].isdigit():
         user = get_user_model().objects.filter(username=data["approver"]).values_list("pk", flat=True).first()
@@ -104,6 +110,8 @@ class _ItemList(generics.ListAPIView):
 
 
 class BlockerList(_ItemList):
+    serializer_class = BlockerSerializer
+
     def get_queryset(self):
         return services.blockers()
 
@@ -119,7 +127,7 @@ class ItemList(_ItemList):
     def get_queryset(self):
         items = QCItem.objects.select_related("trial", "scenario", "failure_mode").order_by("-pk")
         trial = self.request.query_params.get("trial")
-        return items.filter(trial_id=trial) if trial and trial.isdigit() else items
+        return items.filter(trial_id=parse_pk(trial)) if parse_pk(trial) is not None else items
 
 
 class _ItemDetail(generics.RetrieveAPIView):

@@ -14,7 +14,7 @@ def _text():
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
-    actor = serializers.CharField(source="actor.get_username", default=None)
+    actor = serializers.CharField(source="actor.get_username", default=None, allow_null=True)
 
     class Meta:
         model = AuditEntry
@@ -26,12 +26,12 @@ class QCItemSerializer(serializers.ModelSerializer):
     pk = serializers.IntegerField()
     trial = serializers.IntegerField(source="trial_id")
     trial_name = serializers.CharField(source="trial.name")
-    scenario = serializers.CharField(source="scenario.scenario_id", default=None)
-    failure_mode = serializers.CharField(source="failure_mode.name", default=None)
-    assignee = serializers.CharField(source="assignee.get_username", default=None)
-    approver = serializers.CharField(source="approver.get_username", default=None)
-    created_by = serializers.CharField(source="created_by.get_username", default=None)
-    waived_item = serializers.CharField(source="waived_item.label", default=None)
+    scenario = serializers.CharField(source="scenario.scenario_id", default=None, allow_null=True)
+    failure_mode = serializers.CharField(source="failure_mode.name", default=None, allow_null=True)
+    assignee = serializers.CharField(source="assignee.get_username", default=None, allow_null=True)
+    approver = serializers.CharField(source="approver.get_username", default=None, allow_null=True)
+    created_by = serializers.CharField(source="created_by.get_username", default=None, allow_null=True)
+    waived_item = serializers.CharField(source="waived_item.label", default=None, allow_null=True)
     effective_status = serializers.CharField()
     kind = _text()
     category = _text()
@@ -70,6 +70,16 @@ class QCItemSerializer(serializers.ModelSerializer):
             "updated_at",
             "url",
         ]
+
+
+class BlockerSerializer(QCItemSerializer):
+    waived_by = serializers.SerializerMethodField(help_text="the active waivers of this blocker (QC-n labels)")
+
+    class Meta(QCItemSerializer.Meta):
+        fields = [*QCItemSerializer.Meta.fields, "waived_by"]
+
+    def get_waived_by(self, obj: QCItem) -> list[str]:
+        return [waiver.label for waiver in obj.waived_by]  # (prefetched by services.blockers)
 
 
 class QCItemDetailSerializer(QCItemSerializer):

@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from trials.models import Document, Step, Trial
+from trials.models import Document, Step, Trial, parse_pk
 from trials.triage import export, roles, services
 from trials.triage.forms import AssignForm, CommentForm, FeedbackForm, ItemEditForm, ScenarioStatusForm
 from trials.triage.models import AuditEntry, QCItem, QCScenario
@@ -23,13 +23,14 @@ def _step_for(trial: Trial, wanted: str | None, trajectory: str | None) -> str:
     `?t=` (the trial page's links; the trial's first trajectory without it)."""
     if not wanted:
         return ""
-    numbered = trajectory is not None and trajectory.isdigit() and wanted.isdigit()
+    number, trajectory_pk = parse_pk(wanted), parse_pk(trajectory)
+    numbered = number is not None and trajectory_pk is not None
     if not numbered and any(ref == wanted for ref, _ in services.step_choices(trial)):
         return wanted
-    if wanted.isdigit():
-        steps = Step.objects.filter(trial=trial, index=int(wanted) - 1)
+    if number is not None:
+        steps = Step.objects.filter(trial=trial, index=number - 1)
         if numbered:
-            steps = steps.filter(trajectory_id=int(trajectory))
+            steps = steps.filter(trajectory_id=trajectory_pk)
         step = steps.order_by("trajectory__position").only("step_id", "trajectory_id").first()
         if step is not None:
             return services.step_ref(step.step_id, services.trajectory_names(trial)[step.trajectory_id])
@@ -138,9 +139,7 @@ def scenario_list(request):
 @roles.require_right(roles.FILE_QC)
 def scenario_import(request):
     document_id = request.POST.get("document", "")
-    document = get_object_or_404(
-        Document, pk=int(document_id) if document_id.isdigit() else 0, kind=services.MANIFEST_KIND
-    )
+    document = get_object_or_404(Document, pk=parse_pk(document_id) or 0, kind=services.MANIFEST_KIND)
     scenarios, modes = services.import_manifest(request.user, document)
     messages.success(request, f"Imported {scenarios} new scenario(s) and {modes} new failure mode(s).")
     return redirect("qc-scenarios")
@@ -240,7 +239,7 @@ def trial_comment(request, pk: int):
     item = None
     if request.POST.get("item"):
         item_id = request.POST["item"]
-        item = get_object_or_404(QCItem, pk=int(item_id) if item_id.isdigit() else 0, trial=trial)
+        item = get_object_or_404(QCItem, pk=parse_pk(item_id) or 0, trial=trial)
     form = CommentForm(request.POST)
     if form.is_valid():
         services.add_comment(
