@@ -144,8 +144,8 @@ def trial_detail(request, pk, number: int | None = None):
     if tab not in dict(TABS):
         tab = "trajectory"
     trajectories = list(trial.trajectories.order_by("position", "pk"))
-    if (number := parse_pk(request.GET.get("step"))) is not None:  # the "go to step" box
-        return redirect(_with_query(reverse("trial-step", args=[pk, number]), request, "t"))
+    if (go_to := parse_pk(request.GET.get("step"))) is not None:  # the "go to step" box
+        return redirect(_with_query(reverse("trial-step", args=[pk, go_to]), request, "t"))
     list_q = request.GET.get("list", "")
     context = {
         "trial": trial,
