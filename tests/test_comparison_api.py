@@ -288,6 +288,8 @@ def test_the_page_shows_decision_validity_matrix_and_chart_endpoints(client_logg
     assert "/static/plotly/plotly.min.js" in html and "/static/js/comparison.js" in html
     assert "/static/css/comparisons.css" in html
     assert "<script>" not in html  # no inline script: only src= scripts
+    # each side's name isolated: a right-to-left override in one does not reorder the other
+    assert f"<h2><bdi>{base.key}</bdi> → <bdi>{cand.key}</bdi></h2>" in html
 
 
 def test_the_page_marks_an_invalid_comparison_with_its_reasons(client_logged_in):
