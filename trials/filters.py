@@ -60,7 +60,6 @@ class TrialFilter(django_filters.FilterSet):
     def filter_task(self, queryset, name, value):
         """A task's name, or its id. (Names first: links give names, and some tasks are named by a
         number, as AgentV's test ids.)"""
-        by_name = queryset.filter(task__name=value)
         if (pk := parse_pk(value)) is not None and not Task.objects.filter(name=value).exists():
             return queryset.filter(task_id=pk)
-        return by_name
+        return queryset.filter(task__name=value)
