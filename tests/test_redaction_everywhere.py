@@ -124,9 +124,15 @@ def test_a_redaction_covers_its_item_in_every_file_of_the_trial_and_every_form_o
     def context_event(event_id: str, event_type: str, data: dict) -> dict:
         return {**common, "event_id": event_id, "event_type": event_type, "data": data}
 
-    masked = {"item_id": "item-1", "context_kind": "credential", "content": "CANARY-A", "redaction_state": "masked",
-              "content_parts": [{"type": "text", "text": "CANARY-B"}], "redacted_fields": ["/source_refs/0/uri"],
-              "source_refs": [{"source_id": "s", "uri": "file:///CANARY-C"}]}  # fmt: skip
+    masked = {
+        "item_id": "item-1",
+        "context_kind": "credential",
+        "content": "CANARY-A",
+        "redaction_state": "masked",
+        "content_parts": [{"type": "text", "text": "CANARY-B"}],
+        "redacted_fields": ["/source_refs/0/uri"],
+        "source_refs": [{"uri": "file:///CANARY-C"}],
+    }  # fmt: skip (a source with no source_id)
     plain_here = {"item_id": "item-2", "context_kind": "memory", "content": "CANARY-D", "redaction_state": "none",
                   "source_refs": [{"source_id": "s", "uri": "file:///CANARY-E"}]}  # fmt: skip
     context_lines = [
@@ -137,7 +143,8 @@ def test_a_redaction_covers_its_item_in_every_file_of_the_trial_and_every_form_o
     ]  # fmt: skip
     runtime_lines = [  # another file of the same trial: a copy of item-1, and the redaction of item-2
         {"type": "context.item.added", "eventId": "e1", "sessionId": "s1",
-         "payload": {"item": {"item_id": "item-1", "context_kind": "credential", "content": "CANARY-G"}}},
+         "payload": {"item": {"item_id": "item-1", "context_kind": "credential", "content": "CANARY-G",
+                              "source_refs": [{"uri": "file:///CANARY-I"}]}}},
         {"type": "tool.started", "eventId": "e2", "sessionId": "s1",
          "payload": {"arguments": {"item_ref": "item-1", "value": "CANARY-H"}}},
         {"type": "context.redaction.applied", "eventId": "e3", "sessionId": "s1",
@@ -149,7 +156,11 @@ def test_a_redaction_covers_its_item_in_every_file_of_the_trial_and_every_form_o
     import_path(trial_dir)
     trial = Trial.objects.get()
 
-    bodies = {tab: client_logged_in.get(f"/trials/{trial.pk}/", {"tab": tab}).content for tab in ("events", "context")}
+    bodies = {}
+    for tab in ("events", "context"):
+        response = client_logged_in.get(f"/trials/{trial.pk}/", {"tab": tab})
+        assert response.status_code == 200, tab
+        bodies[tab] = response.content
     for name in ("context", "permissions"):
         bodies[f"{name} api"] = client_logged_in.get(f"/api/trials/{trial.pk}/{name}/").content
     for name, body in bodies.items():
@@ -198,7 +209,7 @@ def test_the_migration_scrubs_again_what_older_rules_left_in_events_and_context_
     assert record.data["source_refs"] == [{"uri": "[redacted]"}] and record.data["item_id"] == "item-1"
 
 
-def test_the_trial_apis_mask_secrets_in_what_they_return_as_the_pages_do(tmp_path, client_logged_in):
+def test_the_trial_apis_mask_secrets_in_what_they_return_as_the_pages_do(tmp_path, client_logged_in, triager):
     from tests.conftest import import_path
     from tests.test_import_bad_input import write_trial
 
@@ -214,3 +225,6 @@ def test_the_trial_apis_mask_secrets_in_what_they_return_as_the_pages_do(tmp_pat
     for url in (f"/api/trials/{trial.pk}/", f"/trials/{trial.pk}/?tab=exception"):
         body = client_logged_in.get(url).content
         assert key.encode() not in body and b"[redacted]" in body, url
+    client_logged_in.force_login(triager)
+    body = client_logged_in.get(f"/trials/{trial.pk}/feedback/").content  # the form shows the exception too
+    assert key.encode() not in body and b"bad key [redacted]" in body

@@ -57,6 +57,9 @@ def test_a_value_of_the_wrong_json_type_is_a_400_not_a_500(client, trial):
     for expires_at in (1, ["2030-01-01"], {"at": "2030-01-01"}):
         response = _post(client, trial, expires_at=expires_at)
         assert response.status_code == 400 and "expires_at" in response.json(), expires_at
+    response = _post(client, trial, note=["x"])  # not stored as the text '["x"]'
+    assert response.status_code == 400 and list(response.json()) == ["note"]
+    assert not QCItem.objects.exists()
 
 
 def test_bad_input_gives_400_with_field_errors(client, trial):

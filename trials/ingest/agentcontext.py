@@ -278,7 +278,10 @@ def collect_redactions(value: Any, named: dict[str, dict[str, Any]] | None = Non
                 if value.get(key) is not None:
                     entry.setdefault(key, value[key])
     elif kind == "item" and is_redacted_state(value.get("redaction_state")):
-        named.setdefault(value["item_id"], {"fields": []})
+        # its own redacted_fields too: a copy of it elsewhere (another file) has them blanked as well
+        entry = named.setdefault(value["item_id"], {"fields": []})
+        own = value.get("redacted_fields")
+        entry["fields"] += [f for f in own if f not in entry["fields"]] if isinstance(own, list) else []
     for v in value.values():
         collect_redactions(v, named)
     return named

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from django.contrib.auth import get_user_model
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
@@ -41,9 +39,9 @@ def _form_data(payload) -> dict:
     for key in ("failure_mode", "scenario", "waived_item", "approver"):
         if data.get(key) is None:
             data.pop(key, None)
-    for key, value in data.items():  # form fields read text: a number as its digits, anything else refused
-        if key != "evidence_refs" and value is not None and not isinstance(value, str):
-            data[key] = str(value) if isinstance(value, int | float) else json.dumps(value)
+    for key, value in data.items():  # form fields read text: a number as its digits
+        if key != "evidence_refs" and isinstance(value, int | float):
+            data[key] = str(value)
     # As the API writes them back: the approver by user name, the waived item by its label (QC-4).
     if isinstance(data.get("approver"), str) and not data["approver"].isdigit():
         user = get_user_model().objects.filter(username=data["approver"]).values_list("pk", flat=True).first()
@@ -79,6 +77,13 @@ class TrialFeedback(RoleAPIView):
     def post(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
         data = _form_data(request.data)
+        not_one_value = {  # a form field takes one value: a list or an object is refused, not read as text
+            key: [{"message": "Give one value, not a list or an object.", "code": "invalid"}]
+            for key, value in data.items()
+            if key != "evidence_refs" and isinstance(value, list | dict)
+        }
+        if not_one_value:
+            return Response(not_one_value, status=status.HTTP_400_BAD_REQUEST)
         if data.get("kind") == QCItem.Kind.WAIVER and not roles.has_right(request.user, roles.WAIVE):
             return Response({"detail": "Only an approver can grant a waiver."}, status=status.HTTP_403_FORBIDDEN)
         form = FeedbackForm(data=data, trial=trial, user=request.user)
