@@ -431,6 +431,25 @@ def test_a_subagent_ref_naming_no_trajectory_of_the_trial_is_reported_where_it_i
     assert 'trajectory.helper.json <span class="muted">(not in this trial)' in page
 
 
+def test_an_atif_file_anywhere_in_the_agent_folder_is_a_subagent_trajectory_its_ref_finds(tmp_path, client_logged_in):
+    trial_dir = write_trial(tmp_path)
+    main = atif(good_steps())
+    ref = {"session_id": "helper-session", "trajectory_path": "subagents/helper.json"}
+    main["steps"][1]["observation"]["results"].append({"subagent_trajectory_ref": [ref]})
+    (trial_dir / "agent" / "trajectory.json").write_bytes(orjson.dumps(main))
+    (trial_dir / "agent" / "subagents").mkdir()
+    helper = {**atif([{"step_id": 1, "source": "agent", "message": "helping"}]), "session_id": "helper-session"}
+    (trial_dir / "agent" / "subagents" / "helper.json").write_bytes(orjson.dumps(helper))
+    imp = import_path(trial_dir)
+    assert subagent_warnings(imp) == [] and not [p for p in imp.problems if "helper.json" in p["file"]]
+    trial = Trial.objects.get()
+    sub = trial.trajectories.get(role="subagent")
+    assert sub.path == "task-a__AAAAAAA/agent/subagents/helper.json" and sub.step_count == 1
+    assert "subagents/helper.json" not in str(trial.documents.get("other", {}))  # a trajectory, not a document
+    page = client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
+    assert f"?t={sub.pk}" in page and "not in this trial" not in page
+
+
 def test_a_subagent_ref_naming_nothing_in_a_jobs_trial_is_reported_for_that_trial_alone(tmp_path):
     job = write_job(tmp_path / "job", "job", role="baseline", configuration_id="c", agent="a", model="m", tasks=2,
                     attempts=1, steps_per_trial=4, with_extras=False)  # fmt: skip

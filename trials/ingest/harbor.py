@@ -361,6 +361,13 @@ def _read_trajectories(trial: ParsedTrial, base: Path, rel: str, step_name: str 
                     role_override or (role if not step_name or role != "main" else "step"),
                 )
             )
+        # Other ATIF files in the folder (a subagent_trajectory_ref may name any path, as
+        # `subagents/helper.json`): subagents, after the files Harbor names.
+        for path in sorted(directory.rglob("*.json")):
+            local = path.relative_to(directory).as_posix()
+            if not path.name.startswith("trajectory") and path.is_file() and sniff_trajectory(path):
+                found.append((0 if folder == "agent" else 1, 2000, local, path, f"{rel}/{folder}/{local}",
+                              role_override or "subagent"))  # fmt: skip
     for *_order, path, path_rel, role in sorted(found, key=lambda x: x[:3]):
         try:
             trajectory = read_trajectory(path, path_rel, role=role, step_name=step_name)
@@ -509,6 +516,7 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
         if (
             local in known
             or path.name.startswith("trajectory")
+            or ({"agent", "user-agent"} & set(local.split("/")[:-1]) and sniff_trajectory(path))  # read as one
             or "/verifier/" in f"/{local}"
             or path.parent.name == "artifacts"
         ):
