@@ -74,7 +74,8 @@ class TrialTrajectory(APIView):
         trial = get_object_or_404(Trial, pk=pk)
         wanted = request.query_params.get("trajectory")
         if wanted is not None:
-            trajectory = trial.trajectories.filter(pk=parse_pk(wanted)).first() if parse_pk(wanted) else None
+            pk_wanted = parse_pk(wanted)
+            trajectory = trial.trajectories.filter(pk=pk_wanted).first() if pk_wanted is not None else None
         else:
             trajectory = viewer.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
         if trajectory is None and wanted is not None:

@@ -43,7 +43,7 @@ def _form_data(payload) -> dict:
         if key != "evidence_refs" and isinstance(value, int | float):
             data[key] = str(value)
     # As the API writes them back: the approver by user name, the waived item by its label (QC-4).
-    if isinstance(data.get("approver"), str) and not data["approver"].isdigit():
+    if isinstance(data.get("approver"), str) and parse_pk(data["approver"]) is None:
         user = get_user_model().objects.filter(username=data["approver"]).values_list("pk", flat=True).first()
         data["approver"] = user if user is not None else data["approver"]
     if isinstance(data.get("waived_item"), str):
@@ -132,7 +132,7 @@ class ItemList(_ItemList):
     def get_queryset(self):
         items = QCItem.objects.select_related("trial", "scenario", "failure_mode").order_by("-pk")
         trial = self.request.query_params.get("trial")
-        return items.filter(trial_id=parse_pk(trial)) if parse_pk(trial) is not None else items
+        return items.filter(trial_id=pk) if (pk := parse_pk(trial)) is not None else items
 
 
 class _ItemDetail(generics.RetrieveAPIView):
