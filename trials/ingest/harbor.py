@@ -365,7 +365,7 @@ def _read_trajectories(trial: ParsedTrial, base: Path, rel: str, step_name: str 
         # `subagents/helper.json`): subagents, after the files Harbor names.
         for path in sorted(directory.rglob("*.json")):
             local = path.relative_to(directory).as_posix()
-            if not path.name.startswith("trajectory") and path.is_file() and sniff_trajectory(path):
+            if not path.name.startswith("trajectory") and _trajectory_file(path):
                 found.append((0 if folder == "agent" else 1, 2000, local, path, f"{rel}/{folder}/{local}",
                               role_override or "subagent"))  # fmt: skip
     for *_order, path, path_rel, role in sorted(found, key=lambda x: x[:3]):
@@ -758,10 +758,10 @@ def trajectory_groups(folder: Path) -> list[list[Path]]:
     groups = []
     for main in sorted(folder.glob(f"*{MAIN_TRAJECTORY}")):
         prefix = main.name.removesuffix(MAIN_TRAJECTORY)
-        if (prefix and not prefix.endswith(".")) or not _loose_trajectory(main):
+        if (prefix and not prefix.endswith(".")) or not _trajectory_file(main):
             continue
         others = sorted(
-            (p for p in folder.glob(f"{glob.escape(prefix)}trajectory.*.json") if _loose_trajectory(p)),
+            (p for p in folder.glob(f"{glob.escape(prefix)}trajectory.*.json") if _trajectory_file(p)),
             key=lambda p: (_trajectory_role(p.name.removeprefix(prefix))[0], p.name),
         )
         if others:
@@ -769,7 +769,8 @@ def trajectory_groups(folder: Path) -> list[list[Path]]:
     return groups
 
 
-def _loose_trajectory(path: Path) -> bool:
+def _trajectory_file(path: Path) -> bool:
+    """A regular file (no link) that starts like an ATIF trajectory."""
     return path.is_file() and not path.is_symlink() and sniff_trajectory(path)
 
 

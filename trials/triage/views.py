@@ -18,14 +18,14 @@ from trials.triage.models import AuditEntry, QCItem, QCScenario
 PAGE_SIZE = 50
 
 
-def _step_for(trial: Trial, wanted: str | None, trajectory: str | None) -> str:
-    """`?step=` is a step ref (`services.step_choices`), or a 1-based step number of the trajectory
-    `?t=` (the trial page's links; the trial's first trajectory without it)."""
+def _step_for(trial: Trial, wanted: str | None, trajectory: str | None, choices: list[tuple[str, str]]) -> str:
+    """`?step=` is a step ref (one of the form's `choices`, `services.step_choices`), or a 1-based
+    step number of the trajectory `?t=` (the trial page's links; the trial's first trajectory without it)."""
     if not wanted:
         return ""
     number, trajectory_pk = parse_pk(wanted), parse_pk(trajectory)
     numbered = number is not None and trajectory_pk is not None
-    if not numbered and any(ref == wanted for ref, _ in services.step_choices(trial)):
+    if not numbered and any(ref == wanted for ref, _ in choices):
         return wanted
     if number is not None:
         steps = Step.objects.filter(trial=trial, index=number - 1)
@@ -48,8 +48,9 @@ def feedback(request, pk: int):
             messages.success(request, f"Filed {item.label}: {item.get_kind_display()} ({item.severity}).")
             return redirect(item)
     else:
-        step_id = _step_for(trial, request.GET.get("step"), request.GET.get("t"))
-        initial = {
+        form = FeedbackForm(trial=trial, user=request.user)
+        step_id = _step_for(trial, request.GET.get("step"), request.GET.get("t"), form.fields["step_id"].choices)
+        form.initial = {
             "kind": request.GET.get("kind") or QCItem.Kind.FAILURE_MODE,
             "category": guess.category,
             "code": guess.code,
@@ -58,7 +59,6 @@ def feedback(request, pk: int):
             "evidence_refs": [f"step:{step_id}"] if step_id else [],
             "approver": request.user.pk if roles.has_right(request.user, roles.WAIVE) else None,
         }
-        form = FeedbackForm(initial=initial, trial=trial, user=request.user)
     similar = []
     if guess.code and not form.is_bound:
         similar = list(services.similar_failure_modes("", guess.code))
