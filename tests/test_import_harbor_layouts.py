@@ -152,7 +152,9 @@ def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_i
     assert set(trial.missing) == {"trajectoryRef", "artifactManifestRef"}  # the reward details are there
     assert trial.refs["rewardDetailsRef"].endswith("verifier/reward-details.json")  # the folder's own file
     flagged = {p["json_path"] for p in imp.problems if "no readable file" in p["message"]}
-    assert flagged == {"refs.trajectoryRef", "refs.artifactManifestRef"}
+    lacking = {"trajectoryRef", "artifactManifestRef", "rewardRef", "runtimeTranscriptRef", "harborVerifierStdoutRef"}
+    assert flagged == {f"refs.{ref}" for ref in lacking}  # (its result.json backs harborTrialResultRef)
+    assert not lacking & set(trial.refs)
     assert trial.documents["evidence_pack"]["refs"] == pack["refs"]  # the pack itself kept as written
     # The trial page shows the folder's own file for a ref, and what the pack said where that differs
     page = client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
@@ -164,6 +166,47 @@ def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_i
     assert no_file + said.format(pack["refs"]["trajectoryRef"]) in refs
 
 
+@pytest.mark.parametrize("where", ["inside the trial folder", "beside it, imported later"])
+def test_a_trial_folders_reward_stdout_and_runtime_events_back_the_evidence_packs_refs_to_them(
+    tmp_path, where, client_logged_in
+):
+    trial_dir = write_trial(tmp_path / "upload", "tool-approval__AAAAAAA")
+    (trial_dir / "verifier" / "reward.txt").write_text("1\n")
+    (trial_dir / "verifier" / "test-stdout.txt").write_text("1 passed\n")
+    event = {
+        "type": "tool.call.completed",
+        "sessionId": "sess_123",
+        "runId": "run_123",
+        "timestamp": "2026-01-01T00:00:00Z",
+    }
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(event) + b"\n")
+    pack = reference_evidence_pack(trial_dir.name)
+    if where == "inside the trial folder":
+        (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps(pack))
+        imp = import_path(trial_dir)
+    else:
+        import_path(trial_dir)
+        (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
+        imp = import_path(tmp_path / "evidence.json")
+    trial = Trial.objects.get()
+    assert trial.is_complete
+    assert not [p for p in imp.problems if "counted as missing" in p["message"]]
+    own = {
+        "rewardRef": "verifier/reward.txt",
+        "harborVerifierStdoutRef": "verifier/test-stdout.txt",
+        "runtimeTranscriptRef": "agent/runtime-events.jsonl",
+        "harborTrialResultRef": "result.json",
+    }
+    for ref, path in own.items():
+        assert trial.refs[ref] == f"{trial_dir.name}/{path}"
+    page = client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
+    refs = page.split('id="trial-refs"')[1].split("</dl>")[0]
+    said = '<span class="muted claimed">· the evidence pack says</span> <code>{}</code>'
+    assert (
+        f"<dt>rewardRef</dt><dd><code>{trial.refs['rewardRef']}</code> {said.format(pack['refs']['rewardRef'])}" in refs
+    )
+
+
 def test_an_evidence_pack_imported_alone_is_a_trial_missing_every_file_it_names(tmp_path, client_logged_in):
     pack = reference_evidence_pack("trial-alone")
     (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
@@ -172,7 +215,8 @@ def test_an_evidence_pack_imported_alone_is_a_trial_missing_every_file_it_names(
     assert not trial.is_complete
     assert set(trial.missing) == {"trajectoryRef", "rewardDetailsRef", "artifactManifestRef"}
     flagged = {p["json_path"] for p in imp.problems if "no trial folder came with it" in p["message"]}
-    assert flagged == {"refs.trajectoryRef", "refs.rewardDetailsRef", "refs.artifactManifestRef"}
+    assert flagged == {f"refs.{ref}" for ref in pack["refs"] if ref != "agentQcReportRef"}  # every file it names
+    assert trial.refs == {"agentQcReportRef": pack["refs"]["agentQcReportRef"]}  # (a report, not a trial file)
     assert trial.documents["evidence_pack"]["refs"] == pack["refs"]  # the claims kept as written
     api = client_logged_in.get(f"/api/trials/{trial.pk}/").json()
     assert api["is_complete"] is False

@@ -47,7 +47,16 @@ CHECKS: list[dict[str, Any]] = [
 ]
 
 
-FILE_REFS = ("trajectoryRef", "rewardDetailsRef", "artifactManifestRef")  # each names a file of the trial
+# Each names a file of the trial; a Harbor trial folder's own refs name the ones it has, as read.
+FILE_REFS = (
+    "trajectoryRef",
+    "rewardRef",
+    "rewardDetailsRef",
+    "artifactManifestRef",
+    "runtimeTranscriptRef",
+    "harborTrialResultRef",
+    "harborVerifierStdoutRef",
+)
 
 
 def join_refs(own: dict, pack: dict) -> tuple[dict, list[str]]:

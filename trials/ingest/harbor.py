@@ -409,11 +409,15 @@ def _read_verifier(trial: ParsedTrial, verifier: Path, rel: str, step_name: str 
         return
     file_rewards = reward_from_files(verifier, rel, trial.problems)
     if file_rewards:
+        read = "reward.json" if (verifier / "reward.json").is_file() else "reward.txt"
+        trial.refs.setdefault("rewardRef", f"{rel}/{read}")
         if step_name:
             trial.provenance.setdefault("step_rewards", {})[step_name] = file_rewards
         elif not trial.rewards:
             trial.rewards = dict(file_rewards)
             trial.present.add("reward")
+    if (verifier / "test-stdout.txt").is_file():
+        trial.refs.setdefault("harborVerifierStdoutRef", f"{rel}/test-stdout.txt")
     details_path = verifier / "reward-details.json"
     if details_path.is_file():
         try:
@@ -509,8 +513,12 @@ def _artifact_file(artifacts: Path, destination: str, source: str) -> Path | Non
 
 
 def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]) -> None:
-    """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content."""
+    """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content.
+
+    The packs are joined last, once the trial's own files have set its refs.
+    """
     known = {"result.json", "config.json", "lock.json"}
+    packs = []
     for path in (p for p in listing if p.name.endswith(".json")):
         local = path.relative_to(trial_dir).as_posix()
         if (
@@ -527,7 +535,7 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
             trial.problems.append(exc.problem)
             continue
         if lime.is_evidence_pack(data):
-            join_evidence_pack(trial, lime.parse_evidence_pack(data, f"{rel}/{local}"), f"{rel}/{local}")
+            packs.append((lime.parse_evidence_pack(data, f"{rel}/{local}"), f"{rel}/{local}"))
         elif path.stat().st_size < TEXT_LIMIT:
             trial.documents.setdefault("other", {})[local] = data
     event_files = []
@@ -540,6 +548,8 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
     named = agentcontext.redactions_in([row for rows, _ in event_files for _, row in rows])
     for rows, file in event_files:
         read_event_rows(trial, rows, file, named)
+    for pack, pack_rel in packs:
+        join_evidence_pack(trial, pack, pack_rel)
 
 
 def read_event_lines(
@@ -574,6 +584,7 @@ def read_event_rows(
     if events:
         trial.permissions = lime.permissions_from_events(trial.events)
         trial.present.add("runtime_events")
+        trial.refs.setdefault("runtimeTranscriptRef", rel)
         for event in events:
             if trial.attempt is None:
                 trial.attempt = lime.attempt_of(event)
