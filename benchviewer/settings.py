@@ -270,6 +270,10 @@ SPECTACULAR_SETTINGS = {
         "TrialStatusEnum": "trials.models.Trial.Status",
         "ImportStatusEnum": "trials.models.Import.Status",
     },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",  # (the default)
+        "benchviewer.openapi.document_errors",
+    ],
 }
 
 LOGGING = {

@@ -213,6 +213,35 @@ def test_openapi_schema_lists_the_import_and_trial_endpoints(client_logged_in):
     assert {"/api/imports/", "/api/imports/{id}/", "/api/trials/", "/api/trials/{id}/"} <= set(paths)
 
 
+def test_the_openapi_schema_lists_each_error_the_api_answers(tmp_path, client, client_logged_in):
+    from tests.triage_support import make_user
+
+    schema = orjson.loads(client_logged_in.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)
+    import_path(write_trial(tmp_path))
+    trial = Trial.objects.get()
+    viewer = Client()
+    viewer.force_login(make_user("vera", "viewer"))
+    trajectory, feedback = f"/api/trials/{trial.pk}/trajectory/", f"/api/trials/{trial.pk}/feedback/"
+    as_json = {"content_type": "application/json"}
+    answers = [
+        ("get", "/api/trials/", Client().get("/api/trials/")),  # not logged in
+        ("get", "/api/trials/", client_logged_in.get("/api/trials/", {"status": "bogus"})),
+        ("get", "/api/trials/{id}/", client_logged_in.get("/api/trials/999999/")),
+        ("get", "/api/trials/{id}/trajectory/", client_logged_in.get(trajectory, {"trajectory": "x"})),
+        ("post", "/api/imports/", viewer.post("/api/imports/", {"file": SimpleUploadedFile("a.json", b"{}")})),
+        ("post", "/api/imports/", client_logged_in.post("/api/imports/", {})),
+        ("post", "/api/trials/{id}/feedback/", client_logged_in.post(feedback, {"layer": 1}, **as_json)),
+        ("post", "/api/trials/{id}/feedback/", viewer.post(feedback, {}, **as_json)),
+        ("post", "/api/token/", Client().post("/api/token/", {"username": "reviewer", "password": "wrong"})),
+    ]  # fmt: skip
+    for method, path, response in answers:
+        assert response.status_code >= 400, (method, path, response.status_code)
+        documented = schema["paths"][path][method]["responses"]
+        assert str(response.status_code) in documented, (method, path, response.status_code, sorted(documented))
+        assert "detail" in response.json() or response.status_code == 400, (path, response.json())
+    assert "401" not in schema["paths"]["/api/token/"]["post"]["responses"]  # it is how one logs in
+
+
 def test_upload_page_accepts_several_files_at_once(client_logged_in, django_capture_on_commit_callbacks):
     files = [
         SimpleUploadedFile("a.jsonl", (REFERENCE / "agentv" / "camel-replay-index.jsonl").read_bytes()),
