@@ -91,9 +91,18 @@ class Side:
     def label(self) -> str:
         if self.kind == SideKind.JOB:
             job = Job.objects.filter(pk=self.id).values_list("name", flat=True).first()
-            return f"job {job} #{self.id}" if job else f"job #{self.id}"  # job names repeat; ids do not
+            return f"job {isolated(job)} #{self.id}" if job else f"job #{self.id}"  # job names repeat; ids do not
         key = Configuration.objects.filter(pk=self.id).values_list("key", flat=True).first()
-        return key or f"configuration #{self.id}"
+        return isolated(key) if key else f"configuration #{self.id}"
+
+
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def isolated(name: str) -> str:
+    """A name with bidi controls, isolated (FSI … PDI) so that none of them reorders the text around it:
+    a right-to-left override in a job's name would otherwise turn its label's " #9" around, even in a chart."""
+    return f"\u2068{name}\u2069" if BIDI_CONTROLS & set(name) else name
 
 
 class SideError(ValueError):

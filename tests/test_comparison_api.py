@@ -97,6 +97,17 @@ def test_the_api_accepts_jobs_as_sides(client_logged_in, sides):
     assert event["benchmark"]["baselineConfigurationId"] == base.key  # the jobs' one configuration each
 
 
+def test_a_right_to_left_override_in_a_job_name_is_isolated_in_its_label(client_logged_in, sides):
+    base, cand = sides
+    job = base.trials.first().job
+    job.name = "evil\u202eemanboj"  # shows as "evil" + "jobname" reversed, and would turn " #9" around too
+    job.save()
+    query = f"baseline_job={job.pk}&candidate_job={cand.trials.first().job_id}"
+    label = client_logged_in.get(f"/api/comparisons/?{query}").json()["baseline"]["label"]
+    assert label == f"job \u2068{job.name}\u2069 #{job.pk}"  # the override ends with the name
+    assert f"<h2><bdi>{label}</bdi> → " in client_logged_in.get(f"/comparisons/?{query}").content.decode()
+
+
 def test_bad_or_missing_sides_are_a_400(client_logged_in, sides):
     assert client_logged_in.get("/api/comparisons/?baseline=1").status_code == 400
     assert client_logged_in.get("/api/comparisons/?baseline=999&candidate=998").status_code == 400
