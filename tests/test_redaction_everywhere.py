@@ -228,3 +228,79 @@ def test_the_trial_apis_mask_secrets_in_what_they_return_as_the_pages_do(tmp_pat
     client_logged_in.force_login(triager)
     body = client_logged_in.get(f"/trials/{trial.pk}/feedback/").content  # the form shows the exception too
     assert key.encode() not in body and b"bad key [redacted]" in body
+
+
+@pytest.mark.parametrize("read", ["whole", "streamed"])
+def test_a_redacted_item_the_agent_carried_in_its_own_trajectory_is_withheld_there_too(
+    tmp_path, client_logged_in, monkeypatch, read
+):
+    """The agent's tool call and its step's extra carry the redacted item itself: the trajectory tab, the
+    step APIs, search and the ATIF download show "[redacted]" in its place; the stored file keeps it."""
+    from jsonschema import Draft202012Validator
+
+    from trials.ingest import atif as atif_reader
+
+    if read == "streamed":
+        monkeypatch.setattr(atif_reader, "STREAM_THRESHOLD", 100)  # as a file too big to hold in memory
+
+    from tests.conftest import REFERENCE, import_path
+    from tests.test_import_bad_input import atif, good_steps, write_trial
+    from trials import search
+    from trials.models import StepText, ToolCall, Trajectory
+
+    item = {"item_id": "item-1", "content": "LEAKCANARY-TRAJ", "redaction_state": "none"}
+    steps = good_steps()
+    steps[1]["tool_calls"].append({"tool_call_id": "c2", "function_name": "use_context", "arguments": dict(item)})
+    steps[1]["observation"]["results"].append({"source_call_id": "c2", "content": "ok"})
+    steps[1]["extra"] = {"context_items": [dict(item)]}
+    trial_dir = write_trial(tmp_path, steps=steps)
+    redaction = {"type": "context.redaction.applied", "eventId": "e1", "sessionId": "s1",
+                 "payload": {"redaction_id": "r1", "item_id": "item-1", "reason": "pii"}}  # fmt: skip
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(redaction) + b"\n")
+    import_path(trial_dir)
+    search.index_pending()
+    trial = Trial.objects.get()
+    assert b"LEAKCANARY-TRAJ" in (trial_dir / "agent" / "trajectory.json").read_bytes()  # the pack keeps it
+
+    bodies = {
+        "trajectory tab": client_logged_in.get(f"/trials/{trial.pk}/").content,
+        "step page": client_logged_in.get(f"/trials/{trial.pk}/steps/2/").content,
+        "steps api": client_logged_in.get(f"/api/trials/{trial.pk}/steps/").content,
+        "step api": client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/").content,
+    }
+    assert client_logged_in.get(f"/api/trials/{trial.pk}/search/", {"q": "LEAKCANARY"}).json()["matches"] == []
+    download = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/")
+    assert download["X-Benchviewer-Withheld"]
+    bodies["atif download"] = b"".join(download.streaming_content)
+    for name, body in bodies.items():
+        assert b"LEAKCANARY" not in body, name
+    assert b"[redacted]" in bodies["step api"]
+    for row in ToolCall.objects.all():
+        assert "LEAKCANARY" not in json.dumps(row.arguments)
+    assert StepText.objects.count() == 2 and not StepText.objects.filter(text__icontains="leakcanary").exists()
+    # The download is the file with the item's value withheld, and still valid ATIF
+    expected = atif(steps)
+    expected["steps"][1]["tool_calls"][1]["arguments"]["content"] = "[redacted]"
+    expected["steps"][1]["extra"]["context_items"][0]["content"] = "[redacted]"
+    downloaded = orjson.loads(bodies["atif download"])
+    assert downloaded == expected
+    schema = orjson.loads((REFERENCE.parent / "spec" / "harbor-0.25" / "atif-trajectory.schema.json").read_bytes())
+    assert not list(Draft202012Validator(schema).iter_errors(downloaded))
+    assert Trajectory.objects.get().withheld
+
+
+def test_a_trajectory_a_redaction_does_not_touch_is_served_as_its_file(tmp_path, client_logged_in):
+    from tests.conftest import import_path
+    from tests.test_import_bad_input import write_trial
+    from trials.models import Trajectory
+
+    trial_dir = write_trial(tmp_path)
+    redaction = {"type": "context.redaction.applied", "eventId": "e1", "sessionId": "s1",
+                 "payload": {"redaction_id": "r1", "item_id": "item-9", "reason": "pii"}}  # fmt: skip
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(redaction) + b"\n")
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    assert not Trajectory.objects.get().withheld
+    download = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/")
+    assert "X-Benchviewer-Withheld" not in download
+    assert b"".join(download.streaming_content) == (trial_dir / "agent" / "trajectory.json").read_bytes()

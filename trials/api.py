@@ -1,4 +1,4 @@
-from django.http import FileResponse, Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -60,7 +60,8 @@ class TrialDetail(generics.RetrieveAPIView):
 
 
 class TrialTrajectory(APIView):
-    """The trial's trajectory as ATIF JSON: the stored bytes of the imported file, unchanged.
+    """The trial's trajectory as ATIF JSON: the stored bytes of the imported file, unchanged (unless a
+    redaction withholds values in it: then its scrubbed copy, and the `X-Benchviewer-Withheld` header says so).
 
     `?trajectory=<id>` (ids in the trial's `trajectories`) picks another file of the trial:
     a multi-step trial's other steps, a continuation, a subagent's.
@@ -84,6 +85,10 @@ class TrialTrajectory(APIView):
             raise Http404("this trial has no trajectory")
         if trajectory.blob is None:  # steps read from another format (AgentV output messages)
             raise Http404("this trial's steps come from its result row, not an ATIF file: see /steps/")
+        if trajectory.withheld:  # the file holds values a redaction withholds: its scrubbed copy instead
+            response = StreamingHttpResponse(trajectory.withheld_atif(), content_type="application/json")
+            response["X-Benchviewer-Withheld"] = "values of redacted context items are replaced by [redacted]"
+            return response
         if EMBEDDED_MARK in trajectory.path:  # an embedded subagent: its object, cut out of its parent's file
             return HttpResponse(trajectory.atif_bytes(), content_type="application/json")
         return FileResponse(trajectory.blob.open(), content_type="application/json")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -425,6 +426,9 @@ class Trajectory(models.Model):
     # Where each step's JSON is (a step keeps its place in it): the file itself (`blob`), when the
     # importer could tell where each step lies in it, or a copy, one step after another (trials.blobs.StepBodies).
     step_bodies = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # A redaction withheld values in it (trials.ingest.harbor.withhold_redacted): its header and step
+    # bodies are scrubbed copies, and its ATIF is made of them, never the file's bytes.
+    withheld = models.BooleanField(default=False)
     schema_version = CharField(max_length=40, blank=True)
     session_id = CharField(max_length=200, blank=True)
     trajectory_id = CharField(max_length=200, blank=True)
@@ -445,6 +449,20 @@ class Trajectory(models.Model):
     @property
     def is_valid(self) -> bool:
         return not any(p.get("severity") == "error" for p in self.problems)
+
+    def withheld_atif(self) -> Iterator[bytes]:
+        """The ATIF JSON of a `withheld` trajectory, in pieces: its scrubbed header and step bodies."""
+        from trials.blobs import open_blob
+
+        header = orjson.dumps(self.header)
+        yield header[:-1] + (b"," if len(header) > 2 else b"") + b'"steps":['
+        if self.step_bodies_id is not None:
+            with open_blob(self.step_bodies) as bodies:
+                places = self.steps.order_by("index").values_list("body_offset", "size")
+                for number, (offset, size) in enumerate(places.iterator()):
+                    bodies.seek(offset)
+                    yield (b"," if number else b"") + bodies.read(size)
+        yield b"]}"
 
     def atif_bytes(self) -> bytes:
         """The ATIF JSON of this trajectory: its file's bytes, or an embedded subagent's object in its parent's."""

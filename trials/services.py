@@ -1107,7 +1107,8 @@ def write_trajectory(
             trajectory.step_count = count
             trajectory.max_step_tokens = _count(max_tokens)
             trajectory.problems = [p.as_dict() for p in parsed.problems]
-            trajectory.save(update_fields=["step_bodies", "step_count", "max_step_tokens", "problems"])
+            trajectory.withheld = parsed.withheld  # (known once its steps are read)
+            trajectory.save(update_fields=["step_bodies", "step_count", "max_step_tokens", "problems", "withheld"])
             return Written(count, calls)
     except PackError as exc:  # a streamed file that turns out to be broken half-way
         exc.problem.kept = "the raw bytes; no steps of this file"
@@ -1133,6 +1134,7 @@ def trajectory_row(trial: Trial, parsed: ParsedTrajectory, position: int, blob_i
         step_name=parsed.step_name[:200],
         position=position,
         blob_id=blob_id,
+        withheld=parsed.withheld,
         schema_version=parsed.schema_version[:40],
         session_id=parsed.session_id[:200],
         trajectory_id=parsed.trajectory_id[:200],

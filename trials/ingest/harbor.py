@@ -7,16 +7,24 @@ JSONL files; they are joined to the trial here, by content rather than by file n
 from __future__ import annotations
 
 import glob
+import json
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from trials import completeness
 from trials.ingest import agentcontext, lime
-from trials.ingest.atif import EMBEDDED_MARK, embedded_subagents, final_totals, names_trajectory, read_trajectory
+from trials.ingest.atif import (
+    EMBEDDED_MARK,
+    embedded_subagents,
+    final_totals,
+    names_trajectory,
+    parse_step,
+    read_trajectory,
+)
 from trials.ingest.folders import files_under
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
@@ -31,6 +39,7 @@ from trials.ingest.records import (
     ParsedEvent,
     ParsedJob,
     ParsedPack,
+    ParsedStep,
     ParsedTrajectory,
     ParsedTrial,
     Problem,
@@ -207,7 +216,9 @@ def parse_trial_dir(
         _read_trajectories(trial, step_dir, step_rel, step_name=step_dir.name)
         _read_verifier(trial, step_dir / "verifier", f"{step_rel}/verifier", step_name=step_dir.name)
         _read_artifacts(trial, step_dir / "artifacts", f"{step_rel}/artifacts")
-    _read_sidecars(trial, trial_dir, rel, listing)
+    redactions = _read_sidecars(trial, trial_dir, rel, listing)
+    if redactions:
+        withhold_redacted(trial, redactions, trial_dir, rel)
     flag_missing_continuations(trial)
     trial.status = trial_status(trial)
     return trial
@@ -512,8 +523,9 @@ def _artifact_file(artifacts: Path, destination: str, source: str) -> Path | Non
     return None
 
 
-def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]) -> None:
-    """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content.
+def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]) -> dict[str, dict[str, Any]]:
+    """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content;
+    the redactions of its event files (`agentcontext.redactions_in`).
 
     The packs are joined last, once the trial's own files have set its refs.
     """
@@ -550,6 +562,49 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
         read_event_rows(trial, rows, file, named)
     for pack, pack_rel in packs:
         join_evidence_pack(trial, pack, pack_rel)
+    return named
+
+
+def withhold_redacted(trial: ParsedTrial, redactions: dict[str, dict[str, Any]], trial_dir: Path, rel: str) -> None:
+    """A redacted context item's values, out of the trial's trajectories too.
+
+    An agent's tool call or result may carry the item itself (`{"item_id": …, "content": …}`).
+    A trajectory whose file names a redacted item, or has redaction marks of its own, has
+    each step scrubbed as it is read; where that changed anything it is marked `withheld`:
+    its steps are kept as scrubbed copies, never served from the file, and its ATIF download
+    is made of them. (A value the agent printed as plain text, with no item around it,
+    cannot be told apart and stays.)
+    """
+    marks = [b'"redact', *(m for item in redactions for m in (item.encode(), json.dumps(item)[1:-1].encode()))]
+    for trajectory in trial.trajectories:
+        if not trajectory.streamed and not _holds_any(trajectory, marks, trial_dir, rel):
+            continue  # (a streamed file is scrubbed whatever it holds: its steps are copies anyway)
+        header = agentcontext.scrub_tree(trajectory.header, redactions)
+        if header != trajectory.header:
+            trajectory.header, trajectory.withheld = header, True
+        trajectory.steps = _scrubbed_steps(trajectory.steps, trajectory, redactions)
+        trajectory.steps_in_file = False  # (which steps change is known only once they are read)
+
+
+def _holds_any(trajectory: ParsedTrajectory, marks: list[bytes], trial_dir: Path, rel: str) -> bool:
+    local = trajectory.path.partition(EMBEDDED_MARK)[0].removeprefix(f"{rel}/")
+    try:
+        data = (trial_dir / local).read_bytes()
+    except OSError:  # (not where it was read from: scrubbed, to be safe)
+        return True
+    return any(mark in data for mark in marks)
+
+
+def _scrubbed_steps(
+    steps: Iterable[ParsedStep], trajectory: ParsedTrajectory, redactions: dict[str, dict[str, Any]]
+) -> Iterator[ParsedStep]:
+    for step in steps:
+        raw = agentcontext.scrub_tree(step.raw, redactions)
+        if raw == step.raw:
+            yield step
+            continue
+        trajectory.withheld = True
+        yield parse_step(raw, step.index)
 
 
 def read_event_lines(
