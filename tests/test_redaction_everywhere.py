@@ -304,3 +304,47 @@ def test_a_trajectory_a_redaction_does_not_touch_is_served_as_its_file(tmp_path,
     download = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/")
     assert "X-Benchviewer-Withheld" not in download
     assert b"".join(download.streaming_content) == (trial_dir / "agent" / "trajectory.json").read_bytes()
+
+
+def test_a_redaction_imported_later_scrubs_what_its_trial_holds_already(tmp_path, client_logged_in):
+    """The trial (its events and its trajectory carry the item) first; then a file of events that
+    redacts the item, joined to it by its session id."""
+    from tests.conftest import import_path
+    from tests.test_import_bad_input import good_steps, write_trial
+    from trials import search
+    from trials.models import RuntimeEvent, StepText, ToolCall, Trajectory
+
+    item = {"item_id": "item-1", "content": "LEAKCANARY-LATER"}
+    steps = good_steps()
+    steps[1]["tool_calls"][0]["arguments"] = dict(item)
+    trial_dir = write_trial(tmp_path / "trial", steps=steps)
+    added = {"type": "context.item.added", "eventId": "e1", "sessionId": "sess-bad-input", "payload": {"item": item}}
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(added) + b"\n")
+    import_path(trial_dir)
+    search.index_pending()
+    trial = Trial.objects.get()
+    assert client_logged_in.get(f"/api/trials/{trial.pk}/search/", {"q": "leakcanary"}).json()["matches"]
+
+    redaction = {"type": "context.redaction.applied", "eventId": "e2", "sessionId": "sess-bad-input",
+                 "payload": {"redaction_id": "r1", "item_id": "item-1", "reason": "pii"}}  # fmt: skip
+    (tmp_path / "later.jsonl").write_bytes(orjson.dumps(redaction) + b"\n")
+    imp = import_path(tmp_path / "later.jsonl")
+    assert imp.outcomes[0]["outcome"] == "imported" and RuntimeEvent.objects.filter(trial=trial).count() == 2
+    search.index_pending()
+    bodies = {
+        "trajectory tab": client_logged_in.get(f"/trials/{trial.pk}/").content,
+        "events tab": client_logged_in.get(f"/trials/{trial.pk}/", {"tab": "events"}).content,
+        "context api": client_logged_in.get(f"/api/trials/{trial.pk}/context/").content,
+        "step api": client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/").content,
+        "atif download": b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content),
+    }
+    for name, body in bodies.items():
+        assert b"LEAKCANARY" not in body, name
+    assert client_logged_in.get(f"/api/trials/{trial.pk}/search/", {"q": "leakcanary"}).json()["matches"] == []
+    assert StepText.objects.filter(trial=trial).count() == 2  # indexed again, from the scrubbed steps
+    assert not [row for row in ToolCall.objects.all() if "LEAKCANARY" in json.dumps(row.arguments)]
+    assert not [e for e in RuntimeEvent.objects.all() if "LEAKCANARY" in json.dumps([e.raw, e.payload])]
+    assert Trajectory.objects.get().withheld
+    assert orjson.loads(bodies["atif download"])["steps"][1]["tool_calls"][0]["arguments"] == {
+        "item_id": "item-1", "content": "[redacted]"
+    }  # fmt: skip

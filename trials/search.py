@@ -190,6 +190,23 @@ def matching(trial, needle: str):
     return exact.filter(id__in=found)
 
 
+def unindex(trial) -> None:
+    """Take the trial's steps out of the index, to be indexed again by `index_pending`."""
+    from trials.models import StepText, StepWords, Trial
+
+    if connection.vendor == "sqlite" and Trial.objects.filter(pk=trial.pk, step_text_indexed=True).exists():
+        with connection.cursor() as cursor:  # (as `forget_deleted_steps`: the index must be told what it held)
+            cursor.execute(
+                "INSERT INTO trials_step_fts(trials_step_fts, rowid, text) SELECT 'delete', step_id, text"
+                " FROM trials_steptext WHERE trial_id = %s",
+                [trial.pk],
+            )
+    StepText.objects.filter(trial=trial).delete()
+    StepWords.objects.filter(trial=trial).delete()
+    Trial.objects.filter(pk=trial.pk).update(step_text_indexed=False)
+    trial.step_text_indexed = False
+
+
 @receiver(pre_delete, sender="trials.Trajectory")
 def forget_deleted_steps(sender, instance, **kwargs) -> None:
     """Take a trajectory's steps out of SQLite's index before they go (StepWords cascade)."""

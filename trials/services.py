@@ -30,10 +30,10 @@ from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from trials import completeness
+from trials import completeness, redaction
 from trials.blobs import StepBodies, remove_stale_partials, sha256_of_file, store_file, store_files
 from trials.fastinsert import insert_rows
-from trials.ingest import harbor, lime
+from trials.ingest import agentcontext, harbor, lime
 from trials.ingest.archives import MAX_NESTING, Expansion, Limits, extract
 from trials.ingest.atif import EMBEDDED_MARK
 from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder, skip_reason
@@ -551,7 +551,7 @@ class ImportRun:
         for job in jobs.values():
             counts["inferred"] = infer_job_configuration(job)
         if parsed.events or parsed.context_records:
-            counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack)
+            counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
         if not per_trial_progress:
             self.advance()
         return counts
@@ -1382,8 +1382,11 @@ def joined_configuration(ref: ConfigurationRef, current: Configuration | None) -
     )
 
 
-def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRecord], pack: Pack) -> int:
-    """Events from a file of their own, joined to trials by correlation ids."""
+def write_loose_events(
+    events: list[ParsedEvent], records: list[ParsedContextRecord], pack: Pack, spool: Path | None = None
+) -> int:
+    """Events from a file of their own, joined to trials by correlation ids; a redaction among them
+    scrubs what the trials it joins hold already (`redaction.scrub_trial`)."""
     cache: dict[tuple, Trial | None] = {}
 
     def trial_for(correlation: dict[str, Any]) -> Trial | None:
@@ -1412,6 +1415,13 @@ def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRec
         for trial_pk, trial_events in by_trial.items():
             trial = Trial.objects.get(pk=trial_pk)
             write_permissions(trial, lime.permissions_from_events(trial_events))
+        record_rows = []
         if not ContextRecord.objects.filter(pack=pack).exists():
-            ContextRecord.objects.bulk_create(context_row(r, trial_for(r.correlation), pack) for r in records)
+            record_rows = ContextRecord.objects.bulk_create(
+                context_row(r, trial_for(r.correlation), pack) for r in records
+            )
+        if agentcontext.has_redaction_marks([row.raw for row in rows] + [row.data for row in record_rows]):
+            joined = {row.trial_id for row in [*rows, *record_rows] if row.trial_id is not None}
+            for trial in Trial.objects.filter(pk__in=joined):
+                redaction.scrub_trial(trial, spool or settings.IMPORT_SPOOL_DIR)
     return len(rows)

@@ -1,0 +1,86 @@
+"""A redaction that arrives after the items it covers: the trial's index is scrubbed again.
+
+An import scrubs a trial's files by the redactions among them (trials.ingest.agentcontext,
+harbor.withhold_redacted). Events in a file of their own are joined to trials imported
+earlier; when they redact an item, what those trials already hold of it (events, context
+records, their trajectories' steps) is scrubbed here, in the import's transaction. The
+stored packs keep their bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.db.models import Prefetch
+
+from trials import search
+from trials.blobs import StepBodies
+from trials.ingest import agentcontext
+from trials.models import ContextRecord, RuntimeEvent, Step, Trajectory, Trial
+
+
+def scrub_trial(trial: Trial, spool) -> None:
+    """Scrub the trial's events, context records and trajectories by every redaction it now has."""
+    events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
+    records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
+    named = agentcontext.collect_redactions([e.raw for e in events] + [r.data for r in records])
+    if not named:
+        return
+    changed_events = []
+    for event in events:
+        scrubbed = [agentcontext.scrub_tree(value, named) for value in (event.raw, event.payload, event.refs)]
+        if scrubbed != [event.raw, event.payload, event.refs]:
+            event.raw, event.payload, event.refs = scrubbed
+            changed_events.append(event)
+    RuntimeEvent.objects.bulk_update(changed_events, ["raw", "payload", "refs"], batch_size=500)
+    changed_records = {}
+    for record in records:
+        data = agentcontext.scrub_tree(record.data, named)
+        if record.kind == "item" and record.record_id in named:
+            data = agentcontext.scrub_redacted(data, named[record.record_id].get("fields"), force=True)
+            if record.status != "redacted":
+                record.status = record.redaction_state = "redacted"
+                changed_records[record.pk] = record
+        if data != record.data:
+            record.data = data
+            changed_records[record.pk] = record
+    ContextRecord.objects.bulk_update(changed_records.values(), ["data", "status", "redaction_state"], batch_size=500)
+    trajectories = trial.trajectories.exclude(step_bodies=None).select_related("step_bodies")
+    steps = Prefetch("steps", Step.objects.order_by("index").only("trajectory_id", "index", "body_offset", "size"))
+    for trajectory in trajectories.prefetch_related(steps):
+        withhold_in_stored(trajectory, named, spool)
+
+
+def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]], spool) -> None:
+    """The trajectory's steps written again from scrubbed copies, if a redaction changes any of them."""
+    from trials.services import write_steps  # (the service imports this module)
+
+    rows = list(trajectory.steps.all())
+    with trajectory.step_bodies.open() as bodies:
+        raws = []
+        for row in rows:
+            bodies.seek(row.body_offset)
+            raws.append(orjson.loads(bodies.read(row.size)))
+    scrubbed = [agentcontext.scrub_tree(raw, named) for raw in raws]
+    header = agentcontext.scrub_tree(trajectory.header, named)
+    if scrubbed == raws and header == trajectory.header:
+        return
+    search.unindex(trajectory.trial)  # the trial is indexed again from the new bodies
+    Step.objects.filter(trajectory=trajectory).delete()
+    copies = StepBodies(spool)
+    try:
+        write_steps(
+            [
+                (
+                    trajectory,
+                    [trajectory.read_step(raw, row.index) for raw, row in zip(scrubbed, rows, strict=True)],
+                    copies,
+                )
+            ]
+        )
+        trajectory.step_bodies_id = copies.store()
+    finally:
+        copies.discard()
+    trajectory.header, trajectory.withheld = header, True
+    trajectory.save(update_fields=["step_bodies", "header", "withheld"])
