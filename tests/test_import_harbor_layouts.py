@@ -133,6 +133,16 @@ def reference_evidence_pack(trial_id: str) -> dict:
     return pack
 
 
+def import_with_evidence_pack(trial_dir, pack: dict, where: str):
+    """The trial folder with the pack inside it, or the folder and then the pack beside it; the pack's import."""
+    if where == "inside the trial folder":
+        (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps(pack))
+        return import_path(trial_dir)
+    import_path(trial_dir)
+    (trial_dir.parent / "evidence.json").write_bytes(orjson.dumps(pack))
+    return import_path(trial_dir.parent / "evidence.json")
+
+
 @pytest.mark.parametrize("where", ["inside the trial folder", "beside it, imported later"])
 def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_incomplete(
     tmp_path, where, client_logged_in
@@ -140,13 +150,7 @@ def test_an_evidence_pack_naming_files_the_trial_folder_lacks_leaves_the_trial_i
     trial_dir = write_trial(tmp_path / "upload", "tool-approval__AAAAAAA", trajectory=False, manifest=False)
     pack = reference_evidence_pack(trial_dir.name)
     assert {"trajectoryRef", "rewardDetailsRef", "artifactManifestRef"} <= set(pack["refs"])
-    if where == "inside the trial folder":
-        (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps(pack))
-        imp = import_path(trial_dir)
-    else:
-        import_path(trial_dir)
-        (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
-        imp = import_path(tmp_path / "evidence.json")
+    imp = import_with_evidence_pack(trial_dir, pack, where)
     trial = Trial.objects.get()
     assert not trial.is_complete
     assert set(trial.missing) == {"trajectoryRef", "artifactManifestRef"}  # the reward details are there
@@ -181,13 +185,7 @@ def test_a_trial_folders_reward_stdout_and_runtime_events_back_the_evidence_pack
     }
     (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(event) + b"\n")
     pack = reference_evidence_pack(trial_dir.name)
-    if where == "inside the trial folder":
-        (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps(pack))
-        imp = import_path(trial_dir)
-    else:
-        import_path(trial_dir)
-        (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
-        imp = import_path(tmp_path / "evidence.json")
+    imp = import_with_evidence_pack(trial_dir, pack, where)
     trial = Trial.objects.get()
     assert trial.is_complete
     assert not [p for p in imp.problems if "counted as missing" in p["message"]]
