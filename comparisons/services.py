@@ -28,6 +28,7 @@ from comparisons import stats
 from comparisons.models import Comparison, SavedComparison, SideKind
 from trials.models import Configuration, Job, PermissionDecision, Trial, parse_pk
 from trials.triage.services import p0_qc_items_for_trials, qc_fingerprint_for_trials
+from trials.viewer import isolated
 
 # Bump when the computation changes, so every cached comparison is computed again.
 COMPUTE_VERSION = 3  # bump when the result's shape changes: cached results of another version are recomputed
@@ -94,15 +95,6 @@ class Side:
             return f"job {isolated(job)} #{self.id}" if job else f"job #{self.id}"  # job names repeat; ids do not
         key = Configuration.objects.filter(pk=self.id).values_list("key", flat=True).first()
         return isolated(key) if key else f"configuration #{self.id}"
-
-
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def isolated(name: str) -> str:
-    """A name with bidi controls, isolated (FSI … PDI) so that none of them reorders the text around it:
-    a right-to-left override in a job's name would otherwise turn its label's " #9" around, even in a chart."""
-    return f"\u2068{name}\u2069" if BIDI_CONTROLS & set(name) else name
 
 
 class SideError(ValueError):

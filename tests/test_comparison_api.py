@@ -105,7 +105,14 @@ def test_a_right_to_left_override_in_a_job_name_is_isolated_in_its_label(client_
     query = f"baseline_job={job.pk}&candidate_job={cand.trials.first().job_id}"
     label = client_logged_in.get(f"/api/comparisons/?{query}").json()["baseline"]["label"]
     assert label == f"job \u2068{job.name}\u2069 #{job.pk}"  # the override ends with the name
-    assert f"<h2><bdi>{label}</bdi> → " in client_logged_in.get(f"/comparisons/?{query}").content.decode()
+    page = client_logged_in.get(f"/comparisons/?{query}").content.decode()
+    assert f"<h2><bdi>{label}</bdi> → " in page
+    assert f"\u2068{job.name}\u2069 #{job.pk} (" in page  # the pickers' options too (an <option> takes no <bdi>)
+    job.name = "x\u2069\u202eevil"  # its own PDI would close the isolate early, and free the override
+    job.save()
+    swapped = f"baseline_job={cand.trials.first().job_id}&candidate_job={job.pk}"  # (a comparison not cached yet)
+    label = client_logged_in.get(f"/api/comparisons/?{swapped}").json()["candidate"]["label"]
+    assert label == f"job \u2068x\u202eevil\u2069 #{job.pk}"
 
 
 def test_bad_or_missing_sides_are_a_400(client_logged_in, sides):

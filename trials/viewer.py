@@ -52,6 +52,17 @@ SECRET_RE = re.compile(
 )
 
 
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+ISOLATES = {ord(c): None for c in "\u2066\u2067\u2068\u2069"}
+
+
+def isolated(name: str) -> str:
+    """A name with bidi controls, isolated (FSI … PDI) so that none of them reorders the text around it:
+    a right-to-left override in a job's name would otherwise turn its label's " #9" around, even in a chart
+    or a <select> (which takes no <bdi>). The name's own isolates go, so none can close this one early."""
+    return f"\u2068{name.translate(ISOLATES)}\u2069" if BIDI_CONTROLS & set(name) else name
+
+
 def scrub(text: Any) -> str:
     """The text with anything shaped like a secret replaced by a placeholder."""
     if text is None:

@@ -419,7 +419,7 @@ def _read_verifier(trial: ParsedTrial, verifier: Path, rel: str, step_name: str 
     if not verifier.is_dir():
         return
     file_rewards = reward_from_files(verifier, rel, trial.problems)
-    if file_rewards:
+    if file_rewards and not step_name:  # (a multi-step trial's steps have rewards of their own)
         read = "reward.json" if (verifier / "reward.json").is_file() else "reward.txt"
         trial.refs.setdefault("rewardRef", f"{rel}/{read}")
         if step_name:
@@ -427,7 +427,7 @@ def _read_verifier(trial: ParsedTrial, verifier: Path, rel: str, step_name: str 
         elif not trial.rewards:
             trial.rewards = dict(file_rewards)
             trial.present.add("reward")
-    if (verifier / "test-stdout.txt").is_file():
+    if (verifier / "test-stdout.txt").is_file() and not step_name:
         trial.refs.setdefault("harborVerifierStdoutRef", f"{rel}/test-stdout.txt")
     details_path = verifier / "reward-details.json"
     if details_path.is_file():

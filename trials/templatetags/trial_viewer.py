@@ -31,6 +31,11 @@ def scrub(value: Any) -> str:
 
 
 @register.filter
+def isolated(value: Any) -> str:
+    return viewer.isolated(str(value))
+
+
+@register.filter
 def pretty(value: Any) -> str:
     return viewer.pretty_json(value)
 
