@@ -81,11 +81,13 @@ def test_a_multi_step_trial_keeps_each_steps_trajectory_and_reward(tmp_path):
         (step_dir / "verifier").mkdir()
         (step_dir / "agent" / "trajectory.json").write_bytes(orjson.dumps(atif(good_steps())))
         (step_dir / "verifier" / "reward.txt").write_text(str(reward))
+        (step_dir / "verifier" / "test-stdout.txt").write_text("ok")
     import_path(trial_dir)
     trial = Trial.objects.get()
     roles = list(trial.trajectories.values_list("role", "step_name"))
     assert roles == [("main", ""), ("step", "main"), ("step", "setup")]
     assert trial.provenance["step_rewards"] == {"main": {"reward": 0.5}, "setup": {"reward": 1.0}}
+    assert "rewardRef" not in trial.refs and "harborVerifierStdoutRef" not in trial.refs  # a step's, not the trial's
     assert trial.step_count == 6
 
 

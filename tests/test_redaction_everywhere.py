@@ -348,3 +348,52 @@ def test_a_redaction_imported_later_scrubs_what_its_trial_holds_already(tmp_path
     assert orjson.loads(bodies["atif download"])["steps"][1]["tool_calls"][0]["arguments"] == {
         "item_id": "item-1", "content": "[redacted]"
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["an escaped id", "an item marked in place", "an event's item with no context_kind", "a context file",
+     "the evidence pack"],
+)  # fmt: skip
+def test_a_trajectorys_item_is_withheld_whichever_file_redacts_it_and_however_its_id_is_written(
+    tmp_path, client_logged_in, source
+):
+    from tests.conftest import REFERENCE, import_path
+    from tests.test_import_bad_input import atif, good_steps, write_trial
+    from trials.models import Trajectory
+
+    item = {"item_id": "ctx/item-1", "content": "LEAKCANARY-SRC"}
+    if source == "an item marked in place":
+        item["redaction_state"] = "masked"
+    steps = good_steps()
+    steps[1]["tool_calls"][0]["arguments"] = item
+    trial_dir = write_trial(tmp_path, steps=steps)
+    written = orjson.dumps(atif(steps))
+    if source == "an escaped id":  # as PHP writes a slash: the same id in JSON
+        written = written.replace(b'"ctx/item-1"', b'"ctx\\/item-1"')
+    (trial_dir / "agent" / "trajectory.json").write_bytes(written)
+    redaction = {"redaction_id": "r1", "target_ref": "ctx/item-1", "redaction_method": "mask",
+                 "redacted_fields": ["content"]}  # fmt: skip
+    event = {"type": "context.redaction.applied", "eventId": "e1", "sessionId": "s1",
+             "payload": {"redaction_id": "r1", "item_id": "ctx/item-1", "reason": "pii"}}  # fmt: skip
+    if source == "an item marked in place":
+        event = {"type": "tool.call.completed", "eventId": "e1", "sessionId": "s1"}  # (the trial has events)
+    if source == "an event's item with no context_kind":
+        masked = {"item_id": "ctx/item-1", "content": "x", "redaction_state": "masked"}
+        event = {"type": "context.item.added", "eventId": "e1", "sessionId": "s1", "payload": {"item": masked}}
+    if source in ("a context file", "the evidence pack"):
+        event = {"type": "tool.call.completed", "eventId": "e1", "sessionId": "s1"}
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(event) + b"\n")
+    if source == "a context file":
+        (trial_dir / "agent" / "context-redactions.json").write_bytes(orjson.dumps([redaction]))
+    if source == "the evidence pack":
+        pack = orjson.loads((REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes())
+        pack["benchmark"]["trialId"] = trial_dir.name
+        (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps({**pack, "redactions": [redaction]}))
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    step = client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/").content
+    download = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/")
+    assert b"LEAKCANARY" not in step and b"[redacted]" in step
+    assert b"LEAKCANARY" not in b"".join(download.streaming_content) and download["X-Benchviewer-Withheld"]
+    assert Trajectory.objects.get().withheld

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,6 +49,7 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
     TaskRef,
+    read_all,
 )
 from trials.ingest.values import seconds_between
 from trials.models import (
@@ -831,21 +832,6 @@ class TrialBatch:
 
     def full(self) -> bool:
         return len(self.trials) >= self.MAX_TRIALS or self.bytes >= settings.IMPORT_BATCH_BYTES
-
-
-def read_all(steps: Iterable[ParsedStep]) -> Iterable[ParsedStep]:
-    """The steps as a list; if reading them fails, steps that replay the failure where it happened."""
-    read: list[ParsedStep] = []
-    try:
-        read.extend(steps)
-    except Exception as exc:  # (a bug on one trial's data: `write_trial` reports it for that trial alone)
-        return _replay(read, exc)
-    return read
-
-
-def _replay(steps: list[ParsedStep], exc: Exception) -> Iterator[ParsedStep]:
-    yield from steps
-    raise exc
 
 
 def write_trials(

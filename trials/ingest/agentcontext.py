@@ -277,8 +277,9 @@ def collect_redactions(value: Any, named: dict[str, dict[str, Any]] | None = Non
             for key in ("reason", "policy_refs", "redaction_method", "redaction_state", "redaction_id"):
                 if value.get(key) is not None:
                     entry.setdefault(key, value[key])
-    elif kind == "item" and is_redacted_state(value.get("redaction_state")):
-        # its own redacted_fields too: a copy of it elsewhere (another file) has them blanked as well
+    elif isinstance(value.get("item_id"), str) and is_redacted_state(value.get("redaction_state")):
+        # An item (with or without its context_kind, as a runtime event may carry it). Its own
+        # redacted_fields too: a copy of it elsewhere (another file) has them blanked as well.
         entry = named.setdefault(value["item_id"], {"fields": []})
         own = value.get("redacted_fields")
         entry["fields"] += [f for f in own if f not in entry["fields"]] if isinstance(own, list) else []

@@ -7,7 +7,6 @@ JSONL files; they are joined to the trial here, by content rather than by file n
 from __future__ import annotations
 
 import glob
-import json
 import re
 import tomllib
 from collections.abc import Iterable, Iterator
@@ -44,6 +43,7 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
     TaskRef,
+    read_all,
 )
 from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between
 
@@ -217,8 +217,8 @@ def parse_trial_dir(
         _read_verifier(trial, step_dir / "verifier", f"{step_rel}/verifier", step_name=step_dir.name)
         _read_artifacts(trial, step_dir / "artifacts", f"{step_rel}/artifacts")
     redactions = _read_sidecars(trial, trial_dir, rel, listing)
-    if redactions:
-        withhold_redacted(trial, redactions, trial_dir, rel)
+    if redactions or trial.events or trial.context_records:  # (context may be in its trajectories too)
+        withhold_redacted(trial, redactions)
     flag_missing_continuations(trial)
     trial.status = trial_status(trial)
     return trial
@@ -419,12 +419,12 @@ def _read_verifier(trial: ParsedTrial, verifier: Path, rel: str, step_name: str 
     if not verifier.is_dir():
         return
     file_rewards = reward_from_files(verifier, rel, trial.problems)
-    if file_rewards and not step_name:  # (a multi-step trial's steps have rewards of their own)
+    if file_rewards and step_name:  # (a multi-step trial's steps have rewards of their own, not the trial's)
+        trial.provenance.setdefault("step_rewards", {})[step_name] = file_rewards
+    elif file_rewards:
         read = "reward.json" if (verifier / "reward.json").is_file() else "reward.txt"
         trial.refs.setdefault("rewardRef", f"{rel}/{read}")
-        if step_name:
-            trial.provenance.setdefault("step_rewards", {})[step_name] = file_rewards
-        elif not trial.rewards:
+        if not trial.rewards:
             trial.rewards = dict(file_rewards)
             trial.present.add("reward")
     if (verifier / "test-stdout.txt").is_file() and not step_name:
@@ -531,6 +531,7 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
     """
     known = {"result.json", "config.json", "lock.json"}
     packs = []
+    documents = []  # (a redaction may be in any of them: a context file, an evidence pack's `redactions`)
     for path in (p for p in listing if p.name.endswith(".json")):
         local = path.relative_to(trial_dir).as_posix()
         if (
@@ -546,6 +547,7 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
         except PackError as exc:
             trial.problems.append(exc.problem)
             continue
+        documents.append(data)
         if lime.is_evidence_pack(data):
             packs.append((lime.parse_evidence_pack(data, f"{rel}/{local}"), f"{rel}/{local}"))
         elif path.stat().st_size < TEXT_LIMIT:
@@ -557,7 +559,7 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
         trial.problems.extend(problems)
         event_files.append((rows, f"{rel}/{local}"))
     # A redaction covers its item in every file of the trial, not only in its own.
-    named = agentcontext.redactions_in([row for rows, _ in event_files for _, row in rows])
+    named = agentcontext.redactions_in([row for rows, _ in event_files for _, row in rows] + documents)
     for rows, file in event_files:
         read_event_rows(trial, rows, file, named)
     for pack, pack_rel in packs:
@@ -565,34 +567,28 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
     return named
 
 
-def withhold_redacted(trial: ParsedTrial, redactions: dict[str, dict[str, Any]], trial_dir: Path, rel: str) -> None:
+def withhold_redacted(trial: ParsedTrial, redactions: dict[str, dict[str, Any]]) -> None:
     """A redacted context item's values, out of the trial's trajectories too.
 
-    An agent's tool call or result may carry the item itself (`{"item_id": …, "content": …}`).
-    A trajectory whose file names a redacted item, or has redaction marks of its own, has
-    each step scrubbed as it is read; where that changed anything it is marked `withheld`:
-    its steps are kept as scrubbed copies, never served from the file, and its ATIF download
-    is made of them. (A value the agent printed as plain text, with no item around it,
-    cannot be told apart and stays.)
+    An agent's tool call or result may carry the item itself (`{"item_id": …, "content": …}`),
+    or an item marked redacted in place. Each step is scrubbed (`agentcontext.scrub_tree`);
+    a trajectory where that changed anything is marked `withheld`: its steps are kept as
+    scrubbed copies, never served from the file, and its ATIF download is made of them.
+    (A value the agent printed as plain text, with no item around it, cannot be told apart
+    and stays.)
     """
-    marks = [b'"redact', *(m for item in redactions for m in (item.encode(), json.dumps(item)[1:-1].encode()))]
     for trajectory in trial.trajectories:
-        if not trajectory.streamed and not _holds_any(trajectory, marks, trial_dir, rel):
-            continue  # (a streamed file is scrubbed whatever it holds: its steps are copies anyway)
         header = agentcontext.scrub_tree(trajectory.header, redactions)
         if header != trajectory.header:
             trajectory.header, trajectory.withheld = header, True
-        trajectory.steps = _scrubbed_steps(trajectory.steps, trajectory, redactions)
-        trajectory.steps_in_file = False  # (which steps change is known only once they are read)
-
-
-def _holds_any(trajectory: ParsedTrajectory, marks: list[bytes], trial_dir: Path, rel: str) -> bool:
-    local = trajectory.path.partition(EMBEDDED_MARK)[0].removeprefix(f"{rel}/")
-    try:
-        data = (trial_dir / local).read_bytes()
-    except OSError:  # (not where it was read from: scrubbed, to be safe)
-        return True
-    return any(mark in data for mark in marks)
+        steps = trajectory.steps if trajectory.streamed else read_all(trajectory.steps)  # (held whole anyway)
+        if not isinstance(steps, list):  # streamed, or reading failed: scrubbed as they are read, as copies
+            trajectory.steps = _scrubbed_steps(steps, trajectory, redactions)
+            trajectory.steps_in_file = False
+            continue
+        trajectory.steps = list(_scrubbed_steps(steps, trajectory, redactions))
+        if trajectory.withheld:  # (the others are still served from their places in the file)
+            trajectory.steps_in_file = False
 
 
 def _scrubbed_steps(

@@ -109,6 +109,21 @@ class ParsedStep:
     span: tuple[int, int] | None = None  # (offset, size) of its JSON in the file, when known (atif.step_spans)
 
 
+def read_all(steps: Iterable[ParsedStep]) -> Iterable[ParsedStep]:
+    """The steps as a list; if reading them fails, steps that replay the failure where it happened."""
+    read: list[ParsedStep] = []
+    try:
+        read.extend(steps)
+    except Exception as exc:  # (a bug on one trial's data: the import reports it for that trial alone)
+        return _replay(read, exc)
+    return read
+
+
+def _replay(steps: list[ParsedStep], exc: Exception) -> Iterator[ParsedStep]:
+    yield from steps
+    raise exc
+
+
 @dataclass
 class ParsedTrajectory:
     path: str  # pack-relative path of the file
