@@ -19,8 +19,9 @@ UNSAFE_METHODS = {"post", "put", "patch", "delete"}
 
 def document_errors(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
     """A drf-spectacular POSTPROCESSING_HOOK: an operation that needs a login answers 401 without one, and
-    one that writes, 403 to a role without the right; one with an object in its path, 404; one that
-    writes or reads query parameters, 400 for values it refuses."""
+    one that writes, 403 to a role without the right; one with an object in its path, or a page past the
+    last, 404; one that writes or reads query parameters, 400 for values it refuses; one that writes, 415
+    for a body it cannot read; any, 406 when the client accepts nothing it can send."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     open_to_all = {path for path, _, _, view in generator.endpoints if not view.cls.permission_classes}  # /api/token/
@@ -31,10 +32,14 @@ def document_errors(result: dict[str, Any], generator, request, public) -> dict[
                 answers["401"] = "Not logged in: no session, token or Basic credentials."
                 if method in UNSAFE_METHODS:
                     answers["403"] = "Logged in, but your role may not do this."
-            if "{" in path:
-                answers["404"] = "Nothing found by the ids in the path."
-            if method in UNSAFE_METHODS or any(p.get("in") == "query" for p in operation.get("parameters", ())):
+            query = {p.get("name") for p in operation.get("parameters", ()) if p.get("in") == "query"}
+            if "{" in path or "page" in query:
+                answers["404"] = "Nothing found by the ids in the path, or no such page."
+            if method in UNSAFE_METHODS or query:
                 answers["400"] = "A value in the request was refused."
+            if method in UNSAFE_METHODS:
+                answers["415"] = "The body's media type is not one this operation reads."
+            answers["406"] = "No media type the client accepts can be sent."
             for code, description in answers.items():
                 operation.setdefault("responses", {}).setdefault(code, {"description": description, "content": error})
     return result

@@ -233,6 +233,9 @@ def test_the_openapi_schema_lists_each_error_the_api_answers(tmp_path, client, c
         ("post", "/api/trials/{id}/feedback/", client_logged_in.post(feedback, {"layer": 1}, **as_json)),
         ("post", "/api/trials/{id}/feedback/", viewer.post(feedback, {}, **as_json)),
         ("post", "/api/token/", Client().post("/api/token/", {"username": "reviewer", "password": "wrong"})),
+        ("get", "/api/trials/", client_logged_in.get("/api/trials/", {"page": 999})),
+        ("get", "/api/imports/", client_logged_in.get("/api/imports/", HTTP_ACCEPT="application/xml")),
+        ("post", "/api/imports/", client_logged_in.post("/api/imports/", {}, **as_json)),
     ]  # fmt: skip
     for method, path, response in answers:
         assert response.status_code >= 400, (method, path, response.status_code)

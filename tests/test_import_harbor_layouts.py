@@ -207,6 +207,18 @@ def test_a_trial_folders_reward_stdout_and_runtime_events_back_the_evidence_pack
     )
 
 
+@pytest.mark.parametrize("where", ["inside the trial folder", "beside it, imported later"])
+def test_a_file_the_evidence_pack_names_by_its_container_path_backs_its_ref(tmp_path, where, client_logged_in):
+    trial_dir = write_trial(tmp_path / "upload", "tool-approval__AAAAAAA")
+    (trial_dir / "artifacts" / "runtime-transcript.json").write_bytes(b"{}")  # /logs/artifacts in the container
+    pack = reference_evidence_pack(trial_dir.name)
+    assert pack["refs"]["runtimeTranscriptRef"] == "/logs/artifacts/runtime-transcript.json"
+    imp = import_with_evidence_pack(trial_dir, pack, where)
+    trial = Trial.objects.get()
+    assert trial.refs["runtimeTranscriptRef"] == f"{trial_dir.name}/artifacts/runtime-transcript.json"
+    assert not [p for p in imp.problems if p.get("json_path") == "refs.runtimeTranscriptRef"]
+
+
 def test_an_evidence_pack_imported_alone_is_a_trial_missing_every_file_it_names(tmp_path, client_logged_in):
     pack = reference_evidence_pack("trial-alone")
     (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))

@@ -6,6 +6,7 @@ Each gap has a consequence the user sees. Pure: the same function serves the imp
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 CHECKS: list[dict[str, Any]] = [
@@ -57,6 +58,27 @@ FILE_REFS = (
     "harborTrialResultRef",
     "harborVerifierStdoutRef",
 )
+
+
+# Where Harbor mounts a trial's folders in the task's container: a pack's refs name its files by these.
+CONTAINER_MOUNTS = {"/logs/agent/": "agent/", "/logs/verifier/": "verifier/", "/logs/artifacts/": "artifacts/"}
+
+
+def own_files_for(claims: dict, own: dict, find: Callable[[str], str | None]) -> dict:
+    """The trial's own files that a pack's refs name by their container path, where the trial has no
+    ref of its own for them (a runtime transcript in artifacts/): ref -> the file's path.
+
+    `find`: a path within the trial's folder -> the file's pack-relative path, or None.
+    """
+    found = {}
+    for key in FILE_REFS:
+        claimed = claims.get(key)
+        if not isinstance(claimed, str) or own.get(key):
+            continue
+        for mount, local in CONTAINER_MOUNTS.items():
+            if claimed.startswith(mount) and (path := find(local + claimed[len(mount) :])):
+                found[key] = path
+    return found
 
 
 def join_refs(own: dict, pack: dict) -> tuple[dict, list[str]]:

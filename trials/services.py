@@ -1336,6 +1336,13 @@ def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
     with transaction.atomic():
         trial.benchmark = {**trial.benchmark, **{k: v for k, v in parsed.benchmark.items() if v}}
         trial.runtime_correlation = {**parsed.runtime_correlation, **trial.runtime_correlation}
+        folder = str(trial.refs.get("harborTrialResultRef") or "").rpartition("/")[0]  # the trial's own folder
+
+        def find(local: str) -> str | None:
+            path = f"{folder}/{local}"
+            return path if folder and PackFile.objects.filter(pack_id=trial.pack_id, path=path).exists() else None
+
+        trial.refs = {**trial.refs, **completeness.own_files_for(parsed.refs, trial.refs, find)}
         trial.refs, unbacked = completeness.join_refs(trial.refs, parsed.refs)
         unbacked_problems = [harbor.unbacked_ref_problem(parsed.files[0], r, parsed.refs[r]) for r in unbacked]
         parsed.problems += unbacked_problems  # for the import's report

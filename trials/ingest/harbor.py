@@ -651,6 +651,11 @@ def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial, pack_rel: str) -> 
     trial.present.add("evidence_pack")
     trial.benchmark = {**trial.benchmark, **{k: v for k, v in pack.benchmark.items() if v}}
     trial.runtime_correlation = {**pack.runtime_correlation, **trial.runtime_correlation}
+
+    def find(local: str) -> str | None:
+        return min((path for path in trial.files if path.endswith(f"/{local}")), key=len, default=None)
+
+    trial.refs.update(completeness.own_files_for(pack.refs, trial.refs, find))
     trial.refs, unbacked = completeness.join_refs(trial.refs, pack.refs)
     trial.problems.extend(unbacked_ref_problem(pack_rel, ref, pack.refs[ref]) for ref in unbacked)
     trial.documents["evidence_pack"] = pack.documents.get("evidence_pack")
