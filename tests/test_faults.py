@@ -204,8 +204,11 @@ def all_finished(imports: list[Import], timeout: float, workers: Workers) -> lis
     return imports
 
 
-def long_job(root: Path, tasks: int = 10) -> Path:
-    """A Harbor job whose import takes a few seconds: long trajectories, big observations."""
+def long_job(root: Path, tasks: int = 30) -> Path:
+    """A Harbor job whose import takes a few seconds: long trajectories, big observations.
+
+    (Progress is saved every half second: on a fast machine ten tasks were done before a
+    test saw two, and the worker it then killed had finished.)"""
     return write_job(
         root, "job", role="baseline", configuration_id="c", agent="a", model="m",
         tasks=tasks, attempts=2, steps_per_trial=400, observation_bytes=2000, with_extras=False,
