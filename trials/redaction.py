@@ -68,17 +68,10 @@ def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]],
         return
     search.unindex(trajectory.trial)  # the trial is indexed again from the new bodies
     Step.objects.filter(trajectory=trajectory).delete()
+    steps = [trajectory.read_step(raw, row.index) for raw, row in zip(scrubbed, rows, strict=True)]
     copies = StepBodies(spool)
     try:
-        write_steps(
-            [
-                (
-                    trajectory,
-                    [trajectory.read_step(raw, row.index) for raw, row in zip(scrubbed, rows, strict=True)],
-                    copies,
-                )
-            ]
-        )
+        write_steps([(trajectory, steps, copies)])
         trajectory.step_bodies_id = copies.store()
     finally:
         copies.discard()

@@ -525,7 +525,7 @@ def _artifact_file(artifacts: Path, destination: str, source: str) -> Path | Non
 
 def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]) -> dict[str, dict[str, Any]]:
     """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content;
-    the redactions of its event files (`agentcontext.redactions_in`).
+    the redactions found in them and in its other JSON files (`agentcontext.redactions_in`).
 
     The packs are joined last, once the trial's own files have set its refs.
     """
