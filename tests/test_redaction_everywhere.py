@@ -353,7 +353,8 @@ def test_a_redaction_imported_later_scrubs_what_its_trial_holds_already(tmp_path
 @pytest.mark.parametrize(
     "source",
     ["an escaped id", "an item marked in place", "an event's item with no context_kind", "a context file",
-     "the evidence pack"],
+     "the evidence pack", "an item marked in place, beside a context file only", "a file in artifacts",
+     "the evidence pack beside the trial, imported later"],
 )  # fmt: skip
 def test_a_trajectorys_item_is_withheld_whichever_file_redacts_it_and_however_its_id_is_written(
     tmp_path, client_logged_in, source
@@ -363,7 +364,7 @@ def test_a_trajectorys_item_is_withheld_whichever_file_redacts_it_and_however_it
     from trials.models import Trajectory
 
     item = {"item_id": "ctx/item-1", "content": "LEAKCANARY-SRC"}
-    if source == "an item marked in place":
+    if source.startswith("an item marked in place"):
         item["redaction_state"] = "masked"
     steps = good_steps()
     steps[1]["tool_calls"][0]["arguments"] = item
@@ -381,19 +382,62 @@ def test_a_trajectorys_item_is_withheld_whichever_file_redacts_it_and_however_it
     if source == "an event's item with no context_kind":
         masked = {"item_id": "ctx/item-1", "content": "x", "redaction_state": "masked"}
         event = {"type": "context.item.added", "eventId": "e1", "sessionId": "s1", "payload": {"item": masked}}
-    if source in ("a context file", "the evidence pack"):
+    if source not in ("an escaped id", "an item marked in place", "an event's item with no context_kind"):
         event = {"type": "tool.call.completed", "eventId": "e1", "sessionId": "s1"}
-    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(event) + b"\n")
+    if source != "an item marked in place, beside a context file only":
+        (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(event) + b"\n")
+    else:  # no event at all
+        context = {"context_id": "c1", "scope": "session", "lifecycle": "active",
+                   "items": [{"item_id": "other", "context_kind": "memory", "content": "x"}]}  # fmt: skip
+        (trial_dir / "agent" / "context.json").write_bytes(orjson.dumps(context))
     if source == "a context file":
         (trial_dir / "agent" / "context-redactions.json").write_bytes(orjson.dumps([redaction]))
+    if source == "a file in artifacts":
+        (trial_dir / "artifacts" / "context-redactions.json").write_bytes(orjson.dumps([redaction]))
+    pack = orjson.loads((REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes())
+    pack = {**pack, "benchmark": {**pack["benchmark"], "trialId": trial_dir.name}, "redactions": [redaction]}
     if source == "the evidence pack":
-        pack = orjson.loads((REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json").read_bytes())
-        pack["benchmark"]["trialId"] = trial_dir.name
-        (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps({**pack, "redactions": [redaction]}))
+        (trial_dir / "benchmark-trial-pack.json").write_bytes(orjson.dumps(pack))
     import_path(trial_dir)
+    if source == "the evidence pack beside the trial, imported later":
+        (tmp_path / "evidence.json").write_bytes(orjson.dumps(pack))
+        import_path(tmp_path / "evidence.json")
     trial = Trial.objects.get()
     step = client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/").content
     download = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/")
     assert b"LEAKCANARY" not in step and b"[redacted]" in step
     assert b"LEAKCANARY" not in b"".join(download.streaming_content) and download["X-Benchviewer-Withheld"]
     assert Trajectory.objects.get().withheld
+
+
+def test_a_redacted_item_in_json_text_and_in_the_trials_documents_is_withheld(tmp_path, client_logged_in):
+    """The item written as JSON text (a tool's arguments as a string, a result printed as JSON), inside
+    result.json and reward-details.json (the Config and Verifier tabs), and under a key not listed as raw."""
+    from tests.conftest import import_path
+    from tests.test_import_bad_input import good_steps, write_trial
+    from trials.models import Trajectory
+
+    item = {"item_id": "item-1", "content": "LEAKCANARY-A", "summary": "LEAKCANARY-B"}
+    steps = good_steps()
+    steps[1]["tool_calls"][0]["arguments"] = json.dumps(item)
+    steps[1]["observation"]["results"][0]["content"] = " " + json.dumps({"found": [item]})
+    trial_dir = write_trial(tmp_path, steps=steps)
+    result = orjson.loads((trial_dir / "result.json").read_bytes())
+    (trial_dir / "result.json").write_bytes(orjson.dumps({**result, "agent_result": {"context": [item]}}))
+    details = {"criteria": [{"name": "works", "score": 1.0, "evidence": item}], "context": item}
+    (trial_dir / "verifier" / "reward-details.json").write_bytes(orjson.dumps(details))
+    redaction = {"type": "context.redaction.applied", "eventId": "e1", "sessionId": "s1",
+                 "payload": {"redaction_id": "r1", "item_id": "item-1", "reason": "pii"}}  # fmt: skip
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(redaction) + b"\n")
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    bodies = {tab: client_logged_in.get(f"/trials/{trial.pk}/", {"tab": tab}).content for tab in
+              ("trajectory", "config", "verifier")}  # fmt: skip
+    bodies["step api"] = client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/").content
+    bodies["trial api"] = client_logged_in.get(f"/api/trials/{trial.pk}/").content
+    bodies["download"] = b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content)
+    for name, body in bodies.items():
+        assert b"LEAKCANARY" not in body, name
+    assert Trajectory.objects.get().withheld
+    arguments = orjson.loads(bodies["download"])["steps"][1]["tool_calls"][0]["arguments"]
+    assert orjson.loads(arguments) == {"item_id": "item-1", "content": "[redacted]", "summary": "[redacted]"}

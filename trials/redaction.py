@@ -1,10 +1,10 @@
 """A redaction that arrives after the items it covers: the trial's index is scrubbed again.
 
 An import scrubs a trial's files by the redactions among them (trials.ingest.agentcontext,
-harbor.withhold_redacted). Events in a file of their own are joined to trials imported
-earlier; when they redact an item, what those trials already hold of it (events, context
-records, their trajectories' steps) is scrubbed here, in the import's transaction. The
-stored packs keep their bytes.
+harbor.withhold_redacted). Events in a file of their own, or an evidence pack, are joined
+to trials imported earlier; when they redact an item, what those trials already hold of it
+(events, context records, documents, criteria, artifacts' entries, their trajectories'
+steps) is scrubbed here, in the import's transaction. The stored packs keep their bytes.
 """
 
 from __future__ import annotations
@@ -17,16 +17,30 @@ from django.db.models import Prefetch
 from trials import search
 from trials.blobs import StepBodies
 from trials.ingest import agentcontext
-from trials.models import ContextRecord, RuntimeEvent, Step, Trajectory, Trial
+from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
 
 
 def scrub_trial(trial: Trial, spool) -> None:
-    """Scrub the trial's events, context records and trajectories by every redaction it now has."""
+    """Scrub what the trial holds by every redaction it now has."""
     events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
     records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
-    named = agentcontext.collect_redactions([e.raw for e in events] + [r.data for r in records])
+    named = agentcontext.collect_redactions([e.raw for e in events] + [r.data for r in records] + [trial.documents])
     if not named:
         return
+    documents = agentcontext.scrub_tree(trial.documents, named)
+    if documents != trial.documents:
+        trial.documents = documents
+        Trial.objects.filter(pk=trial.pk).update(documents=documents)
+    for model, fields in ((RewardCriterion, ["raw", "evidence_refs"]), (Artifact, ["raw"])):
+        rows = list(model.objects.filter(trial=trial).only(*fields))
+        changed = []
+        for row in rows:
+            scrubbed = [agentcontext.scrub_tree(getattr(row, field), named) for field in fields]
+            if scrubbed != [getattr(row, field) for field in fields]:
+                for field, value in zip(fields, scrubbed, strict=True):
+                    setattr(row, field, value)
+                changed.append(row)
+        model.objects.bulk_update(changed, fields, batch_size=500)
     changed_events = []
     for event in events:
         scrubbed = [agentcontext.scrub_tree(value, named) for value in (event.raw, event.payload, event.refs)]

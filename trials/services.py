@@ -1359,6 +1359,8 @@ def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
             trial.configuration = get_configuration(joined_configuration(parsed.configuration, replaced))
         apply_completeness(trial)
         trial.save()
+        if agentcontext.has_redaction_marks(parsed.documents.get("evidence_pack")):  # (its `redactions`)
+            redaction.scrub_trial(trial, settings.IMPORT_SPOOL_DIR)
         if replaced is not None and replaced != trial.configuration:
             Configuration.objects.filter(pk=replaced.pk, trials__isnull=True).delete()  # left with no trial
 

@@ -52,7 +52,7 @@ SECRET_RE = re.compile(
 )
 
 
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 ISOLATES = {ord(c): None for c in "\u2066\u2067\u2068\u2069"}
 
 

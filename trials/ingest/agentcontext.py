@@ -27,7 +27,7 @@ from trials.ingest.records import (
 REDACTED = "[redacted]"
 _NOT_REDACTED = ("", "none")
 # Keys that can hold the raw value of an item; all are blanked when the item is redacted.
-_RAW_VALUE_KEYS = ("content", "text", "snippet", "excerpt", "preview", "raw", "value")
+_RAW_VALUE_KEYS = ("content", "text", "snippet", "excerpt", "preview", "raw", "value", "summary")
 
 # snake_case id -> camelCase key used in ParsedEvent.correlation
 _ID_KEYS = {
@@ -220,9 +220,11 @@ def _item_identity(obj: dict[str, Any]) -> str:
 
 
 def scrub_tree(value: Any, named: dict[str, dict[str, Any]]) -> Any:
-    """Copy of any JSON value with every redacted item inside it scrubbed."""
+    """Copy of any JSON value with every redacted item inside it scrubbed (inside JSON text too)."""
     if isinstance(value, list):
         return [scrub_tree(v, named) for v in value]
+    if isinstance(value, str) and named and value.lstrip()[:1] in ("{", "["):
+        return _scrub_json_text(value, named)
     if not isinstance(value, dict):
         return value
     out = {k: scrub_tree(v, named) for k, v in value.items()}
@@ -230,6 +232,19 @@ def scrub_tree(value: Any, named: dict[str, dict[str, Any]]) -> Any:
     if identity in named:
         return scrub_redacted(out, named[identity].get("fields"), force=True)
     return scrub_redacted(out)
+
+
+def _scrub_json_text(text: str, named: dict[str, dict[str, Any]]) -> str:
+    """A value written as JSON text (a tool's arguments as a string, a result printed as JSON) that
+    names a redacted item: scrubbed inside, and written again."""
+    if not any(item in text for item in named):  # (an id escaped inside the text is not looked for)
+        return text
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    scrubbed = scrub_tree(parsed, named)
+    return text if scrubbed == parsed else orjson.dumps(scrubbed).decode()
 
 
 def _redaction_targets(obj: dict[str, Any]) -> list[str]:

@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from trials import completeness
 from trials.ingest import agentcontext, lime
 from trials.ingest.atif import (
@@ -216,8 +218,8 @@ def parse_trial_dir(
         _read_trajectories(trial, step_dir, step_rel, step_name=step_dir.name)
         _read_verifier(trial, step_dir / "verifier", f"{step_rel}/verifier", step_name=step_dir.name)
         _read_artifacts(trial, step_dir / "artifacts", f"{step_rel}/artifacts")
-    redactions = _read_sidecars(trial, trial_dir, rel, listing)
-    if redactions or trial.events or trial.context_records:  # (context may be in its trajectories too)
+    redactions, has_sidecars = _read_sidecars(trial, trial_dir, rel, listing)
+    if has_sidecars:  # (context files or events: context items may be in its other files too)
         withhold_redacted(trial, redactions)
     flag_missing_continuations(trial)
     trial.status = trial_status(trial)
@@ -523,9 +525,13 @@ def _artifact_file(artifacts: Path, destination: str, source: str) -> Path | Non
     return None
 
 
-def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]) -> dict[str, dict[str, Any]]:
-    """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content;
-    the redactions found in them and in its other JSON files (`agentcontext.redactions_in`).
+def _read_sidecars(
+    trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]
+) -> tuple[dict[str, dict[str, Any]], bool]:
+    """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content.
+
+    Returns the redactions found in them and in its other JSON files (`agentcontext.redactions_in`),
+    and whether it has any such file at all.
 
     The packs are joined last, once the trial's own files have set its refs.
     """
@@ -539,8 +545,11 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
             or path.name.startswith("trajectory")
             or ({"agent", "user-agent"} & set(local.split("/")[:-1]) and sniff_trajectory(path))  # read as one
             or "/verifier/" in f"/{local}"
-            or path.parent.name == "artifacts"
         ):
+            continue
+        if path.parent.name == "artifacts":  # an artifact (the manifest's), kept as one: read for redactions only
+            if path.stat().st_size < TEXT_LIMIT:
+                documents.append(_json_or_none(path))
             continue
         try:
             data = load_json(path, f"{rel}/{local}", trial.problems)
@@ -564,7 +573,14 @@ def _read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[
         read_event_rows(trial, rows, file, named)
     for pack, pack_rel in packs:
         join_evidence_pack(trial, pack, pack_rel)
-    return named
+    return named, bool(event_files or documents)
+
+
+def _json_or_none(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
 
 
 def withhold_redacted(trial: ParsedTrial, redactions: dict[str, dict[str, Any]]) -> None:
@@ -577,6 +593,12 @@ def withhold_redacted(trial: ParsedTrial, redactions: dict[str, dict[str, Any]])
     (A value the agent printed as plain text, with no item around it, cannot be told apart
     and stays.)
     """
+    trial.documents = agentcontext.scrub_tree(trial.documents, redactions)  # (the Config and Verifier tabs)
+    for criterion in trial.criteria:
+        criterion.raw = agentcontext.scrub_tree(criterion.raw, redactions)
+        criterion.evidence_refs = agentcontext.scrub_tree(criterion.evidence_refs, redactions)
+    for artifact in trial.artifacts:
+        artifact.raw = agentcontext.scrub_tree(artifact.raw, redactions)
     for trajectory in trial.trajectories:
         header = agentcontext.scrub_tree(trajectory.header, redactions)
         if header != trajectory.header:
