@@ -441,3 +441,24 @@ def test_a_redacted_item_in_json_text_and_in_the_trials_documents_is_withheld(tm
     assert Trajectory.objects.get().withheld
     arguments = orjson.loads(bodies["download"])["steps"][1]["tool_calls"][0]["arguments"]
     assert orjson.loads(arguments) == {"item_id": "item-1", "content": "[redacted]", "summary": "[redacted]"}
+
+
+def test_events_imported_before_their_trial_join_it_and_their_redaction_applies(tmp_path, client_logged_in):
+    from tests.conftest import import_path
+    from tests.test_import_bad_input import good_steps, write_trial
+    from trials.models import RuntimeEvent, Trajectory
+
+    redaction = {"type": "context.redaction.applied", "eventId": "e1", "sessionId": "sess-bad-input",
+                 "payload": {"redaction_id": "r1", "item_id": "item-1", "reason": "pii"}}  # fmt: skip
+    (tmp_path / "first.jsonl").write_bytes(orjson.dumps(redaction) + b"\n")
+    import_path(tmp_path / "first.jsonl")
+    assert RuntimeEvent.objects.get().trial is None  # no trial to join yet
+    steps = good_steps()
+    steps[1]["tool_calls"][0]["arguments"] = {"item_id": "item-1", "content": "LEAKCANARY-EARLY"}
+    import_path(write_trial(tmp_path / "trial", steps=steps))  # its trajectory's session_id: sess-bad-input
+    trial = Trial.objects.get()
+    assert RuntimeEvent.objects.get().trial == trial
+    step = client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/").content
+    download = b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content)
+    assert b"LEAKCANARY" not in step and b"LEAKCANARY" not in download
+    assert Trajectory.objects.get().withheld

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import orjson
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connections, transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from trials import completeness, redaction
@@ -492,6 +492,7 @@ class ImportRun:
         earlier = dict(Trial.objects.filter(pack=pack).values_list("pk", "step_count"))
         resumed = self.ran_before and pack.first_import_id == self.imp.pk
         held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
+        made: list[int] = []  # trials this pack brought
 
         def write_one(trial: ParsedTrial) -> WriteResult:
             try:
@@ -512,6 +513,8 @@ class ImportRun:
                 result = WriteResult("trials", earlier[result.trial_id], result.trial_id)
             counts[result.outcome] += 1
             counts["steps"] += result.steps
+            if result.outcome == "trials" and result.trial_id is not None:
+                made.append(result.trial_id)
             counts["differs"] += result.differs
             if (
                 result.outcome in ("already", "joined")
@@ -549,6 +552,7 @@ class ImportRun:
         if batch.trials:
             write_batch()
         pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
+        adopt_loose_events(made, self.workdir)
         for job in jobs.values():
             counts["inferred"] = infer_job_configuration(job)
         if parsed.events or parsed.context_records:
@@ -1375,6 +1379,26 @@ def joined_configuration(ref: ConfigurationRef, current: Configuration | None) -
         model_name=ref.model_name or current.model_name,
         profiles={**current.profiles, **ref.profiles},
     )
+
+
+def adopt_loose_events(trial_ids: list[int], spool: Path) -> None:
+    """Events imported before their trial (in a file of their own, joined to no trial then): joined to it
+    now by its session or run id, and a redaction among them applied to what it holds."""
+    if not trial_ids or not RuntimeEvent.objects.filter(trial=None).exists():
+        return
+    for trial in Trial.objects.filter(pk__in=trial_ids):
+        ids = Q(session_id=trial.session_id) if trial.session_id else Q()
+        ids |= Q(run_id=trial.run_id) if trial.run_id else Q()
+        if not ids:
+            continue
+        with transaction.atomic():
+            loose = RuntimeEvent.objects.filter(ids, trial=None)
+            raws = list(loose.values_list("raw", flat=True))
+            if not raws:
+                continue
+            loose.update(trial=trial)
+            if agentcontext.has_redaction_marks(raws):
+                redaction.scrub_trial(trial, spool)
 
 
 def write_loose_events(
