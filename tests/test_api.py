@@ -222,7 +222,7 @@ def test_the_openapi_schema_lists_each_error_the_api_answers(tmp_path, client, c
     viewer = Client()
     viewer.force_login(make_user("vera", "viewer"))
     trajectory, feedback = f"/api/trials/{trial.pk}/trajectory/", f"/api/trials/{trial.pk}/feedback/"
-    as_json = {"content_type": "application/json"}
+    as_json, urlencoded = {"content_type": "application/json"}, "application/x-www-form-urlencoded"
     answers = [
         ("get", "/api/trials/", Client().get("/api/trials/")),  # not logged in
         ("get", "/api/trials/", client_logged_in.get("/api/trials/", {"status": "bogus"})),
@@ -236,7 +236,11 @@ def test_the_openapi_schema_lists_each_error_the_api_answers(tmp_path, client, c
         ("get", "/api/trials/", client_logged_in.get("/api/trials/", {"page": 999})),
         ("get", "/api/imports/", client_logged_in.get("/api/imports/", HTTP_ACCEPT="application/xml")),
         ("post", "/api/imports/", client_logged_in.post("/api/imports/", {}, **as_json)),
+        ("post", "/api/imports/", client_logged_in.post("/api/imports/", "file=x", content_type=urlencoded)),
     ]  # fmt: skip
+    assert answers[-1][2].status_code == 415  # (a urlencoded form cannot carry a file)
+    body = schema["paths"]["/api/imports/"]["post"]["requestBody"]["content"]
+    assert set(body) == {"multipart/form-data"}
     for method, path, response in answers:
         assert response.status_code >= 400, (method, path, response.status_code)
         documented = schema["paths"][path][method]["responses"]
