@@ -241,6 +241,11 @@ def test_the_openapi_schema_lists_each_error_the_api_answers(tmp_path, client, c
     assert answers[-1][2].status_code == 415  # (a urlencoded form cannot carry a file)
     body = schema["paths"]["/api/imports/"]["post"]["requestBody"]["content"]
     assert set(body) == {"multipart/form-data"}
+    # The feedback body's required fields are the ones the form refuses a POST without
+    triager = Client()
+    triager.force_login(make_user("tom", "triager"))
+    refused = triager.post(feedback, {}, **as_json).json()
+    assert set(schema["components"]["schemas"]["FeedbackRequest"]["required"]) == set(refused)
     for method, path, response in answers:
         assert response.status_code >= 400, (method, path, response.status_code)
         documented = schema["paths"][path][method]["responses"]

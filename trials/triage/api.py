@@ -16,6 +16,7 @@ from trials.triage.forms import FeedbackForm
 from trials.triage.models import QCItem
 from trials.triage.serializers import (
     BlockerSerializer,
+    FeedbackRequestSerializer,
     QCItemDetailSerializer,
     QCItemSerializer,
     QCScenarioDetailSerializer,
@@ -73,7 +74,7 @@ class TrialFeedback(RoleAPIView):
             }
         )
 
-    @extend_schema(request=None, responses={201: QCItemSerializer})
+    @extend_schema(request=FeedbackRequestSerializer, responses={201: QCItemSerializer})
     def post(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
         data = _form_data(request.data)

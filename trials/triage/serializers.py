@@ -145,3 +145,29 @@ class QCScenarioDetailSerializer(QCScenarioSerializer):
             "failure_modes",
             "items",
         ]
+
+
+class FeedbackRequestSerializer(serializers.ModelSerializer):
+    """The body of POST /api/trials/<id>/feedback/, for the schema: the feedback form checks it
+    (trials.triage.forms.FeedbackForm), with the same fields."""
+
+    evidence_refs = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text='"kind:ref" strings, or {"kind", "ref"} objects'
+    )
+    step_id = serializers.CharField(required=False, help_text="a step of the trial: step_id, or step_id@file")
+    failure_mode = serializers.IntegerField(required=False, allow_null=True)
+    scenario = serializers.IntegerField(required=False, allow_null=True)
+    new_failure_mode = serializers.CharField(required=False, max_length=300)
+    new_scenario_id = serializers.CharField(required=False, max_length=200)
+    new_scenario_title = serializers.CharField(required=False, max_length=500)
+    create_anyway = serializers.BooleanField(required=False)
+    waived_item = serializers.CharField(required=False, allow_null=True, help_text="a QC item's id or label")
+    approver = serializers.CharField(required=False, allow_null=True, help_text="a user name in the approver group")
+    expires_at = serializers.DateTimeField(required=False, help_text="required for a waiver")
+
+    class Meta:
+        model = QCItem
+        fields = ["kind", "category", "code", "severity", "step_id", "evidence_refs", "note", "failure_mode",
+                  "scenario", "new_failure_mode", "new_scenario_id", "new_scenario_title", "create_anyway",
+                  "target_name", "waived_item", "approver", "reason", "scope", "expires_at"]  # fmt: skip
+        extra_kwargs = {"severity": {"required": True}}  # (the form has no default for it)
