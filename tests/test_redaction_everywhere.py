@@ -318,6 +318,7 @@ def test_a_redaction_imported_later_scrubs_what_its_trial_holds_already(tmp_path
     steps = good_steps()
     steps[1]["tool_calls"][0]["arguments"] = dict(item)
     trial_dir = write_trial(tmp_path / "trial", steps=steps)
+    (trial_dir / "trial.log").write_text(f"loading {json.dumps(item)}\n")
     added = {"type": "context.item.added", "eventId": "e1", "sessionId": "sess-bad-input", "payload": {"item": item}}
     (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(added) + b"\n")
     import_path(trial_dir)
@@ -334,6 +335,7 @@ def test_a_redaction_imported_later_scrubs_what_its_trial_holds_already(tmp_path
     bodies = {
         "trajectory tab": client_logged_in.get(f"/trials/{trial.pk}/").content,
         "events tab": client_logged_in.get(f"/trials/{trial.pk}/", {"tab": "events"}).content,
+        "logs tab": client_logged_in.get(f"/trials/{trial.pk}/", {"tab": "logs"}).content,
         "context api": client_logged_in.get(f"/api/trials/{trial.pk}/context/").content,
         "step api": client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/").content,
         "atif download": b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content),
@@ -411,8 +413,9 @@ def test_a_trajectorys_item_is_withheld_whichever_file_redacts_it_and_however_it
 
 
 def test_a_redacted_item_in_json_text_and_in_the_trials_documents_is_withheld(tmp_path, client_logged_in):
-    """The item written as JSON text (a tool's arguments as a string, a result printed as JSON), inside
-    result.json and reward-details.json (the Config and Verifier tabs), and under a key not listed as raw."""
+    """The item written as JSON text (a tool's arguments as a string, JSON lines, a result printed as JSON
+    among words, a log line), inside result.json and reward-details.json (the Config and Verifier tabs),
+    and under a key not listed as raw."""
     from tests.conftest import import_path
     from tests.test_import_bad_input import good_steps, write_trial
     from trials.models import Trajectory
@@ -420,8 +423,12 @@ def test_a_redacted_item_in_json_text_and_in_the_trials_documents_is_withheld(tm
     item = {"item_id": "item-1", "content": "LEAKCANARY-A", "summary": "LEAKCANARY-B"}
     steps = good_steps()
     steps[1]["tool_calls"][0]["arguments"] = json.dumps(item)
-    steps[1]["observation"]["results"][0]["content"] = " " + json.dumps({"found": [item]})
+    steps[1]["tool_calls"].append({"tool_call_id": "c2", "function_name": "cat", "arguments": {
+        "stdin": json.dumps({"item_id": "item-2", "content": "fine"}) + "\n" + json.dumps(item)}})  # fmt: skip
+    steps[1]["observation"]["results"][0]["content"] = "context loaded: " + json.dumps({"found": [item]}) + " ok"
     trial_dir = write_trial(tmp_path, steps=steps)
+    for log in ("trial.log", "agent/stdout.txt", "verifier/test-stdout.txt"):
+        (trial_dir / log).write_text(f"12:00 loading context {json.dumps(item)}\n")
     result = orjson.loads((trial_dir / "result.json").read_bytes())
     (trial_dir / "result.json").write_bytes(orjson.dumps({**result, "agent_result": {"context": [item]}}))
     details = {"criteria": [{"name": "works", "score": 1.0, "evidence": item}], "context": item}
@@ -432,7 +439,8 @@ def test_a_redacted_item_in_json_text_and_in_the_trials_documents_is_withheld(tm
     import_path(trial_dir)
     trial = Trial.objects.get()
     bodies = {tab: client_logged_in.get(f"/trials/{trial.pk}/", {"tab": tab}).content for tab in
-              ("trajectory", "config", "verifier")}  # fmt: skip
+              ("trajectory", "config", "verifier", "logs")}  # fmt: skip
+    assert b"loading context" in bodies["logs"] and b"fine" in bodies["trajectory"]  # (what is shown, kept)
     bodies["step api"] = client_logged_in.get(f"/api/trials/{trial.pk}/steps/2/").content
     bodies["trial api"] = client_logged_in.get(f"/api/trials/{trial.pk}/").content
     bodies["download"] = b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content)

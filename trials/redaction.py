@@ -19,6 +19,9 @@ from trials.blobs import StepBodies
 from trials.ingest import agentcontext
 from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
 
+# What a trial row holds of its files: documents (Config, Verifier tabs), logs, its exception.
+TRIAL_FIELDS = ("documents", "texts", "exception_message", "exception_traceback")
+
 
 def scrub_trial(trial: Trial, spool) -> None:
     """Scrub what the trial holds by every redaction it now has."""
@@ -27,10 +30,12 @@ def scrub_trial(trial: Trial, spool) -> None:
     named = agentcontext.collect_redactions([e.raw for e in events] + [r.data for r in records] + [trial.documents])
     if not named:
         return
-    documents = agentcontext.scrub_tree(trial.documents, named)
-    if documents != trial.documents:
-        trial.documents = documents
-        Trial.objects.filter(pk=trial.pk).update(documents=documents)
+    scrubbed = {field: agentcontext.scrub_tree(getattr(trial, field), named) for field in TRIAL_FIELDS}
+    changed = {field: value for field, value in scrubbed.items() if value != getattr(trial, field)}
+    if changed:
+        for field, value in changed.items():
+            setattr(trial, field, value)
+        Trial.objects.filter(pk=trial.pk).update(**changed)
     for model, fields in ((RewardCriterion, ["raw", "evidence_refs"]), (Artifact, ["raw"])):
         rows = list(model.objects.filter(trial=trial).only(*fields))
         changed = []

@@ -9,6 +9,7 @@ Lime runtime events so both join. Two rules are enforced here, not later:
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -223,8 +224,8 @@ def scrub_tree(value: Any, named: dict[str, dict[str, Any]]) -> Any:
     """Copy of any JSON value with every redacted item inside it scrubbed (inside JSON text too)."""
     if isinstance(value, list):
         return [scrub_tree(v, named) for v in value]
-    if isinstance(value, str) and named and value.lstrip()[:1] in ("{", "["):
-        return _scrub_json_text(value, named)
+    if isinstance(value, str) and named:
+        return scrub_text(value, named)
     if not isinstance(value, dict):
         return value
     out = {k: scrub_tree(v, named) for k, v in value.items()}
@@ -234,17 +235,35 @@ def scrub_tree(value: Any, named: dict[str, dict[str, Any]]) -> Any:
     return scrub_redacted(out)
 
 
-def _scrub_json_text(text: str, named: dict[str, dict[str, Any]]) -> str:
-    """A value written as JSON text (a tool's arguments as a string, a result printed as JSON) that
-    names a redacted item: scrubbed inside, and written again."""
-    if not any(item in text for item in named):  # (an id escaped inside the text is not looked for)
+_OBJECT_START = re.compile(r'\{\s*"')
+MAX_OBJECT_TRIES = 1000  # objects tried in one text: a text of braces cannot make this quadratic
+
+
+def scrub_text(text: str, named: dict[str, dict[str, Any]]) -> str:
+    """Text that names a redacted item (a tool's arguments as a string, a result printed as JSON, a log
+    line, JSON lines): each JSON object in it that holds the item is scrubbed and written again.
+
+    An id escaped inside the text is not looked for, nor a value with no object around it.
+    """
+    if not any(item in text for item in named):
         return text
-    try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text
-    scrubbed = scrub_tree(parsed, named)
-    return text if scrubbed == parsed else orjson.dumps(scrubbed).decode()
+    decoder = json.JSONDecoder()
+    pieces, done = [], 0
+    for tries, start in enumerate(_OBJECT_START.finditer(text)):
+        at = start.start()
+        if at < done:  # inside an object already taken
+            continue
+        if tries >= MAX_OBJECT_TRIES:
+            break
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except ValueError:  # no whole object starts here
+            continue
+        scrubbed = scrub_tree(value, named)
+        if scrubbed != value:
+            pieces += [text[done:at], json.dumps(scrubbed, ensure_ascii=False)]
+            done = end
+    return "".join([*pieces, text[done:]]) if pieces else text
 
 
 def _redaction_targets(obj: dict[str, Any]) -> list[str]:

@@ -594,6 +594,9 @@ def withhold_redacted(trial: ParsedTrial, redactions: dict[str, dict[str, Any]])
     and stays.)
     """
     trial.documents = agentcontext.scrub_tree(trial.documents, redactions)  # (the Config and Verifier tabs)
+    trial.texts = agentcontext.scrub_tree(trial.texts, redactions)  # (the Logs tab: JSON printed in a log)
+    trial.exception_message = agentcontext.scrub_tree(trial.exception_message, redactions)
+    trial.exception_traceback = agentcontext.scrub_tree(trial.exception_traceback, redactions)
     for criterion in trial.criteria:
         criterion.raw = agentcontext.scrub_tree(criterion.raw, redactions)
         criterion.evidence_refs = agentcontext.scrub_tree(criterion.evidence_refs, redactions)
