@@ -531,13 +531,14 @@ def _read_sidecars(
     """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content.
 
     Returns the redactions found in them and in its other JSON files (`agentcontext.redactions_in`),
-    and whether it has any such file at all.
+    and whether it has any of them, or a redaction in its artifacts.
 
     The packs are joined last, once the trial's own files have set its refs.
     """
     known = {"result.json", "config.json", "lock.json"}
     packs = []
     documents = []  # (a redaction may be in any of them: a context file, an evidence pack's `redactions`)
+    in_artifacts = []  # (read for redactions only: most trials have a manifest there)
     for path in (p for p in listing if p.name.endswith(".json")):
         local = path.relative_to(trial_dir).as_posix()
         if (
@@ -549,7 +550,7 @@ def _read_sidecars(
             continue
         if path.parent.name == "artifacts":  # an artifact (the manifest's), kept as one: read for redactions only
             if path.stat().st_size < TEXT_LIMIT:
-                documents.append(_json_or_none(path))
+                in_artifacts.append(_json_or_none(path))
             continue
         try:
             data = load_json(path, f"{rel}/{local}", trial.problems)
@@ -568,12 +569,12 @@ def _read_sidecars(
         trial.problems.extend(problems)
         event_files.append((rows, f"{rel}/{local}"))
     # A redaction covers its item in every file of the trial, not only in its own.
-    named = agentcontext.redactions_in([row for rows, _ in event_files for _, row in rows] + documents)
+    named = agentcontext.redactions_in([row for rows, _ in event_files for _, row in rows] + documents + in_artifacts)
     for rows, file in event_files:
         read_event_rows(trial, rows, file, named)
     for pack, pack_rel in packs:
         join_evidence_pack(trial, pack, pack_rel)
-    return named, bool(event_files or documents)
+    return named, bool(named or event_files or documents)
 
 
 def _json_or_none(path: Path) -> Any:
