@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-from django.db.models import Prefetch
-
 from trials import search
 from trials.blobs import StepBodies
 from trials.ingest import agentcontext
@@ -37,22 +34,8 @@ def scrub_trial(trial: Trial, spool) -> None:
             setattr(trial, field, value)
         Trial.objects.filter(pk=trial.pk).update(**changed)
     for model, fields in ((RewardCriterion, ["raw", "evidence_refs"]), (Artifact, ["raw"])):
-        rows = list(model.objects.filter(trial=trial).only(*fields))
-        changed = []
-        for row in rows:
-            scrubbed = [agentcontext.scrub_tree(getattr(row, field), named) for field in fields]
-            if scrubbed != [getattr(row, field) for field in fields]:
-                for field, value in zip(fields, scrubbed, strict=True):
-                    setattr(row, field, value)
-                changed.append(row)
-        model.objects.bulk_update(changed, fields, batch_size=500)
-    changed_events = []
-    for event in events:
-        scrubbed = [agentcontext.scrub_tree(value, named) for value in (event.raw, event.payload, event.refs)]
-        if scrubbed != [event.raw, event.payload, event.refs]:
-            event.raw, event.payload, event.refs = scrubbed
-            changed_events.append(event)
-    RuntimeEvent.objects.bulk_update(changed_events, ["raw", "payload", "refs"], batch_size=500)
+        _scrub_rows(model, list(model.objects.filter(trial=trial).only(*fields)), fields, named)
+    _scrub_rows(RuntimeEvent, events, ["raw", "payload", "refs"], named)
     changed_records = {}
     for record in records:
         data = agentcontext.scrub_tree(record.data, named)
@@ -65,29 +48,35 @@ def scrub_trial(trial: Trial, spool) -> None:
             record.data = data
             changed_records[record.pk] = record
     ContextRecord.objects.bulk_update(changed_records.values(), ["data", "status", "redaction_state"], batch_size=500)
-    trajectories = trial.trajectories.exclude(step_bodies=None).select_related("step_bodies")
-    steps = Prefetch("steps", Step.objects.order_by("index").only("trajectory_id", "index", "body_offset", "size"))
-    for trajectory in trajectories.prefetch_related(steps):
+    for trajectory in trial.trajectories.exclude(step_bodies=None):
         withhold_in_stored(trajectory, named, spool)
+
+
+def _scrub_rows(model, rows: list, fields: list[str], named: dict[str, dict[str, Any]]) -> None:
+    """Write back the rows whose JSON fields a redaction changes."""
+    changed = []
+    for row in rows:
+        scrubbed = [agentcontext.scrub_tree(getattr(row, field), named) for field in fields]
+        if scrubbed != [getattr(row, field) for field in fields]:
+            for field, value in zip(fields, scrubbed, strict=True):
+                setattr(row, field, value)
+            changed.append(row)
+    model.objects.bulk_update(changed, fields, batch_size=500)
 
 
 def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]], spool) -> None:
     """The trajectory's steps written again from scrubbed copies, if a redaction changes any of them."""
     from trials.services import write_steps  # (the service imports this module)
 
-    rows = list(trajectory.steps.all())
-    with trajectory.step_bodies.open() as bodies:
-        raws = []
-        for row in rows:
-            bodies.seek(row.body_offset)
-            raws.append(orjson.loads(bodies.read(row.size)))
+    stored = [step for _, _, step in search.stored_steps(Step.objects.filter(trajectory=trajectory))]
+    raws = [step.raw for step in stored]
     scrubbed = [agentcontext.scrub_tree(raw, named) for raw in raws]
     header = agentcontext.scrub_tree(trajectory.header, named)
     if scrubbed == raws and header == trajectory.header:
         return
     search.unindex(trajectory.trial)  # the trial is indexed again from the new bodies
     Step.objects.filter(trajectory=trajectory).delete()
-    steps = [trajectory.read_step(raw, row.index) for raw, row in zip(scrubbed, rows, strict=True)]
+    steps = [trajectory.read_step(raw, step.index) for raw, step in zip(scrubbed, stored, strict=True)]
     copies = StepBodies(spool)
     try:
         write_steps([(trajectory, steps, copies)])

@@ -1401,9 +1401,7 @@ def adopt_loose_events(trial_ids: list[int], spool: Path) -> None:
                 redaction.scrub_trial(trial, spool)
 
 
-def write_loose_events(
-    events: list[ParsedEvent], records: list[ParsedContextRecord], pack: Pack, spool: Path | None = None
-) -> int:
+def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRecord], pack: Pack, spool: Path) -> int:
     """Events from a file of their own, joined to trials by correlation ids; a redaction among them
     scrubs what the trials it joins hold already (`redaction.scrub_trial`)."""
     cache: dict[tuple, Trial | None] = {}
@@ -1442,5 +1440,5 @@ def write_loose_events(
         if agentcontext.has_redaction_marks([row.raw for row in rows] + [row.data for row in record_rows]):
             joined = {row.trial_id for row in [*rows, *record_rows] if row.trial_id is not None}
             for trial in Trial.objects.filter(pk__in=joined):
-                redaction.scrub_trial(trial, spool or settings.IMPORT_SPOOL_DIR)
+                redaction.scrub_trial(trial, spool)
     return len(rows)
