@@ -26,6 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from trials.imports.queue import create_import
+from trials.imports.service import run_import
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -76,11 +79,11 @@ CREATE INDEX observation_step ON observation (step_id);
 """
 
 
-PACKED_BELOW = 4 * 1024 * 1024  # trials.blobs.PACKED_BELOW (not imported: that module needs Django set up)
+PACKED_BELOW = 4 * 1024 * 1024  # trials.storage.blobs.PACKED_BELOW (not imported: that module needs Django set up)
 
 
 def store_blob(blobs: Path, data: bytes) -> str:
-    """A file of its own per content, under two levels of folders, as trials.blobs stores a big file."""
+    """A file of its own per content, under two levels of folders, as trials.storage.blobs stores a big file."""
     sha = hashlib.sha256(data).hexdigest()
     target = blobs / sha[:2] / sha[2:4] / sha
     if not target.exists():
@@ -116,7 +119,7 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
     blobs.mkdir()
     start = time.perf_counter()
     paths = sorted(p for p in root.rglob("*") if p.is_file())
-    with open(blobs / "pack", "wb") as pack:  # as trials.blobs.store_files: small files in one pack
+    with open(blobs / "pack", "wb") as pack:  # as trials.storage.blobs.store_files: small files in one pack
         for path in paths:
             data = path.read_bytes()
             if bare or len(data) < PACKED_BELOW:
@@ -126,7 +129,7 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
                 store_blob(blobs, data)
     files_seconds = time.perf_counter() - start
     trial_dirs = sorted(p.parent for p in root.rglob("result.json") if (p.parent / "agent").is_dir())
-    batch_bytes = batch_trials = 0  # trials go in batches, one transaction each, as trials.services.TrialBatch
+    batch_bytes = batch_trials = 0  # trials go in batches, one transaction each, as trials.imports.service.TrialBatch
     for trial_dir in trial_dirs or [root]:
         lone = trial_dir == root  # a lone trajectory.json
         result = b"{}" if lone else (trial_dir / "result.json").read_bytes()
@@ -201,7 +204,7 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
 
 
 def child_import(root: Path, data_dir: Path, warm: bool = False) -> dict:
-    """The import through trials.services.run_import, then what its follow-up task does.
+    """The import through trials.imports.service.run_import, then what its follow-up task does.
 
     `warm`: first an import of a one-trial pack of its own, untimed, as a worker that has
     imported before: the first import in a process also pays for Django's and Python's
@@ -214,15 +217,15 @@ def child_import(root: Path, data_dir: Path, warm: bool = False) -> dict:
     django.setup()
     from django.core.management import call_command
 
-    from trials import search, services
+    from trials import search
     from trials.demo import write_job
     from trials.models import Import, Step, Trial
 
     call_command("migrate", verbosity=0)
 
     def run(path: Path) -> Import:
-        imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
-        imp = services.run_import(str(imp.pk))
+        imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
+        imp = run_import(str(imp.pk))
         assert imp.status == "done", imp.problems
         return imp
 

@@ -35,6 +35,8 @@ from urllib.parse import urlencode
 
 from timing import measure, p95  # bench/timing.py: this folder is on sys.path when run as a script
 
+from trials.imports.queue import create_import
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -127,7 +129,6 @@ class Workers:
 
 def import_with_workers(folders: list[Path], workers: int, log_dir: Path, tag: str) -> dict:
     """Queue one import per folder, let `workers` workers run them, and time it end to end."""
-    from trials import services
     from trials.models import Import, Trial
     from trials.tasks import import_pack_task
 
@@ -137,7 +138,7 @@ def import_with_workers(folders: list[Path], workers: int, log_dir: Path, tag: s
         started = time.perf_counter()
         ids = []
         for folder in folders:
-            imp = services.create_import(origin=Import.Origin.CLI, source_name=folder.name, source_path=str(folder))
+            imp = create_import(origin=Import.Origin.CLI, source_name=folder.name, source_path=str(folder))
             import_pack_task.delay(str(imp.pk))
             ids.append(imp.pk)
         finished = (Import.Status.DONE, Import.Status.FAILED)

@@ -22,6 +22,9 @@ from pathlib import Path
 import orjson
 from timing import measure, p95  # bench/timing.py: this folder is on sys.path when run as a script
 
+from trials.imports.queue import create_import
+from trials.imports.service import run_import
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -38,7 +41,7 @@ def setup_django(data_dir: str) -> None:
 
 
 def import_trajectory(out: Path, steps: int, observation_bytes: int):
-    from trials import search, services
+    from trials import search
     from trials.demo import write_trajectory
     from trials.models import Import, Trial
 
@@ -52,8 +55,8 @@ def import_trajectory(out: Path, steps: int, observation_bytes: int):
     data["steps"][steps * 9 // 10]["message"] += "\nbench-needle-7f3a"
     path.write_bytes(orjson.dumps(data))
     started = time.perf_counter()
-    imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
-    services.run_import(str(imp.pk))
+    imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
+    run_import(str(imp.pk))
     took = time.perf_counter() - started
     trial = Trial.objects.get(trajectories__session_id=session)
     started = time.perf_counter()

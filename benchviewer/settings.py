@@ -56,7 +56,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "trials.triage.roles.WriteAccessMiddleware",
+    "benchviewer.roles.WriteAccessMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -109,7 +109,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "trials.triage.roles.template_rights",
+                "benchviewer.roles.template_rights",
             ],
         },
     },
@@ -215,7 +215,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker keeps reconnecting for as long as Redis is away
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False  # an import needs only the database
-# Stranded imports are sent again (trials/recovery.py): by beat every IMPORT_RECOVERY_INTERVAL
+# Stranded imports are sent again (trials/imports/recovery.py): by beat every IMPORT_RECOVERY_INTERVAL
 # seconds (`celery -A benchviewer beat`, or `worker -B`) and by `manage.py requeue_imports`.
 IMPORT_RECOVERY_INTERVAL = env_int("IMPORT_RECOVERY_INTERVAL", 60)
 IMPORT_QUEUED_GRACE = env_int("IMPORT_QUEUED_GRACE", 60)  # queued this long with no message: lost
@@ -227,7 +227,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(IMPORT_RECOVERY_INTERVAL),
         "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},  # a sweep stuck behind imports is dropped
     },
-    # Pack objects a killed import stored but never recorded, and half-written copies (trials/blobs.py).
+    # Pack objects a killed import stored but never recorded, and half-written copies (trials/storage/blobs.py).
     "sweep-storage": {
         "task": "trials.tasks.sweep_storage_task",
         "schedule": 3600.0,
@@ -249,8 +249,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Reading needs a login; writing needs the view's right (trials/triage/roles.py).
-    "DEFAULT_PERMISSION_CLASSES": ["trials.triage.roles.RolePermission"],
+    # Reading needs a login; writing needs the view's right (benchviewer/roles.py).
+    "DEFAULT_PERMISSION_CLASSES": ["benchviewer.roles.RolePermission"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],

@@ -24,9 +24,10 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.db.models.fields.json import KT
 from django.urls import reverse
 
+from benchviewer.ids import parse_pk
 from comparisons import stats
 from comparisons.models import Comparison, SavedComparison, SideKind
-from trials.models import Configuration, Job, PermissionDecision, Trial, parse_pk
+from trials.models import Configuration, Job, PermissionDecision, Trial
 from trials.triage.services import p0_qc_items_for_trials, qc_fingerprint_for_trials
 from trials.viewer import isolated
 

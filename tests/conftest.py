@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from trials import services
+from trials.imports.queue import create_import
+from trials.imports.service import run_import
 from trials.models import Import
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,8 +57,9 @@ def migrate_to(target: tuple[str, str] | None = None):
 
 def assert_every_stored_pack_is_named() -> None:
     """One copy on disk too: a pack whose files a racing import stored first is not left behind."""
-    from trials.blobs import PACKS_FOLDER, blob_storage
     from trials.models import Blob
+    from trials.storage.backend import blob_storage
+    from trials.storage.blobs import PACKS_FOLDER
 
     folder = Path(blob_storage().location) / PACKS_FOLDER
     on_disk = {f"{PACKS_FOLDER}/{path.name}" for path in folder.iterdir()}
@@ -66,14 +68,14 @@ def assert_every_stored_pack_is_named() -> None:
 
 def import_path(path: Path) -> Import:
     """Import a file or folder through the same service the Celery task calls."""
-    imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
-    return services.run_import(str(imp.pk))
+    imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
+    return run_import(str(imp.pk))
 
 
 @pytest.fixture
 def user(db):
     """A reviewer: reads everything, imports packs, saves comparisons."""
-    from trials.triage import roles
+    from benchviewer import roles
 
     reviewer = get_user_model().objects.create_user("reviewer", password="pw-reviewer-1")
     roles.add_to_group(reviewer, roles.REVIEWER)

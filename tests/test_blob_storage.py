@@ -1,4 +1,4 @@
-"""Raw bytes are stored once per content, and never seen half-written (trials/blobs.py)."""
+"""Raw bytes are stored once per content, and never seen half-written (trials/storage/blobs.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.viewer_packs import long_trajectory
-from trials import blobs
-from trials.blobs import blob_storage, store_file
 from trials.models import Blob
+from trials.storage import backend, blobs
+from trials.storage.backend import blob_storage
+from trials.storage.blobs import store_file
 
 pytestmark = pytest.mark.django_db
 
@@ -42,14 +43,14 @@ def test_a_copy_cut_short_leaves_nothing_under_the_content_name(tmp_path, monkey
         Path(dst).write_bytes(Path(src).read_bytes()[:1000])
         raise OSError("disk went away")
 
-    monkeypatch.setattr(blobs.shutil, "copyfile", cut_short)
+    monkeypatch.setattr(backend.shutil, "copyfile", cut_short)
     with pytest.raises(OSError):
         store_file(source)
     sha = hashlib.sha256(source.read_bytes()).hexdigest()
     folder = Path(blob_storage().path(f"{sha[:2]}/{sha[2:4]}"))
     assert not (folder / sha).exists() and not list(folder.glob("*"))
-    assert not list((Path(blob_storage().location) / blobs.PARTIAL_FOLDER).iterdir())  # nor a partial copy
-    monkeypatch.setattr(blobs.shutil, "copyfile", real_copy)
+    assert not list((Path(blob_storage().location) / backend.PARTIAL_FOLDER).iterdir())  # nor a partial copy
+    monkeypatch.setattr(backend.shutil, "copyfile", real_copy)
     assert stored_path(store_file(source)).read_bytes() == source.read_bytes()  # the next import stores it whole
 
 
@@ -70,11 +71,11 @@ def test_step_bodies_moved_into_the_storage_get_its_file_mode(tmp_path, settings
 
 
 def test_a_partial_copy_a_killed_process_left_goes_with_a_later_import(tmp_path):
+    from trials.imports.queue import create_import
     from trials.models import Import
-    from trials.services import create_import
     from trials.tasks import import_pack_task
 
-    partials = Path(blob_storage().location) / blobs.PARTIAL_FOLDER
+    partials = Path(blob_storage().location) / backend.PARTIAL_FOLDER
     partials.mkdir(parents=True, exist_ok=True)
     stale, live = partials / f"{'a' * 64}.killed", partials / f"{'b' * 64}.copying"
     stale.write_bytes(b"x" * 1000)  # left by a worker killed in the middle of a copy, two hours ago
@@ -110,10 +111,10 @@ def test_a_packs_small_files_are_stored_together_and_each_reads_back_whole(tmp_p
         blob = stored[hashlib.sha256(data).hexdigest()]
         assert blob.read() == data
         assert bool(blob.pack) == (len(data) < 10_000)
-        assert blobs.read_range(blob, 1, 3) == data[1:4]  # nothing of the next file in the pack
+        assert backend.read_range(blob, 1, 3) == data[1:4]  # nothing of the next file in the pack
     big = stored[hashlib.sha256(contents[-1]).hexdigest()]
     assert stored_path(big).read_bytes() == contents[-1]  # a file of its own
-    assert not list((Path(blob_storage().location) / blobs.PARTIAL_FOLDER).iterdir())
+    assert not list((Path(blob_storage().location) / backend.PARTIAL_FOLDER).iterdir())
 
 
 def test_a_pack_cut_short_is_never_put_in_place_and_no_row_names_it(tmp_path, monkeypatch):
@@ -130,7 +131,7 @@ def test_a_pack_cut_short_is_never_put_in_place_and_no_row_names_it(tmp_path, mo
         blobs.store_files(files)
     assert not Blob.objects.exists()
     assert not (Path(blob_storage().location) / "packs").exists()
-    assert not list((Path(blob_storage().location) / blobs.PARTIAL_FOLDER).iterdir())
+    assert not list((Path(blob_storage().location) / backend.PARTIAL_FOLDER).iterdir())
     monkeypatch.setattr(blobs, "copy_to", real_copy)
     ids = blobs.store_files(files)  # the next import stores them
     assert [Blob.objects.get(pk=ids[sha]).read() for _, sha, _ in files] == [b"a" * 1000, b"b" * 1000]

@@ -13,10 +13,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from playwright.sync_api import expect
 
+from benchviewer import roles
 from tests.test_import_bad_input import write_trial
-from trials import services
+from trials.imports.queue import embedded_worker
 from trials.models import Trial
-from trials.triage import roles
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
 pytestmark = pytest.mark.browser
@@ -41,7 +41,7 @@ def uploaded_while_the_worker_is_busy(page, files):
     The worker is let go when the block ends, whatever the block asserted.
     """
     gate = threading.Event()
-    services.embedded_worker().submit(gate.wait, 60)
+    embedded_worker().submit(gate.wait, 60)
     try:
         page.goto("/imports/")
         page.set_input_files("input[type=file]", files)

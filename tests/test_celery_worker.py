@@ -13,12 +13,12 @@ import pytest
 import redis
 from django.db import connection
 
+from benchviewer import roles
 from benchviewer.celery import app as celery_app
 from tests.conftest import REPO
 from tests.hostile_corpus import cases
 from tests.test_import_bad_input import write_trial
 from trials.models import Import, Step, Trial
-from trials.triage import roles
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 

@@ -29,8 +29,9 @@ from tests.conftest import REPO, assert_every_stored_pack_is_named
 from tests.test_celery_worker import database_url, use_broker
 from tests.test_import_bad_input import write_trial
 from tests.test_import_concurrency import run_concurrently
-from trials import services
 from trials.demo import write_job
+from trials.imports.queue import create_import
+from trials.imports.service import run_import
 from trials.ingest.harbor import trial_dirs
 from trials.models import Import, Pack, Step, Trial
 from trials.tasks import import_pack_task
@@ -189,7 +190,7 @@ def wait_until(condition: Callable[[], bool], timeout: float, message: str | Cal
 
 
 def send_import(path: Path) -> Import:
-    imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
+    imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
     import_pack_task.delay(str(imp.pk))
     return imp
 
@@ -304,7 +305,7 @@ def test_imports_queued_before_during_and_after_a_redis_restart_are_all_done(wor
 
     broker.stop()  # the queued messages are gone with it
     during_job = small_job(isolated_storage / "during", trials=2)
-    during = services.create_import(origin=Import.Origin.CLI, source_name="during", source_path=str(during_job))
+    during = create_import(origin=Import.Origin.CLI, source_name="during", source_path=str(during_job))
     with pytest.raises(BrokerUnavailable):  # the API would answer 500 here, the import row exists
         import_pack_task.apply_async([str(during.pk)], retry_policy={"max_retries": 1})
     broker.start()  # same port, empty
@@ -323,9 +324,7 @@ def test_imports_queued_before_during_and_after_a_redis_restart_are_all_done(wor
 
 def test_eight_concurrent_imports_of_one_pack_keep_one_copy(workers, isolated_storage):
     job = small_job(isolated_storage / "src", trials=6)
-    imports = [
-        services.create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job)) for _ in range(8)
-    ]
+    imports = [create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job)) for _ in range(8)]
     workers.start("a", concurrency=4)
     workers.start("b", concurrency=4)
     for imp in imports:
@@ -342,7 +341,7 @@ def test_eight_concurrent_imports_of_one_pack_keep_one_copy(workers, isolated_st
 
 def test_one_import_delivered_twice_at_once_runs_once(workers, isolated_storage):
     job = small_job(isolated_storage / "src", trials=4)
-    imp = services.create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job))
+    imp = create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job))
     workers.start("a", concurrency=2)
     import_pack_task.delay(str(imp.pk))
     import_pack_task.delay(str(imp.pk))
@@ -357,8 +356,8 @@ def test_one_import_delivered_twice_at_once_runs_once(workers, isolated_storage)
 def test_one_import_run_twice_at_once_without_the_worker_lock_keeps_one_copy(isolated_storage):
     # The lock is an economy, not what keeps the data right: the keys are. Bypass it.
     job = small_job(isolated_storage / "src", trials=4)
-    imp = services.create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job))
-    results = run_concurrently(2, lambda: services.run_import(str(imp.pk)))
+    imp = create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job))
+    results = run_concurrently(2, lambda: run_import(str(imp.pk)))
     assert {r.status for r in results} == {Import.Status.DONE}
     assert_imported_exactly_once(job)
 

@@ -17,7 +17,8 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError
 
 from tests.conftest import import_path
-from trials import services
+from trials.imports.rows import write_trial_children
+from trials.imports.service import REPORTED_PER_FILE
 from trials.ingest import atif as atif_module
 from trials.models import Blob, Configuration, Import, Pack, PackFile, Step, Task, Trajectory, Trial
 
@@ -149,8 +150,8 @@ def test_the_import_report_lists_the_first_problems_of_a_file_and_counts_the_res
     imp = import_path(tmp_path / "job" / "task-a__AAAAAAA")
     assert len(Trajectory.objects.get().problems) == 50  # every one kept with the file
     unknown = [p for p in imp.problems if "unknown field" in p["message"]]
-    assert len(unknown) == services.REPORTED_PER_FILE
-    assert any(f"and {50 - services.REPORTED_PER_FILE} more problems" in p["message"] for p in imp.problems)
+    assert len(unknown) == REPORTED_PER_FILE
+    assert any(f"and {50 - REPORTED_PER_FILE} more problems" in p["message"] for p in imp.problems)
 
 
 def test_unsafe_archive_members_are_printed_by_the_command(tmp_path):
@@ -512,7 +513,7 @@ def test_a_failure_in_one_trial_leaves_no_half_imported_trial_and_the_others_go_
     write_trial(job, "task-b__BBBBBBB")
     write_trial(job, "task-c__CCCCCCC")
     (job / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
-    real = services.write_trial_children
+    real = write_trial_children
 
     def fail_for_task_b(trial, parsed, blobs):
         if parsed.name.startswith("task-b"):
@@ -520,7 +521,7 @@ def test_a_failure_in_one_trial_leaves_no_half_imported_trial_and_the_others_go_
             raise failure
         real(trial, parsed, blobs)
 
-    monkeypatch.setattr(services, "write_trial_children", fail_for_task_b)
+    monkeypatch.setattr("trials.imports.writer.write_trial_children", fail_for_task_b)
     imp = import_path(job)
     assert imp.status == "done"
     assert list(Trial.objects.order_by("name").values_list("name", flat=True)) == ["task-a__AAAAAAA", "task-c__CCCCCCC"]
@@ -528,7 +529,7 @@ def test_a_failure_in_one_trial_leaves_no_half_imported_trial_and_the_others_go_
     assert imp.outcomes[0]["rejected"] == 1 and imp.rejected_count == 1
     assert any(reported in p["message"] for p in imp.problems)
     assert not Task.objects.filter(name="task-b").exists()  # created in the trial's transaction, rolled back with it
-    monkeypatch.setattr(services, "write_trial_children", real)
+    monkeypatch.setattr("trials.imports.writer.write_trial_children", real)
     again = import_path(job)  # the pack stayed open: importing it again finishes it
     assert again.outcomes[0]["trials"] == 1
     assert Trial.objects.count() == 3
@@ -542,14 +543,14 @@ def test_a_rejected_trial_takes_its_new_task_and_configuration_with_it_and_the_n
     write_trial(job, "task-a__BBBBBBB")  # a second attempt at the same task
     write_trial(job, "task-b__CCCCCCC")
     (job / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
-    real = services.write_trial_children
+    real = write_trial_children
 
     def fail_for_first_trial(trial, parsed, blobs):
         real(trial, parsed, blobs)
         if parsed.name == "task-a__AAAAAAA":
             raise DatabaseError("injected failure")
 
-    monkeypatch.setattr(services, "write_trial_children", fail_for_first_trial)
+    monkeypatch.setattr("trials.imports.writer.write_trial_children", fail_for_first_trial)
     imp = import_path(job)
     assert imp.outcomes[0]["rejected"] == 1 and imp.outcomes[0]["trials"] == 2
     attempt = Trial.objects.get(name="task-a__BBBBBBB")
@@ -642,7 +643,7 @@ def test_a_pack_whose_only_trial_is_rejected_is_reported_rejected(tmp_path, monk
     def fail(trial, parsed, blobs):
         raise DatabaseError("injected failure")
 
-    monkeypatch.setattr(services, "write_trial_children", fail)
+    monkeypatch.setattr("trials.imports.writer.write_trial_children", fail)
     imp = import_path(trial)
     [outcome] = imp.outcomes
     assert outcome["outcome"] == "rejected" and outcome["rejected"] == 1 and "rejected" in outcome["reason"]

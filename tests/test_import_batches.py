@@ -10,8 +10,8 @@ import pytest
 from django.db import models
 
 from tests.conftest import import_path
-from trials import services
 from trials.demo import write_job
+from trials.imports.writer import TrialBatch, write_trials
 from trials.ingest import atif
 from trials.models import (
     Artifact,
@@ -109,16 +109,16 @@ def with_embedded_subagent(trajectory_path: Path) -> None:
 def test_a_job_written_in_batches_has_the_same_rows_as_one_written_trial_by_trial(demo_job, monkeypatch):
     with_embedded_subagent(sorted(demo_job.glob("*/agent/trajectory.json"))[1])
     with monkeypatch.context() as m:
-        m.setattr(services.TrialBatch, "takes", lambda self, parsed: False)
+        m.setattr(TrialBatch, "takes", lambda self, parsed: False)
         one_by_one = import_path(demo_job)
     rows_one_by_one = natural_rows()
     delete_everything()
 
     batches = []
-    write_trials = services.write_trials
-    monkeypatch.setattr(services.TrialBatch, "MAX_TRIALS", 3)  # (the bytes limit is far off)
+    monkeypatch.setattr(TrialBatch, "MAX_TRIALS", 3)  # (the bytes limit is far off)
     monkeypatch.setattr(
-        services, "write_trials", lambda batch, *args: batches.append(len(batch)) or write_trials(batch, *args)
+        "trials.imports.service.write_trials",
+        lambda batch, *args: batches.append(len(batch)) or write_trials(batch, *args),
     )
     batched = import_path(demo_job)
 
@@ -187,10 +187,8 @@ def test_a_batch_closes_once_it_holds_the_configured_bytes_of_files(demo_job, mo
     }
     settings.IMPORT_BATCH_BYTES = 2 * max(sizes.values())
     batches = []
-    write_trials = services.write_trials
     monkeypatch.setattr(
-        services,
-        "write_trials",
+        "trials.imports.service.write_trials",
         lambda batch, *args: batches.append([t.name for t in batch]) or write_trials(batch, *args),
     )
     imp = import_path(demo_job)
@@ -208,10 +206,8 @@ def test_a_trial_bigger_than_a_batch_is_written_alone_reading_its_steps_as_it_go
     biggest = max(sizes, key=sizes.get)
     settings.IMPORT_BATCH_BYTES = sizes[biggest] - 1
     batched = []
-    write_trials = services.write_trials
     monkeypatch.setattr(
-        services,
-        "write_trials",
+        "trials.imports.service.write_trials",
         lambda batch, *args: batched.extend(t.name for t in batch) or write_trials(batch, *args),
     )
     imp = import_path(demo_job)
@@ -222,8 +218,9 @@ def test_a_trial_bigger_than_a_batch_is_written_alone_reading_its_steps_as_it_go
 
 def test_full_garbage_collections_are_rarer_during_an_import_and_as_before_after_it(demo_job, monkeypatch):
     seen = []
-    write_trials = services.write_trials
-    monkeypatch.setattr(services, "write_trials", lambda *args: seen.append(gc.get_threshold()) or write_trials(*args))
+    monkeypatch.setattr(
+        "trials.imports.service.write_trials", lambda *args: seen.append(gc.get_threshold()) or write_trials(*args)
+    )
     before = gc.get_threshold()
     import_path(demo_job)
     assert seen and all(threshold[2] >= 10 * before[2] for threshold in seen)

@@ -9,6 +9,8 @@ from django.db import connection
 
 from tests.conftest import assert_every_stored_pack_is_named, import_path
 from tests.test_import_bad_input import write_trial
+from trials.imports.queue import create_import
+from trials.imports.service import ImportRun, run_import
 from trials.models import Blob, Pack, Step, Trial
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,19 +65,18 @@ def test_four_concurrent_imports_of_a_job_lose_no_trial_and_duplicate_none(tmp_p
 
 
 def test_an_import_resumed_after_its_worker_died_counts_the_trials_it_wrote_before_as_its_own(tmp_path):
-    from trials import services
     from trials.models import Import
 
     for name in ("task-a__AAAAAAA", "task-b__BBBBBBB", "task-c__CCCCCCC"):
         write_trial(tmp_path / "job", name)
     (tmp_path / "job" / "config.json").write_text('{"job_name": "job"}')  # one pack: a Harbor job
-    imp = services.create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(tmp_path / "job"))
-    services.run_import(str(imp.pk))
+    imp = create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(tmp_path / "job"))
+    run_import(str(imp.pk))
     # As a worker killed after two trials leaves it: the pack half-written, the import running.
     Trial.objects.get(name="task-c__CCCCCCC").delete()
     Pack.objects.update(status=Pack.Status.IMPORTING)
     Import.objects.filter(pk=imp.pk).update(status=Import.Status.RUNNING)
-    imp = services.run_import(str(imp.pk))  # what the recovery sweep's second delivery does
+    imp = run_import(str(imp.pk))  # what the recovery sweep's second delivery does
     [outcome] = imp.outcomes
     assert (outcome["outcome"], outcome["trials"], outcome["already"]) == ("imported", 3, 0)
     assert outcome["steps"] == Step.objects.count() and Trial.objects.count() == 3
@@ -86,25 +87,22 @@ def test_an_import_resumed_after_its_worker_died_counts_the_trials_it_wrote_befo
 def test_trials_another_import_wrote_first_are_not_counted_as_written_by_the_import_that_made_the_pack(
     tmp_path, monkeypatch
 ):
-    from trials import services
     from trials.models import Import
 
     job = tmp_path / "job"
     for i in range(3):
         write_trial(job, f"task-{i}__{i:07d}")
     (job / "config.json").write_text('{"job_name": "job"}')
-    first, second = (
-        services.create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job)) for _ in range(2)
-    )
-    real = services.ImportRun.write_pack
+    first, second = (create_import(origin=Import.Origin.CLI, source_name="job", source_path=str(job)) for _ in range(2))
+    real = ImportRun.write_pack
 
     def second_import_writes_first(self, *args):
         if self.imp.pk == first.pk:  # `first` made the pack row; `second` writes its trials meanwhile
-            services.run_import(str(second.pk))
+            run_import(str(second.pk))
         return real(self, *args)
 
-    monkeypatch.setattr(services.ImportRun, "write_pack", second_import_writes_first)
-    first = services.run_import(str(first.pk))
+    monkeypatch.setattr(ImportRun, "write_pack", second_import_writes_first)
+    first = run_import(str(first.pk))
     second = Import.objects.get(pk=second.pk)
     assert Pack.objects.get().first_import_id == first.pk
     assert (second.outcomes[0]["trials"], second.outcomes[0]["already"]) == (3, 0)

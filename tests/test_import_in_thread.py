@@ -15,9 +15,10 @@ from django.db import connection
 from django.utils import timezone
 
 from tests.conftest import REFERENCE
-from trials import recovery, services
-from trials.blobs import store_file
+from trials.imports import locks, recovery
+from trials.imports.queue import create_import, embedded_worker
 from trials.models import Import, Trial
+from trials.storage.blobs import store_file
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has its own connection
 
@@ -43,7 +44,7 @@ def in_thread(settings):
 def busy_worker():
     """Keep the import thread busy, so what the request answers cannot depend on timing."""
     gate = threading.Event()
-    services.embedded_worker().submit(gate.wait, 30)
+    embedded_worker().submit(gate.wait, 30)
     yield gate
     gate.set()
 
@@ -59,7 +60,7 @@ def test_an_api_upload_answers_queued_and_the_thread_then_imports_it(in_thread, 
     assert body["status"] == "done", body["problems"]
     assert body["progress"] == 1.0
     assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
-    services.embedded_worker().submit(lambda: None).result(timeout=30)  # the thread's queue is drained
+    embedded_worker().submit(lambda: None).result(timeout=30)  # the thread's queue is drained
     assert Trial.objects.get().step_text_indexed  # the follow-up indexing ran in the same thread
 
 
@@ -81,10 +82,10 @@ def test_the_upload_page_redirects_at_once_and_its_imports_run_in_turn(in_thread
 def test_a_new_server_process_runs_the_imports_a_previous_one_left_queued(in_thread, client_logged_in, tmp_path):
     pack = tmp_path / "pack.json"
     pack.write_bytes(PACK.read_bytes())
-    left = services.create_import(origin=Import.Origin.UPLOAD, source_name="pack.json", upload=store_file(pack))
+    left = create_import(origin=Import.Origin.UPLOAD, source_name="pack.json", upload=store_file(pack))
     Import.objects.filter(pk=left.pk).update(created_at=timezone.now() - timedelta(minutes=10))
 
-    services.embedded_worker.cache_clear()  # as in a new process: no import thread yet
+    embedded_worker.cache_clear()  # as in a new process: no import thread yet
     client_logged_in.get("/")  # its first request starts the thread, which looks for stranded imports
     assert wait_until_finished(client_logged_in, str(left.pk))["status"] == "done"
     assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
@@ -94,9 +95,9 @@ def test_a_new_server_process_runs_the_imports_a_previous_one_left_queued(in_thr
 def test_a_new_server_process_runs_the_import_a_killed_one_left_running(in_thread, client_logged_in, tmp_path):
     pack = tmp_path / "pack.json"
     pack.write_bytes(PACK.read_bytes())
-    left = services.create_import(origin=Import.Origin.UPLOAD, source_name="pack.json", upload=store_file(pack))
+    left = create_import(origin=Import.Origin.UPLOAD, source_name="pack.json", upload=store_file(pack))
     Import.objects.filter(pk=left.pk).update(status=Import.Status.RUNNING, started_at=timezone.now())
-    lock = recovery.lock_path(str(left.pk))
+    lock = locks.lock_path(str(left.pk))
     lock.parent.mkdir(parents=True, exist_ok=True)
     holder = subprocess.Popen(  # the process running it: holds its lock until it is killed
         [sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
@@ -115,7 +116,7 @@ def test_a_new_server_process_runs_the_import_a_killed_one_left_running(in_threa
     page = client_logged_in.get(f"/imports/{left.pk}/").content.decode()
     assert '<p class="message warning" id="import-worker-gone">No worker is working on this import' in page
 
-    services.embedded_worker.cache_clear()  # a new server process: its first request starts the thread
+    embedded_worker.cache_clear()  # a new server process: its first request starts the thread
     client_logged_in.get("/")
     assert wait_until_finished(client_logged_in, str(left.pk))["status"] == "done"
     assert not lock.exists()  # the lock file goes with the import that held it last

@@ -17,10 +17,11 @@ import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from benchviewer import roles
 from tests.conftest import REFERENCE, import_path
 from tests.triage_support import PASSWORD, ROLES, import_demo, make_user
 from trials.models import Artifact, Document, Import, Trial
-from trials.triage import roles, services
+from trials.triage import services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import QCItem, QCScenario
 

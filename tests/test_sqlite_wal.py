@@ -8,7 +8,7 @@ from django.db import connection
 from tests.conftest import import_path
 from tests.test_import_bad_input import write_trial
 from trials.models import Blob, Trial
-from trials.sqlitewal import DEFAULT_AUTOCHECKPOINT, checkpoints_in_background
+from trials.storage.sqlite_wal import DEFAULT_AUTOCHECKPOINT, checkpoints_in_background
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -1,6 +1,6 @@
 """Where a step's JSON is served from: its place in the stored trajectory file (atif.step_spans), or,
 when that cannot be told (a streamed file, an embedded subagent), a copy in a blob of the trajectory's
-own (trials.blobs.StepBodies). Never the database."""
+own (trials.storage.blobs.StepBodies). Never the database."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import import_path, migrate_to
 from tests.viewer_packs import long_trajectory
-from trials.blobs import blob_storage
 from trials.ingest import atif
 from trials.models import Blob, Step, Trajectory
+from trials.storage.backend import blob_storage
 
 pytestmark = pytest.mark.django_db
 
@@ -148,9 +148,9 @@ def test_an_import_leaves_no_body_files_behind_in_the_spool(tmp_path, monkeypatc
 
 
 def test_a_killed_imports_leftovers_in_the_spool_go_when_it_runs_again(tmp_path):
-    from trials.blobs import store_file
+    from trials.imports.queue import create_import
     from trials.models import Import
-    from trials.services import create_import
+    from trials.storage.blobs import store_file
     from trials.tasks import import_pack_task
 
     pack = tmp_path / "t.trajectory.json"

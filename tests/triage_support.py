@@ -6,10 +6,10 @@ from pathlib import Path
 
 from django.contrib.auth import get_user_model
 
+from benchviewer import roles
 from tests.conftest import import_path
 from trials.demo import write_demo
 from trials.models import Trial
-from trials.triage import roles
 
 ROLES = ("viewer", "reviewer", "triager", "approver")
 PASSWORD = "pw-triage-1"

@@ -8,17 +8,19 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trials import services, viewer
+from benchviewer import roles
+from benchviewer.ids import parse_pk
+from trials import viewer
 from trials.filters import TrialFilter
+from trials.imports.queue import import_upload
 from trials.ingest.atif import EMBEDDED_MARK
-from trials.models import Import, Trial, parse_pk
+from trials.models import Import, Trial
 from trials.serializers import (
     ImportCreateSerializer,
     ImportSerializer,
     TrialDetailSerializer,
     TrialListSerializer,
 )
-from trials.triage import roles
 
 
 class ImportListCreate(generics.ListCreateAPIView):
@@ -38,7 +40,7 @@ class ImportListCreate(generics.ListCreateAPIView):
         serializer = ImportCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         upload = serializer.validated_data["file"]
-        imp = services.import_upload(upload, upload.name, origin=Import.Origin.API, user=request.user)
+        imp = import_upload(upload, upload.name, origin=Import.Origin.API, user=request.user)
         imp.refresh_from_db()
         return Response(ImportSerializer(imp).data, status=status.HTTP_202_ACCEPTED)
 

@@ -15,6 +15,7 @@ class TrialsConfig(AppConfig):
 
     def ready(self) -> None:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
-        from trials import search, services  # noqa: F401  (search connects its signal receiver)
+        from trials import search  # noqa: F401  (search connects its signal receivers)
+        from trials.imports import queue
 
-        request_started.connect(services.start_embedded_worker, dispatch_uid="trials.embedded_worker")
+        request_started.connect(queue.start_embedded_worker, dispatch_uid="trials.embedded_worker")

@@ -1,7 +1,8 @@
 import django_filters
 from django import forms
 
-from trials.models import Configuration, Import, Pack, Task, Trial, parse_pk
+from benchviewer.ids import parse_pk
+from trials.models import Configuration, Import, Pack, Task, Trial
 
 
 class TrialFilter(django_filters.FilterSet):

@@ -14,7 +14,7 @@ slower (bench/README.md).
 Both are created by migrations (0004 to 0006, 0013), which keep their own copy of the SQL.
 
 The index and the search text itself are filled after the import, not during it, from the
-step bodies (`trials.blobs.StepBodies`): tokenizing the text was half of a big
+step bodies (`trials.storage.blobs.StepBodies`): tokenizing the text was half of a big
 trajectory's import, and writing the text a third of what was left. Until
 `Trial.step_text_indexed`, a search of that trial reads the bodies: slower, and it finds
 the needle inside words too, as `?inside=1` does after.
@@ -33,6 +33,8 @@ from django.dispatch import receiver
 
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import ParsedStep
+from trials.models import Step, StepText, StepWords, Trajectory, Trial
+from trials.storage.bulk_insert import insert_rows
 
 WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps as a token
 MAX_WORD = 255  # PostgreSQL keeps longer words cut to this: a prefix query still finds them
@@ -53,8 +55,6 @@ def index_pending(max_trials: int | None = None) -> int:
     time on SQLite), so two runs at once never index a trial twice. Returns how many trials
     this call indexed.
     """
-    from trials.models import Trial
-
     if not has_index():
         return 0
     done = 0
@@ -92,8 +92,6 @@ def search_text(step: ParsedStep) -> str:
 
 def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
     """(pk, trial pk, step) for Step rows, each read again from its stored body as the importer read it."""
-    from trials.models import Trajectory
-
     trajectories = Trajectory.objects.filter(pk__in=steps.values("trajectory_id")).select_related("step_bodies")
     by_pk = {trajectory.pk: trajectory for trajectory in trajectories}
     # All at once (a few numbers a step), so no cursor stays open on the step table while
@@ -118,9 +116,6 @@ def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
 
 def _write_search_text(trial_pks: list[int]) -> None:
     """Each step's search text, from its body; on PostgreSQL its words too, from the same text."""
-    from trials.fastinsert import insert_rows
-    from trials.models import Step, StepText, StepWords
-
     texts: list[dict] = []
     words: list[dict] = []
     batch_size = 0
@@ -152,8 +147,6 @@ def scan(trial, needle: str):
 
     Before the trial is indexed its search text is not there yet: the bodies are read instead.
     """
-    from trials.models import Step
-
     if not trial.step_text_indexed:
         found = [pk for pk, _, step in stored_steps(Step.objects.filter(trial=trial)) if needle in search_text(step)]
         return Step.objects.filter(pk__in=found)
@@ -192,8 +185,6 @@ def matching(trial, needle: str):
 
 def unindex(trial) -> None:
     """Take the trial's steps out of the index, to be indexed again by `index_pending`."""
-    from trials.models import StepText, StepWords, Trial
-
     if connection.vendor == "sqlite" and Trial.objects.filter(pk=trial.pk, step_text_indexed=True).exists():
         with connection.cursor() as cursor:  # (as `forget_deleted_steps`: the index must be told what it held)
             cursor.execute(
@@ -210,8 +201,6 @@ def unindex(trial) -> None:
 @receiver(pre_delete, sender="trials.Trajectory")
 def forget_deleted_steps(sender, instance, **kwargs) -> None:
     """Take a trajectory's steps out of SQLite's index before they go (StepWords cascade)."""
-    from trials.models import Trial
-
     if connection.vendor != "sqlite":
         return
     if Trial.objects.filter(pk=instance.trial_id, step_text_indexed=True).exists():

@@ -1,5 +1,5 @@
-"""Celery tasks: run an import, index its step text, send stranded imports again (recovery.py),
-sweep what killed imports left in the blob storage.
+"""Celery tasks: run an import, index its step text, send stranded imports again
+(trials/imports/recovery.py), sweep what killed imports left in the blob storage.
 
 Delivery is at least once: a message is acknowledged only after its import ran
 (`acks_late`), a message whose pool process died is put back (`reject_on_worker_lost`),
@@ -17,8 +17,11 @@ from celery import shared_task
 from celery.signals import after_task_publish, worker_ready
 from django.db import InterfaceError, OperationalError
 
-from trials import blobs, recovery, search, services
+from trials import search
+from trials.imports import recovery, service
+from trials.imports.locks import import_lock
 from trials.models import Import
+from trials.storage import blobs
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +45,14 @@ def import_pack_task(import_id: str) -> None:
     recovery.clear_sent(import_id)  # from here on the import's lock says a worker is on it
     if import_status(import_id) in (None, *recovery.FINISHED):
         return  # a duplicate or late message: the import is finished (or was deleted)
-    with recovery.import_lock(import_id, wait=LOCK_WAIT_SECONDS) as held:
+    with import_lock(import_id, wait=LOCK_WAIT_SECONDS) as held:
         if not held:
             log.info("import %s is running in another worker; this message is a duplicate", import_id)
             return
         if import_status(import_id) in recovery.FINISHED:
             return  # finished by the worker that held the lock a moment ago
-        services.remove_spool_leftovers(import_id)
-        services.run_import(import_id)
+        service.remove_spool_leftovers(import_id)
+        service.run_import(import_id)
     index_step_text_task.delay()
 
 
@@ -68,7 +71,17 @@ def index_step_text_task() -> int:
 
 @shared_task(ignore_result=True)
 def requeue_stale_imports() -> int:
-    return len(recovery.requeue_stale_imports())
+    return len(resend_stale_imports())
+
+
+def resend_stale_imports(dry_run: bool = False) -> list[recovery.Requeued]:
+    """Send again the imports no worker is going to finish (beat's sweep, `manage.py requeue_imports`)."""
+    stale = recovery.stale_imports()
+    for item in stale:
+        log.warning("import %s: %s; sending it again", item.import_id, item.reason)
+        if not dry_run:
+            import_pack_task.delay(item.import_id)
+    return stale
 
 
 @shared_task(ignore_result=True)

@@ -20,20 +20,11 @@ from django.db.models.functions import Coalesce, Length, Substr
 from django.http import QueryDict
 from django.urls import reverse
 
+from benchviewer.ids import parse_pk
 from trials import completeness, search
 from trials.filters import TrialFilter
 from trials.ingest.atif import names_trajectory
-from trials.models import (
-    ContextRecord,
-    Job,
-    ObservationResult,
-    PermissionDecision,
-    Step,
-    ToolCall,
-    Trajectory,
-    Trial,
-    parse_pk,
-)
+from trials.models import ContextRecord, Job, ObservationResult, PermissionDecision, Step, ToolCall, Trajectory, Trial
 
 STEP_WINDOW = 50
 TEXT_PREVIEW = 4000  # characters of a message / reasoning shown before "show all"

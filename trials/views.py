@@ -10,11 +10,13 @@ from django.http import FileResponse, Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from trials import services, viewer
+from benchviewer import roles
+from benchviewer.ids import parse_pk
+from trials import viewer
 from trials.forms import UploadForm
+from trials.imports.queue import import_upload
 from trials.ingest import agentv
-from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial, parse_pk
-from trials.triage import roles
+from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage.forms import CommentForm
 
 PAGE_SIZE = 50
@@ -62,8 +64,7 @@ def imports(request):
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         created = [
-            services.import_upload(f, f.name, origin=Import.Origin.UPLOAD, user=request.user)
-            for f in form.cleaned_data["files"]
+            import_upload(f, f.name, origin=Import.Origin.UPLOAD, user=request.user) for f in form.cleaned_data["files"]
         ]
         # Said once, and true later too: the import pages show each one's live status.
         messages.success(request, f"{len(created)} file(s) uploaded.")

@@ -251,7 +251,7 @@ class ParsedTrial:
     context_records: list[ParsedContextRecord] = field(default_factory=list)
     ctrf_tests: list[dict[str, Any]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # pack-relative paths that belong to this trial
-    files_sha256: str = ""  # set by the import (trials.services.files_sha256), not by a parser
+    files_sha256: str = ""  # set by the import (trials.imports.service.files_sha256), not by a parser
     present: set[str] = field(default_factory=set)  # evidence parts seen: trajectory, reward_details, manifest…
     problems: list[Problem] = field(default_factory=list)
 

@@ -10,8 +10,10 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trials.models import Trial, parse_pk
-from trials.triage import export, roles, services
+from benchviewer import roles
+from benchviewer.ids import parse_pk
+from trials.models import Trial
+from trials.triage import export, services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import QCItem
 from trials.triage.serializers import (

@@ -8,8 +8,9 @@ import re
 from django import forms
 from django.utils import timezone
 
+from benchviewer import roles
 from trials.models import Trial
-from trials.triage import roles, services, taxonomy
+from trials.triage import services, taxonomy
 from trials.triage.models import FailureMode, QCItem, QCScenario, Severity
 
 # Django's DateTimeField also parses ISO 8601 (what the API sends and datetime-local posts).

@@ -10,8 +10,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from trials.models import Document, Step, Trial, parse_pk
-from trials.triage import export, roles, services
+from benchviewer import roles
+from benchviewer.ids import parse_pk
+from trials.models import Document, Step, Trial
+from trials.triage import export, services
 from trials.triage.forms import AssignForm, CommentForm, FeedbackForm, ItemEditForm, ScenarioStatusForm
 from trials.triage.models import AuditEntry, QCItem, QCScenario
 

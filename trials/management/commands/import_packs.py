@@ -1,13 +1,19 @@
 """python manage.py import_packs PATH [PATH ...]: import trial packs from this machine."""
 
+import time
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from trials import recovery, search, services
+from benchviewer.celery import app
+from trials import search
+from trials.imports import locks
+from trials.imports.queue import create_import
+from trials.imports.service import run_import
 from trials.models import Import
+from trials.tasks import import_pack_task
 
 PROBLEMS_SHOWN = 30
 
@@ -28,7 +34,7 @@ class Command(BaseCommand):
                                                  "reason": "no such file or folder"}))  # fmt: skip
                 rejected += 1
                 continue
-            imp = services.create_import(origin=Import.Origin.CLI, source_name=raw, source_path=str(path))
+            imp = create_import(origin=Import.Origin.CLI, source_name=raw, source_path=str(path))
             imp = self.run(imp, show_progress=not options["no_progress"])
             for outcome in imp.outcomes:
                 self.stdout.write(self.describe(outcome))
@@ -50,17 +56,13 @@ class Command(BaseCommand):
                 bar.n = current.progress_done
                 bar.refresh()
 
-            with recovery.import_lock(str(imp.pk), wait=0):  # so no sweep takes it for stranded
-                imp = services.run_import(str(imp.pk), on_progress=progress)
+            with locks.import_lock(str(imp.pk), wait=0):  # so no sweep takes it for stranded
+                imp = run_import(str(imp.pk), on_progress=progress)
             bar.close()
             return imp
         return self.wait_for_worker(imp, show_progress)
 
     def wait_for_worker(self, imp: Import, show_progress: bool) -> Import:
-        import time
-
-        from trials.tasks import import_pack_task
-
         import_pack_task.delay(str(imp.pk))
         bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
         hint_at = time.monotonic() + self.queued_hint_seconds
@@ -80,8 +82,6 @@ class Command(BaseCommand):
     @staticmethod
     def queued_hint() -> str:
         """Why an import waits: no worker at all (the usual surprise), or workers busy with other work."""
-        from benchviewer.celery import app
-
         workers = app.control.ping(timeout=1.0)
         if not workers:
             return (

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from trials import recovery
+from trials.tasks import resend_stale_imports
 
 
 class Command(BaseCommand):
@@ -15,7 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="list them, send nothing")
 
     def handle(self, *args, **options):
-        stale = recovery.requeue_stale_imports(dry_run=options["dry_run"])
+        stale = resend_stale_imports(dry_run=options["dry_run"])
         verb = "would send again" if options["dry_run"] else "sent again"
         for item in stale:
             self.stdout.write(f"{verb}  {item.import_id}  ({item.reason})")

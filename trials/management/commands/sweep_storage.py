@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from trials import blobs
+from trials.storage import blobs
 
 
 class Command(BaseCommand):

@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.functional import SimpleLazyObject
 from rest_framework.permissions import SAFE_METHODS, BasePermission
@@ -98,9 +100,6 @@ def role_of(user) -> str:
 
 def users_with_right(right: str):
     """Users (active) who hold `right` through a group, or as superusers."""
-    from django.contrib.auth import get_user_model
-    from django.db.models import Q
-
     groups = [name for name, rights in GROUP_RIGHTS.items() if right in rights]
     return (
         get_user_model()

@@ -1,107 +1,26 @@
-"""Content-addressed storage of raw bytes through a Django storage (local folder or S3)."""
+"""Content-addressed storage of raw bytes: each file stored once, as a Blob row, small ones packed."""
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
-import shutil
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from django.core.files import File
-from django.core.files.storage import FileSystemStorage, Storage, storages
+from django.core.files.storage import FileSystemStorage
 
 from trials.models import Blob
-
-CHUNK = 1024 * 1024
-
-
-def blob_storage() -> Storage:
-    return storages["blobs"]
-
-
-def sha256_of_file(path: Path) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
-
-
-# Copies on their way into a local storage, in a folder of its own inside it (so the rename
-# into place stays on one file system), where one a killed process left can be found.
-PARTIAL_FOLDER = ".partial"
-STALE_PARTIAL_SECONDS = 3600  # a live copy is written to, or renamed into place, well within this
-
-
-def save_bytes(path: Path, name: str, size: int, move: bool = False) -> None:
-    """Copy (or move) the file into the storage under `name`, unless it is there already."""
-    storage = blob_storage()
-    if isinstance(storage, FileSystemStorage):
-        target = Path(storage.path(name))
-        partials = Path(storage.location) / PARTIAL_FOLDER
-        save_locally(path, target, size, move, storage.file_permissions_mode, partials)
-        return
-    if storage.exists(name):
-        if storage.size(name) == size:
-            return
-        storage.delete(name)  # cut short by a crash (Storage.save writes in place): written again
-    with open(path, "rb") as f:
-        saved = storage.save(name, _Moved(f, path) if move else File(f))
-    if saved != name:  # another process stored the same bytes first
-        storage.delete(saved)
-
-
-def save_locally(path: Path, target: Path, size: int, move: bool, mode: int | None, partials: Path) -> None:
-    """A local folder's blob: written under a temporary name in `partials`, then renamed into place.
-
-    So a blob is never seen half-written, even after a crash; what a crash leaves in
-    `partials` goes with `remove_stale_partials`. One of the wrong size (cut short by a
-    crash of a version that wrote in place) is written again. The copy is the kernel's;
-    Storage.save's own copy, locks and checks cost more than the rest of the import of a
-    job of small files.
-    """
-    if target.exists() and target.stat().st_size == size:
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partials.mkdir(exist_ok=True)
-    partial = partials / f"{target.name}.{uuid.uuid4().hex}"
-    try:
-        if move:
-            try:
-                os.replace(path, partial)
-            except OSError:  # another file system
-                shutil.copyfile(path, partial)
-        else:
-            shutil.copyfile(path, partial)
-        if mode is not None:
-            os.chmod(partial, mode)
-        os.replace(partial, target)  # a racing import's same bytes may be replaced: they are equal
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-def remove_stale_partials() -> None:
-    """Copies into the local storage that a killed process left half-done, an hour ago or more."""
-    storage = blob_storage()
-    if not isinstance(storage, FileSystemStorage):
-        return
-    cutoff = time.time() - STALE_PARTIAL_SECONDS
-    try:
-        entries = list(os.scandir(Path(storage.location) / PARTIAL_FOLDER))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        try:
-            if entry.stat().st_mtime < cutoff:
-                os.unlink(entry.path)
-        except FileNotFoundError:  # renamed into place, or swept by another worker, meanwhile
-            pass
+from trials.storage.backend import (
+    CHUNK,
+    PARTIAL_FOLDER,
+    STALE_PARTIAL_SECONDS,
+    blob_storage,
+    remove_stale_partials,
+    save_bytes,
+    sha256_of_file,
+)
 
 
 def store_file(path: Path, sha256: str | None = None, size: int | None = None) -> Blob:
@@ -111,26 +30,19 @@ def store_file(path: Path, sha256: str | None = None, size: int | None = None) -
     return Blob.objects.get(pk=store_files([(path, sha256, size)])[sha256])
 
 
-class _Moved(File):
-    """A file a local storage may move into place (as it moves uploads) instead of copying."""
-
-    def __init__(self, file, path: Path):
-        super().__init__(file)
-        self.path = path
-
-    def temporary_file_path(self) -> str:
-        return str(self.path)
-
-
 # A file smaller than this is stored in a pack with the other new files of its import, not
 # in a file of its own: creating a file costs about a millisecond on a local disk (a
 # request on S3), more than the bytes of a small file do, and a job is thousands of small
 # files (bench/README.md). A packed blob is read whole into memory when opened, so this
 # also bounds that.
 PACKED_BELOW = 4 * 1024 * 1024
+
+
 # A pack is closed, and its rows written, once it holds this much: a worker killed while
 # storing a job of gigabytes leaves what it stored before for the next attempt.
 PACK_BYTES = 256 * 1024 * 1024
+
+
 PACKS_FOLDER = "packs"
 
 
@@ -209,23 +121,6 @@ def store_pack(files: list[tuple[Path, Blob]]) -> None:
         Path(partial).unlink(missing_ok=True)
 
 
-def copy_to(source, target) -> int:
-    """Append the whole of one open file to another (in the kernel where it can); the bytes copied."""
-    copied = 0
-    try:
-        while sent := os.sendfile(target.fileno(), source.fileno(), None, CHUNK * 8):
-            copied += sent
-    except OSError:  # not between these two files here
-        source.seek(copied)
-        target.seek(0, os.SEEK_END)
-        while chunk := source.read(CHUNK):
-            copied += len(chunk)
-            unwritten = memoryview(chunk)
-            while unwritten:  # (an unbuffered write may take part of it)
-                unwritten = unwritten[target.write(unwritten) :]
-    return copied
-
-
 def _blob_ids(shas: list[str]) -> dict[str, int]:
     return {sha: blob_id for sha, (blob_id, _) in _blob_rows(shas).items()}
 
@@ -276,6 +171,23 @@ def remove_unnamed_packs(older_than: float = STALE_PARTIAL_SECONDS, dry_run: boo
     return removed
 
 
+def copy_to(source, target) -> int:
+    """Append the whole of one open file to another (in the kernel where it can); the bytes copied."""
+    copied = 0
+    try:
+        while sent := os.sendfile(target.fileno(), source.fileno(), None, CHUNK * 8):
+            copied += sent
+    except OSError:  # not between these two files here
+        source.seek(copied)
+        target.seek(0, os.SEEK_END)
+        while chunk := source.read(CHUNK):
+            copied += len(chunk)
+            unwritten = memoryview(chunk)
+            while unwritten:  # (an unbuffered write may take part of it)
+                unwritten = unwritten[target.write(unwritten) :]
+    return copied
+
+
 class StepBodies:
     """One trajectory's step bodies (each step's JSON), one after another in one blob: for a trajectory
     whose steps' places in its own file are not known (trials.ingest.atif.step_spans).
@@ -316,28 +228,3 @@ class StepBodies:
     def discard(self) -> None:
         self.file.close()
         self.path.unlink(missing_ok=True)
-
-
-def read_range(blob: Blob, offset: int, size: int) -> bytes:
-    """`size` bytes of the blob from `offset`: one step's body, out of its trajectory's bodies."""
-    size = min(size, blob.size - offset)  # never into the next blob of a pack
-    if size <= 0:
-        return b""
-    start = blob.offset + offset  # (a packed blob's bytes start at its offset in the pack)
-    storage = blob_storage()
-    if hasattr(storage, "bucket"):
-        # S3 (django-storages): its file object downloads the whole object on the first read;
-        # a ranged GET fetches only these bytes.
-        key = storage._normalize_name(blob.storage_name)  # (the bucket key: the prefix and the name)
-        found = storage.bucket.Object(key).get(Range=f"bytes={start}-{start + size - 1}")
-        return found["Body"].read()
-    with storage.open(blob.storage_name, "rb") as f:
-        f.seek(start)
-        return f.read(size)
-
-
-def open_blob(blob: Blob):
-    """The blob's bytes as a file: its own file, or its part of a pack read into memory (it is small)."""
-    if blob.pack:
-        return io.BytesIO(read_range(blob, 0, blob.size))
-    return blob_storage().open(blob.storage_name, "rb")

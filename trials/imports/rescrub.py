@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from trials import search
-from trials.blobs import StepBodies
+from trials.imports.steps import write_steps
 from trials.ingest import agentcontext
 from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
+from trials.storage.blobs import StepBodies
 
 # What a trial row holds of its files: documents (Config, Verifier tabs), logs, its exception.
 TRIAL_FIELDS = ("documents", "texts", "exception_message", "exception_traceback")
@@ -66,8 +67,6 @@ def _scrub_rows(model, rows: list, fields: list[str], named: dict[str, dict[str,
 
 def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]], spool) -> None:
     """The trajectory's steps written again from scrubbed copies, if a redaction changes any of them."""
-    from trials.services import write_steps  # (the service imports this module)
-
     stored = [step for _, _, step in search.stored_steps(Step.objects.filter(trajectory=trajectory))]
     raws = [step.raw for step in stored]
     scrubbed = [agentcontext.scrub_tree(raw, named) for raw in raws]

@@ -1,0 +1,160 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from trials import completeness
+from trials.imports import rescrub
+from trials.imports.rows import apply_completeness, context_row, event_row, get_configuration, write_permissions
+from trials.ingest import agentcontext, harbor, lime
+from trials.ingest.records import (
+    ConfigurationRef,
+    ParsedContextRecord,
+    ParsedEvent,
+    ParsedTrial,
+)
+from trials.models import (
+    Configuration,
+    ContextRecord,
+    Pack,
+    PackFile,
+    RuntimeEvent,
+    Trial,
+)
+
+
+def find_trial(correlation: dict[str, Any]) -> Trial | None:
+    """Join loose evidence to a trial by its ids: trial id first, then session, then run."""
+    trial_id = correlation.get("trialId")
+    if trial_id:
+        found = Trial.objects.filter(name=trial_id).order_by("pk").first()
+        if found:
+            return found
+    for field, key in (("session_id", "sessionId"), ("run_id", "runId")):
+        value = correlation.get(key)
+        if value:
+            found = Trial.objects.filter(**{field: value}).order_by("pk").first()
+            if found:
+                return found
+    return None
+
+
+def find_trial_for_evidence_pack(parsed: ParsedTrial) -> Trial | None:
+    trial_id = parsed.benchmark.get("trialId") or parsed.name
+    return Trial.objects.filter(name=trial_id).exclude(source_format="lime").order_by("pk").first()
+
+
+def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
+    with transaction.atomic():
+        trial.benchmark = {**trial.benchmark, **{k: v for k, v in parsed.benchmark.items() if v}}
+        trial.runtime_correlation = {**parsed.runtime_correlation, **trial.runtime_correlation}
+        folder = str(trial.refs.get("harborTrialResultRef") or "").rpartition("/")[0]  # the trial's own folder
+
+        def find(local: str) -> str | None:
+            path = f"{folder}/{local}"
+            return path if folder and PackFile.objects.filter(pack_id=trial.pack_id, path=path).exists() else None
+
+        trial.refs = {**trial.refs, **completeness.own_files_for(parsed.refs, trial.refs, find)}
+        trial.refs, unbacked = completeness.join_refs(trial.refs, parsed.refs)
+        unbacked_problems = [harbor.unbacked_ref_problem(parsed.files[0], r, parsed.refs[r]) for r in unbacked]
+        parsed.problems += unbacked_problems  # for the import's report
+        trial.problems += [p.as_dict() for p in unbacked_problems]
+        trial.documents = {**trial.documents, "evidence_pack": parsed.documents.get("evidence_pack")}
+        trial.session_id = trial.session_id or str(trial.runtime_correlation.get("sessionId") or "")[:200]
+        trial.run_id = trial.run_id or str(trial.runtime_correlation.get("runId") or "")[:200]
+        if not trial.failure_category:
+            trial.failure_category = parsed.failure_category[:60]
+        if trial.attempt is None:
+            trial.attempt = parsed.attempt
+        replaced = trial.configuration
+        if parsed.configuration:  # the pack's configuration id and role, with Harbor's agent and model
+            trial.configuration = get_configuration(joined_configuration(parsed.configuration, replaced))
+        apply_completeness(trial)
+        trial.save()
+        if agentcontext.has_redaction_marks(parsed.documents.get("evidence_pack")):  # (its `redactions`)
+            rescrub.scrub_trial(trial, settings.IMPORT_SPOOL_DIR)
+        if replaced is not None and replaced != trial.configuration:
+            Configuration.objects.filter(pk=replaced.pk, trials__isnull=True).delete()  # left with no trial
+
+
+def joined_configuration(ref: ConfigurationRef, current: Configuration | None) -> ConfigurationRef:
+    if current is None:
+        return ref
+    return dataclasses.replace(
+        ref,
+        agent_name=ref.agent_name or current.agent_name,
+        agent_version=ref.agent_version or current.agent_version,
+        model_name=ref.model_name or current.model_name,
+        profiles={**current.profiles, **ref.profiles},
+    )
+
+
+def adopt_loose_events(trial_ids: list[int], spool: Path) -> None:
+    """Events imported before their trial (in a file of their own, joined to no trial then): joined to it
+    now by its session or run id, and a redaction among them applied to what it holds."""
+    if not trial_ids or not RuntimeEvent.objects.filter(trial=None).exists():
+        return
+    for trial in Trial.objects.filter(pk__in=trial_ids):
+        ids = Q(session_id=trial.session_id) if trial.session_id else Q()
+        ids |= Q(run_id=trial.run_id) if trial.run_id else Q()
+        if not ids:
+            continue
+        with transaction.atomic():
+            loose = RuntimeEvent.objects.filter(ids, trial=None)
+            raws = list(loose.values_list("raw", flat=True))
+            if not raws:
+                continue
+            loose.update(trial=trial)
+            if agentcontext.has_redaction_marks(raws):
+                rescrub.scrub_trial(trial, spool)
+
+
+def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRecord], pack: Pack, spool: Path) -> int:
+    """Events from a file of their own, joined to trials by correlation ids; a redaction among them
+    scrubs what the trials it joins hold already (`rescrub.scrub_trial`)."""
+    cache: dict[tuple, Trial | None] = {}
+
+    def trial_for(correlation: dict[str, Any]) -> Trial | None:
+        key = tuple(sorted((k, str(v)) for k, v in correlation.items() if k in ("trialId", "sessionId", "runId")))
+        if key not in cache:
+            cache[key] = find_trial(correlation)
+        return cache[key]
+
+    with transaction.atomic():
+        existing = set(RuntimeEvent.objects.filter(pack=pack).values_list("event_id", flat=True))
+        rows = [event_row(e, trial_for(e.correlation), pack) for e in events if e.event_id not in existing]
+        RuntimeEvent.objects.bulk_create(rows)
+        by_trial: dict[int, list[ParsedEvent]] = {}
+        for event, row in zip([e for e in events if e.event_id not in existing], rows, strict=True):
+            if row.trial is not None:
+                by_trial.setdefault(row.trial.pk, []).append(event)
+                if (attempt := lime.attempt_of(event)) is not None:
+                    Trial.objects.filter(pk=row.trial.pk, attempt__isnull=True).update(
+                        attempt=attempt, updated_at=timezone.now()
+                    )
+                category = (event.payload or {}).get("failureCategory")
+                if event.type == "benchmark.trial.failed" and category and category != "none":
+                    Trial.objects.filter(pk=row.trial.pk, failure_category="").update(
+                        failure_category=category, updated_at=timezone.now()
+                    )
+        for trial_pk, trial_events in by_trial.items():
+            trial = Trial.objects.get(pk=trial_pk)
+            write_permissions(trial, lime.permissions_from_events(trial_events))
+        record_rows = []
+        if not ContextRecord.objects.filter(pack=pack).exists():
+            record_rows = ContextRecord.objects.bulk_create(
+                context_row(r, trial_for(r.correlation), pack) for r in records
+            )
+        if agentcontext.has_redaction_marks([row.raw for row in rows] + [row.data for row in record_rows]):
+            joined = {row.trial_id for row in [*rows, *record_rows] if row.trial_id is not None}
+            for trial in Trial.objects.filter(pk__in=joined):
+                rescrub.scrub_trial(trial, spool)
+    return len(rows)

@@ -1,0 +1,117 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+LOCK_POLL_SECONDS = 0.25
+
+
+T = TypeVar("T")
+
+
+def lock_key(import_id: str) -> int:
+    """The advisory lock key of an import: the first 64 bits of its UUID, as a signed bigint."""
+    return int.from_bytes(uuid.UUID(str(import_id)).bytes[:8], "big", signed=True)
+
+
+def has_advisory_locks() -> bool:
+    return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
+
+
+@contextmanager
+def own_connection() -> Iterator[BaseDatabaseWrapper]:
+    """A database connection apart from Django's per-thread one: closing it drops its locks."""
+    conn = connections.create_connection(DEFAULT_DB_ALIAS)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def try_lock(conn: BaseDatabaseWrapper, import_id: str) -> bool:
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [lock_key(import_id)])
+        return bool(cursor.fetchone()[0])
+
+
+@contextmanager
+def import_lock(import_id: str, wait: float) -> Iterator[bool]:
+    """Hold the import's lock while the block runs; yields False if another worker holds it.
+
+    Waits up to `wait` seconds: a redelivered task can arrive a moment before PostgreSQL has
+    noticed that the previous holder's connection closed. Without PostgreSQL, a file lock.
+    """
+    if not has_advisory_locks():
+        with file_lock(lock_path(import_id), wait) as held:
+            yield held
+        return
+    with own_connection() as conn:
+        # Closing the connection releases the lock, even if unlocking were forgotten.
+        yield keep_trying(lambda: try_lock(conn, import_id), wait)
+
+
+def keep_trying(attempt: Callable[[], T], wait: float) -> T:
+    """`attempt()` every LOCK_POLL_SECONDS until it gives neither False nor None, or `wait` is up."""
+    deadline = time.monotonic() + wait
+    result = attempt()
+    while (result is False or result is None) and time.monotonic() < deadline:  # (a descriptor may be 0)
+        time.sleep(LOCK_POLL_SECONDS)
+        result = attempt()
+    return result
+
+
+def lock_path(import_id: str) -> Path:
+    return Path(settings.IMPORT_LOCK_DIR) / f"{uuid.UUID(str(import_id))}.lock"
+
+
+@contextmanager
+def file_lock(path: Path, wait: float) -> Iterator[bool]:
+    """An exclusive flock on `path`, or False after `wait` seconds; the file goes when released."""
+    fd = keep_trying(lambda: try_file_lock(path), wait)
+    if fd is None:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        path.unlink(missing_ok=True)  # still locked: whoever opened this file finds it gone and retries
+        os.close(fd)
+
+
+def try_file_lock(path: Path) -> int | None:
+    """A descriptor holding the lock on the file at `path` now, or None if a process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino == os.stat(path).st_ino:
+            return fd
+    except (BlockingIOError, FileNotFoundError):
+        pass  # held, or released and removed between our open and our lock
+    os.close(fd)
+    return None
+
+
+def unheld(import_ids: list[str]) -> list[str]:
+    """The ones of these running imports whose lock nobody holds: their worker is gone."""
+    if has_advisory_locks():
+        with own_connection() as conn:  # a lock taken here is released when the connection closes
+            return [import_id for import_id in import_ids if try_lock(conn, import_id)]
+    gone = []
+    for import_id in import_ids:
+        with file_lock(lock_path(import_id), wait=0) as held:
+            if held:
+                gone.append(import_id)
+    return gone

@@ -1,0 +1,301 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trials import completeness
+from trials.ingest.records import (
+    ParsedContextRecord,
+    ParsedEvent,
+    ParsedStep,
+    ParsedTrial,
+    Problem,
+)
+from trials.ingest.values import seconds_between
+from trials.models import (
+    Artifact,
+    Configuration,
+    ContextRecord,
+    Dataset,
+    Job,
+    Pack,
+    PermissionDecision,
+    RewardCriterion,
+    RuntimeEvent,
+    Task,
+    Trajectory,
+    Trial,
+)
+
+
+def upsert_job(parsed, pack: Pack) -> Job:
+    job, _ = Job.objects.get_or_create(
+        key=parsed.key,
+        defaults={
+            "name": parsed.name[:300],
+            "source_format": parsed.source_format,
+            "pack": pack,
+            "started_at": parsed.started_at,
+            "started_as_written": parsed.started_as_written,
+            "finished_at": parsed.finished_at,
+            "config": parsed.config,
+            "result": parsed.result,
+            "extra": parsed.extra,
+        },
+    )
+    return job
+
+
+def infer_job_configuration(job: Job) -> int:
+    """A Harbor job runs one configuration: trials whose evidence pack is missing inherit it."""
+    declared = set(
+        job.trials.filter(configuration__isnull=False)
+        .exclude(configuration__role="")
+        .values_list("configuration_id", flat=True)
+    )
+    if len(declared) != 1:
+        return 0
+    config = Configuration.objects.get(pk=declared.pop())
+    undeclared = job.trials.filter(
+        configuration__role="", configuration__agent_name=config.agent_name, configuration__model_name=config.model_name
+    )
+    count = 0
+    replaced = set()
+    for trial in undeclared:
+        replaced.add(trial.configuration_id)
+        trial.configuration = config
+        trial.problems.append(
+            Problem(
+                trial.name,
+                f"no evidence pack: configuration {config.key!r} inferred from job {job.name!r}",
+                severity="warning",
+                kept="the Harbor agent and model as written",
+            ).as_dict()
+        )
+        trial.save(update_fields=["configuration", "problems"])
+        count += 1
+    Configuration.objects.filter(pk__in=replaced, trials__isnull=True).delete()  # left with no trial
+    return count
+
+
+def get_dataset(ref) -> Dataset | None:
+    if ref is None or not ref.name:
+        return None
+    dataset, _ = Dataset.objects.get_or_create(
+        name=ref.name[:300], version=ref.version[:100], defaults={"ref": ref.ref[:500]}
+    )
+    return dataset
+
+
+def get_task(dataset: Dataset | None, ref) -> Task | None:
+    if ref is None or not ref.name:
+        return None
+    task, _ = Task.objects.get_or_create(
+        dataset=dataset,
+        name=ref.name[:300],
+        checksum=ref.checksum[:128],
+        defaults={"source": ref.source[:1000], "definition": ref.definition},
+    )
+    return task
+
+
+def get_configuration(ref) -> Configuration | None:
+    if ref is None or not ref.key:
+        return None
+    config, created = Configuration.objects.get_or_create(
+        key=ref.key[:300],
+        defaults={
+            "role": ref.role,
+            "agent_name": ref.agent_name[:200],
+            "agent_version": ref.agent_version[:100],
+            "model_name": ref.model_name[:200],
+            "profiles": ref.profiles,
+        },
+    )
+    if not created and ref.role and not config.role:
+        Configuration.objects.filter(pk=config.pk).update(role=ref.role)
+    return config
+
+
+def apply_completeness(trial: Trial) -> None:
+    result = completeness.evaluate(trial.benchmark, trial.runtime_correlation, trial.refs)
+    trial.is_complete = result["joinable"]
+    trial.missing = result["missing"]
+
+
+def trial_row(
+    parsed: ParsedTrial,
+    pack: Pack,
+    job: Job | None,
+    dataset: Dataset | None,
+    task: Task | None,
+    configuration: Configuration | None,
+) -> Trial:
+    """The trial's row, not saved yet."""
+    duration = seconds_between(parsed.started_at, parsed.finished_at)
+    if duration is None:
+        duration = parsed.phases.get("total", {}).get("seconds")
+    correlation = parsed.runtime_correlation
+    return Trial(
+        key=parsed.key[:500],
+        files_sha256=parsed.files_sha256,
+        source_format=parsed.source_format,
+        name=parsed.name[:300],
+        pack=pack,
+        job=job,
+        dataset=dataset,
+        task=task,
+        configuration=configuration,
+        attempt=parsed.attempt if isinstance(parsed.attempt, int) and 0 <= parsed.attempt < 2**31 else None,
+        status=parsed.status or Trial.Status.UNKNOWN,
+        reward=parsed.reward,
+        rewards=parsed.rewards,
+        exception_type=parsed.exception_type[:200],
+        exception_message=parsed.exception_message,
+        exception_traceback=parsed.exception_traceback,
+        failure_category=parsed.failure_category[:60],
+        started_at=_aware(parsed.started_at),
+        finished_at=_aware(parsed.finished_at),
+        duration_sec=duration,
+        phases=parsed.phases,
+        input_tokens=_count(parsed.input_tokens),
+        cached_tokens=_count(parsed.cached_tokens),
+        output_tokens=_count(parsed.output_tokens),
+        cost_usd=parsed.cost_usd,
+        session_id=str(correlation.get("sessionId") or "")[:200],
+        run_id=str(correlation.get("runId") or "")[:200],
+        benchmark=parsed.benchmark,
+        runtime_correlation=correlation,
+        refs=parsed.refs,
+        provenance=parsed.provenance,
+        documents=parsed.documents,
+        texts=parsed.texts,
+        ctrf_tests=parsed.ctrf_tests,
+    )
+
+
+def _aware(value):
+    return value if value is None or value.tzinfo is not None else None
+
+
+def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int) -> dict[str, Any]:
+    return {
+        "trajectory_id": trajectory.pk,
+        "trial_id": trajectory.trial_id,
+        "index": step.index,
+        "step_id": "" if step.step_id is None else str(step.step_id)[:40],  # (null, or no object at all)
+        "source": step.source[:10],
+        "timestamp": _aware(step.timestamp),
+        "model_name": step.model_name[:200],
+        "message_text": step.message_text,
+        "reasoning": step.reasoning,
+        "prompt_tokens": _count(step.prompt_tokens),
+        "completion_tokens": _count(step.completion_tokens),
+        "cached_tokens": _count(step.cached_tokens),
+        "cost_usd": step.cost_usd,
+        "is_copied_context": step.is_copied_context,
+        "llm_call_count": _count(step.llm_call_count, bits=32),
+        "context_management": step.context_management[:20],
+        "tool_call_count": len(step.tool_calls),
+        "body_offset": offset,
+        "size": size,
+    }
+
+
+def step_tokens(step: ParsedStep) -> int:
+    """Prompt + completion tokens, as the viewer's token bar draws them (0 for nonsense counts)."""
+    return (_count(step.prompt_tokens) or 0) + (_count(step.completion_tokens) or 0)
+
+
+def _count(value: int | None, bits: int = 64) -> int | None:
+    """A count past its column's bits is not a real count: keep it only in the raw step."""
+    return value if value is None or -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else None
+
+
+def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int]) -> None:
+    RewardCriterion.objects.bulk_create(
+        RewardCriterion(
+            trial=trial,
+            name=c.name[:300],
+            score=c.score,
+            weight=c.weight,
+            reasoning=c.reasoning,
+            evidence_refs=c.evidence_refs,
+            raw=c.raw,
+        )
+        for c in parsed.criteria
+    )
+    Artifact.objects.bulk_create(
+        Artifact(
+            trial=trial,
+            source=a.source[:1000],
+            destination=a.destination[:1000],
+            kind=a.kind[:20],
+            status=a.status[:20],
+            service=a.service[:100],
+            blob_id=blobs.get(a.path),
+            raw=a.raw,
+        )
+        for a in parsed.artifacts
+    )
+    RuntimeEvent.objects.bulk_create(event_row(e, trial, trial.pack) for e in parsed.events)
+    write_permissions(trial, parsed.permissions)
+    ContextRecord.objects.bulk_create(context_row(r, trial, trial.pack) for r in parsed.context_records)
+
+
+def write_permissions(trial: Trial, permissions) -> None:
+    PermissionDecision.objects.bulk_create(
+        PermissionDecision(
+            trial=trial,
+            action_id=p.action_id[:200],
+            tool_call_id=p.tool_call_id[:200],
+            step_id=str(p.step_id)[:40],
+            action_type=p.action_type[:100],
+            tool_name=p.tool_name[:200],
+            scope=p.scope,
+            prompt=p.prompt,
+            decision=p.decision,
+            decided_by=p.decided_by[:200],
+            reason=p.reason,
+            side_effect_after_denial=p.side_effect_after_denial,
+            requested_at=_aware(p.requested_at),
+            resolved_at=_aware(p.resolved_at),
+            raw=p.raw,
+        )
+        for p in permissions
+    )
+
+
+def event_row(event: ParsedEvent, trial: Trial | None, pack: Pack | None) -> RuntimeEvent:
+    return RuntimeEvent(
+        trial=trial,
+        pack=pack,
+        type=event.type[:100],
+        event_id=event.event_id[:200],
+        timestamp=_aware(event.timestamp),
+        sequence=_count(event.sequence) if isinstance(event.sequence, int) else None,
+        session_id=str(event.correlation.get("sessionId") or "")[:200],
+        run_id=str(event.correlation.get("runId") or "")[:200],
+        correlation=event.correlation,
+        payload=event.payload,
+        refs=event.refs,
+        raw=event.raw,
+    )
+
+
+def context_row(record: ParsedContextRecord, trial: Trial | None, pack: Pack | None) -> ContextRecord:
+    return ContextRecord(
+        trial=trial,
+        pack=pack,
+        kind=record.kind[:20],
+        record_id=record.record_id[:300],
+        context_id=record.context_id[:200],
+        status=record.status[:20],
+        reason=record.reason,
+        redaction_state=record.redaction_state[:30],
+        step_id=str(record.correlation.get("stepId") or "")[:40],
+        tool_call_id=str(record.correlation.get("toolCallId") or "")[:200],
+        correlation=record.correlation,
+        data=record.data,
+    )

@@ -1,0 +1,480 @@
+"""TODO docstring."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import DatabaseError
+from django.utils import timezone
+
+from trials.imports.joins import adopt_loose_events, write_loose_events
+from trials.imports.rows import infer_job_configuration, upsert_job
+from trials.imports.writer import (
+    SharedRows,
+    TrialBatch,
+    WriteResult,
+    files_sha256,
+    lone_trajectory_blobs,
+    write_trial,
+    write_trials,
+)
+from trials.ingest.archives import MAX_NESTING, Expansion, Limits, extract
+from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder, skip_reason
+from trials.ingest.records import (
+    PackError,
+    ParsedPack,
+    ParsedTrial,
+    Problem,
+)
+from trials.models import (
+    Document,
+    Import,
+    Pack,
+    PackFile,
+    Trial,
+)
+from trials.storage.backend import remove_stale_partials, sha256_of_file
+from trials.storage.blobs import store_file, store_files
+from trials.storage.sqlite_wal import checkpoints_in_background
+
+log = logging.getLogger(__name__)
+
+
+PROGRESS_EVERY = 0.5  # seconds between progress writes: one per trial was a commit per trial
+
+
+REPORTED_PER_FILE = 20  # problems of one file listed in the import report (all are kept with the file)
+
+
+def limits() -> Limits:
+    return Limits(
+        max_expanded_bytes=settings.IMPORT_MAX_EXPANDED_BYTES,
+        max_ratio=settings.IMPORT_MAX_ARCHIVE_RATIO,
+        max_members=settings.IMPORT_MAX_ARCHIVE_MEMBERS,
+        max_file_bytes=settings.IMPORT_MAX_FILE_BYTES,
+    )
+
+
+def remove_spool_leftovers(import_id: str) -> None:
+    """What a killed run of this import left in the spool (extracted archives, step bodies),
+    and the copies into the blob storage that killed processes left half-done long ago.
+
+    Call it holding the import's lock (trials/imports/recovery.py): then no other run is using them.
+    """
+    for leftover in settings.IMPORT_SPOOL_DIR.glob(f"import-{import_id}-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    remove_stale_partials()
+
+
+def run_import(import_id: str, on_progress: Callable[[Import], None] | None = None) -> Import:
+    imp = Import.objects.get(pk=import_id)
+    if imp.status == Import.Status.DONE:
+        return imp  # a redelivered task: the work is already done
+    ran_before = imp.started_at is not None  # and did not finish: its worker died
+    Import.objects.filter(pk=imp.pk).update(
+        status=Import.Status.RUNNING, started_at=timezone.now(), outcomes=[], problems=[], progress_done=0
+    )
+    imp.refresh_from_db()
+    settings.IMPORT_SPOOL_DIR.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(dir=settings.IMPORT_SPOOL_DIR, prefix=f"import-{imp.pk}-"))
+    runner = ImportRun(imp, workdir, on_progress, ran_before)
+    try:
+        with checkpoints_in_background(), rare_full_collections():
+            runner.run()
+        imp.status = Import.Status.DONE
+    except Exception as exc:  # a failed import says why; the server and worker keep going
+        log.exception("import %s failed", imp.pk)
+        imp.problems.append(
+            Problem(
+                imp.source_name,
+                f"import failed: {type(exc).__name__}: {exc}",
+                kept="every byte stored before the failure",
+            ).as_dict()
+        )
+        imp.status = Import.Status.FAILED
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    imp.finished_at = timezone.now()
+    imp.save()
+    return imp
+
+
+@contextmanager
+def rare_full_collections():
+    """Python's full garbage collections walk every live object, and an import keeps a batch of
+    parsed trials alive while it makes and drops millions of objects: at the default
+    threshold they took a tenth of a job's import (bench/README.md). Ten times rarer here."""
+    before = gc.get_threshold()
+    gc.set_threshold(before[0], before[1], max(before[2], 100))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+class ImportRun:
+    def __init__(
+        self, imp: Import, workdir: Path, on_progress: Callable[[Import], None] | None, ran_before: bool = False
+    ):
+        self.imp = imp
+        self.workdir = workdir
+        self.on_progress = on_progress
+        self.ran_before = ran_before
+        self.limits = limits()
+        self.expansion: Expansion | None = None  # the bytes the upload's archives expanded to, nested ones too
+        self.archive_depth = 0
+        self.progress_saved_at = 0.0
+
+    def run(self) -> None:
+        imp = self.imp
+        if imp.upload_id:
+            source = self.workdir / "upload" / (Path(imp.source_name).name or "upload")
+            source.parent.mkdir(parents=True)
+            with imp.upload.open() as src, open(source, "wb") as dest:
+                shutil.copyfileobj(src, dest, 1 << 20)
+        else:
+            source = Path(imp.source_path)
+            if not source.exists():
+                raise FileNotFoundError(f"no such file or folder: {imp.source_path}")
+        candidates = discover(source, source.name, top=True)
+        if not candidates:  # an empty folder (or one of empty folders): say so, as for an empty archive
+            problem = Problem(source.name, "nothing to import: the folder holds no file", kept="nothing")
+            self.reject(Candidate(source, source.name, "folder"), problem)
+            return
+        imp.progress_total = sum(self.weight(c) for c in candidates)
+        imp.save(update_fields=["progress_total"])
+        for candidate in candidates:
+            self.import_candidate(candidate)
+
+    @staticmethod
+    def weight(candidate: Candidate) -> int:
+        return len(candidate.trial_dirs) if candidate.kind == "harbor-job" else 1
+
+    def advance(self, n: int = 1) -> None:
+        """Count finished work; the database hears of it at most every PROGRESS_EVERY seconds."""
+        self.imp.progress_done += n
+        now = time.monotonic()
+        if now - self.progress_saved_at >= PROGRESS_EVERY or self.imp.progress_done >= self.imp.progress_total:
+            Import.objects.filter(pk=self.imp.pk).update(progress_done=self.imp.progress_done)
+            self.progress_saved_at = now
+        if self.on_progress:
+            self.on_progress(self.imp)
+
+    def outcome(self, candidate_rel: str, kind: str, outcome: str, pack: Pack | None = None, **extra: Any) -> None:
+        line = {"pack": candidate_rel, "kind": kind, "outcome": outcome, **extra}
+        if details := outcome_details(extra):
+            line["details"] = details
+        if pack is not None:  # so the import page can list the pack's trials
+            line["pack_id"] = pack.pk
+        self.imp.outcomes.append(line)
+        Import.objects.filter(pk=self.imp.pk).update(outcomes=self.imp.outcomes)
+
+    def reject(
+        self, candidate: Candidate, problem: Problem, pack: Pack | None = None, noticed: Iterable[Problem] = ()
+    ) -> None:
+        problems = [problem.as_dict(), *(p.as_dict() for p in noticed)]
+        self.imp.problems.extend(problems)
+        Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
+        if pack is not None:
+            Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.REJECTED, problems=problems)
+        self.outcome(candidate.rel, candidate.kind, "rejected", pack, reason=problem.message)
+
+    def import_candidate(self, candidate: Candidate) -> None:
+        if candidate.kind == "skipped":
+            self.outcome(candidate.rel, "skipped", "skipped", reason=skip_reason(candidate.path))
+            self.advance()
+            return
+        if candidate.kind == "archive":
+            self.import_archive(candidate)
+            return
+        files, screened = self.pack_files(candidate)
+        if not files and screened:  # a single file past the size limit: not read, not stored
+            problem = screened[0]
+            if self.imp.upload_id:
+                problem = dataclasses.replace(problem, kept="the upload's raw bytes; the file was not read")
+            self.reject(candidate, problem)
+            self.advance()
+            return
+        pack, created = self.pack_row(candidate, files)
+        if not created and pack.status == Pack.Status.IMPORTED:
+            self.outcome(candidate.rel, pack.kind, "already imported", pack, trials=pack.all_trials().count())
+            self.advance(self.weight(candidate))
+            return
+        try:
+            if screened:  # the parsers see only what was stored: no link followed, nothing past the limit
+                candidate = self.stored_copy(candidate, files)
+            parsed = parse_candidate(candidate)
+            parsed.problems[:0] = screened
+            Pack.objects.filter(pk=pack.pk).update(kind=parsed.kind)
+            pack.kind = parsed.kind
+            counts = self.write_pack(parsed, pack, files)
+        except PackError as exc:
+            self.reject(candidate, exc.problem, pack, exc.noticed)
+            self.advance(self.weight(candidate))
+            return
+        except Exception as exc:  # a parser bug must not stop the other packs; the bytes are kept
+            log.exception("internal error while importing %s", candidate.rel)
+            problem = Problem(
+                candidate.rel,
+                f"internal error while reading this pack: {type(exc).__name__}: {exc}",
+                kept="the raw bytes; trials committed before the error",
+            )
+            self.reject(candidate, problem, pack)
+            Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.IMPORTING)  # a fixed parser retries it
+            return
+        problems = [p.as_dict() for p in parsed.problems]
+        # A pack with a trial the database refused stays open, so importing it again retries that trial.
+        status = Pack.Status.IMPORTED if not counts.get("rejected") else Pack.Status.IMPORTING
+        Pack.objects.filter(pk=pack.pk).update(status=status, problems=problems)
+        self.imp.problems.extend(problems)
+        Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
+        brought = any(counts.get(k) for k in ("trials", "joined", "events", "documents"))
+        if counts["rejected"] and not brought and not counts["already"]:
+            reason = f"its {counts['rejected']} trial(s) rejected: see the errors"
+            self.outcome(candidate.rel, parsed.kind, "rejected", pack, reason=reason, **counts)
+            return
+        nothing_new = counts["already"] and not brought and not counts["rejected"]
+        if nothing_new and counts["differs"]:
+            reason = f"{counts['differs']} of its trials were imported before from other bytes: see the warnings"
+            self.outcome(candidate.rel, parsed.kind, "already imported", pack, reason=reason, **counts)
+            return
+        self.outcome(candidate.rel, parsed.kind, "already imported" if nothing_new else "imported", pack, **counts)
+
+    def import_archive(self, candidate: Candidate) -> None:
+        sha, size = sha256_of_file(candidate.path)
+        blob = store_file(candidate.path, sha, size)
+        pack, _ = Pack.objects.get_or_create(
+            sha256=sha, defaults={"kind": "archive", "name": candidate.rel, "first_import": self.imp}
+        )
+        PackFile.objects.get_or_create(pack=pack, path=candidate.rel, defaults={"blob": blob})
+        outermost = self.expansion is None
+        if outermost:
+            self.expansion = Expansion(candidate.path)
+        elif self.archive_depth >= MAX_NESTING:
+            message = f"an archive nested more than {MAX_NESTING} deep: not extracted"
+            self.reject(candidate, Problem(candidate.rel, message, kept="the archive's raw bytes"), pack)
+            self.advance()
+            return
+        # A folder of its own even for the same archive twice: each copy is charged to the upload's limits.
+        target = Path(tempfile.mkdtemp(prefix=f"archive-{sha[:12]}-", dir=self.workdir))
+        self.archive_depth += 1
+        try:
+            self.extract_archive(candidate, pack, target)
+        finally:
+            self.archive_depth -= 1
+            if outermost:
+                self.expansion = None
+
+    def extract_archive(self, candidate: Candidate, pack: Pack, target: Path) -> None:
+        try:
+            skipped = extract(candidate.path, target, candidate.rel, self.limits, self.expansion)
+        except PackError as exc:
+            self.reject(candidate, exc.problem, pack)
+            self.advance()
+            return
+        Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.IMPORTED, problems=[p.as_dict() for p in skipped])
+        self.imp.problems.extend(p.as_dict() for p in skipped)
+        inner = discover(target, candidate.rel, top=False)
+        if not inner:
+            problem = Problem(
+                candidate.rel,
+                "no pack inside the archive (every member was skipped or it was empty)",
+                kept="the archive's raw bytes",
+            )
+            self.reject(candidate, problem)
+            self.advance()
+            return
+        self.outcome(candidate.rel, "archive", "extracted", members=len(inner), skipped=len(skipped))
+        self.imp.progress_total += sum(self.weight(c) for c in inner) - 1
+        Import.objects.filter(pk=self.imp.pk).update(progress_total=self.imp.progress_total, problems=self.imp.problems)
+        for child in inner:
+            self.import_candidate(child)
+
+    def pack_files(self, candidate: Candidate) -> tuple[dict[str, tuple[Path, str, int]], list[Problem]]:
+        """pack-relative path -> (file, sha256, size) for every regular file of the pack, and what was left out."""
+        if candidate.path.is_file():
+            too_big = over_the_limit(candidate.path, candidate.rel, self.limits.max_file_bytes)
+            paths, screened = ([], [too_big]) if too_big else ([(candidate.rel, candidate.path)], [])
+        elif candidate.members:  # some files of a folder; the others are packs of their own
+            members = [(f"{candidate.rel}/{path.name}", path) for path in candidate.members]
+            too_big = [over_the_limit(path, rel, self.limits.max_file_bytes) for rel, path in members]
+            paths = [member for member, problem in zip(members, too_big, strict=True) if problem is None]
+            screened = [problem for problem in too_big if problem is not None]
+        else:
+            paths, screened = screen_folder(candidate.path, candidate.rel, self.limits.max_file_bytes)
+        # On two threads: reading and hashing let go of the GIL (a job of large files imported
+        # about a tenth faster; bench/README.md).
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            hashed = list(pool.map(sha256_of_file, [path for _, path in paths]))
+        files = {rel: (path, sha, size) for (rel, path), (sha, size) in zip(paths, hashed, strict=True)}
+        return files, screened
+
+    def stored_copy(self, candidate: Candidate, files: dict[str, tuple[Path, str, int]]) -> Candidate:
+        """The folder again, holding only the files stored (hard links where the disk allows)."""
+        root = Path(tempfile.mkdtemp(dir=self.workdir)) / candidate.path.name
+        for path, _, _ in files.values():
+            target = root / path.relative_to(candidate.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, target)
+            except OSError:  # another file system
+                shutil.copyfile(path, target)
+        trial_dirs = [root / d.relative_to(candidate.path) for d in candidate.trial_dirs]
+        members = [root / path.name for path in candidate.members]
+        return Candidate(
+            root,
+            candidate.rel,
+            candidate.kind,
+            [d for d in trial_dirs if d.is_dir()],
+            [path for path in members if path.is_file()],
+        )
+
+    def pack_row(self, candidate: Candidate, files: dict[str, tuple[Path, str, int]]) -> tuple[Pack, bool]:
+        manifest = orjson.dumps(sorted((rel.split("/", 1)[-1], sha) for rel, (_, sha, _) in files.items()))
+        sha = files[candidate.rel][1] if candidate.path.is_file() else hashlib.sha256(manifest).hexdigest()
+        pack, created = Pack.objects.get_or_create(
+            sha256=sha, defaults={"kind": candidate.kind, "name": candidate.rel, "first_import": self.imp}
+        )
+        if created or pack.status != Pack.Status.IMPORTED:
+            blob_ids = store_files(files.values())
+            PackFile.objects.bulk_create(
+                [PackFile(pack=pack, path=rel, blob_id=blob_ids[sha]) for rel, (_, sha, _) in files.items()],
+                batch_size=500,
+                ignore_conflicts=True,
+            )
+        return pack, created
+
+    def write_pack(self, parsed: ParsedPack, pack: Pack, files: dict[str, tuple[Path, str, int]]) -> dict:
+        blobs = dict(PackFile.objects.filter(pack=pack).values_list("path", "blob_id"))
+        lone_blobs = lone_trajectory_blobs(blobs.values())
+        per_trial_progress = parsed.kind == "harbor-job"  # what `weight` counted for this pack
+        shared = SharedRows()
+        jobs = {job.key: upsert_job(job, pack) for job in parsed.jobs}
+        for document in parsed.documents:
+            Document.objects.get_or_create(
+                pack=pack,
+                path=document.path,
+                kind=document.kind,
+                defaults={"title": document.title[:500], "data": document.data, "counts": document.counts},
+            )
+        counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0,
+                  "differs": 0}  # fmt: skip
+        # Trials this pack brought in an earlier, unfinished run: a resumed import (its worker died
+        # half-way) counts the ones it wrote itself as its own, not as "already" there. (Only
+        # a resumed one: another import of the same pack may have written some meanwhile.)
+        earlier = dict(Trial.objects.filter(pack=pack).values_list("pk", "step_count"))
+        resumed = self.ran_before and pack.first_import_id == self.imp.pk
+        held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
+        made: list[int] = []  # trials this pack brought
+
+        def write_one(trial: ParsedTrial) -> WriteResult:
+            try:
+                return write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs, self.workdir)
+            except DatabaseError as exc:  # the trial rolled back whole; the others go on
+                log.warning("trial %s rejected by the database: %s", trial.key, exc)
+                trial.problems.append(
+                    Problem(trial.name, f"database rejected the trial: {exc}", kept="the pack's raw bytes")
+                )
+            except Exception as exc:  # a bug on one trial's data: that trial rolls back, the others go on
+                log.exception("internal error while writing trial %s", trial.key)
+                message = f"internal error while writing the trial: {type(exc).__name__}: {exc}"
+                trial.problems.append(Problem(trial.name, message, kept="the pack's raw bytes"))
+            return WriteResult("rejected")
+
+        def written(trial: ParsedTrial, result: WriteResult) -> None:
+            if result.outcome == "already" and resumed and result.trial_id in earlier:
+                result = WriteResult("trials", earlier[result.trial_id], result.trial_id)
+            counts[result.outcome] += 1
+            counts["steps"] += result.steps
+            if result.outcome == "trials" and result.trial_id is not None:
+                made.append(result.trial_id)
+            counts["differs"] += result.differs
+            if (
+                result.outcome in ("already", "joined")
+                and result.trial_id is not None
+                and result.trial_id not in earlier
+            ):
+                held.append(result.trial_id)
+            self.imp.problems.extend(reported_problems(trial))
+            if per_trial_progress:
+                self.advance()
+
+        batch = TrialBatch(files, blobs, lone_blobs)
+
+        def write_batch() -> None:
+            try:
+                results = write_trials(batch.trials, pack, jobs, blobs, shared, self.workdir)
+            except Exception as exc:  # nothing of the batch was kept: each trial again, alone
+                log.info("a batch of %d trials failed (%s); writing them one by one", len(batch.trials), exc)
+                results = [write_one(trial) for trial in batch.trials]
+            for trial, result in zip(batch.trials, results, strict=True):
+                written(trial, result)
+            batch.clear()
+
+        for trial in parsed.iter_trials():
+            trial.files_sha256 = files_sha256(trial, files)
+            if trial.key[:500] in batch.keys:  # the same trial twice: the first one is written first
+                write_batch()
+            if batch.takes(trial):
+                if batch.full():
+                    write_batch()
+                continue
+            if batch.trials:  # (the pack's trials are written in its order)
+                write_batch()
+            written(trial, write_one(trial))
+        if batch.trials:
+            write_batch()
+        pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
+        adopt_loose_events(made, self.workdir)
+        for job in jobs.values():
+            counts["inferred"] = infer_job_configuration(job)
+        if parsed.events or parsed.context_records:
+            counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
+        if not per_trial_progress:
+            self.advance()
+        return counts
+
+
+# What an outcome line's counts say beside its trials (the import page's Details column).
+OUTCOME_COUNTS = {
+    "already": "already there",
+    "differs": "imported before from other bytes",
+    "joined": "joined to a trial",
+    "rejected": "rejected",
+    "events": "events",
+    "documents": "documents",
+    "inferred": "configurations inferred",
+    "steps": "steps",
+    "members": "members",
+    "skipped": "members skipped",
+}
+
+
+def outcome_details(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{counts[key]} {label}" for key, label in OUTCOME_COUNTS.items() if counts.get(key))
+
+
+def reported_problems(trial: ParsedTrial) -> list[dict]:
+    """What the import report lists for a trial: its problems and its files' (the first few of each)."""
+    reported = [p.as_dict() for p in trial.problems]
+    for trajectory in trial.trajectories:
+        reported += [p.as_dict() for p in trajectory.problems[:REPORTED_PER_FILE]]
+        if len(trajectory.problems) > REPORTED_PER_FILE:
+            more = len(trajectory.problems) - REPORTED_PER_FILE
+            message = f"and {more} more problems in this file, listed with its trajectory"
+            reported.append(Problem(trajectory.path, message, severity="warning", kept="the steps").as_dict())
+    return reported

@@ -1,0 +1,54 @@
+"""What Benchviewer stores: raw bytes (Blob, PackFile) and the rows that index them.
+
+Raw bytes are the source of truth. Every other table is an index for pages,
+filters and aggregates, and keeps what it has no column for in a JSON field.
+
+One module per group of tables; every model is importable from here, as Django expects.
+The QC models live beside their views in trials/triage/; importing them here registers them.
+"""
+
+from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
+from trials.models.evidence import Artifact, ContextRecord, Document, PermissionDecision, RewardCriterion, RuntimeEvent
+from trials.models.fields import CharField, JSONField, NulSafeJSONEncoder, TextField, nul_free
+from trials.models.imports import Blob, Import, Pack, PackFile
+from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
+from trials.models.trial import Trial, TrialQuerySet
+from trials.triage.models import AuditEntry, Comment, FailureMode, QCItem, QCScenario, Severity, TriageAssignment
+
+__all__ = [
+    "Artifact",
+    "AuditEntry",
+    "Blob",
+    "CharField",
+    "Comment",
+    "Configuration",
+    "ContextRecord",
+    "Dataset",
+    "Document",
+    "FailureMode",
+    "Import",
+    "JSONField",
+    "Job",
+    "JobQuerySet",
+    "NulSafeJSONEncoder",
+    "ObservationResult",
+    "Pack",
+    "PackFile",
+    "PermissionDecision",
+    "QCItem",
+    "QCScenario",
+    "RewardCriterion",
+    "RuntimeEvent",
+    "Severity",
+    "Step",
+    "StepText",
+    "StepWords",
+    "Task",
+    "TextField",
+    "ToolCall",
+    "Trajectory",
+    "Trial",
+    "TrialQuerySet",
+    "TriageAssignment",
+    "nul_free",
+]

@@ -1,0 +1,103 @@
+"""What trials belong to: datasets, tasks, configurations (agent + model + role), jobs."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.urls import reverse
+
+from trials.models.fields import CharField, JSONField
+from trials.models.imports import Pack
+
+
+class Dataset(models.Model):
+    name = CharField(max_length=300)
+    version = CharField(max_length=100, blank=True)
+    ref = CharField(max_length=500, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="unique_dataset_version")]
+        ordering = ["name", "version"]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}" if self.version else self.name
+
+
+class Configuration(models.Model):
+    class Role(models.TextChoices):
+        BASELINE = "baseline"
+        CANDIDATE = "candidate"
+        CONTROL = "control"
+        NONE = "", "unassigned"
+
+    key = CharField(max_length=300, unique=True)
+    role = CharField(max_length=20, choices=Role.choices, blank=True, db_index=True)
+    agent_name = CharField(max_length=200, blank=True)
+    agent_version = CharField(max_length=100, blank=True)
+    model_name = CharField(max_length=200, blank=True)
+    profiles = JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.role})" if self.role else self.key
+
+
+class JobQuerySet(models.QuerySet):
+    # A Harbor job's result.json names every trial (0.5 MB at 5,000 trials): lists of jobs,
+    # and of trials with their job, never load these (bench/README.md, "Scale").
+    DOCUMENT_FIELDS = ("config", "result", "extra")
+
+    def for_list(self):
+        return self.defer(*self.DOCUMENT_FIELDS)
+
+
+class Job(models.Model):
+    """A run container: a Harbor job, an AgentV run, an OpenChrome envelope, a QC experiment."""
+
+    key = CharField(max_length=300, unique=True)
+    name = CharField(max_length=300)
+    source_format = CharField(max_length=20)
+    pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
+    started_at = models.DateTimeField(null=True, blank=True)
+    started_as_written = CharField(max_length=40, blank=True)  # a start with no time zone, never read as UTC
+    finished_at = models.DateTimeField(null=True, blank=True)
+    config = JSONField(default=dict, blank=True)
+    result = JSONField(default=dict, blank=True)
+    extra = JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("job-detail", args=[self.pk])
+
+    def claim_eligibility(self) -> list[dict]:
+        """OpenChrome's headline decision, one per result entry that makes one (seed 003)."""
+        entries = self.extra.get("results") if isinstance(self.extra, dict) else None
+        return [
+            {"suite": entry.get("suite") or "", **entry["claimEligibility"]}
+            for entry in entries or []
+            if isinstance(entry, dict) and isinstance(entry.get("claimEligibility"), dict)
+        ]
+
+
+class Task(models.Model):
+    dataset = models.ForeignKey(Dataset, null=True, on_delete=models.PROTECT)
+    name = CharField(max_length=300)
+    checksum = CharField(max_length=128, blank=True)
+    source = CharField(max_length=1000, blank=True)
+    definition = JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "name", "checksum"], name="unique_task_checksum")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,118 @@
+"""What a trial carries beside its steps: permissions, context, artifacts, criteria, events, documents."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from trials.models.fields import CharField, JSONField, TextField
+from trials.models.imports import Blob, Pack
+from trials.models.trial import Trial
+
+
+class PermissionDecision(models.Model):
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        DENY = "deny"
+        EDIT = "edit"
+        PENDING = "pending"
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="permissions")
+    action_id = CharField(max_length=200)
+    tool_call_id = CharField(max_length=200, blank=True, db_index=True)
+    step_id = CharField(max_length=40, blank=True)
+    action_type = CharField(max_length=100, blank=True)
+    tool_name = CharField(max_length=200, blank=True)
+    scope = JSONField(default=dict, blank=True)
+    prompt = TextField(blank=True)
+    decision = CharField(max_length=10, choices=Decision.choices)
+    decided_by = CharField(max_length=200, blank=True)
+    reason = TextField(blank=True)
+    side_effect_after_denial = models.BooleanField(default=False)
+    requested_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    raw = JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.action_id}: {self.decision}"
+
+
+class ContextRecord(models.Model):
+    """An Agent Context fact. Redacted raw values are scrubbed before they get here."""
+
+    trial = models.ForeignKey(Trial, null=True, blank=True, on_delete=models.CASCADE, related_name="context_records")
+    pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
+    kind = CharField(max_length=20, db_index=True)
+    record_id = CharField(max_length=300)
+    context_id = CharField(max_length=200, blank=True)
+    status = CharField(max_length=20, blank=True, db_index=True)
+    reason = TextField(blank=True)
+    redaction_state = CharField(max_length=30, blank=True)
+    step_id = CharField(max_length=40, blank=True)
+    tool_call_id = CharField(max_length=200, blank=True)
+    correlation = JSONField(default=dict, blank=True)
+    data = JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.record_id}"
+
+
+class Artifact(models.Model):
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="artifacts")
+    source = CharField(max_length=1000)
+    destination = CharField(max_length=1000, blank=True)
+    kind = CharField(max_length=20, blank=True)
+    status = CharField(max_length=20, blank=True)
+    service = CharField(max_length=100, blank=True)
+    blob = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT)
+    raw = JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return self.destination or self.source
+
+
+class RewardCriterion(models.Model):
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="criteria")
+    name = CharField(max_length=300)
+    score = models.FloatField(null=True, blank=True)
+    weight = models.FloatField(null=True, blank=True)
+    reasoning = TextField(blank=True)
+    evidence_refs = JSONField(default=list, blank=True)
+    raw = JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RuntimeEvent(models.Model):
+    trial = models.ForeignKey(Trial, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL)
+    type = CharField(max_length=100, db_index=True)
+    event_id = CharField(max_length=200, blank=True, db_index=True)
+    timestamp = models.DateTimeField(null=True, blank=True)
+    sequence = models.BigIntegerField(null=True, blank=True)
+    session_id = CharField(max_length=200, blank=True, db_index=True)
+    run_id = CharField(max_length=200, blank=True, db_index=True)
+    correlation = JSONField(default=dict, blank=True)
+    payload = JSONField(default=dict, blank=True)
+    refs = JSONField(default=dict, blank=True)
+    raw = JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["sequence", "timestamp", "pk"]
+
+    def __str__(self) -> str:
+        return self.type
+
+
+class Document(models.Model):
+    """Evidence that is not a trial: QC manifests and verdicts, schemas, task.toml, traces."""
+
+    pack = models.ForeignKey(Pack, on_delete=models.CASCADE, related_name="documents")
+    kind = CharField(max_length=60, db_index=True)
+    path = CharField(max_length=1000)
+    title = CharField(max_length=500, blank=True)
+    data = JSONField(null=True, blank=True)
+    counts = JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.title or self.path}"

@@ -1,0 +1,111 @@
+"""One trial: its outcome, rewards, tokens, timing, correlation ids and refs."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.urls import reverse
+
+from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
+from trials.models.fields import CharField, JSONField, TextField
+from trials.models.imports import Pack
+
+
+class TrialQuerySet(models.QuerySet):
+    def for_list(self):
+        return self.select_related("task", "configuration", "dataset", "job").defer(
+            *(f"job__{name}" for name in JobQuerySet.DOCUMENT_FIELDS)
+        )
+
+    def failed(self):
+        return self.filter(status__in=Trial.FAILED_STATUSES)
+
+    def untriaged(self):
+        """Failed trials no QC item has been filed on: the triage queue."""
+        return self.failed().filter(qc_items__isnull=True)
+
+    def held_by(self, pack_ids):
+        """The trials of these packs: the ones they brought, and the ones they found already there."""
+        also = Pack.other_trials.through.objects.filter(pack_id__in=pack_ids).values("trial_id")
+        return self.filter(models.Q(pack_id__in=pack_ids) | models.Q(pk__in=also))
+
+
+class Trial(models.Model):
+    class Status(models.TextChoices):
+        PASSED = "passed"
+        FAILED = "failed"
+        ERRORED = "errored"
+        TIMEOUT = "timeout"
+        SKIPPED = "skipped"
+        UNKNOWN = "unknown"
+
+    FAILED_STATUSES = ("failed", "errored", "timeout")
+
+    key = CharField(max_length=500, unique=True)
+    # What its files were (trials.imports.service.files_sha256): a re-import of the trial from other
+    # bytes is told apart from the same trial again. Blank for trials of shared files (AgentV).
+    files_sha256 = CharField(max_length=64, blank=True)
+    source_format = CharField(max_length=20, db_index=True)
+    name = CharField(max_length=300)
+    pack = models.ForeignKey(Pack, null=True, on_delete=models.SET_NULL, related_name="trials")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="trials")
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT)
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.PROTECT)
+    configuration = models.ForeignKey(
+        Configuration, null=True, blank=True, on_delete=models.PROTECT, related_name="trials"
+    )
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    status = CharField(max_length=10, choices=Status.choices, default=Status.UNKNOWN)
+    reward = models.FloatField(null=True, blank=True)
+    rewards = JSONField(default=dict, blank=True)
+    exception_type = CharField(max_length=200, blank=True)
+    exception_message = TextField(blank=True)
+    exception_traceback = TextField(blank=True)
+    failure_category = CharField(max_length=60, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_sec = models.FloatField(null=True, blank=True)
+    phases = JSONField(default=dict, blank=True)
+    input_tokens = models.BigIntegerField(null=True, blank=True)
+    cached_tokens = models.BigIntegerField(null=True, blank=True)
+    output_tokens = models.BigIntegerField(null=True, blank=True)
+    cost_usd = models.FloatField(null=True, blank=True)
+    step_count = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    step_text_indexed = models.BooleanField(default=False)  # its steps are in the search index (trials/search.py)
+    # Joinability: which evidence parts the pack has, and whether it can be trusted.
+    is_complete = models.BooleanField(default=False)
+    missing = JSONField(default=list, blank=True)
+    session_id = CharField(max_length=200, blank=True, db_index=True)
+    run_id = CharField(max_length=200, blank=True, db_index=True)
+    benchmark = JSONField(default=dict, blank=True)
+    runtime_correlation = JSONField(default=dict, blank=True)
+    refs = JSONField(default=dict, blank=True)
+    provenance = JSONField(default=dict, blank=True)
+    documents = JSONField(default=dict, blank=True)  # result.json, config.json… as parsed
+    texts = JSONField(default=dict, blank=True)  # logs, stdout, exception.txt (path -> text)
+    ctrf_tests = JSONField(default=list, blank=True)
+    problems = JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)  # a later join or re-score: cached comparisons go stale
+
+    objects = TrialQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "name"]
+        indexes = [
+            models.Index(fields=["job", "task"]),
+            models.Index(fields=["configuration", "task"]),
+            models.Index(fields=["dataset", "status"]),
+            models.Index(fields=["status", "failure_category"]),
+            models.Index(fields=["reward"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("trial-detail", args=[self.pk])
+
+    @property
+    def is_failure(self) -> bool:
+        return self.status in self.FAILED_STATUSES
