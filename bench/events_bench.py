@@ -3,7 +3,7 @@
     .venv/bin/python bench/events_bench.py            # 10,000 events; --events N
 
 Two files of the same events: one with no redaction in it, and one whose first event carries a
-masked context item (so every event is walked and scrubbed, `agentcontext.scrub_tree`). Pure
+masked context item (so every event is walked and scrubbed, `redaction.scrub_tree`). Pure
 parsing, no database: what an events file costs before its rows are written.
 """
 
@@ -19,7 +19,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trials.ingest import lime  # noqa: E402 (after the path is set)
+from trials.ingest.formats import lime
 
 
 def event(i: int) -> dict:

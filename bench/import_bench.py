@@ -52,7 +52,7 @@ def child_read(root: Path) -> dict:
 
     What the validation the issue asks for costs in Python, beside orjson's parse.
     """
-    from trials.ingest.atif import read_trajectory
+    from trials.ingest.formats.atif import read_trajectory
 
     paths = sorted(p for p in root.rglob("*.json") if p.name.endswith("trajectory.json"))
     start = time.perf_counter()
@@ -111,7 +111,7 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
 
     import orjson
 
-    from trials.ingest.atif import read_trajectory
+    from trials.ingest.formats.atif import read_trajectory
 
     db = sqlite3.connect(data_dir / "floor.sqlite3", isolation_level=None)
     db.executescript(FLOOR_SCHEMA)

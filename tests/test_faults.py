@@ -32,7 +32,7 @@ from tests.test_import_concurrency import run_concurrently
 from trials.demo import write_job
 from trials.imports.queue import create_import
 from trials.imports.service import run_import
-from trials.ingest.harbor import trial_dirs
+from trials.ingest.formats.harbor import trial_dirs
 from trials.models import Import, Pack, Step, Trial
 from trials.tasks import import_pack_task
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import REFERENCE, import_path
 from tests.hostile_corpus import cases, trajectory
-from trials.ingest import agentv, atif, lime
+from trials.ingest.formats import agentv, atif, lime
 from trials.ingest.records import PackError
 from trials.models import Step, Trajectory, Trial
 

@@ -19,7 +19,7 @@ from django.db import DatabaseError
 from tests.conftest import import_path
 from trials.imports.rows import write_trial_children
 from trials.imports.service import REPORTED_PER_FILE
-from trials.ingest import atif as atif_module
+from trials.ingest.formats import atif as atif_module
 from trials.models import Blob, Configuration, Import, Pack, PackFile, Step, Task, Trajectory, Trial
 
 pytestmark = pytest.mark.django_db

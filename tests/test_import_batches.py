@@ -12,7 +12,7 @@ from django.db import models
 from tests.conftest import import_path
 from trials.demo import write_job
 from trials.imports.writer import TrialBatch, write_trials
-from trials.ingest import atif
+from trials.ingest.formats import atif
 from trials.models import (
     Artifact,
     Blob,

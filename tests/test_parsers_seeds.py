@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trials.ingest import agentcontext, agentqc, agentv, documents, lime, openchrome
+from trials.ingest import documents, redaction
+from trials.ingest.formats import agentcontext, agentqc, agentv, context_kinds, lime, openchrome
 from trials.ingest.jsonio import load_jsonl
 from trials.ingest.records import ParsedEvent, ParsedPack
 
@@ -291,7 +292,7 @@ def test_masked_item_never_shows_its_raw_value_anywhere():
     [rec] = [r for r in records if r.kind == "item"]
     assert rec.status == "redacted" and rec.redaction_state == "masked"
     assert rec.reason == "credential" and rec.data["policy_refs"] == ["policy://secrets"]
-    assert rec.data["content"] == agentcontext.REDACTED
+    assert rec.data["content"] == redaction.REDACTED
     assert item["content"] == SECRET  # the input is not mutated
 
 
@@ -338,11 +339,11 @@ def test_redaction_record_scrubs_the_item_it_names_and_keeps_reason_and_policy_r
 
 def test_scrub_redacted_blanks_named_fields_and_leaves_unredacted_items_alone():
     plain = {"item_id": "a", "content": "ok", "redaction_state": "none"}
-    assert agentcontext.scrub_redacted(plain) is plain
+    assert redaction.scrub_redacted(plain) is plain
     partial = {"item_id": "b", "meta": {"token": SECRET}, "redacted_fields": ["meta.token"]}
-    assert agentcontext.scrub_redacted(partial)["meta"]["token"] == "[redacted]"
+    assert redaction.scrub_redacted(partial)["meta"]["token"] == "[redacted]"
     for state in ("masked", "removed", "summarized", "encrypted_ref", "policy_blocked", "unknown"):
-        scrubbed = agentcontext.scrub_redacted({"item_id": "c", "content": SECRET, "redaction_state": state})
+        scrubbed = redaction.scrub_redacted({"item_id": "c", "content": SECRET, "redaction_state": state})
         assert SECRET not in repr(scrubbed)
 
 
@@ -468,7 +469,7 @@ def test_runtime_context_event_payload_yields_context_records_with_runtime_ids()
 def test_agent_context_schema_files_are_json_schemas_not_records(name):
     data = load(f"lime-agentcontext/{name}")
     assert documents.is_json_schema(data)
-    assert not agentcontext.is_context_record(data) and not agentcontext.is_context_event(data)
+    assert not context_kinds.is_context_record(data) and not context_kinds.is_context_event(data)
     assert documents.parse_json_schema(data, name).counts["properties"] == len(data["properties"])
 
 

@@ -238,7 +238,7 @@ def test_a_redacted_item_the_agent_carried_in_its_own_trajectory_is_withheld_the
     step APIs, search and the ATIF download show "[redacted]" in its place; the stored file keeps it."""
     from jsonschema import Draft202012Validator
 
-    from trials.ingest import atif as atif_reader
+    from trials.ingest.formats import atif as atif_reader
 
     if read == "streamed":
         monkeypatch.setattr(atif_reader, "STREAM_THRESHOLD", 100)  # as a file too big to hold in memory

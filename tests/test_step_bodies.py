@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import import_path, migrate_to
 from tests.viewer_packs import long_trajectory
-from trials.ingest import atif
+from trials.ingest.formats import atif
 from trials.models import Blob, Step, Trajectory
 from trials.storage.backend import blob_storage
 

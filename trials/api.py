@@ -13,7 +13,7 @@ from benchviewer.ids import parse_pk
 from trials import viewer
 from trials.filters import TrialFilter
 from trials.imports.queue import import_upload
-from trials.ingest.atif import EMBEDDED_MARK
+from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.models import Import, Trial
 from trials.serializers import (
     ImportCreateSerializer,

@@ -23,7 +23,7 @@ from django.urls import reverse
 from benchviewer.ids import parse_pk
 from trials import completeness, search
 from trials.filters import TrialFilter
-from trials.ingest.atif import names_trajectory
+from trials.ingest.formats.atif import names_trajectory
 from trials.models import ContextRecord, Job, ObservationResult, PermissionDecision, Step, ToolCall, Trajectory, Trial
 
 STEP_WINDOW = 50

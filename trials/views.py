@@ -15,7 +15,7 @@ from benchviewer.ids import parse_pk
 from trials import viewer
 from trials.forms import UploadForm
 from trials.imports.queue import import_upload
-from trials.ingest import agentv
+from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage.forms import CommentForm
 

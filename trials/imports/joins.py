@@ -14,7 +14,8 @@ from django.utils import timezone
 from trials import completeness
 from trials.imports import rescrub
 from trials.imports.rows import apply_completeness, context_row, event_row, get_configuration, write_permissions
-from trials.ingest import agentcontext, harbor, lime
+from trials.ingest import redaction
+from trials.ingest.formats import harbor, lime
 from trials.ingest.records import (
     ConfigurationRef,
     ParsedContextRecord,
@@ -79,7 +80,7 @@ def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
             trial.configuration = get_configuration(joined_configuration(parsed.configuration, replaced))
         apply_completeness(trial)
         trial.save()
-        if agentcontext.has_redaction_marks(parsed.documents.get("evidence_pack")):  # (its `redactions`)
+        if redaction.has_redaction_marks(parsed.documents.get("evidence_pack")):  # (its `redactions`)
             rescrub.scrub_trial(trial, settings.IMPORT_SPOOL_DIR)
         if replaced is not None and replaced != trial.configuration:
             Configuration.objects.filter(pk=replaced.pk, trials__isnull=True).delete()  # left with no trial
@@ -113,7 +114,7 @@ def adopt_loose_events(trial_ids: list[int], spool: Path) -> None:
             if not raws:
                 continue
             loose.update(trial=trial)
-            if agentcontext.has_redaction_marks(raws):
+            if redaction.has_redaction_marks(raws):
                 rescrub.scrub_trial(trial, spool)
 
 
@@ -153,7 +154,7 @@ def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRec
             record_rows = ContextRecord.objects.bulk_create(
                 context_row(r, trial_for(r.correlation), pack) for r in records
             )
-        if agentcontext.has_redaction_marks([row.raw for row in rows] + [row.data for row in record_rows]):
+        if redaction.has_redaction_marks([row.raw for row in rows] + [row.data for row in record_rows]):
             joined = {row.trial_id for row in [*rows, *record_rows] if row.trial_id is not None}
             for trial in Trial.objects.filter(pk__in=joined):
                 rescrub.scrub_trial(trial, spool)

@@ -1,7 +1,7 @@
 """A redaction that arrives after the items it covers: the trial's index is scrubbed again.
 
-An import scrubs a trial's files by the redactions among them (trials.ingest.agentcontext,
-harbor.withhold_redacted). Events in a file of their own, or an evidence pack, are joined
+An import scrubs a trial's files by the redactions among them (trials.ingest.redaction,
+withhold_redacted). Events in a file of their own, or an evidence pack, are joined
 to trials imported earlier; when they redact an item, what those trials already hold of it
 (events, context records, documents, criteria, artifacts' entries, their trajectories'
 steps) is scrubbed here, in the import's transaction. The stored packs keep their bytes.
@@ -13,7 +13,7 @@ from typing import Any
 
 from trials import search
 from trials.imports.steps import write_steps
-from trials.ingest import agentcontext
+from trials.ingest import redaction
 from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
 from trials.storage.blobs import StepBodies
 
@@ -25,10 +25,10 @@ def scrub_trial(trial: Trial, spool) -> None:
     """Scrub what the trial holds by every redaction it now has."""
     events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
     records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
-    named = agentcontext.collect_redactions([e.raw for e in events] + [r.data for r in records] + [trial.documents])
+    named = redaction.collect_redactions([e.raw for e in events] + [r.data for r in records] + [trial.documents])
     if not named:
         return
-    scrubbed = {field: agentcontext.scrub_tree(getattr(trial, field), named) for field in TRIAL_FIELDS}
+    scrubbed = {field: redaction.scrub_tree(getattr(trial, field), named) for field in TRIAL_FIELDS}
     changed = {field: value for field, value in scrubbed.items() if value != getattr(trial, field)}
     if changed:
         for field, value in changed.items():
@@ -39,9 +39,9 @@ def scrub_trial(trial: Trial, spool) -> None:
     _scrub_rows(RuntimeEvent, events, ["raw", "payload", "refs"], named)
     changed_records = {}
     for record in records:
-        data = agentcontext.scrub_tree(record.data, named)
+        data = redaction.scrub_tree(record.data, named)
         if record.kind == "item" and record.record_id in named:
-            data = agentcontext.scrub_redacted(data, named[record.record_id].get("fields"), force=True)
+            data = redaction.scrub_redacted(data, named[record.record_id].get("fields"), force=True)
             if record.status != "redacted":
                 record.status = record.redaction_state = "redacted"
                 changed_records[record.pk] = record
@@ -57,7 +57,7 @@ def _scrub_rows(model, rows: list, fields: list[str], named: dict[str, dict[str,
     """Write back the rows whose JSON fields a redaction changes."""
     changed = []
     for row in rows:
-        scrubbed = [agentcontext.scrub_tree(getattr(row, field), named) for field in fields]
+        scrubbed = [redaction.scrub_tree(getattr(row, field), named) for field in fields]
         if scrubbed != [getattr(row, field) for field in fields]:
             for field, value in zip(fields, scrubbed, strict=True):
                 setattr(row, field, value)
@@ -69,8 +69,8 @@ def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]],
     """The trajectory's steps written again from scrubbed copies, if a redaction changes any of them."""
     stored = [step for _, _, step in search.stored_steps(Step.objects.filter(trajectory=trajectory))]
     raws = [step.raw for step in stored]
-    scrubbed = [agentcontext.scrub_tree(raw, named) for raw in raws]
-    header = agentcontext.scrub_tree(trajectory.header, named)
+    scrubbed = [redaction.scrub_tree(raw, named) for raw in raws]
+    header = redaction.scrub_tree(trajectory.header, named)
     if scrubbed == raws and header == trajectory.header:
         return
     search.unindex(trajectory.trial)  # the trial is indexed again from the new bodies

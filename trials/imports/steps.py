@@ -8,7 +8,7 @@ from typing import NamedTuple
 from django.db import transaction
 
 from trials.imports.rows import _count, step_row, step_tokens
-from trials.ingest.atif import EMBEDDED_MARK
+from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.records import (
     PackError,

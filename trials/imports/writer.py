@@ -26,7 +26,7 @@ from trials.imports.rows import (
     write_trial_children,
 )
 from trials.imports.steps import StepChunk, file_blob, trajectory_row, write_steps, write_trajectory
-from trials.ingest import harbor
+from trials.ingest.formats import harbor
 from trials.ingest.records import (
     ParsedTrial,
     Problem,

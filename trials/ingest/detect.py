@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trials.ingest import agentcontext, agentqc, agentv, documents, harbor, lime, openchrome
+from trials.ingest import documents
 from trials.ingest.archives import archive_kind
-from trials.ingest.atif import looks_like_atif
 from trials.ingest.folders import entries_under
+from trials.ingest.formats import agentcontext, agentqc, agentv, context_kinds, harbor, lime, openchrome
+from trials.ingest.formats.atif import looks_like_atif
 from trials.ingest.jsonio import load_json, load_jsonl, without_bom
 from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
 from trials.ingest.values import as_dict, as_list
@@ -185,7 +186,7 @@ def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
         return ParsedPack(kind="lime-thread-snapshot", documents=[lime.parse_thread_snapshot(data, rel)])
     if documents.is_json_schema(data):
         return ParsedPack(kind="json-schema", documents=[documents.parse_json_schema(data, rel)])
-    if agentcontext.is_context_event(data) or agentcontext.is_context_record(data):
+    if context_kinds.is_context_event(data) or context_kinds.is_context_record(data):
         return agentcontext.parse_context_document(data, rel)
     qc = agentqc.parse(data, rel)
     if qc is not None:
@@ -215,7 +216,7 @@ def parse_rows(rows: list[tuple[int, Any]], problems: list[Problem], rel: str) -
     first = rows[0][1]
     if agentv.is_result_row(first):
         pack = agentv.parse_rows(rows, rel)
-    elif lime.is_runtime_event(first) or agentcontext.is_context_event(first):
+    elif lime.is_runtime_event(first) or context_kinds.is_context_event(first):
         pack = events_pack(rows, rel)
     else:
         raise PackError(

@@ -139,7 +139,7 @@ class ParsedTrajectory:
     step_name: str = ""  # multi-step tasks: steps/<name>/
     steps_in_file: bool = False  # every step has its span in the file
     streamed: bool = False  # `steps` reads the file as it goes (too big to hold in memory)
-    withheld: bool = False  # a redaction withheld values of its header or steps (harbor.withhold_redacted)
+    withheld: bool = False  # a redaction withheld values of its header or steps (redaction.withhold_redacted)
     # (JSON path, ref) of each observation's subagent_trajectory_ref, filled while `steps` is consumed
     subagent_refs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 

@@ -35,3 +35,16 @@ def parse_iso(value: Any) -> datetime | None:
     except (ValueError, OverflowError):
         return None
     return moment
+
+
+def pick(data: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    """First present, non-None value among `keys` (camelCase and snake_case spellings)."""
+    for key in keys:
+        value = data.get(key)
+        if value is not None:
+            return value
+    return default
+
+
+def to_str(value: Any) -> str:
+    return "" if value is None else str(value)

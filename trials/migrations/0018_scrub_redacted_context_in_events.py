@@ -3,17 +3,17 @@ their redacted items are scrubbed in the index now. The stored packs keep the or
 
 from django.db import migrations
 
+from trials.migrations import _frozen_redaction as rules
+
 
 def scrub_stored_events(apps, schema_editor):
-    from trials.ingest import agentcontext
-
     RuntimeEvent = apps.get_model("trials", "RuntimeEvent")
     for pack_id, trial_id in RuntimeEvent.objects.values_list("pack_id", "trial_id").distinct().order_by():
         events = list(RuntimeEvent.objects.filter(pack_id=pack_id, trial_id=trial_id).only("raw", "payload", "refs"))
-        named = agentcontext.collect_redactions([event.raw for event in events])
+        named = rules.collect_redactions([event.raw for event in events])
         changed = []
         for event in events:
-            scrubbed = [agentcontext.scrub_tree(value, named) for value in (event.raw, event.payload, event.refs)]
+            scrubbed = [rules.scrub_tree(value, named) for value in (event.raw, event.payload, event.refs)]
             if scrubbed != [event.raw, event.payload, event.refs]:
                 event.raw, event.payload, event.refs = scrubbed
                 changed.append(event)

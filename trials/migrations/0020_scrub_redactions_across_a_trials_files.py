@@ -4,10 +4,10 @@ is scrubbed again by those rules. The stored packs keep the original bytes."""
 
 from django.db import migrations
 
+from trials.migrations import _frozen_redaction as rules
+
 
 def scrub_again(apps, schema_editor):
-    from trials.ingest import agentcontext
-
     RuntimeEvent = apps.get_model("trials", "RuntimeEvent")
     ContextRecord = apps.get_model("trials", "ContextRecord")
     trial_ids = set(RuntimeEvent.objects.exclude(trial=None).values_list("trial_id", flat=True).distinct().order_by())
@@ -18,20 +18,20 @@ def scrub_again(apps, schema_editor):
     for where in groups:
         events = list(RuntimeEvent.objects.filter(**where).only("raw", "payload", "refs"))
         records = list(ContextRecord.objects.filter(**where).only("kind", "record_id", "status", "data"))
-        named = agentcontext.collect_redactions([e.raw for e in events] + [r.data for r in records])
-        if not named and not agentcontext.has_redaction_marks([e.raw for e in events] + [r.data for r in records]):
+        named = rules.collect_redactions([e.raw for e in events] + [r.data for r in records])
+        if not named and not rules.has_redaction_marks([e.raw for e in events] + [r.data for r in records]):
             continue
         changed_events = []
         for event in events:
-            scrubbed = [agentcontext.scrub_tree(value, named) for value in (event.raw, event.payload, event.refs)]
+            scrubbed = [rules.scrub_tree(value, named) for value in (event.raw, event.payload, event.refs)]
             if scrubbed != [event.raw, event.payload, event.refs]:
                 event.raw, event.payload, event.refs = scrubbed
                 changed_events.append(event)
         changed_records = []
         for record in records:
-            data = agentcontext.scrub_tree(record.data, named)
+            data = rules.scrub_tree(record.data, named)
             if record.kind == "item" and record.record_id in named:
-                data = agentcontext.scrub_redacted(data, named[record.record_id].get("fields"), force=True)
+                data = rules.scrub_redacted(data, named[record.record_id].get("fields"), force=True)
                 if record.status != "redacted":
                     record.status, record.redaction_state = "redacted", "redacted"
                     changed_records.append(record)

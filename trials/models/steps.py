@@ -9,8 +9,8 @@ import orjson
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
-from trials.ingest import agentv, atif
-from trials.ingest.atif import EMBEDDED_MARK
+from trials.ingest.formats import agentv, atif
+from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.records import ParsedStep
 from trials.models.fields import CharField, JSONField, TextField
 from trials.models.imports import Blob
@@ -29,7 +29,7 @@ class Trajectory(models.Model):
     # importer could tell where each step lies in it, or a copy, one step after another
     # (trials.storage.blobs.StepBodies).
     step_bodies = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    # A redaction withheld values in it (trials.ingest.harbor.withhold_redacted): its header and step
+    # A redaction withheld values in it (trials.ingest.redaction.withhold_redacted): its header and step
     # bodies are scrubbed copies, and its ATIF is made of them, never the file's bytes.
     withheld = models.BooleanField(default=False)
     schema_version = CharField(max_length=40, blank=True)

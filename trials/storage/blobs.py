@@ -190,7 +190,7 @@ def copy_to(source, target) -> int:
 
 class StepBodies:
     """One trajectory's step bodies (each step's JSON), one after another in one blob: for a trajectory
-    whose steps' places in its own file are not known (trials.ingest.atif.step_spans).
+    whose steps' places in its own file are not known (trials.ingest.formats.atif.step_spans).
 
     A step row keeps its body's offset and size in that blob, not the body itself: the
     bodies are most of a trajectory's bytes, and writing them into the database (twice, in

@@ -25,7 +25,8 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.values import as_dict, as_list, parse_iso
+from trials.ingest.redaction import without_redacted_context
+from trials.ingest.values import as_dict, as_list, parse_iso, pick, to_str
 
 PROFILE_PREFIX = "lime-profile"
 
@@ -91,15 +92,6 @@ _TOOL_RUN_TYPES = frozenset({"tool.started", "tool.args", "tool.progress", "tool
 # ---------------------------------------------------------------- shared helpers
 
 
-def pick(data: dict[str, Any], *keys: str, default: Any = None) -> Any:
-    """First present, non-None value among `keys` (camelCase and snake_case spellings)."""
-    for key in keys:
-        value = data.get(key)
-        if value is not None:
-            return value
-    return default
-
-
 def to_float(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
@@ -134,10 +126,6 @@ def to_attempt(value: Any) -> int | None:
 def attempt_of(event: ParsedEvent) -> int | None:
     """The attempt a `benchmark.trial.started` event names in its payload (seed 000)."""
     return to_attempt((event.payload or {}).get("attempt")) if event.type == "benchmark.trial.started" else None
-
-
-def to_str(value: Any) -> str:
-    return "" if value is None else str(value)
 
 
 def parse_time(value: Any, file: str, json_path: str, problems: list[Problem] | None = None) -> datetime | None:
@@ -337,18 +325,6 @@ def parse_event(
         file=file,
         line=line,
     )
-
-
-def without_redacted_context(objs: list[Any], named: dict[str, dict[str, Any]] | None = None) -> list[Any]:
-    """The events with every redacted context item in them scrubbed (`context.*` events carry items):
-    redacted by its own redaction_state, or named by a redaction anywhere in the same file
-    (or in `named`: a trial's other files). Events with nothing to scrub are not copied."""
-    from trials.ingest import agentcontext  # (which reads ids with this module's helpers)
-
-    named = agentcontext.redactions_in(objs) if named is None else named
-    if not named and not agentcontext.has_redaction_marks(objs):
-        return objs
-    return [agentcontext.scrub_tree(obj, named) for obj in objs]
 
 
 def parse_event_rows(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import glob
 import re
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,16 +17,16 @@ from typing import Any
 import orjson
 
 from trials import completeness
-from trials.ingest import agentcontext, lime
-from trials.ingest.atif import (
+from trials.ingest import redaction
+from trials.ingest.folders import files_under
+from trials.ingest.formats import agentcontext, context_kinds, lime
+from trials.ingest.formats.atif import (
     EMBEDDED_MARK,
     embedded_subagents,
     final_totals,
     names_trajectory,
-    parse_step,
     read_trajectory,
 )
-from trials.ingest.folders import files_under
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
     PASS_REWARD,
@@ -40,13 +40,12 @@ from trials.ingest.records import (
     ParsedEvent,
     ParsedJob,
     ParsedPack,
-    ParsedStep,
     ParsedTrajectory,
     ParsedTrial,
     Problem,
     TaskRef,
-    read_all,
 )
+from trials.ingest.redaction import withhold_redacted
 from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between
 
 TEXT_LIMIT = 256 * 1024  # logs beyond this stay in the raw bytes and are downloaded whole
@@ -530,7 +529,7 @@ def _read_sidecars(
 ) -> tuple[dict[str, dict[str, Any]], bool]:
     """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content.
 
-    Returns the redactions found in them and in its other JSON files (`agentcontext.redactions_in`),
+    Returns the redactions found in them and in its other JSON files (`redaction.redactions_in`),
     and whether it has any of them, or a redaction in its artifacts.
 
     The packs are joined last, once the trial's own files have set its refs.
@@ -569,7 +568,7 @@ def _read_sidecars(
         trial.problems.extend(problems)
         event_files.append((rows, f"{rel}/{local}"))
     # A redaction covers its item in every file of the trial, not only in its own.
-    named = agentcontext.redactions_in([row for rows, _ in event_files for _, row in rows] + documents + in_artifacts)
+    named = redaction.redactions_in([row for rows, _ in event_files for _, row in rows] + documents + in_artifacts)
     for rows, file in event_files:
         read_event_rows(trial, rows, file, named)
     for pack, pack_rel in packs:
@@ -584,68 +583,23 @@ def _json_or_none(path: Path) -> Any:
         return None
 
 
-def withhold_redacted(trial: ParsedTrial, redactions: dict[str, dict[str, Any]]) -> None:
-    """A redacted context item's values, out of the trial's trajectories too.
-
-    An agent's tool call or result may carry the item itself (`{"item_id": …, "content": …}`),
-    or an item marked redacted in place. Each step is scrubbed (`agentcontext.scrub_tree`);
-    a trajectory where that changed anything is marked `withheld`: its steps are kept as
-    scrubbed copies, never served from the file, and its ATIF download is made of them.
-    (A value the agent printed as plain text, with no item around it, cannot be told apart
-    and stays.)
-    """
-    trial.documents = agentcontext.scrub_tree(trial.documents, redactions)  # (the Config and Verifier tabs)
-    trial.texts = agentcontext.scrub_tree(trial.texts, redactions)  # (the Logs tab: JSON printed in a log)
-    trial.exception_message = agentcontext.scrub_tree(trial.exception_message, redactions)
-    trial.exception_traceback = agentcontext.scrub_tree(trial.exception_traceback, redactions)
-    for criterion in trial.criteria:
-        criterion.raw = agentcontext.scrub_tree(criterion.raw, redactions)
-        criterion.evidence_refs = agentcontext.scrub_tree(criterion.evidence_refs, redactions)
-    for artifact in trial.artifacts:
-        artifact.raw = agentcontext.scrub_tree(artifact.raw, redactions)
-    for trajectory in trial.trajectories:
-        header = agentcontext.scrub_tree(trajectory.header, redactions)
-        if header != trajectory.header:
-            trajectory.header, trajectory.withheld = header, True
-        steps = trajectory.steps if trajectory.streamed else read_all(trajectory.steps)  # (held whole anyway)
-        if not isinstance(steps, list):  # streamed, or reading failed: scrubbed as they are read, as copies
-            trajectory.steps = _scrubbed_steps(steps, trajectory, redactions)
-            trajectory.steps_in_file = False
-            continue
-        trajectory.steps = list(_scrubbed_steps(steps, trajectory, redactions))
-        if trajectory.withheld:  # (the others are still served from their places in the file)
-            trajectory.steps_in_file = False
-
-
-def _scrubbed_steps(
-    steps: Iterable[ParsedStep], trajectory: ParsedTrajectory, redactions: dict[str, dict[str, Any]]
-) -> Iterator[ParsedStep]:
-    for step in steps:
-        raw = agentcontext.scrub_tree(step.raw, redactions)
-        if raw == step.raw:
-            yield step
-            continue
-        trajectory.withheld = True
-        yield parse_step(raw, step.index)
-
-
 def read_event_lines(
     rows: list[tuple[int, Any]], rel: str, named: dict[str, dict[str, Any]] | None = None
 ) -> tuple[list[ParsedEvent], list[ParsedContextRecord], list[Problem]]:
     """Runtime and context events of one JSONL file, whichever kinds it mixes.
 
-    `named`: the redactions of every file of the trial (`agentcontext.redactions_in`);
+    `named`: the redactions of every file of the trial (`redaction.redactions_in`);
     without it, the file's own, which apply to items on any of its lines."""
-    named = agentcontext.redactions_in([r for _, r in rows]) if named is None else named
+    named = redaction.redactions_in([r for _, r in rows]) if named is None else named
     events, problems = lime.parse_event_rows([(n, r) for n, r in rows if lime.is_runtime_event(r)], rel, named)
     records = [r for event in events for r in agentcontext.context_records_from_runtime_event(event, named=named)]
-    context_rows = [(n, r) for n, r in rows if agentcontext.is_context_event(r)]
+    context_rows = [(n, r) for n, r in rows if context_kinds.is_context_event(r)]
     if context_rows:
         context_records, context_problems = agentcontext.parse_context_rows(context_rows, rel, named)
         records += context_records
         problems += context_problems
     for number, row in rows:
-        if not lime.is_runtime_event(row) and not agentcontext.is_context_event(row):
+        if not lime.is_runtime_event(row) and not context_kinds.is_context_event(row):
             problems.append(Problem(rel, "line is neither a runtime event nor a context event", line=number,
                                     severity="warning", kept="the raw bytes"))  # fmt: skip
     return events, records, problems

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trials.ingest.lime import clean_category, parse_time, to_float, to_int, to_str
+from trials.ingest.formats.lime import clean_category, parse_time, to_float, to_int
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
@@ -20,6 +20,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
+from trials.ingest.values import to_str
 
 # Run keys that become columns; every other run key goes to provenance.
 _RUN_COLUMNS = {"library", "taskId", "success", "failureCategory", "usd", "wallTimeMs"}

@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trials.ingest.atif import content_text
+from trials.ingest.formats.atif import content_text
+from trials.ingest.formats.lime import parse_time, to_count, to_float, to_int
 from trials.ingest.jsonio import dumps_text, load_json, load_jsonl
-from trials.ingest.lime import parse_time, pick, to_count, to_float, to_int, to_str
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
@@ -29,7 +29,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.values import as_dict, as_list, comparable_times
+from trials.ingest.values import as_dict, as_list, comparable_times, pick, to_str
 
 _ROW_ALIASES = {
     "answerPath": "answer_path",
