@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +10,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from trials import completeness
 from trials.imports import rescrub
 from trials.imports.rows import apply_completeness, context_row, event_row, get_configuration, write_permissions
-from trials.ingest import redaction
-from trials.ingest.formats import harbor, lime
+from trials.ingest import evidence, redaction
+from trials.ingest.formats import lime
 from trials.ingest.records import (
     ConfigurationRef,
     ParsedContextRecord,
@@ -54,30 +52,28 @@ def find_trial_for_evidence_pack(parsed: ParsedTrial) -> Trial | None:
 
 
 def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
+    """An evidence pack that came on its own, joined to its stored trial by the one rule
+    (trials.ingest.evidence). The trial's dataset and criteria were written with it and stay."""
     with transaction.atomic():
-        trial.benchmark = {**trial.benchmark, **{k: v for k, v in parsed.benchmark.items() if v}}
-        trial.runtime_correlation = {**parsed.runtime_correlation, **trial.runtime_correlation}
+        facts = joinable_facts(trial)
         folder = str(trial.refs.get("harborTrialResultRef") or "").rpartition("/")[0]  # the trial's own folder
 
         def find(local: str) -> str | None:
             path = f"{folder}/{local}"
             return path if folder and PackFile.objects.filter(pack_id=trial.pack_id, path=path).exists() else None
 
-        trial.refs = {**trial.refs, **completeness.own_files_for(parsed.refs, trial.refs, find)}
-        trial.refs, unbacked = completeness.join_refs(trial.refs, parsed.refs)
-        unbacked_problems = [harbor.unbacked_ref_problem(parsed.files[0], r, parsed.refs[r]) for r in unbacked]
-        parsed.problems += unbacked_problems  # for the import's report
-        trial.problems += [p.as_dict() for p in unbacked_problems]
-        trial.documents = {**trial.documents, "evidence_pack": parsed.documents.get("evidence_pack")}
+        problems = evidence.join_evidence_pack(facts, parsed, parsed.files[0], find)
+        parsed.problems += problems  # for the import's report
+        trial.problems += [p.as_dict() for p in problems]
+        trial.benchmark, trial.runtime_correlation = facts.benchmark, facts.runtime_correlation
+        trial.refs, trial.documents = facts.refs, facts.documents
         trial.session_id = trial.session_id or str(trial.runtime_correlation.get("sessionId") or "")[:200]
         trial.run_id = trial.run_id or str(trial.runtime_correlation.get("runId") or "")[:200]
-        if not trial.failure_category:
-            trial.failure_category = parsed.failure_category[:60]
-        if trial.attempt is None:
-            trial.attempt = parsed.attempt
+        trial.failure_category = facts.failure_category[:60]
+        trial.attempt = facts.attempt
         replaced = trial.configuration
-        if parsed.configuration:  # the pack's configuration id and role, with Harbor's agent and model
-            trial.configuration = get_configuration(joined_configuration(parsed.configuration, replaced))
+        if parsed.configuration:
+            trial.configuration = get_configuration(facts.configuration)
         apply_completeness(trial)
         trial.save()
         if redaction.has_redaction_marks(parsed.documents.get("evidence_pack")):  # (its `redactions`)
@@ -86,15 +82,29 @@ def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
             Configuration.objects.filter(pk=replaced.pk, trials__isnull=True).delete()  # left with no trial
 
 
-def joined_configuration(ref: ConfigurationRef, current: Configuration | None) -> ConfigurationRef:
-    if current is None:
-        return ref
-    return dataclasses.replace(
-        ref,
-        agent_name=ref.agent_name or current.agent_name,
-        agent_version=ref.agent_version or current.agent_version,
-        model_name=ref.model_name or current.model_name,
-        profiles={**current.profiles, **ref.profiles},
+def joinable_facts(trial: Trial) -> ParsedTrial:
+    """What the evidence-pack rule reads and merges, of a stored trial."""
+    config = trial.configuration
+    return ParsedTrial(
+        key=trial.key,
+        source_format=trial.source_format,
+        name=trial.name,
+        configuration=None
+        if config is None
+        else ConfigurationRef(
+            key=config.key,
+            role=config.role,
+            agent_name=config.agent_name,
+            agent_version=config.agent_version,
+            model_name=config.model_name,
+            profiles=dict(config.profiles),
+        ),
+        attempt=trial.attempt,
+        failure_category=trial.failure_category,
+        benchmark=dict(trial.benchmark),
+        runtime_correlation=dict(trial.runtime_correlation),
+        refs=dict(trial.refs),
+        documents=dict(trial.documents),
     )
 
 

@@ -26,7 +26,8 @@ from trials.imports.rows import (
     write_trial_children,
 )
 from trials.imports.steps import StepChunk, file_blob, trajectory_row, write_steps, write_trajectory
-from trials.ingest.formats import harbor
+from trials.ingest import evidence
+from trials.ingest.formats import harbor_trajectories
 from trials.ingest.records import (
     ParsedTrial,
     Problem,
@@ -225,7 +226,7 @@ def write_trials(
             trials = []
             for parsed in new:
                 trial = trial_row(parsed, pack, jobs.get(parsed.job_key), *shared.resolve(parsed))
-                harbor.flag_missing_subagents(parsed)  # (their steps are read: `TrialBatch.takes`)
+                harbor_trajectories.flag_missing_subagents(parsed)  # (their steps are read: `TrialBatch.takes`)
                 trial.step_count = sum(len(t.steps) for t in parsed.trajectories)
                 trial.tool_call_count = sum(len(s.tool_calls) for t in parsed.trajectories for s in t.steps)
                 trial.problems = [p.as_dict() for p in parsed.problems]
@@ -293,7 +294,7 @@ def write_trial(
             return WriteResult("joined", trial_id=target.pk)
         claimed = dict(parsed.refs)  # alone: the files it names came with no trial folder
         parsed.refs, unbacked = completeness.join_refs({}, claimed)
-        parsed.problems += [harbor.unbacked_ref_problem(parsed.files[0], r, claimed[r], alone=True) for r in unbacked]
+        parsed.problems += [evidence.unbacked_ref_problem(parsed.files[0], r, claimed[r], alone=True) for r in unbacked]
     shared = shared or SharedRows()
     try:
         with shared.atomic():
@@ -307,7 +308,7 @@ def write_trial(
             write_trial_children(trial, parsed, blobs)
             if lone_blobs and (group or not loose):
                 take_over_lone_trajectories(trial, parsed, blobs, lone_blobs)
-            harbor.flag_missing_subagents(parsed)
+            harbor_trajectories.flag_missing_subagents(parsed)
             trial.step_count = steps
             trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems

@@ -14,7 +14,17 @@ from typing import Any
 from trials.ingest import documents
 from trials.ingest.archives import archive_kind
 from trials.ingest.folders import entries_under
-from trials.ingest.formats import agentcontext, agentqc, agentv, context_kinds, harbor, lime, openchrome
+from trials.ingest.formats import (
+    agentcontext,
+    agentqc,
+    agentv,
+    context_kinds,
+    harbor,
+    harbor_sidecars,
+    harbor_trajectories,
+    lime,
+    openchrome,
+)
 from trials.ingest.formats.atif import looks_like_atif
 from trials.ingest.jsonio import load_json, load_jsonl, without_bom
 from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
@@ -50,7 +60,7 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
     found: list[Candidate] = []
     children = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
     grouped: set[Path] = set()
-    for group in harbor.trajectory_groups(path):  # one trial each, as in a Harbor trial's agent/ folder
+    for group in harbor_trajectories.trajectory_groups(path):  # one trial each, as in a Harbor trial's agent/ folder
         found.append(Candidate(path, rel, "trajectory-group", members=group))
         grouped.update(group)
     children = [c for c in children if c not in grouped]
@@ -120,7 +130,7 @@ def parse_candidate(candidate: Candidate) -> ParsedPack:
     if candidate.kind == "agentv-run":
         return agentv.parse_run_folder(candidate.path, candidate.rel)
     if candidate.kind == "trajectory-group":
-        return harbor.parse_trajectory_group(candidate.members, candidate.rel)
+        return harbor_trajectories.parse_trajectory_group(candidate.members, candidate.rel)
     return parse_file(candidate.path, candidate.rel)
 
 
@@ -129,8 +139,8 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
     size = path.stat().st_size
     if size == 0:
         raise PackError(Problem(rel, "empty file", kept="nothing"))
-    if harbor.sniff_trajectory(path):  # parsed once, by the trajectory reader (streaming when big)
-        return harbor.parse_lone_trajectory(path, rel)
+    if harbor_trajectories.sniff_trajectory(path):  # parsed once, by the trajectory reader (streaming when big)
+        return harbor_trajectories.parse_lone_trajectory(path, rel)
     with open(path, "rb") as f:
         head = f.read(4096)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -139,7 +149,7 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
     if stripped[:1] not in (b"{", b"["):
         if path.suffix == ".toml" or b"[" in head[:200] or b"=" in head[:200]:
             try:
-                return harbor.parse_task_toml(path, rel)
+                return harbor_trajectories.parse_task_toml(path, rel)
             except PackError:
                 pass
         raise PackError(
@@ -164,7 +174,7 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
 
 def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
     if looks_like_atif(data):
-        return harbor.parse_lone_trajectory(path, rel)
+        return harbor_trajectories.parse_lone_trajectory(path, rel)
     if harbor.is_trial_result(data):
         return harbor.parse_single_trial(path.parent, rel.rsplit("/", 1)[0] if "/" in rel else path.parent.name)
     if harbor.is_job_result(data):
@@ -199,8 +209,8 @@ def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
         return agentv.parse_rows([(1, data)], rel)
     if isinstance(data, list) and data and all(agentv.is_result_row(r) for r in data):
         return agentv.parse_rows(list(enumerate(data, start=1)), rel)
-    if harbor.is_traces_export(data):
-        return harbor.parse_traces_export(data, rel)
+    if harbor_trajectories.is_traces_export(data):
+        return harbor_trajectories.parse_traces_export(data, rel)
     raise PackError(
         Problem(
             rel,
@@ -232,7 +242,7 @@ def parse_rows(rows: list[tuple[int, Any]], problems: list[Problem], rel: str) -
 
 
 def events_pack(rows: list[tuple[int, Any]], rel: str) -> ParsedPack:
-    events, records, problems = harbor.read_event_lines(rows, rel)
+    events, records, problems = harbor_sidecars.read_event_lines(rows, rel)
     return ParsedPack(kind="runtime-events", events=events, context_records=records, problems=problems)
 
 

@@ -1,46 +1,29 @@
-"""Harbor job and trial directories (formats-harbor.md §2), plus what sits beside them.
-
-A trial directory may also hold a Lime evidence pack JSON and runtime / context event
-JSONL files; they are joined to the trial here, by content rather than by file name.
-"""
+"""TODO docstring."""
 
 from __future__ import annotations
 
-import glob
-import re
-import tomllib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from trials import completeness
-from trials.ingest import redaction
 from trials.ingest.folders import files_under
-from trials.ingest.formats import agentcontext, context_kinds, lime
 from trials.ingest.formats.atif import (
-    EMBEDDED_MARK,
     embedded_subagents,
-    final_totals,
-    names_trajectory,
     read_trajectory,
 )
-from trials.ingest.jsonio import load_json, load_jsonl
+from trials.ingest.formats.harbor_sidecars import TEXT_LIMIT, read_sidecars
+from trials.ingest.formats.harbor_trajectories import flag_missing_continuations, is_trajectory_file, trajectory_role
+from trials.ingest.jsonio import load_json
 from trials.ingest.records import (
     PASS_REWARD,
     ConfigurationRef,
     DatasetRef,
     PackError,
     ParsedArtifact,
-    ParsedContextRecord,
     ParsedCriterion,
-    ParsedDocument,
-    ParsedEvent,
     ParsedJob,
     ParsedPack,
-    ParsedTrajectory,
     ParsedTrial,
     Problem,
     TaskRef,
@@ -48,11 +31,10 @@ from trials.ingest.records import (
 from trials.ingest.redaction import withhold_redacted
 from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between
 
-TEXT_LIMIT = 256 * 1024  # logs beyond this stay in the raw bytes and are downloaded whole
 TEXT_FILES = ("trial.log", "exception.txt", "job.log")
+
+
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
-CONT_RE = re.compile(r"^trajectory\.cont-(\d+)\.json$")
-ATIF_VERSION_RE = re.compile(rb'"schema_version"\s*:\s*"ATIF-')
 
 
 def read_json_dict(path: Path, rel: str, problems: list[Problem] | None = None) -> dict[str, Any] | None:
@@ -217,7 +199,7 @@ def parse_trial_dir(
         _read_trajectories(trial, step_dir, step_rel, step_name=step_dir.name)
         _read_verifier(trial, step_dir / "verifier", f"{step_rel}/verifier", step_name=step_dir.name)
         _read_artifacts(trial, step_dir / "artifacts", f"{step_rel}/artifacts")
-    redactions, has_sidecars = _read_sidecars(trial, trial_dir, rel, listing)
+    redactions, has_sidecars = read_sidecars(trial, trial_dir, rel, listing)
     if has_sidecars:  # (context files or events: context items may be in its other files too)
         withhold_redacted(trial, redactions)
     flag_missing_continuations(trial)
@@ -346,15 +328,6 @@ def _read_texts(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
         trial.exception_traceback = trial.texts["exception.txt"]
 
 
-def _trajectory_role(name: str) -> tuple[int, str]:
-    if name == "trajectory.json":
-        return 0, "main"
-    match = CONT_RE.match(name)
-    if match:
-        return int(match.group(1)), "continuation"
-    return 1000, "subagent"
-
-
 def _read_trajectories(trial: ParsedTrial, base: Path, rel: str, step_name: str = "") -> None:
     found = []
     for folder, role_override in (("agent", ""), ("user-agent", "user-agent")):
@@ -362,7 +335,7 @@ def _read_trajectories(trial: ParsedTrial, base: Path, rel: str, step_name: str 
         if not directory.is_dir():
             continue
         for path in sorted(directory.glob("trajectory*.json")):
-            order, role = _trajectory_role(path.name)
+            order, role = trajectory_role(path.name)
             found.append(
                 (
                     0 if folder == "agent" else 1,
@@ -377,7 +350,7 @@ def _read_trajectories(trial: ParsedTrial, base: Path, rel: str, step_name: str 
         # `subagents/helper.json`): subagents, after the files Harbor names.
         for path in sorted(directory.rglob("*.json")):
             local = path.relative_to(directory).as_posix()
-            if not path.name.startswith("trajectory") and _trajectory_file(path):
+            if not path.name.startswith("trajectory") and is_trajectory_file(path):
                 found.append((0 if folder == "agent" else 1, 2000, local, path, f"{rel}/{folder}/{local}",
                               role_override or "subagent"))  # fmt: skip
     for *_order, path, path_rel, role in sorted(found, key=lambda x: x[:3]):
@@ -522,328 +495,3 @@ def _artifact_file(artifacts: Path, destination: str, source: str) -> Path | Non
             if path.is_file():
                 return path
     return None
-
-
-def _read_sidecars(
-    trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]
-) -> tuple[dict[str, dict[str, Any]], bool]:
-    """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content.
-
-    Returns the redactions found in them and in its other JSON files (`redaction.redactions_in`),
-    and whether it has any of them, or a redaction in its artifacts.
-
-    The packs are joined last, once the trial's own files have set its refs.
-    """
-    known = {"result.json", "config.json", "lock.json"}
-    packs = []
-    documents = []  # (a redaction may be in any of them: a context file, an evidence pack's `redactions`)
-    in_artifacts = []  # (read for redactions only: most trials have a manifest there)
-    for path in (p for p in listing if p.name.endswith(".json")):
-        local = path.relative_to(trial_dir).as_posix()
-        if (
-            local in known
-            or path.name.startswith("trajectory")
-            or ({"agent", "user-agent"} & set(local.split("/")[:-1]) and sniff_trajectory(path))  # read as one
-            or "/verifier/" in f"/{local}"
-        ):
-            continue
-        if path.parent.name == "artifacts":  # an artifact (the manifest's), kept as one: read for redactions only
-            if path.stat().st_size < TEXT_LIMIT:
-                in_artifacts.append(_json_or_none(path))
-            continue
-        try:
-            data = load_json(path, f"{rel}/{local}", trial.problems)
-        except PackError as exc:
-            trial.problems.append(exc.problem)
-            continue
-        documents.append(data)
-        if lime.is_evidence_pack(data):
-            packs.append((lime.parse_evidence_pack(data, f"{rel}/{local}"), f"{rel}/{local}"))
-        elif path.stat().st_size < TEXT_LIMIT:
-            trial.documents.setdefault("other", {})[local] = data
-    event_files = []
-    for path in (p for p in listing if p.name.endswith(".jsonl")):
-        local = path.relative_to(trial_dir).as_posix()
-        rows, problems = load_jsonl(path, f"{rel}/{local}")
-        trial.problems.extend(problems)
-        event_files.append((rows, f"{rel}/{local}"))
-    # A redaction covers its item in every file of the trial, not only in its own.
-    named = redaction.redactions_in([row for rows, _ in event_files for _, row in rows] + documents + in_artifacts)
-    for rows, file in event_files:
-        read_event_rows(trial, rows, file, named)
-    for pack, pack_rel in packs:
-        join_evidence_pack(trial, pack, pack_rel)
-    return named, bool(named or event_files or documents)
-
-
-def _json_or_none(path: Path) -> Any:
-    try:
-        return orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-
-
-def read_event_lines(
-    rows: list[tuple[int, Any]], rel: str, named: dict[str, dict[str, Any]] | None = None
-) -> tuple[list[ParsedEvent], list[ParsedContextRecord], list[Problem]]:
-    """Runtime and context events of one JSONL file, whichever kinds it mixes.
-
-    `named`: the redactions of every file of the trial (`redaction.redactions_in`);
-    without it, the file's own, which apply to items on any of its lines."""
-    named = redaction.redactions_in([r for _, r in rows]) if named is None else named
-    events, problems = lime.parse_event_rows([(n, r) for n, r in rows if lime.is_runtime_event(r)], rel, named)
-    records = [r for event in events for r in agentcontext.context_records_from_runtime_event(event, named=named)]
-    context_rows = [(n, r) for n, r in rows if context_kinds.is_context_event(r)]
-    if context_rows:
-        context_records, context_problems = agentcontext.parse_context_rows(context_rows, rel, named)
-        records += context_records
-        problems += context_problems
-    for number, row in rows:
-        if not lime.is_runtime_event(row) and not context_kinds.is_context_event(row):
-            problems.append(Problem(rel, "line is neither a runtime event nor a context event", line=number,
-                                    severity="warning", kept="the raw bytes"))  # fmt: skip
-    return events, records, problems
-
-
-def read_event_rows(
-    trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str, named: dict[str, dict[str, Any]] | None = None
-) -> None:
-    events, records, problems = read_event_lines(rows, rel, named)
-    trial.events.extend(events)
-    trial.context_records.extend(records)
-    trial.problems.extend(problems)
-    if events:
-        trial.permissions = lime.permissions_from_events(trial.events)
-        trial.present.add("runtime_events")
-        trial.refs.setdefault("runtimeTranscriptRef", rel)
-        for event in events:
-            if trial.attempt is None:
-                trial.attempt = lime.attempt_of(event)
-            category = (event.payload or {}).get("failureCategory")
-            if event.type == "benchmark.trial.failed" and category and category != "none":
-                trial.failure_category = str(category)
-    if records:
-        trial.present.add("context_records")
-
-
-def join_evidence_pack(trial: ParsedTrial, pack: ParsedTrial, pack_rel: str) -> None:
-    """The evidence pack's ids win where Harbor had none; Harbor's facts stay where it has them."""
-    trial.present.add("evidence_pack")
-    trial.benchmark = {**trial.benchmark, **{k: v for k, v in pack.benchmark.items() if v}}
-    trial.runtime_correlation = {**pack.runtime_correlation, **trial.runtime_correlation}
-
-    def find(local: str) -> str | None:
-        return min((path for path in trial.files if path.endswith(f"/{local}")), key=len, default=None)
-
-    trial.refs.update(completeness.own_files_for(pack.refs, trial.refs, find))
-    trial.refs, unbacked = completeness.join_refs(trial.refs, pack.refs)
-    trial.problems.extend(unbacked_ref_problem(pack_rel, ref, pack.refs[ref]) for ref in unbacked)
-    trial.documents["evidence_pack"] = pack.documents.get("evidence_pack")
-    if pack.dataset and (trial.dataset is None or trial.dataset.name in ("", "adhoc")):
-        trial.dataset = pack.dataset
-    elif pack.dataset and trial.dataset and not trial.dataset.version:
-        trial.dataset.version = pack.dataset.version
-    if pack.configuration and trial.configuration:
-        trial.configuration.key = pack.configuration.key or trial.configuration.key
-        trial.configuration.role = pack.configuration.role
-        trial.configuration.profiles.update(pack.configuration.profiles)
-    elif pack.configuration:
-        trial.configuration = pack.configuration
-    if not trial.failure_category and pack.failure_category:
-        trial.failure_category = pack.failure_category
-    if trial.attempt is None:
-        trial.attempt = pack.attempt
-    if not trial.criteria:
-        trial.criteria.extend(pack.criteria)
-
-
-def unbacked_ref_problem(pack_rel: str, ref: str, target: Any, alone: bool = False) -> Problem:
-    lacking = "no trial folder came with it" if alone else "the trial it joins has no readable file for it"
-    return Problem(
-        pack_rel,
-        f"the evidence pack names {target!r}, but {lacking}: counted as missing",
-        json_path=f"refs.{ref}",
-        severity="warning",
-        kept="the evidence pack as written",
-    )
-
-
-def parse_task_toml(path: Path, rel: str) -> ParsedPack:
-    try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise PackError(Problem(rel, f"malformed TOML: {exc}", kept="the raw bytes")) from exc
-    task = data.get("task") or {}
-    kind = (
-        "harbor-task"
-        if (
-            "task" in data
-            or "verifier" in data
-            or "environment" in data
-            or "schema_version" in data
-            or "version" in data
-        )
-        else "toml"
-    )
-    if "scoring" in data or "dimensions" in data or "criteria" in data or "judge" in data:
-        kind = "rewardkit-config"
-    return ParsedPack(
-        kind=kind,
-        documents=[
-            ParsedDocument(
-                kind=kind,
-                path=rel,
-                title=str(task.get("name") or path.parent.name),
-                data=data,
-                counts={"steps": len(data.get("steps") or [])},
-            )
-        ],
-    )
-
-
-def is_traces_export(data: Any) -> bool:
-    return (
-        isinstance(data, list)
-        and bool(data)
-        and all(isinstance(row, dict) and "conversations" in row for row in data[:5])
-    )
-
-
-def parse_traces_export(data: list, rel: str) -> ParsedPack:
-    conversations = sum(len(row.get("conversations") or []) for row in data)
-    return ParsedPack(
-        kind="harbor-traces",
-        documents=[
-            ParsedDocument(
-                kind="harbor-traces",
-                path=rel,
-                title=str(data[0].get("task") or rel),
-                data=data,
-                counts={"rows": len(data), "messages": conversations},
-            )
-        ],
-    )
-
-
-def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
-    """A trajectory uploaded on its own: a trial with only a trajectory (incomplete, but evidence)."""
-    pack = _trial_of_one_file(path, rel)
-    flag_missing_continuations(pack.trials[0])
-    return pack
-
-
-def _trial_of_one_file(path: Path, rel: str) -> ParsedPack:
-    trajectory = read_trajectory(path, rel)
-    agent = trajectory.agent
-    name = trajectory.session_id or trajectory.trajectory_id or Path(rel).stem
-    trial = ParsedTrial(
-        key=f"atif:{trajectory.session_id or ''}:{trajectory.trajectory_id or ''}:{rel}",
-        source_format="harbor",
-        name=name,
-        configuration=ConfigurationRef(
-            key="__".join(x for x in (agent.get("name"), agent.get("model_name")) if x) or "unknown",
-            agent_name=str(agent.get("name") or ""),
-            agent_version=str(agent.get("version") or ""),
-            model_name=str(agent.get("model_name") or ""),
-        ),
-        trajectories=[trajectory, *embedded_subagents(trajectory)],
-        files=[rel],
-        present={"trajectory"},
-        refs={"trajectoryRef": rel},  # the joinability checks look for it: the trajectory is here
-        status="unknown",
-    )
-    _apply_final_totals(trial, [trajectory])
-    return ParsedPack(kind="atif-trajectory", trials=[trial], trial_count=1)
-
-
-def flag_missing_continuations(trial: ParsedTrial) -> None:
-    """A file whose `continued_trajectory_ref` names a file the trial lacks: the run's later steps are missing."""
-    have = set(trial.files)
-    for trajectory in trial.trajectories:
-        ref = trajectory.header.get("continued_trajectory_ref")
-        if not isinstance(ref, str) or not ref or EMBEDDED_MARK in trajectory.path:
-            continue
-        folder = trajectory.path.rpartition("/")[0]
-        name = ref.replace("\\", "/").rpartition("/")[2]
-        if (f"{folder}/{name}" if folder else name) not in have:
-            message = f"continued_trajectory_ref names {ref!r}, which is not in this pack: the later steps are missing"
-            trial.problems.append(Problem(trajectory.path, message, json_path="continued_trajectory_ref",
-                                          severity="warning", kept="the steps of the files that are here"))  # fmt: skip
-
-
-def flag_missing_subagents(trial: ParsedTrial) -> None:
-    """Subagent refs naming no trajectory of the trial: that subagent's steps are missing.
-    (Once the trial's steps are read: the refs are found as they are.)"""
-    names = [(t.path, t.trajectory_id, t.session_id, t.role) for t in trial.trajectories]
-    for trajectory in trial.trajectories:
-        for json_path, ref in trajectory.subagent_refs:
-            named = ref.get("trajectory_path") or ref.get("trajectory_id") or ref.get("session_id")
-            if named and not any(names_trajectory(ref, *name) for name in names):
-                # (a ref naming nothing at all is flagged by atif.validate_step)
-                message = f"subagent_trajectory_ref names {named!r}, which is not in this trial: its steps are missing"
-                trial.problems.append(Problem(trajectory.path, message, json_path=json_path, severity="warning",
-                                              kept="the reference, shown on its step"))  # fmt: skip
-
-
-def _apply_final_totals(trial: ParsedTrial, trajectories: list[ParsedTrajectory]) -> None:
-    """A trial made of trajectory files alone: its tokens and cost are what the files' final_metrics say."""
-    totals = final_totals(trajectories)
-    trial.input_tokens = totals.get("total_prompt_tokens")
-    trial.output_tokens = totals.get("total_completion_tokens")
-    trial.cached_tokens = totals.get("total_cached_tokens")
-    trial.cost_usd = totals.get("total_cost_usd")
-
-
-MAIN_TRAJECTORY = "trajectory.json"
-
-
-def trajectory_groups(folder: Path) -> list[list[Path]]:
-    """Loose trajectory files of runs, named as Harbor names them: trajectory.json with its
-    trajectory.cont-N.json continuations and trajectory.<name>.json subagents, each name
-    maybe after a run's prefix (`<run>.trajectory.json`, as Harbor's test fixtures name
-    them). Only runs of more than one file, main file first."""
-    groups = []
-    for main in sorted(folder.glob(f"*{MAIN_TRAJECTORY}")):
-        prefix = main.name.removesuffix(MAIN_TRAJECTORY)
-        if (prefix and not prefix.endswith(".")) or not _trajectory_file(main):
-            continue
-        others = sorted(
-            (p for p in folder.glob(f"{glob.escape(prefix)}trajectory.*.json") if _trajectory_file(p)),
-            key=lambda p: (_trajectory_role(p.name.removeprefix(prefix))[0], p.name),
-        )
-        if others:
-            groups.append([main, *others])
-    return groups
-
-
-def _trajectory_file(path: Path) -> bool:
-    """A regular file (no link) that starts like an ATIF trajectory."""
-    return path.is_file() and not path.is_symlink() and sniff_trajectory(path)
-
-
-def parse_trajectory_group(members: list[Path], rel: str) -> ParsedPack:
-    """A trajectory.json with its continuations and subagent files: one trial, as in a Harbor trial folder."""
-    main, *others = members
-    prefix = main.name.removesuffix(MAIN_TRAJECTORY)
-    pack = _trial_of_one_file(main, f"{rel}/{main.name}")
-    trial = pack.trials[0]
-    for path in others:
-        path_rel = f"{rel}/{path.name}"
-        trial.files.append(path_rel)
-        try:
-            trajectory = read_trajectory(path, path_rel, role=_trajectory_role(path.name.removeprefix(prefix))[1])
-        except PackError as exc:  # the trial keeps its other files
-            trial.problems.append(exc.problem)
-            continue
-        trial.trajectories += [trajectory, *embedded_subagents(trajectory)]
-    _apply_final_totals(trial, [t for t in trial.trajectories if t.role in ("main", "continuation")])
-    flag_missing_continuations(trial)
-    pack.kind = "atif-trajectory-group"
-    return pack
-
-
-def sniff_trajectory(path: Path) -> bool:
-    """A cheap look at the first bytes: does this JSON file start like an ATIF trajectory?"""
-    with open(path, "rb") as f:
-        head = f.read(4096)
-    return ATIF_VERSION_RE.search(head) is not None
