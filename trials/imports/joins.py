@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""Evidence that arrives apart from its trial: an evidence pack imported on its own, runtime
+events in a file of their own (joined by correlation ids, before or after their trial).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""The "a worker is on it" lock of an import: a PostgreSQL advisory lock on a connection of
+its own, or without PostgreSQL an exclusive flock on a file in IMPORT_LOCK_DIR. Either is
+released when its holder dies, however it died (trials/imports/recovery.py).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""Creating imports and handing them to a worker: Celery with a broker, or without one
+(the embedded default) a thread of the web server, which also picks up what a previous
+server process left behind.
+"""
 
 from __future__ import annotations
 

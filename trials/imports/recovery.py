@@ -1,4 +1,24 @@
-"""TODO docstring."""
+"""Finding imports that no worker is going to finish, and sending them again.
+
+An import can be stranded two ways:
+
+- **queued, but its message is gone**: Redis lost its data (restarted without persistence,
+  failed over) or was down when the import was sent. Every message sent for an import
+  leaves a marker key next to it in the broker's Redis, and the task deletes the marker
+  when it starts. Queued for longer than `IMPORT_QUEUED_GRACE` with no marker means the
+  message is gone: the marker lives and dies with the messages it stands for.
+- **running, but its worker is gone**: SIGKILL, out of memory, a lost machine. A running
+  import holds a PostgreSQL advisory lock, on a connection of its own, for as long as its
+  worker lives; PostgreSQL releases it when that connection closes, however the worker
+  died. Running with the lock free means nobody is working on it. SQLite has no such
+  lock, and its workers share one machine, so there the lock is an exclusive `flock` on a
+  file in `IMPORT_LOCK_DIR`, which the kernel releases when its process ends.
+
+`trials.tasks.resend_stale_imports` sends both kinds again. It runs every
+`IMPORT_RECOVERY_INTERVAL` seconds from Celery beat and from `manage.py requeue_imports`. Sending an import twice is
+safe: the task skips a finished import and one that another worker holds, and the import
+itself keys packs by content and trials by natural key.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""Rows built from parsed records: jobs, datasets, tasks, configurations, trials, events,
+context records, permissions, criteria and artifacts.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,14 @@
-"""TODO docstring."""
+"""The import service: the one place that writes imported packs to the database.
+
+The CLI, the API and the upload page create an Import and hand it to the Celery task,
+which calls `run_import`. Steps: store every file's bytes (content-addressed), detect
+each pack's format, parse it with a pure parser, then write its trials, each whole or not at
+all: in batches (`write_trials`), or one transaction per trial (`write_trial`).
+Re-running an import is safe: packs and trials are keyed by content and natural keys.
+
+This module runs an import (`run_import`, `ImportRun`); queue.py creates and sends them,
+writer.py writes trials, joins.py joins evidence that arrives apart from its trial.
+"""
 
 from __future__ import annotations
 

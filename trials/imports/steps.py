@@ -1,4 +1,6 @@
-"""TODO docstring."""
+"""Writing a trajectory's steps, tool calls and observations: one insert per table per batch.
+Each step's JSON is served from its place in the stored file, or from a copy in a blob.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""Writing parsed trials, each whole or not at all: many at once in one transaction
+(`write_trials`), or one transaction per trial (`write_trial`) for those that stream, join
+or replace another. A trial already there is found by its natural key and left as it is.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""TODO docstring."""
+"""Every rule that keeps a redacted Agent Context item out of what Benchviewer stores.
+
+A redaction (a record, or an item marked redacted in place) names an item; its raw values
+are blanked wherever the item appears: in context records, runtime events, JSON inside any
+text, the trial's documents and logs, and the agent's own trajectory (`withhold_redacted`).
+The stored packs keep their bytes. Pure: no Django.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""TODO docstring."""
+"""Agent Context records (seed 002, ACTX-AR-* cases): what context was available,
+selected, omitted, budgeted, assembled, injected, compacted, redacted or missing.
+
+Agent Context is snake_case. Ids are kept exactly and exposed with the camelCase keys of
+Lime runtime events so both join. Two rules are enforced here, not later:
+- a redacted raw value never reaches `data` (trials.ingest.redaction.scrub_redacted);
+- a context record never decides turn/task/tool status (ACTX-AR-GOV-001).
+"""
 
 from __future__ import annotations
 

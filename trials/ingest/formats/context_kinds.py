@@ -1,4 +1,4 @@
-"""TODO docstring."""
+"""Which Agent Context record a JSON object is (an event, an item, a selection, a redaction...)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""TODO docstring."""
+"""Harbor job and trial directories (formats-harbor.md §2).
+
+What sits beside a trial in its folder (evidence packs, runtime and context events) is read
+by harbor_sidecars.py; trajectory files without a trial folder by harbor_trajectories.py.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""What sits beside a trial in its Harbor folder: a Lime evidence pack JSON, runtime and
+context event JSONL files, context documents. They are joined to the trial by content,
+not by file name.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""TODO docstring."""
+"""ATIF trajectory files that come without a trial folder (alone, or with their
+continuations and subagents), a Harbor traces export, a task.toml; and the checks that a
+trial's continuations and subagents are all there.
+"""
 
 from __future__ import annotations
 
