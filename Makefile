@@ -17,13 +17,14 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(VENV)/.installed
 
+# The demo login is the last line printed before the server starts, so it is easy to find.
 demo: install
 	$(BIN)/python manage.py migrate --noinput -v0
-	$(BIN)/python manage.py demo_user
 	$(BIN)/python manage.py generate_demo data/demo --replace
 	$(BIN)/python manage.py import_packs data/demo $(wildcard ../shared/reference)
-	@echo "Benchviewer: http://127.0.0.1:8000  (log in with the demo user printed above)"
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	@echo "Benchviewer: http://127.0.0.1:8000"
+	@$(BIN)/python manage.py demo_user
+	@$(BIN)/python manage.py runserver 127.0.0.1:8000
 
 lint: install
 	$(BIN)/ruff check .
