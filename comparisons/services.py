@@ -29,7 +29,7 @@ from comparisons import stats
 from comparisons.models import Comparison, SavedComparison, SideKind
 from trials.models import Configuration, Job, PermissionDecision, Trial
 from trials.triage.services import p0_qc_items_for_trials, qc_fingerprint_for_trials
-from trials.viewer import isolated
+from trials.viewer.text import isolated
 
 # Bump when the computation changes, so every cached comparison is computed again.
 COMPUTE_VERSION = 3  # bump when the result's shape changes: cached results of another version are recomputed

@@ -10,7 +10,6 @@ from rest_framework.views import APIView
 
 from benchviewer import roles
 from benchviewer.ids import parse_pk
-from trials import viewer
 from trials.filters import TrialFilter
 from trials.imports.queue import import_upload
 from trials.ingest.formats.atif import EMBEDDED_MARK
@@ -21,6 +20,7 @@ from trials.serializers import (
     TrialDetailSerializer,
     TrialListSerializer,
 )
+from trials.viewer import steps, tabs, text
 
 
 class ImportListCreate(generics.ListCreateAPIView):
@@ -80,7 +80,7 @@ class TrialTrajectory(APIView):
             pk_wanted = parse_pk(wanted)
             trajectory = trial.trajectories.filter(pk=pk_wanted).first() if pk_wanted is not None else None
         else:
-            trajectory = viewer.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
+            trajectory = steps.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
         if trajectory is None and wanted is not None:
             raise Http404(f"trial {trial.pk} has no trajectory {wanted!r}")
         if trajectory is None:
@@ -103,7 +103,7 @@ def _trajectory_or_404(trial: Trial, wanted: str | None):
     trajectories = list(trial.trajectories.order_by("position", "pk"))
     if wanted and not any(str(t.pk) == wanted for t in trajectories):
         raise Http404(f"trial {trial.pk} has no trajectory {wanted!r}")
-    trajectory = viewer.pick_trajectory(trial, trajectories, wanted)
+    trajectory = steps.pick_trajectory(trial, trajectories, wanted)
     if trajectory is None:
         raise Http404("this trial has no trajectory")
     return trajectory, trajectories
@@ -116,8 +116,8 @@ class TrialSteps(APIView):
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
         trajectory, trajectories = _trajectory_or_404(trial, request.query_params.get("t"))
-        page = viewer.requested_page(request.query_params.get("page"))
-        window = viewer.step_window(trial, trajectory, (page - 1) * viewer.STEP_WINDOW, trajectories)
+        page = steps.requested_page(request.query_params.get("page"))
+        window = steps.step_window(trial, trajectory, (page - 1) * steps.STEP_WINDOW, trajectories)
         return Response(
             {
                 "trajectory": trajectory.pk,
@@ -165,7 +165,7 @@ class TrialStep(APIView):
         trial = get_object_or_404(Trial, pk=pk)
         trajectory, _ = _trajectory_or_404(trial, request.query_params.get("t"))
         step = get_object_or_404(trajectory.steps.all(), index=number - 1)
-        return Response(viewer.step_detail(step))
+        return Response(steps.step_detail(step))
 
 
 class TrialSearch(APIView):
@@ -178,9 +178,9 @@ class TrialSearch(APIView):
     @extend_schema(responses={200: OpenApiResponse(description="matching step numbers")})
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
-        offset = viewer.requested_offset(request.query_params.get("offset"))
+        offset = steps.requested_offset(request.query_params.get("offset"))
         query = request.query_params.get("q", "")
-        found = viewer.search_steps(trial, query, offset, inside_words=request.query_params.get("inside") == "1")
+        found = steps.search_steps(trial, query, offset, inside_words=request.query_params.get("inside") == "1")
         trajectories = list(trial.trajectories.order_by("position", "pk"))
         by_pk = {t.pk: t for t in trajectories}
         for m in found.matches:
@@ -216,7 +216,7 @@ class TrialPermissions(APIView):
             "resolved_at",
         )
         rows = trial.permissions.order_by("requested_at", "pk").values(*fields)
-        return Response({"permissions": [viewer.scrub_json(dict(r)) for r in rows]})
+        return Response({"permissions": [text.scrub_json(dict(r)) for r in rows]})
 
 
 class TrialContext(APIView):
@@ -225,12 +225,12 @@ class TrialContext(APIView):
     @extend_schema(responses={200: OpenApiResponse(description="context records of the trial")})
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
-        return Response({"records": viewer.context_records(trial, request.query_params.get("kind"))})
+        return Response({"records": tabs.context_records(trial, request.query_params.get("kind"))})
 
 
 def viewer_step_url(trial: Trial, number: int, trajectory, trajectories) -> str:
     url = reverse("trial-step", args=[trial.pk, number])
-    main = viewer.main_trajectory(trial, trajectories)
+    main = steps.main_trajectory(trial, trajectories)
     return url if trajectory is None or trajectory == main else f"{url}?t={trajectory.pk}"
 
 

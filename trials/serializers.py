@@ -3,7 +3,7 @@ from rest_framework import serializers
 
 from trials import completeness
 from trials.models import Configuration, Dataset, Import, Job, Task, Trial
-from trials.viewer import scrub_json
+from trials.viewer.text import scrub_json
 
 
 class ImportSerializer(serializers.ModelSerializer):

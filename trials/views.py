@@ -12,12 +12,12 @@ from django.urls import reverse
 
 from benchviewer import roles
 from benchviewer.ids import parse_pk
-from trials import viewer
 from trials.forms import UploadForm
 from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage.forms import CommentForm
+from trials.viewer import lists, steps, tabs, text
 
 PAGE_SIZE = 50
 TABS = [
@@ -98,9 +98,9 @@ def job_list(request):
 
 def job_detail(request, pk):
     job = get_object_or_404(Job, pk=pk)
-    rows = viewer.job_task_rows(job, request.GET)
+    rows = lists.job_task_rows(job, request.GET)
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
-    exceptions = viewer.exception_types_by_task(job, [r["task_id"] for r in page])
+    exceptions = lists.exception_types_by_task(job, [r["task_id"] for r in page])
     for row in page:
         row["exception_types"] = exceptions.get(row["task_id"], [])
     totals = job.trials.aggregate(
@@ -113,14 +113,14 @@ def job_detail(request, pk):
             "job": job,
             "page": page,
             "totals": totals,
-            "sorts": viewer.TASK_SORT_LABELS,
+            "sorts": lists.TASK_SORT_LABELS,
             "sort": request.GET.get("sort", "task"),
         },
     )
 
 
 def trial_list(request):
-    filterset, trials = viewer.trial_list(request.GET)
+    filterset, trials = lists.trial_list(request.GET)
     page = Paginator(trials, PAGE_SIZE).get_page(request.GET.get("page"))
     chosen = filterset.form.cleaned_data if filterset.form.is_valid() else {}
     return render(
@@ -129,8 +129,8 @@ def trial_list(request):
         {
             "filter": filterset,
             "page": page,
-            "list_query": viewer.list_query(request.GET),
-            "sorts": viewer.SORT_LABELS,
+            "list_query": lists.list_query(request.GET),
+            "sorts": lists.SORT_LABELS,
             "sort": request.GET.get("sort", "newest"),
             "from_import": chosen.get("import_id") and Import.objects.filter(pk=chosen["import_id"]).first(),
             "from_pack": chosen.get("pack"),
@@ -153,11 +153,11 @@ def trial_detail(request, pk, number: int | None = None):
         "tab": tab,
         "tabs": TABS,
         "trajectories": trajectories,
-        "facts": viewer.header_facts(trial, trajectories),
-        "phases": viewer.phase_bar(trial),
-        "completeness": viewer.trial_completeness(trial),
+        "facts": tabs.header_facts(trial, trajectories),
+        "phases": tabs.phase_bar(trial),
+        "completeness": tabs.trial_completeness(trial),
         "list_q": list_q,
-        "neighbours": viewer.neighbours(trial, list_q),
+        "neighbours": lists.neighbours(trial, list_q),
         "trial_url": trial.get_absolute_url(),
         # kept when moving to the previous / next trial: the list, the open tab, the filters
         "nav_query": _query(
@@ -177,7 +177,7 @@ def trial_detail(request, pk, number: int | None = None):
 
 
 def _trajectory_tab(request, trial, trajectories, number):
-    trajectory = viewer.pick_trajectory(trial, trajectories, request.GET.get("t"))
+    trajectory = steps.pick_trajectory(trial, trajectories, request.GET.get("t"))
     hide = [h for h in request.GET.get("hide", "").split(",") if h in HIDEABLE]
     query = request.GET.get("q", "").strip()
     context = {"trajectory": trajectory, "hide": hide, "hideable": HIDEABLE, "q": query, "focus": number}
@@ -187,22 +187,22 @@ def _trajectory_tab(request, trial, trajectories, number):
     if number is not None:
         if number < 1 or number > max(trajectory.step_count, 1):
             raise Http404("no such step")
-        start = viewer.window_start(number)
+        start = steps.window_start(number)
     else:
-        page = viewer.requested_page(request.GET.get("page"))
-        start = min((page - 1) * viewer.STEP_WINDOW, viewer.window_start(max(trajectory.step_count, 1)))
-    main = viewer.main_trajectory(trial, trajectories)
+        page = steps.requested_page(request.GET.get("page"))
+        start = min((page - 1) * steps.STEP_WINDOW, steps.window_start(max(trajectory.step_count, 1)))
+    main = steps.main_trajectory(trial, trajectories)
     context |= {
-        "window": viewer.step_window(trial, trajectory, start, trajectories),
+        "window": steps.step_window(trial, trajectory, start, trajectories),
         "is_main": trajectory == main,
         "main_pk": main.pk if main else None,
-        "referenced_from": viewer.referenced_from(trial, trajectory, trajectories),
-        "segments": viewer.continuation_neighbours(trajectory, trajectories),
+        "referenced_from": steps.referenced_from(trial, trajectory, trajectories),
+        "segments": steps.continuation_neighbours(trajectory, trajectories),
     }
     if query:
-        offset = viewer.requested_offset(request.GET.get("offset"))
+        offset = steps.requested_offset(request.GET.get("offset"))
         inside = request.GET.get("inside") == "1"
-        found = viewer.search_steps(trial, query, offset, inside_words=inside)
+        found = steps.search_steps(trial, query, offset, inside_words=inside)
         if len(trajectories) > 1:  # say which file each match is in: "step 3" alone is ambiguous
             names = {t.pk: " ".join(filter(None, (t.role, t.step_name))) for t in trajectories}
             for match in found.matches:
@@ -219,7 +219,7 @@ def _trajectory_tab(request, trial, trajectories, number):
 
 
 def _context_tab(request, trial, trajectories, number):
-    sections = viewer.context_sections(trial)
+    sections = tabs.context_sections(trial)
     return {"context_sections": sections, "context_total": sum(s["count"] for s in sections)}
 
 
@@ -229,7 +229,7 @@ def _permissions_tab(request, trial, trajectories, number):
 
 def _verifier_tab(request, trial, trajectories, number):
     texts = trial.texts or {}
-    verifier_texts = [(k, viewer.scrub(v)) for k, v in sorted(texts.items()) if k.startswith("verifier/")]
+    verifier_texts = [(k, text.scrub(v)) for k, v in sorted(texts.items()) if k.startswith("verifier/")]
     tests = trial.ctrf_tests or []
     return {
         "criteria": trial.criteria.order_by("pk"),
@@ -245,15 +245,15 @@ def _artifacts_tab(request, trial, trajectories, number):
 
 
 def _logs_tab(request, trial, trajectories, number):
-    return {"logs": viewer.log_texts(trial)}
+    return {"logs": tabs.log_texts(trial)}
 
 
 def _exception_tab(request, trial, trajectories, number):
-    return {"exception_text": viewer.scrub(trial.exception_traceback or (trial.texts or {}).get("exception.txt", ""))}
+    return {"exception_text": text.scrub(trial.exception_traceback or (trial.texts or {}).get("exception.txt", ""))}
 
 
 def _config_tab(request, trial, trajectories, number):
-    return {"config_documents": viewer.config_documents(trial)}
+    return {"config_documents": tabs.config_documents(trial)}
 
 
 def _events_tab(request, trial, trajectories, number):

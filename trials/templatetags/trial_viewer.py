@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 from django.http import QueryDict
 
-from trials import viewer
+from trials.viewer import text
 
 register = template.Library()
 
@@ -27,17 +27,17 @@ def url_q(context, base: str, **changes: Any) -> str:
 @register.filter
 def scrub(value: Any) -> str:
     """Mask anything shaped like a credential (defence in depth; parsers scrub first)."""
-    return viewer.scrub(value)
+    return text.scrub(value)
 
 
 @register.filter
 def isolated(value: Any) -> str:
-    return viewer.isolated(str(value))
+    return text.isolated(str(value))
 
 
 @register.filter
 def pretty(value: Any) -> str:
-    return viewer.pretty_json(value)
+    return text.pretty_json(value)
 
 
 @register.filter
@@ -46,12 +46,12 @@ def seconds(value: Any) -> str:
     if not isinstance(value, int | float):
         return "–"
     if value < 60:
-        text = f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+        shown = f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
     else:
         minutes, secs = divmod(int(round(value)), 60)
         hours, minutes = divmod(minutes, 60)
-        text = f"{minutes} min {secs} s" if not hours else f"{hours} h {minutes} min"
-    return text.replace(" ", "\u00a0")
+        shown = f"{minutes} min {secs} s" if not hours else f"{hours} h {minutes} min"
+    return shown.replace(" ", "\u00a0")
 
 
 @register.filter
@@ -74,8 +74,8 @@ def as_text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(as_text(v) for v in value)
     if isinstance(value, dict):
-        return viewer.pretty_json(value)
-    return viewer.scrub(value)
+        return text.pretty_json(value)
+    return text.scrub(value)
 
 
 @register.filter

@@ -1,0 +1,153 @@
+"""The trial and job lists: filters, sorts, and the previous / next trial of a list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
+from django.http import QueryDict
+
+from trials.filters import TrialFilter
+from trials.models import Job, Trial
+
+TRIAL_SORTS: dict[str, tuple[str, ...]] = {
+    "newest": ("-pk",),
+    "oldest": ("pk",),
+    "name": ("name", "pk"),
+    "task": ("task__name", "attempt", "pk"),
+    "reward": (F("reward").asc(nulls_first=True), "pk"),
+    "-reward": (F("reward").desc(nulls_last=True), "pk"),
+    "duration": (F("duration_sec").asc(nulls_first=True), "pk"),
+    "-duration": (F("duration_sec").desc(nulls_last=True), "pk"),
+    "cost": (F("cost_usd").asc(nulls_first=True), "pk"),
+    "-cost": (F("cost_usd").desc(nulls_last=True), "pk"),
+    "status": ("status", "pk"),
+}
+
+
+SORT_LABELS = {
+    "newest": "newest first",
+    "oldest": "oldest first",
+    "name": "name",
+    "task": "task",
+    "reward": "reward ↑",
+    "-reward": "reward ↓",
+    "duration": "duration ↑",
+    "-duration": "duration ↓",
+    "cost": "cost ↑",
+    "-cost": "cost ↓",
+    "status": "status",
+}
+
+
+def trial_list(params: QueryDict) -> tuple[TrialFilter, QuerySet[Trial]]:
+    """The filtered and sorted trial list for a query string (page, tab, q… are ignored)."""
+    filterset = TrialFilter(params, queryset=Trial.objects.for_list())
+    qs = filterset.qs
+    if params.get("untriaged"):
+        qs = qs.untriaged()
+    if params.get("uncategorised"):
+        qs = qs.filter(failure_category="")
+    return filterset, qs.order_by(*TRIAL_SORTS.get(params.get("sort", ""), TRIAL_SORTS["newest"]))
+
+
+LIST_KEYS = set(TrialFilter.base_filters) | {"sort", "untriaged", "uncategorised"}
+
+
+def list_query(params: QueryDict) -> str:
+    """The part of a trial-list URL that defines the list (not its page): carried to trials."""
+    kept = QueryDict(mutable=True)
+    for key in sorted(params):
+        if key in LIST_KEYS:
+            kept.setlist(key, [v for v in params.getlist(key) if v != ""])
+    return kept.urlencode()
+
+
+@dataclass
+class Neighbours:
+    position: int  # 1-based; 0 when the trial is not in the list
+    total: int
+    prev_pk: int | None = None
+    next_pk: int | None = None
+
+
+def neighbours(trial: Trial, query: str) -> Neighbours:
+    """Where the trial sits in the list it was opened from, and its previous / next trial."""
+    _, qs = trial_list(QueryDict(query))
+    ids = list(qs.values_list("pk", flat=True))
+    if trial.pk not in ids:
+        return Neighbours(0, len(ids))
+    i = ids.index(trial.pk)
+    return Neighbours(
+        position=i + 1,
+        total=len(ids),
+        prev_pk=ids[i - 1] if i > 0 else None,
+        next_pk=ids[i + 1] if i + 1 < len(ids) else None,
+    )
+
+
+TASK_SORTS = {
+    "task": ("task_name",),
+    "reward": (F("mean_reward").asc(nulls_first=True), "task_name"),
+    "-reward": (F("mean_reward").desc(nulls_last=True), "task_name"),
+    "passed": ("n_passed", "task_name"),
+    "-passed": ("-n_passed", "task_name"),
+    "duration": (F("mean_duration").asc(nulls_first=True), "task_name"),
+    "-duration": (F("mean_duration").desc(nulls_last=True), "task_name"),
+    "cost": (F("cost").asc(nulls_first=True), "task_name"),
+    "-cost": (F("cost").desc(nulls_last=True), "task_name"),
+    "-failed": ("-n_failed", "task_name"),
+}
+
+
+TASK_SORT_LABELS = {
+    "task": "task name",
+    "reward": "mean reward ↑",
+    "-reward": "mean reward ↓",
+    "passed": "passed ↑",
+    "-passed": "passed ↓",
+    "duration": "mean duration ↑",
+    "-duration": "mean duration ↓",
+    "cost": "cost ↑",
+    "-cost": "cost ↓",
+    "-failed": "failed ↓",
+}
+
+
+def job_task_rows(job: Job, params: QueryDict) -> QuerySet:
+    """One row per task of the job: mean reward, passes, duration, tokens, cost."""
+    qs = job.trials.all()
+    if params.get("q"):
+        qs = qs.filter(task__name__icontains=params["q"])
+    if params.get("role"):
+        qs = qs.filter(configuration__role=params["role"])
+    rows = (
+        qs.annotate(task_name=Coalesce("task__name", Value("(no task)")))
+        .values("task_name", "task_id")
+        .annotate(
+            n=Count("pk"),
+            n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)),
+            n_failed=Count("pk", filter=Q(status__in=Trial.FAILED_STATUSES)),
+            mean_reward=Avg("reward"),
+            mean_duration=Avg("duration_sec"),
+            tokens=Sum(Coalesce("input_tokens", 0) + Coalesce("output_tokens", 0)),
+            cost=Sum("cost_usd", output_field=FloatField()),
+        )
+    )
+    if params.get("failing"):
+        rows = rows.filter(n_failed__gt=0)
+    return rows.order_by(*TASK_SORTS.get(params.get("sort", ""), TASK_SORTS["task"]))
+
+
+def exception_types_by_task(job: Job, task_ids: list[int | None]) -> dict[int | None, list[str]]:
+    pairs = (
+        job.trials.filter(task_id__in=[t for t in task_ids if t is not None])
+        .exclude(exception_type="")
+        .values_list("task_id", "exception_type")
+        .distinct()
+    )
+    out: dict[int | None, list[str]] = {}
+    for task_id, exc in pairs:
+        out.setdefault(task_id, []).append(exc)
+    return out
