@@ -28,7 +28,7 @@ from benchviewer.ids import parse_pk
 from comparisons import stats
 from comparisons.models import Comparison, SavedComparison, SideKind
 from trials.models import Configuration, Job, PermissionDecision, Trial
-from trials.triage.services import p0_qc_items_for_trials, qc_fingerprint_for_trials
+from trials.triage.queries import p0_qc_items_for_trials, qc_fingerprint_for_trials
 from trials.viewer.text import isolated
 
 # Bump when the computation changes, so every cached comparison is computed again.

@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 from tests.conftest import REFERENCE
 from tests.factories import TrialFactory
 from tests.triage_support import make_user
-from trials.triage import services
+from trials.triage import queries, services
 from trials.triage.export import build_evidence
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import QCItem
@@ -88,7 +88,7 @@ def test_a_waiver_turns_blocked_into_waived_never_pass_and_an_expired_one_counts
     triager, approver = people
     trial = TrialFactory(reward=0.0)
     blocker = _file(triager, trial)
-    assert services.p0_qc_items_for_trials([trial.pk]) == 1
+    assert queries.p0_qc_items_for_trials([trial.pk]) == 1
     waiver = _waive(approver, blocker)
     data = build_evidence()
     _validate(data)
@@ -101,12 +101,12 @@ def test_a_waiver_turns_blocked_into_waived_never_pass_and_an_expired_one_counts
             "expiresAt": waiver.expires_at.isoformat().replace("+00:00", "Z"),
         }
     ]
-    assert services.p0_qc_items_for_trials([trial.pk]) == 0
+    assert queries.p0_qc_items_for_trials([trial.pk]) == 0
     QCItem.objects.filter(pk=waiver.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     data = build_evidence()
     _validate(data)
     assert data["verdict"]["status"] == "blocked" and data["verdict"]["waivers"] == []
-    assert services.p0_qc_items_for_trials([trial.pk]) == 1
+    assert queries.p0_qc_items_for_trials([trial.pk]) == 1
 
 
 def test_resolving_everything_passes_and_p0_counts_only_open_items(people):
@@ -116,11 +116,11 @@ def test_resolving_everything_passes_and_p0_counts_only_open_items(people):
     _file(triager, trial, kind="replay-fixture", target_name="stream-stuck-replay", severity="P0")
     _file(triager, other, severity="P0")
     _file(triager, trial, severity="P2")
-    assert services.p0_qc_items_for_trials([trial.pk]) == 2
-    assert services.p0_qc_items_for_trials([trial.pk, other.pk]) == 3
+    assert queries.p0_qc_items_for_trials([trial.pk]) == 2
+    assert queries.p0_qc_items_for_trials([trial.pk, other.pk]) == 3
     for item in QCItem.objects.all():
         services.update_item(triager, item, {"status": QCItem.Status.RESOLVED})
-    assert services.p0_qc_items_for_trials([trial.pk, other.pk]) == 0
+    assert queries.p0_qc_items_for_trials([trial.pk, other.pk]) == 0
     data = build_evidence()
     _validate(data)
     assert data["verdict"]["status"] == "pass"

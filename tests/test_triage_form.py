@@ -16,7 +16,7 @@ from tests.factories import TrialFactory
 from tests.test_import_bad_input import atif, good_steps, write_trial
 from tests.triage_support import make_user
 from trials.models import RuntimeEvent, Trial
-from trials.triage import services
+from trials.triage import prefill, services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario
 
@@ -29,7 +29,7 @@ def approver(db):
 
 
 def _refs(trial, kind: str = "step") -> list[str]:
-    return [value for _, options in services.evidence_choices(trial) for value, _ in options if value.startswith(kind)]
+    return [value for _, options in prefill.evidence_choices(trial) for value, _ in options if value.startswith(kind)]
 
 
 def _form(trial, user, **data) -> FeedbackForm:
@@ -59,7 +59,7 @@ def _lime_validator() -> Draft202012Validator:
 def test_prefill_reads_the_failure_category_of_the_benchmark_trial_failed_event(failed):
     trial = failed[0]
     event = trial.events.get(type="benchmark.trial.failed")
-    guess = services.prefill(trial)
+    guess = prefill.prefill(trial)
     assert guess.code == event.payload["failureCategory"]
     assert guess.source == "benchmark.trial.failed failureCategory"
     assert guess.category in ("tool", "runtime", "verifier")
@@ -68,18 +68,18 @@ def test_prefill_reads_the_failure_category_of_the_benchmark_trial_failed_event(
 def test_prefill_keeps_reading_the_pack_after_a_triager_filed_another_category(triager, db):
     trial = TrialFactory(reward=0.0, status="failed", failure_category="stale-success")
     assert not trial.events.exists()
-    before = services.prefill(trial)
+    before = prefill.prefill(trial)
     _file(trial, triager, category="tool", code="tool-result-missing", evidence_refs=[f"trial:{trial.key}"])
     assert trial.events.filter(type="benchmark.trial.failed", pack=None).exists()  # written by triage
-    assert services.prefill(trial) == before and before.source == "trial failure category"
+    assert prefill.prefill(trial) == before and before.source == "trial failure category"
 
 
 def test_prefill_falls_back_to_the_trial_category_then_the_exception_type(db):
-    assert services.prefill(TrialFactory(reward=0.0, failure_category="stale-success")).category == "verifier"
-    guess = services.prefill(TrialFactory(reward=0.0, exception_type="VerifierTimeoutError"))
+    assert prefill.prefill(TrialFactory(reward=0.0, failure_category="stale-success")).category == "verifier"
+    guess = prefill.prefill(TrialFactory(reward=0.0, exception_type="VerifierTimeoutError"))
     assert (guess.category, guess.source) == ("verifier", "exception VerifierTimeoutError")
-    assert services.prefill(TrialFactory(reward=0.0, exception_type="AgentTimeoutError")).code == "timeout"
-    assert services.prefill(TrialFactory(reward=0.0, exception_type="DockerBuildError")).category == "environment"
+    assert prefill.prefill(TrialFactory(reward=0.0, exception_type="AgentTimeoutError")).code == "timeout"
+    assert prefill.prefill(TrialFactory(reward=0.0, exception_type="DockerBuildError")).category == "environment"
 
 
 def test_the_form_page_is_prefilled_and_shows_the_trial_facts(client, failed, triager):
@@ -89,7 +89,7 @@ def test_the_form_page_is_prefilled_and_shows_the_trial_facts(client, failed, tr
     page = client.get(f"/trials/{trial.pk}/feedback/?step={step_id}")
     assert page.status_code == 200
     form = page.context["form"]
-    assert form.initial["code"] == services.prefill(trial).code
+    assert form.initial["code"] == prefill.prefill(trial).code
     assert form.initial["step_id"] == step_id and form.initial["evidence_refs"] == [f"step:{step_id}"]
     html = page.content.decode()
     for fact in (trial.name, trial.task.name, trial.exception_type, trial.status):
@@ -98,7 +98,7 @@ def test_the_form_page_is_prefilled_and_shows_the_trial_facts(client, failed, tr
 
 def test_evidence_refs_offer_only_what_the_trial_has(failed, triager):
     trial = failed[2]
-    values = [v for _, options in services.evidence_choices(trial) for v, _ in options]
+    values = [v for _, options in prefill.evidence_choices(trial) for v, _ in options]
     assert f"trial:{trial.key}" in values
     assert any(v.startswith("step:") for v in values) and any(v.startswith("tool_call:") for v in values)
     assert any(v.startswith("artifact:") for v in values)
@@ -113,7 +113,7 @@ def test_a_continuations_steps_are_cited_with_their_file_and_their_feedback_link
     trial = Trial.objects.get()
     continuation = trial.trajectories.get(role="continuation")
     cited = "2@trajectory.cont-1.json"  # its step_ids repeat the main file's
-    assert [ref for ref, _ in services.step_choices(trial)] == ["1", "2", "1@trajectory.cont-1.json", cited]
+    assert [ref for ref, _ in prefill.step_choices(trial)] == ["1", "2", "1@trajectory.cont-1.json", cited]
     client.force_login(triager)
     page = client.get(f"/trials/{trial.pk}/", {"t": continuation.pk}).content.decode()
     link = f"/trials/{trial.pk}/feedback/?step=2&amp;t={continuation.pk}"

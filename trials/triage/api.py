@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from benchviewer import roles
 from benchviewer.ids import parse_pk
 from trials.models import Trial
-from trials.triage import export, services
+from trials.triage import export, prefill, queries, services
 from trials.triage.forms import FeedbackForm
 from trials.triage.models import QCItem
 from trials.triage.serializers import (
@@ -63,7 +63,7 @@ class TrialFeedback(RoleAPIView):
     @extend_schema(responses={200: OpenApiResponse(description="pre-fill and evidence choices")})
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
-        guess = services.prefill(trial)
+        guess = prefill.prefill(trial)
         return Response(
             {
                 "trial": trial.pk,
@@ -71,7 +71,7 @@ class TrialFeedback(RoleAPIView):
                 "code": guess.code,
                 "source": guess.source,
                 "verifierErrors": guess.verifier_errors,
-                "evidenceRefs": [value for _, options in services.evidence_choices(trial) for value, _ in options],
+                "evidenceRefs": [value for _, options in prefill.evidence_choices(trial) for value, _ in options],
                 "kinds": QCItem.Kind.values,
             }
         )
@@ -101,7 +101,7 @@ class ScenarioList(generics.ListAPIView):
     serializer_class = QCScenarioSerializer
 
     def get_queryset(self):
-        return services.scenario_rows()
+        return queries.scenario_rows()
 
 
 class ScenarioDetail(generics.RetrieveAPIView):
@@ -109,7 +109,7 @@ class ScenarioDetail(generics.RetrieveAPIView):
     serializer_class = QCScenarioDetailSerializer
 
     def get_queryset(self):
-        return services.scenario_rows().prefetch_related("failure_modes__items", "items__trial")
+        return queries.scenario_rows().prefetch_related("failure_modes__items", "items__trial")
 
 
 class _ItemList(generics.ListAPIView):
@@ -121,12 +121,12 @@ class BlockerList(_ItemList):
     serializer_class = BlockerSerializer
 
     def get_queryset(self):
-        return services.blockers()
+        return queries.blockers()
 
 
 class WaiverList(_ItemList):
     def get_queryset(self):
-        return services.waivers().order_by("expires_at", "pk")
+        return queries.waivers().order_by("expires_at", "pk")
 
 
 class ItemList(_ItemList):

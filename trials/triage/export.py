@@ -18,7 +18,7 @@ from typing import Any
 from django.utils import timezone
 
 from trials.triage.models import QCItem, QCScenario, Severity
-from trials.triage.services import ref_text
+from trials.triage.prefill import ref_text
 
 
 def _iso(dt) -> str:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from benchviewer import roles
 from trials.models import Trial
-from trials.triage import services, taxonomy
+from trials.triage import prefill, taxonomy
 from trials.triage.models import FailureMode, QCItem, QCScenario, Severity
 
 # Django's DateTimeField also parses ISO 8601 (what the API sends and datetime-local posts).
@@ -102,8 +102,8 @@ class FeedbackForm(forms.ModelForm):
         self.trial = trial
         self.user = user
         self.similar: list[FailureMode] = []
-        self.fields["step_id"].choices = [("", "—"), *services.step_choices(trial)]
-        self.fields["evidence_refs"].choices = services.evidence_choices(trial)
+        self.fields["step_id"].choices = [("", "—"), *prefill.step_choices(trial)]
+        self.fields["evidence_refs"].choices = prefill.evidence_choices(trial)
         self.fields["waived_item"].queryset = trial.qc_items.open().facts()
         self.fields["kind"].choices = QCItem.Kind.choices  # no blank radio
         self.fields["category"].choices = [("", "—"), *taxonomy.Category.choices]
@@ -160,7 +160,7 @@ class FeedbackForm(forms.ModelForm):
             if same is not None:
                 data["failure_mode"] = same  # the same mode on the same scenario: add to it
                 return
-        similar = list(services.similar_failure_modes(name, data.get("code") or ""))
+        similar = list(prefill.similar_failure_modes(name, data.get("code") or ""))
         if similar and not data.get("create_anyway"):
             self.similar = similar
             names = "; ".join(f"{m.scenario.scenario_id} / {m.name}" for m in similar[:5])

@@ -1,34 +1,31 @@
 """The one place triage writes. Every function that changes a row runs in one transaction
 and records an AuditEntry with who, when and {field: [old, new]}.
 
-Reads used by several views (pre-fill, evidence choices, the queue, P0 counts) live here
-too, so pages, the API and the comparisons app agree.
+What the forms offer before a write is in prefill.py; reads several pages share (the queue,
+P0 counts, blockers, waivers) in queries.py, so pages, the API and the comparisons agree.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections import defaultdict
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, Count, IntegerField, Max, Prefetch, Q, QuerySet, Value, When
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
-from trials.models import Artifact, Document, RewardCriterion, RuntimeEvent, Step, ToolCall, Trial, nul_free
+from trials.models import Document, RuntimeEvent, Trial, nul_free
 from trials.triage import taxonomy
 from trials.triage.models import AuditEntry, Comment, FailureMode, QCItem, QCScenario, Severity, TriageAssignment
+from trials.triage.prefill import parse_ref
 
 LIME_SCHEMA_VERSION = "lime-profile-0.4.0"
+
+
 RUNTIME_ID = "benchviewer"
-EXPIRING_SOON = timedelta(days=14)
-MAX_EVIDENCE_CHOICES = 2000  # per kind; a trial with more still files, it just offers the first ones
+
+
 MANIFEST_KIND = "agentqc-scenario-manifest"
-
-
-# ----------------------------------------------------------------------------- audit
 
 
 def _jsonable(value: Any) -> Any:
@@ -59,166 +56,6 @@ def _apply(obj, values: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
             changed[field] = (old, new)
             setattr(obj, field, new)
     return changed
-
-
-# ----------------------------------------------------------------------------- pre-fill
-
-
-@dataclass
-class Prefill:
-    category: str
-    code: str
-    source: str  # where the guess came from, shown next to the form
-    verifier_errors: list[str]
-
-
-def _failure_event_category(trial: Trial) -> tuple[str, str]:
-    """failureCategory from the pack's benchmark events (trial.failed first, then the others).
-
-    Only imported ones: those triage wrote (no pack) repeat a triager's call, not the pack's.
-    """
-    types = ("benchmark.trial.failed", "benchmark.trial.completed", "benchmark.reward.recorded")
-    events = trial.events.filter(pack__isnull=False, type__in=types).values_list("type", "payload")
-    by_type = {etype: payload or {} for etype, payload in events}
-    for etype in ("benchmark.trial.failed", "benchmark.reward.recorded", "benchmark.trial.completed"):
-        value = str(by_type.get(etype, {}).get("failureCategory") or "")
-        if value.lower() not in taxonomy.NOT_A_FAILURE:
-            return value, etype
-    return "", ""
-
-
-def verifier_errors(trial: Trial) -> list[str]:
-    """Errors the verifier wrote in reward-details (criteria with an `error`)."""
-    errors = []
-    for name, raw in trial.criteria.values_list("name", "raw"):
-        error = (raw or {}).get("error") if isinstance(raw, dict) else None
-        if error:
-            errors.append(f"{name}: {error}")
-    return errors
-
-
-def prefill(trial: Trial) -> Prefill:
-    """Category and code as the pack already says them (seed 000: failureCategory first)."""
-    errors = verifier_errors(trial)
-    value, etype = _failure_event_category(trial)
-    if value:
-        return Prefill(taxonomy.category_for(value), taxonomy.normalise_code(value), f"{etype} failureCategory", errors)
-    if trial.failure_category and trial.failure_category.lower() not in taxonomy.NOT_A_FAILURE:
-        value = trial.failure_category
-        return Prefill(taxonomy.category_for(value), taxonomy.normalise_code(value), "trial failure category", errors)
-    if trial.exception_type:
-        category = taxonomy.category_from_exception(trial.exception_type)
-        code = "timeout" if "timeout" in trial.exception_type.lower() else ""
-        return Prefill(category, code, f"exception {trial.exception_type}", errors)
-    if errors:
-        return Prefill(taxonomy.Category.VERIFIER, "", "verifier errors", errors)
-    return Prefill("", "", "", errors)
-
-
-def queue_category(trial_values: dict[str, Any]) -> str:
-    """The cheap pre-fill for list pages: from the trial row only (no event query)."""
-    return (
-        taxonomy.category_for(trial_values.get("failure_category"))
-        or taxonomy.category_from_exception(trial_values.get("exception_type"))
-        or "unclassified"
-    )
-
-
-# ----------------------------------------------------------------------------- evidence refs
-
-
-def trajectory_names(trial: Trial) -> dict[int, str]:
-    """Trajectory pk -> its name in a step ref: "" for the trial's first trajectory; for the others
-    (continuations, subagents, multi-step parts, whose step ids repeat the first's) the shortest
-    end of its path that no other trajectory of the trial ends with."""
-    paths = dict(trial.trajectories.order_by("position").values_list("pk", "path"))
-    names = {}
-    for i, (pk, path) in enumerate(paths.items()):
-        parts = path.split("/")
-        name = path
-        for n in range(1, len(parts)):
-            name = "/".join(parts[-n:])
-            if not any(o == name or o.endswith("/" + name) for opk, o in paths.items() if opk != pk):
-                break
-        names[pk] = "" if i == 0 else name[-250:]  # (a ref fits QCItem.step_id)
-    return names
-
-
-def step_ref(step_id: str, trajectory_name: str) -> str:
-    """How an item cites a step: its step_id, with its file's name past the trial's first trajectory."""
-    return f"{step_id}@{trajectory_name}" if trajectory_name else step_id
-
-
-def step_choices(trial: Trial) -> list[tuple[str, str]]:
-    names = trajectory_names(trial)
-    seen: dict[str, str] = {}
-    rows = (
-        Step.objects.filter(trial=trial)
-        .order_by("trajectory__position", "index")
-        .values_list("trajectory_id", "step_id", "source")
-    )
-    for trajectory_id, step_id, source in rows[:MAX_EVIDENCE_CHOICES]:
-        name = names[trajectory_id]
-        seen.setdefault(step_ref(step_id, name), f"step {step_id} ({source})" + (f" in {name}" if name else ""))
-    return list(seen.items())
-
-
-def evidence_choices(trial: Trial) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Grouped choices "kind:ref" for the evidence multi-select: only refs this trial has."""
-    limit = MAX_EVIDENCE_CHOICES
-    tool_calls = (
-        ToolCall.objects.filter(trial=trial)
-        .exclude(tool_call_id="")
-        .order_by("pk")
-        .values_list("tool_call_id", "function_name", "step__step_id")[:limit]
-    )
-    artifacts = Artifact.objects.filter(trial=trial).order_by("pk").values_list("destination", "source")[:limit]
-    criteria = RewardCriterion.objects.filter(trial=trial).order_by("pk").values_list("name", "score")[:limit]
-    groups = [
-        ("Trial", [(f"trial:{trial.key}", f"the whole trial ({trial.name})")]),
-        ("Steps", [(f"step:{sid}", label) for sid, label in step_choices(trial)]),
-        (
-            "Tool calls",
-            list(dict.fromkeys((f"tool_call:{cid}", f"{cid} · {fn} (step {sid})") for cid, fn, sid in tool_calls)),
-        ),
-        ("Artifacts", list(dict.fromkeys((f"artifact:{dest or src}", dest or src) for dest, src in artifacts))),
-        (
-            "Reward criteria",
-            list(dict.fromkeys((f"criterion:{name}", f"{name} = {score}") for name, score in criteria)),
-        ),
-    ]
-    return [(label, options) for label, options in groups if options]
-
-
-def parse_ref(value: str) -> dict[str, str]:
-    kind, _, ref = value.partition(":")
-    return {"kind": kind, "ref": ref}
-
-
-def ref_text(ref: dict[str, str], trial: Trial) -> str:
-    """An evidence ref as one string for the Lime evidence pack."""
-    if ref.get("kind") == "trial":
-        return f"trial:{ref['ref']}"
-    return f"trial:{trial.key}#{ref.get('kind')}:{ref.get('ref')}"
-
-
-# ----------------------------------------------------------------------------- failure modes
-
-
-def similar_failure_modes(name: str, code: str = "", exclude_scenario: QCScenario | None = None) -> QuerySet:
-    """Existing failure modes a new one would duplicate: same name (any case) or same code."""
-    query = Q()
-    if name.strip():
-        query |= Q(name__iexact=name.strip())
-    if code:
-        query |= Q(code=code)
-    if not query:
-        return FailureMode.objects.none()
-    modes = FailureMode.objects.filter(query).select_related("scenario")
-    return modes
-
-
-# ----------------------------------------------------------------------------- filing
 
 
 @transaction.atomic
@@ -413,9 +250,6 @@ def manifests() -> QuerySet[Document]:
     return Document.objects.filter(kind=MANIFEST_KIND).select_related("pack").order_by("-pk")
 
 
-# ----------------------------------------------------------------------------- runtime events
-
-
 def _correlation(trial: Trial) -> dict[str, str]:
     rc = trial.runtime_correlation or {}
     return {
@@ -496,142 +330,3 @@ def write_missing_events(trial: Trial, item: QCItem) -> list[RuntimeEvent]:
             )
         )
     return RuntimeEvent.objects.bulk_create(rows)
-
-
-# ----------------------------------------------------------------------------- reads
-
-
-def p0_qc_items_for_trials(trial_ids) -> int:
-    """Open P0 QC facts filed against these trials that no active waiver covers.
-
-    Counts every kind but waivers (failure modes, replay fixtures, verifier criteria,
-    release blockers), status open. A waiver covers its item only until it expires, so an
-    expired waiver counts for nothing. This is the comparison's p0QcGateRegressionCount.
-    """
-    return QCItem.objects.filter(trial_id__in=trial_ids, severity=Severity.P0).unwaived().count()
-
-
-def qc_fingerprint_for_trials(trial_ids) -> list[Any]:
-    """Changes whenever a QC item of these trials is filed, edited, waived or a waiver lapses."""
-    items = QCItem.objects.filter(Q(trial_id__in=trial_ids) | Q(waived_item__trial_id__in=trial_ids))
-    agg = items.aggregate(n=Count("pk"), last=Max("updated_at"))
-    return [agg["n"], agg["last"].isoformat() if agg["last"] else None, p0_qc_items_for_trials(trial_ids)]
-
-
-def queue_groups(limit: int = 1000) -> list[dict[str, Any]]:
-    """Failed trials without a QC item, grouped by failure category and task."""
-    rows = (
-        Trial.objects.untriaged()
-        .order_by("task__name", "-pk")
-        .values(
-            "pk",
-            "name",
-            "status",
-            "failure_category",
-            "exception_type",
-            "task__name",
-            "configuration__key",
-            "configuration__role",
-            "triage_assignment__assignee__username",
-        )[:limit]
-    )
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        groups[(queue_category(row), row["task__name"] or "(no task)")].append(row)
-    return [
-        {"category": category, "task": task, "trials": trials}
-        for (category, task), trials in sorted(groups.items(), key=lambda kv: (kv[0][0] == "unclassified", kv[0]))
-    ]
-
-
-def assignee_progress() -> list[dict[str, Any]]:
-    """Per assignee: assigned trials that have a QC item (done) and those still without one."""
-    rows = (
-        TriageAssignment.objects.values("assignee__username")
-        .annotate(
-            total=Count("pk", distinct=True),
-            done=Count("pk", filter=Q(trial__qc_items__isnull=False), distinct=True),
-        )
-        .order_by("assignee__username")
-    )
-    return [
-        {
-            "assignee": r["assignee__username"],
-            "done": r["done"],
-            "remaining": r["total"] - r["done"],
-            "total": r["total"],
-        }
-        for r in rows
-    ]
-
-
-def blockers() -> QuerySet[QCItem]:
-    """Release blockers: open ones first, P0 before P1…, newest first; `waived_by`: their active waivers."""
-    return (
-        QCItem.objects.filter(kind=QCItem.Kind.RELEASE_BLOCKER)
-        .select_related("trial", "trial__task", "scenario", "assignee", "created_by")
-        .prefetch_related(Prefetch("waivers", QCItem.objects.active_waivers(), to_attr="waived_by"))
-        .annotate(
-            open_rank=Case(
-                When(status=QCItem.Status.OPEN, then=Value(0)), default=Value(1), output_field=IntegerField()
-            )
-        )
-        .order_by("open_rank", "severity", "-created_at")
-    )
-
-
-def waivers() -> QuerySet[QCItem]:
-    return QCItem.objects.filter(kind=QCItem.Kind.WAIVER).select_related(
-        "trial", "approver", "waived_item", "created_by"
-    )
-
-
-def expiring_waivers(within: timedelta = EXPIRING_SOON) -> QuerySet[QCItem]:
-    """Open waivers that expire soon or already have (expired ones still need a decision)."""
-    return waivers().filter(status=QCItem.Status.OPEN, expires_at__lte=timezone.now() + within).order_by("expires_at")
-
-
-def scenario_rows() -> QuerySet[QCScenario]:
-    open_items = Q(items__status=QCItem.Status.OPEN) & ~Q(items__kind=QCItem.Kind.WAIVER)
-    return QCScenario.objects.annotate(
-        p0_open=Count("items", filter=open_items & Q(items__severity=Severity.P0), distinct=True),
-        p1_open=Count("items", filter=open_items & Q(items__severity=Severity.P1), distinct=True),
-        trials_hit=Count("items__trial", distinct=True),
-        mode_count=Count("failure_modes", distinct=True),
-    ).order_by("-p0_open", "-p1_open", "risk", "scenario_id")
-
-
-def failure_mode_rows(scenario: QCScenario) -> list[dict[str, Any]]:
-    """Each failure mode with the trials that hit it and its status (open, fixed, waived)."""
-    items = list(
-        scenario.items.facts()
-        .select_related("trial", "failure_mode")
-        .prefetch_related("waivers")
-        .order_by("failure_mode_id", "-created_at")
-    )
-    by_mode: dict[int | None, list[QCItem]] = defaultdict(list)
-    for item in items:
-        by_mode[item.failure_mode_id].append(item)
-    rows = []
-    for mode in scenario.failure_modes.all():
-        hits = by_mode.get(mode.pk, [])
-        rows.append({"mode": mode, "items": hits, "status": _mode_status(hits)})
-    if by_mode.get(None):
-        rows.append({"mode": None, "items": by_mode[None], "status": _mode_status(by_mode[None])})
-    return rows
-
-
-def _is_waived(item: QCItem) -> bool:
-    now = timezone.now()
-    return any(w.status == QCItem.Status.OPEN and w.expires_at and w.expires_at > now for w in item.waivers.all())
-
-
-def _mode_status(items: list[QCItem]) -> str:
-    open_items = [i for i in items if i.status == QCItem.Status.OPEN]
-    if not items:
-        return "not hit"
-    if not open_items:
-        return "fixed"
-    if all(_is_waived(i) for i in open_items):
-        return "waived"
-    return "open"

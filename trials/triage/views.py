@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from benchviewer import roles
 from benchviewer.ids import parse_pk
 from trials.models import Document, Step, Trial
-from trials.triage import export, services
+from trials.triage import export, prefill, queries, services
 from trials.triage.forms import AssignForm, CommentForm, FeedbackForm, ItemEditForm, ScenarioStatusForm
 from trials.triage.models import AuditEntry, QCItem, QCScenario
 
@@ -21,7 +21,7 @@ PAGE_SIZE = 50
 
 
 def _step_for(trial: Trial, wanted: str | None, trajectory: str | None, choices: list[tuple[str, str]]) -> str:
-    """`?step=` is a step ref (one of the form's `choices`, `services.step_choices`), or a 1-based
+    """`?step=` is a step ref (one of the form's `choices`, `prefill.step_choices`), or a 1-based
     step number of the trajectory `?t=` (the trial page's links; the trial's first trajectory without it)."""
     if not wanted:
         return ""
@@ -35,14 +35,14 @@ def _step_for(trial: Trial, wanted: str | None, trajectory: str | None, choices:
             steps = steps.filter(trajectory_id=trajectory_pk)
         step = steps.order_by("trajectory__position").only("step_id", "trajectory_id").first()
         if step is not None:
-            return services.step_ref(step.step_id, services.trajectory_names(trial)[step.trajectory_id])
+            return prefill.step_ref(step.step_id, prefill.trajectory_names(trial)[step.trajectory_id])
     return ""
 
 
 @roles.require_right(roles.FILE_QC)
 def feedback(request, pk: int):
     trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
-    guess = services.prefill(trial)
+    guess = prefill.prefill(trial)
     if request.method == "POST":
         form = FeedbackForm(request.POST, trial=trial, user=request.user)
         if form.is_valid():
@@ -63,7 +63,7 @@ def feedback(request, pk: int):
         }
     similar = []
     if guess.code and not form.is_bound:
-        similar = list(services.similar_failure_modes("", guess.code))
+        similar = list(prefill.similar_failure_modes("", guess.code))
     return render(
         request,
         "triage/feedback.html",
@@ -81,14 +81,14 @@ def feedback(request, pk: int):
 
 @roles.require_right(roles.READ)
 def queue(request):
-    groups = services.queue_groups()
+    groups = queries.queue_groups()
     return render(
         request,
         "triage/queue.html",
         {
             "groups": groups,
             "total": Trial.objects.untriaged().count(),
-            "progress": services.assignee_progress(),
+            "progress": queries.assignee_progress(),
             "assignees": roles.users_with_right(roles.FILE_QC),
         },
     )
@@ -117,7 +117,7 @@ def qc_home(request):
             "scenario_count": QCScenario.objects.count(),
             "open_p0": QCItem.objects.filter(severity="P0").unwaived().count(),
             "blocker_count": QCItem.objects.filter(kind=QCItem.Kind.RELEASE_BLOCKER).unwaived().count(),
-            "expiring": services.expiring_waivers()[:10],
+            "expiring": queries.expiring_waivers()[:10],
             "untriaged": Trial.objects.untriaged().count(),
             "recent": AuditEntry.objects.select_related("actor", "item", "trial", "scenario")[:15],
         },
@@ -126,7 +126,7 @@ def qc_home(request):
 
 @roles.require_right(roles.READ)
 def scenario_list(request):
-    page = Paginator(services.scenario_rows(), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(queries.scenario_rows(), PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
         "triage/scenario_list.html",
@@ -149,13 +149,13 @@ def scenario_import(request):
 
 @roles.require_right(roles.READ)
 def scenario_detail(request, pk: int):
-    scenario = get_object_or_404(services.scenario_rows(), pk=pk)
+    scenario = get_object_or_404(queries.scenario_rows(), pk=pk)
     return render(
         request,
         "triage/scenario_detail.html",
         {
             "scenario": scenario,
-            "modes": services.failure_mode_rows(scenario),
+            "modes": queries.failure_mode_rows(scenario),
             "status_form": ScenarioStatusForm(initial={"status": scenario.status}, user=request.user),
             "history": scenario.history.select_related("actor")[:50],
         },
@@ -177,27 +177,27 @@ def scenario_status(request, pk: int):
 
 @roles.require_right(roles.READ)
 def blocker_board(request):
-    items = list(services.blockers()[:500])
+    items = list(queries.blockers()[:500])
     return render(
         request,
         "triage/blockers.html",
         {
             "open_items": [i for i in items if i.status == QCItem.Status.OPEN],
             "closed_items": [i for i in items if i.status != QCItem.Status.OPEN],
-            "expiring": services.expiring_waivers()[:20],
+            "expiring": queries.expiring_waivers()[:20],
         },
     )
 
 
 @roles.require_right(roles.READ)
 def waiver_list(request):
-    page = Paginator(services.waivers().order_by("status", "expires_at", "pk"), PAGE_SIZE).get_page(
+    page = Paginator(queries.waivers().order_by("status", "expires_at", "pk"), PAGE_SIZE).get_page(
         request.GET.get("page")
     )
     return render(
         request,
         "triage/waivers.html",
-        {"page": page, "expiring": services.expiring_waivers()[:20]},
+        {"page": page, "expiring": queries.expiring_waivers()[:20]},
     )
 
 

@@ -1,0 +1,154 @@
+"""Reads several pages share: the triage queue and progress, P0 items and the QC fingerprint
+of a set of trials (the comparisons use them), blockers, waivers, scenarios and failure modes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Case, Count, IntegerField, Max, Prefetch, Q, QuerySet, Value, When
+from django.utils import timezone
+
+from trials.models import Trial
+from trials.triage.models import QCItem, QCScenario, Severity, TriageAssignment
+from trials.triage.prefill import queue_category
+
+EXPIRING_SOON = timedelta(days=14)
+
+
+def p0_qc_items_for_trials(trial_ids) -> int:
+    """Open P0 QC facts filed against these trials that no active waiver covers.
+
+    Counts every kind but waivers (failure modes, replay fixtures, verifier criteria,
+    release blockers), status open. A waiver covers its item only until it expires, so an
+    expired waiver counts for nothing. This is the comparison's p0QcGateRegressionCount.
+    """
+    return QCItem.objects.filter(trial_id__in=trial_ids, severity=Severity.P0).unwaived().count()
+
+
+def qc_fingerprint_for_trials(trial_ids) -> list[Any]:
+    """Changes whenever a QC item of these trials is filed, edited, waived or a waiver lapses."""
+    items = QCItem.objects.filter(Q(trial_id__in=trial_ids) | Q(waived_item__trial_id__in=trial_ids))
+    agg = items.aggregate(n=Count("pk"), last=Max("updated_at"))
+    return [agg["n"], agg["last"].isoformat() if agg["last"] else None, p0_qc_items_for_trials(trial_ids)]
+
+
+def queue_groups(limit: int = 1000) -> list[dict[str, Any]]:
+    """Failed trials without a QC item, grouped by failure category and task."""
+    rows = (
+        Trial.objects.untriaged()
+        .order_by("task__name", "-pk")
+        .values(
+            "pk",
+            "name",
+            "status",
+            "failure_category",
+            "exception_type",
+            "task__name",
+            "configuration__key",
+            "configuration__role",
+            "triage_assignment__assignee__username",
+        )[:limit]
+    )
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[(queue_category(row), row["task__name"] or "(no task)")].append(row)
+    return [
+        {"category": category, "task": task, "trials": trials}
+        for (category, task), trials in sorted(groups.items(), key=lambda kv: (kv[0][0] == "unclassified", kv[0]))
+    ]
+
+
+def assignee_progress() -> list[dict[str, Any]]:
+    """Per assignee: assigned trials that have a QC item (done) and those still without one."""
+    rows = (
+        TriageAssignment.objects.values("assignee__username")
+        .annotate(
+            total=Count("pk", distinct=True),
+            done=Count("pk", filter=Q(trial__qc_items__isnull=False), distinct=True),
+        )
+        .order_by("assignee__username")
+    )
+    return [
+        {
+            "assignee": r["assignee__username"],
+            "done": r["done"],
+            "remaining": r["total"] - r["done"],
+            "total": r["total"],
+        }
+        for r in rows
+    ]
+
+
+def blockers() -> QuerySet[QCItem]:
+    """Release blockers: open ones first, P0 before P1…, newest first; `waived_by`: their active waivers."""
+    return (
+        QCItem.objects.filter(kind=QCItem.Kind.RELEASE_BLOCKER)
+        .select_related("trial", "trial__task", "scenario", "assignee", "created_by")
+        .prefetch_related(Prefetch("waivers", QCItem.objects.active_waivers(), to_attr="waived_by"))
+        .annotate(
+            open_rank=Case(
+                When(status=QCItem.Status.OPEN, then=Value(0)), default=Value(1), output_field=IntegerField()
+            )
+        )
+        .order_by("open_rank", "severity", "-created_at")
+    )
+
+
+def waivers() -> QuerySet[QCItem]:
+    return QCItem.objects.filter(kind=QCItem.Kind.WAIVER).select_related(
+        "trial", "approver", "waived_item", "created_by"
+    )
+
+
+def expiring_waivers(within: timedelta = EXPIRING_SOON) -> QuerySet[QCItem]:
+    """Open waivers that expire soon or already have (expired ones still need a decision)."""
+    return waivers().filter(status=QCItem.Status.OPEN, expires_at__lte=timezone.now() + within).order_by("expires_at")
+
+
+def scenario_rows() -> QuerySet[QCScenario]:
+    open_items = Q(items__status=QCItem.Status.OPEN) & ~Q(items__kind=QCItem.Kind.WAIVER)
+    return QCScenario.objects.annotate(
+        p0_open=Count("items", filter=open_items & Q(items__severity=Severity.P0), distinct=True),
+        p1_open=Count("items", filter=open_items & Q(items__severity=Severity.P1), distinct=True),
+        trials_hit=Count("items__trial", distinct=True),
+        mode_count=Count("failure_modes", distinct=True),
+    ).order_by("-p0_open", "-p1_open", "risk", "scenario_id")
+
+
+def failure_mode_rows(scenario: QCScenario) -> list[dict[str, Any]]:
+    """Each failure mode with the trials that hit it and its status (open, fixed, waived)."""
+    items = list(
+        scenario.items.facts()
+        .select_related("trial", "failure_mode")
+        .prefetch_related("waivers")
+        .order_by("failure_mode_id", "-created_at")
+    )
+    by_mode: dict[int | None, list[QCItem]] = defaultdict(list)
+    for item in items:
+        by_mode[item.failure_mode_id].append(item)
+    rows = []
+    for mode in scenario.failure_modes.all():
+        hits = by_mode.get(mode.pk, [])
+        rows.append({"mode": mode, "items": hits, "status": _mode_status(hits)})
+    if by_mode.get(None):
+        rows.append({"mode": None, "items": by_mode[None], "status": _mode_status(by_mode[None])})
+    return rows
+
+
+def _is_waived(item: QCItem) -> bool:
+    now = timezone.now()
+    return any(w.status == QCItem.Status.OPEN and w.expires_at and w.expires_at > now for w in item.waivers.all())
+
+
+def _mode_status(items: list[QCItem]) -> str:
+    open_items = [i for i in items if i.status == QCItem.Status.OPEN]
+    if not items:
+        return "not hit"
+    if not open_items:
+        return "fixed"
+    if all(_is_waived(i) for i in open_items):
+        return "waived"
+    return "open"
