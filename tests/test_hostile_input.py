@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import REFERENCE, import_path
 from tests.hostile_corpus import cases, trajectory
-from trials.ingest.formats import agentv, atif, lime
+from trials.ingest.formats import agentv, atif, atif_checks, lime
 from trials.ingest.records import PackError
 from trials.models import Step, Trajectory, Trial
 
@@ -60,15 +60,15 @@ json_values = st.recursive(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(step=st.dictionaries(st.sampled_from(sorted(atif.STEP_FIELDS) + ["junk"]), json_values, max_size=8))
+@given(step=st.dictionaries(st.sampled_from(sorted(atif_checks.STEP_FIELDS) + ["junk"]), json_values, max_size=8))
 def test_atif_step_parsing_never_raises_on_any_json_step(step):
-    atif.validate_step(step, 0, "t.json")
+    atif_checks.validate_step(step, 0, "t.json")
     parsed = atif.parse_step(step, 0)
     assert parsed.raw == step
 
 
 @settings(max_examples=150, deadline=None)
-@given(header=st.dictionaries(st.sampled_from(sorted(atif.ROOT_FIELDS) + ["junk"]), json_values, max_size=8))
+@given(header=st.dictionaries(st.sampled_from(sorted(atif_checks.ROOT_FIELDS) + ["junk"]), json_values, max_size=8))
 def test_atif_header_validation_never_raises(header):
     header.pop("steps", None)
     trajectory_record = atif.trajectory_from(header, iter(trajectory()["steps"]), "t.json", "main")

@@ -7,6 +7,8 @@ Harbor's validators are recorded as problems on the trajectory; the file is kept
 For a file parsed whole, msgspec also finds where each step's JSON lies in it
 (`step_spans`): a step is then served from the stored file itself, and the import
 writes no copy of the steps (trials.storage.blobs.StepBodies) for it.
+
+The checks of each field against ATIF's schema are in atif_checks.py.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import ijson
 import msgspec
 import orjson
 
+from trials.ingest.formats.atif_checks import float_or_none, nonnegative_count, validate_header, validate_step
 from trials.ingest.jsonio import malformed, open_json, without_bom
 from trials.ingest.records import (
     PackError,
@@ -33,59 +36,9 @@ from trials.ingest.records import (
 from trials.ingest.values import as_dict, as_list, parse_iso
 
 STREAM_THRESHOLD = 32 * 1024 * 1024
+
+
 STARTS_A_VALUE = {"start_map", "start_array", "string", "number", "null", "boolean"}  # ijson events
-KNOWN_VERSIONS = {f"ATIF-v1.{n}" for n in range(0, 9)}
-VERSION_RE = re.compile(r"^ATIF-v1\.\d+$")
-AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
-STEP_FIELDS = {
-    "step_id",
-    "timestamp",
-    "source",
-    "model_name",
-    "reasoning_effort",
-    "message",
-    "reasoning_content",
-    "tool_calls",
-    "observation",
-    "metrics",
-    "is_copied_context",
-    "llm_call_count",
-    "extra",
-}
-ROOT_FIELDS = {
-    "schema_version",
-    "session_id",
-    "trajectory_id",
-    "agent",
-    "steps",
-    "notes",
-    "final_metrics",
-    "continued_trajectory_ref",
-    "extra",
-    "subagent_trajectories",
-}
-
-# What each nested ATIF object may hold (Harbor's models forbid anything else: we keep it and flag it).
-NESTED_FIELDS = {
-    "agent": {"name", "version", "model_name", "tool_definitions", "extra"},
-    "final_metrics": {"total_prompt_tokens", "total_completion_tokens", "total_cached_tokens", "total_cost_usd",
-                      "total_steps", "extra"},
-    "metrics": {"prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "prompt_token_ids",
-                "completion_token_ids", "logprobs", "extra"},
-    "tool_call": {"tool_call_id", "function_name", "arguments", "extra"},
-    "observation": {"results"},
-    "result": {"source_call_id", "content", "subagent_trajectory_ref", "extra"},
-    "ref": {"session_id", "trajectory_id", "trajectory_path", "extra"},
-    "content_part": {"type", "text", "source"},
-    "source": {"media_type", "path", "duration_sec"},  # an image's or an audio clip's
-}  # fmt: skip
-
-
-def unknown_fields(obj: Any, kind: str, where: str) -> list[str]:
-    """JSON paths of the keys `obj` (an ATIF object of that kind) may not hold."""
-    if not isinstance(obj, dict) or not (unknown := obj.keys() - NESTED_FIELDS[kind]):
-        return []
-    return [f"{where}.{key}" for key in sorted(unknown, key=str)]
 
 
 EMBEDDED_MARK = "#subagent_trajectories"  # path of an embedded subagent: file#subagent_trajectories[i]
@@ -149,7 +102,11 @@ class _StepsOnly(msgspec.Struct):
 
 
 _STEPS_AS_WRITTEN = msgspec.json.Decoder(_StepsOnly)  # the rest of the file is scanned, not built
+
+
 _BETWEEN_STEPS = re.compile(rb"[\s,]*")
+
+
 _STEPS_KEY = re.compile(rb'"steps"\s*:\s*\[\s*')
 
 
@@ -239,66 +196,6 @@ def embedded_subagents(parent: ParsedTrajectory) -> list[ParsedTrajectory]:
     return found
 
 
-def validate_header(header: dict[str, Any], rel: str) -> list[Problem]:
-    problems: list[Problem] = []
-    version = header.get("schema_version")
-    if not isinstance(version, str) or version not in KNOWN_VERSIONS:
-        if isinstance(version, str) and VERSION_RE.match(version):
-            problems.append(
-                Problem(
-                    rel,
-                    f"newer ATIF version {version}; read as the latest known",
-                    json_path="schema_version",
-                    severity="warning",
-                    kept="the whole file",
-                )
-            )
-        else:
-            problems.append(
-                Problem(
-                    rel,
-                    f"unknown schema_version {version!r}",
-                    json_path="schema_version",
-                    kept="the whole file, flagged",
-                )
-            )
-    old_version = isinstance(version, str) and version in KNOWN_VERSIONS and int(version.rpartition(".")[2]) < 7
-    if old_version and not header.get("session_id"):
-        problems.append(Problem(rel, f"session_id is required in {version}", json_path="session_id"))
-    agent = header.get("agent")
-    if not isinstance(agent, dict) or not agent.get("name"):
-        problems.append(Problem(rel, "agent.name is required", json_path="agent"))
-    elif "version" not in agent:
-        problems.append(Problem(rel, "agent.version is required", json_path="agent.version"))
-    unknown = [str(key) for key in header if key not in ROOT_FIELDS]
-    unknown += unknown_fields(header.get("agent"), "agent", "agent")
-    unknown += unknown_fields(header.get("final_metrics"), "final_metrics", "final_metrics")
-    for path in unknown:
-        problems.append(Problem(rel, f"unknown field {path!r} (kept)", json_path=path, severity="warning"))
-    subagents = as_list(header.get("subagent_trajectories"))
-    seen: set[str] = set()
-    for i, sub in enumerate(subagents if isinstance(subagents, list) else []):
-        tid = sub.get("trajectory_id") if isinstance(sub, dict) else None
-        if not tid:
-            problems.append(
-                Problem(
-                    rel,
-                    "embedded subagent needs a trajectory_id",
-                    json_path=f"subagent_trajectories[{i}].trajectory_id",
-                )
-            )
-        elif tid in seen:
-            problems.append(
-                Problem(
-                    rel,
-                    f"duplicate subagent trajectory_id {tid!r}",
-                    json_path=f"subagent_trajectories[{i}].trajectory_id",
-                )
-            )
-        seen.add(tid or "")
-    return problems
-
-
 def _parse_steps(
     steps: Iterator[Any],
     rel: str,
@@ -344,130 +241,16 @@ def names_trajectory(ref: dict[str, Any], path: str, trajectory_id: str, session
     )
 
 
-def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
-    where = f"steps[{index}]"
-    problems: list[Problem] = []
-
-    def add(message: str, path: str = "", severity: str = "error") -> None:
-        problems.append(
-            Problem(rel, message, json_path=f"{where}{path}", severity=severity, kept="the step as written")
-        )
-
-    if step.get("step_id") != index + 1:
-        add(f"step_id: expected {index + 1} (sequential from 1), got {step.get('step_id')!r}", ".step_id")
-    source = step.get("source")
-    if source not in ("system", "user", "agent"):
-        add(f"source must be system, user or agent, got {source!r}", ".source")
-    elif source != "agent":
-        for key in AGENT_ONLY:
-            if step.get(key) is not None:
-                add(f"{key} is allowed only on agent steps (this is a {source} step)", f".{key}")
-    if "message" not in step:
-        add("message is required", ".message")
-    if step.get("timestamp") is not None and parse_iso(step.get("timestamp")) is None:
-        add(f"timestamp is not ISO 8601: {step.get('timestamp')!r}", ".timestamp")
-    if step.get("llm_call_count") == 0 and source == "agent":
-        for key in ("metrics", "reasoning_content"):
-            if step.get(key) is not None:
-                add(f"{key} must be absent when llm_call_count is 0", f".{key}")
-    unknown = [f".{key}" for key in step if key not in STEP_FIELDS] if step.keys() - STEP_FIELDS else []
-    metrics = as_dict(step.get("metrics"))
-    unknown += unknown_fields(metrics, "metrics", ".metrics")
-    counts = [(f".metrics.{key}", metrics.get(key)) for key in METRIC_COUNTS if key in metrics]
-    for path, value in [*counts, (".llm_call_count", step.get("llm_call_count"))]:
-        if value is not None and _nonnegative_count(value) is None:
-            add(f"{path[1:]} must be a whole number from 0 to 2^63, got {value!r}: not indexed", path, "warning")
-    call_ids = set()
-    for i, call in enumerate(as_list(step.get("tool_calls"))):
-        if not isinstance(call, dict) or not call.get("tool_call_id") or "function_name" not in call:
-            add("tool call needs tool_call_id and function_name", f".tool_calls[{i}]")
-            continue
-        unknown += unknown_fields(call, "tool_call", f".tool_calls[{i}]")
-        call_ids.add(call["tool_call_id"])
-    observation = step.get("observation")
-    unknown += unknown_fields(observation, "observation", ".observation")
-    results = observation.get("results") if isinstance(observation, dict) else None
-    for i, result in enumerate(as_list(results)):
-        if not isinstance(result, dict):
-            continue
-        unknown += unknown_fields(result, "result", f".observation.results[{i}]")
-        unknown += _content_part_fields(result.get("content"), f".observation.results[{i}].content")
-        scid = result.get("source_call_id")
-        if scid is not None and scid not in call_ids:
-            add(
-                f"source_call_id {scid!r} matches no tool call in this step",
-                f".observation.results[{i}].source_call_id",
-            )
-        for j, ref in enumerate(as_list(result.get("subagent_trajectory_ref"))):
-            unknown += unknown_fields(ref, "ref", f".observation.results[{i}].subagent_trajectory_ref[{j}]")
-            if isinstance(ref, dict) and not (ref.get("trajectory_id") or ref.get("trajectory_path")):
-                add(
-                    "subagent_trajectory_ref needs trajectory_id or trajectory_path",
-                    f".observation.results[{i}].subagent_trajectory_ref[{j}]",
-                    severity="warning",
-                )
-    for key in ("message",):
-        problems.extend(_content_part_problems(step.get(key), f"{where}.{key}", rel))
-    unknown += _content_part_fields(step.get("message"), ".message")
-    for path in unknown:
-        add(f"unknown field {path.lstrip('.')!r} (kept)", path, severity="warning")
-    return problems
-
-
-def _content_part_fields(content: Any, where: str) -> list[str]:
-    """Unknown keys of a content part list's parts and their sources (text content has none)."""
-    unknown: list[str] = []
-    for i, part in enumerate(content if isinstance(content, list) else []):
-        unknown += unknown_fields(part, "content_part", f"{where}[{i}]")
-        if isinstance(part, dict):
-            unknown += unknown_fields(part.get("source"), "source", f"{where}[{i}].source")
-    return unknown
-
-
-def _content_part_problems(content: Any, where: str, rel: str) -> list[Problem]:
-    if not isinstance(content, list):
-        return []
-    problems = []
-    for i, part in enumerate(content):
-        if not isinstance(part, dict):
-            continue
-        kind = part.get("type")
-        if kind == "text" and ("text" not in part or part.get("source") is not None):
-            problems.append(Problem(rel, "a text part has text and no source", json_path=f"{where}[{i}]"))
-        if kind in ("image", "audio") and (part.get("source") is None or part.get("text") is not None):
-            problems.append(Problem(rel, f"an {kind} part has a source and no text", json_path=f"{where}[{i}]"))
-    return problems
-
-
-METRIC_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens")
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _nonnegative_count(value: Any) -> int | None:
-    """A count as the columns hold it: a whole number from 0 to 2^63 (validate_step flags others)."""
-    value = _int(value)
-    return value if value is not None and 0 <= value < 2**63 else None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def final_totals(trajectories: list[ParsedTrajectory]) -> dict[str, Any]:
     """Prompt, completion and cached tokens and cost from the files' `final_metrics`, summed over the
     files given (a main file and its continuations: a subagent's cost is already in its parent's)."""
     totals: dict[str, Any] = {}
     for metrics in (t.final_metrics for t in trajectories if isinstance(t.final_metrics, dict)):
         for key, read in (
-            ("total_prompt_tokens", _nonnegative_count),
-            ("total_completion_tokens", _nonnegative_count),
-            ("total_cached_tokens", _nonnegative_count),
-            ("total_cost_usd", _float),
+            ("total_prompt_tokens", nonnegative_count),
+            ("total_completion_tokens", nonnegative_count),
+            ("total_cached_tokens", nonnegative_count),
+            ("total_cost_usd", float_or_none),
         ):
             if (value := read(metrics.get(key))) is not None:
                 totals[key] = totals.get(key, 0) + value
@@ -513,20 +296,17 @@ def parse_step(raw: Any, index: int) -> ParsedStep:
         model_name=str(raw.get("model_name") or ""),
         message_text=content_text(raw.get("message")),
         reasoning=str(raw.get("reasoning_content") or ""),
-        prompt_tokens=_nonnegative_count(metrics.get("prompt_tokens")),
-        completion_tokens=_nonnegative_count(metrics.get("completion_tokens")),
-        cached_tokens=_nonnegative_count(metrics.get("cached_tokens")),
-        cost_usd=_float(metrics.get("cost_usd")),
+        prompt_tokens=nonnegative_count(metrics.get("prompt_tokens")),
+        completion_tokens=nonnegative_count(metrics.get("completion_tokens")),
+        cached_tokens=nonnegative_count(metrics.get("cached_tokens")),
+        cost_usd=float_or_none(metrics.get("cost_usd")),
         is_copied_context=raw.get("is_copied_context") is True,
-        llm_call_count=_nonnegative_count(raw.get("llm_call_count")),
+        llm_call_count=nonnegative_count(raw.get("llm_call_count")),
         context_management=str(context_management.get("type") or "") if isinstance(context_management, dict) else "",
         tool_calls=tool_calls,
         observations=observations,
         raw=raw,
     )
-
-
-# Streaming (files past STREAM_THRESHOLD) -------------------------------------------------
 
 
 def _ijson_error(rel: str, exc: Exception, json_path: str = "", line: int | None = None) -> PackError:

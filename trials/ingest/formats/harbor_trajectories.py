@@ -140,7 +140,7 @@ def flag_missing_subagents(trial: ParsedTrial) -> None:
         for json_path, ref in trajectory.subagent_refs:
             named = ref.get("trajectory_path") or ref.get("trajectory_id") or ref.get("session_id")
             if named and not any(names_trajectory(ref, *name) for name in names):
-                # (a ref naming nothing at all is flagged by atif.validate_step)
+                # (a ref naming nothing at all is flagged by atif_checks.validate_step)
                 message = f"subagent_trajectory_ref names {named!r}, which is not in this trial: its steps are missing"
                 trial.problems.append(Problem(trajectory.path, message, json_path=json_path, severity="warning",
                                               kept="the reference, shown on its step"))  # fmt: skip
