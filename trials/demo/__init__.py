@@ -62,26 +62,26 @@ JSON_OPTS = orjson.OPT_INDENT_2
 # --------------------------------------------------------------------------------------
 
 
-def _rng(*parts: object) -> random.Random:
+def seeded_rng(*parts: object) -> random.Random:
     """A Random seeded from a string key: stable across runs and PYTHONHASHSEED."""
     return random.Random("/".join(str(p) for p in parts))
 
 
-def _uuid(*parts: object) -> str:
+def seeded_uuid(*parts: object) -> str:
     digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
     return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
-def _hex(n: int, *parts: object) -> str:
+def seeded_hex(n: int, *parts: object) -> str:
     return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()[:n]
 
 
-def _iso(dt: datetime) -> str:
+def iso(dt: datetime) -> str:
     """Trial timestamps: UTC with a Z, microseconds, as Harbor writes them."""
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _iso_ms(dt: datetime) -> str:
+def iso_ms(dt: datetime) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
@@ -91,21 +91,21 @@ def _naive(dt: datetime) -> str:
     return dt.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
-def _secs(rng: random.Random, lo: float, hi: float) -> timedelta:
+def random_secs(rng: random.Random, lo: float, hi: float) -> timedelta:
     return timedelta(microseconds=round(rng.uniform(lo, hi) * 1_000_000))
 
 
-def _dump(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(data, option=JSON_OPTS) + b"\n")
 
 
-def _write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(text.encode())
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
 
@@ -290,7 +290,7 @@ def demo_tasks(count: int, seed: int = 0) -> list[TaskSpec]:
         name, instruction, main_file, tests = _TASKS[i % len(_TASKS)]
         if i >= len(_TASKS):  # benchmark sizes: reuse the catalogue with a suffix
             name = f"{name}-{i // len(_TASKS) + 1}"
-        rng = _rng(seed, DATASET_NAME, name, "task")
+        rng = seeded_rng(seed, DATASET_NAME, name, "task")
         out.append(
             TaskSpec(
                 name=name,
@@ -363,15 +363,15 @@ XSS_SNIPPET = (
     '<a href="javascript:alert(3)">details</a>\n'
 )
 
-_WORDS = (
+WORDS = (
     "build ok warning deprecated cache miss hit retry connect timeout listening worker pool "
     "config loaded parsed index table row column commit branch merge upstream request "
     "response status handler module import error trace frame"
 ).split()
-_DIRS = ("/app/src", "/app/tests", "/etc/app", "/var/log/app", "/srv/data", "/app/lib")
+DIRS = ("/app/src", "/app/tests", "/etc/app", "/var/log/app", "/srv/data", "/app/lib")
 
 
-def _text_pool(rng: random.Random, min_bytes: int) -> str:
+def text_pool(rng: random.Random, min_bytes: int) -> str:
     """Realistic-looking terminal output to cut observations from (built once per file)."""
     lines: list[str] = []
     size = 0
@@ -380,17 +380,17 @@ def _text_pool(rng: random.Random, min_bytes: int) -> str:
         n += 1
         kind = n % 4
         if kind == 0:
-            line = f"{rng.choice(_DIRS)}/{rng.choice(_WORDS)}_{n % 97}.py:{rng.randint(1, 400)}: "
-            line += " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
+            line = f"{rng.choice(DIRS)}/{rng.choice(WORDS)}_{n % 97}.py:{rng.randint(1, 400)}: "
+            line += " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9)))
         elif kind == 1:
             line = f"-rw-r--r-- 1 root root {rng.randint(80, 99999):>6} Nov  2 13:{n % 60:02d} "
-            line += f"{rng.choice(_WORDS)}-{n}.{rng.choice(('py', 'txt', 'json', 'log'))}"
+            line += f"{rng.choice(WORDS)}-{n}.{rng.choice(('py', 'txt', 'json', 'log'))}"
         elif kind == 2:
-            line = f"[{n:05d}] INFO {rng.choice(_WORDS)}: " + " ".join(
-                rng.choice(_WORDS) for _ in range(rng.randint(4, 12))
+            line = f"[{n:05d}] INFO {rng.choice(WORDS)}: " + " ".join(
+                rng.choice(WORDS) for _ in range(rng.randint(4, 12))
             )
         else:
-            line = f"    {rng.randint(1, 999):>4}\t" + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 10)))
+            line = f"    {rng.randint(1, 999):>4}\t" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 10)))
         lines.append(line)
         size += len(line) + 1
     return "\n".join(lines) + "\n"
@@ -450,14 +450,14 @@ class TrajectoryTotals:
         return self.cost_units / 1e7
 
 
-class _NullSink:
+class NullSink:
     """Stands in for the file when a trial's trajectory is 'lost' but totals are needed."""
 
     def write(self, data: bytes) -> int:
         return len(data)
 
 
-def _tool_arguments(fn: str, path: str, rng: random.Random, main_file: str) -> dict[str, Any]:
+def tool_arguments(fn: str, path: str, rng: random.Random, main_file: str) -> dict[str, Any]:
     if fn == "bash":
         cmd = rng.choice(
             (
@@ -495,10 +495,10 @@ def _iter_plan(spec: TrajectorySpec, rng: random.Random) -> Iterator[tuple[str, 
             yield "agent", step_id
 
 
-def _stream_trajectory(out: BinaryIO | _NullSink, spec: TrajectorySpec) -> TrajectoryTotals:
+def stream_trajectory(out: BinaryIO | NullSink, spec: TrajectorySpec) -> TrajectoryTotals:
     """Write one ATIF trajectory step by step; never holds more than one step in memory."""
-    rng = _rng(spec.seed, spec.session_id, "trajectory")
-    pool = _text_pool(rng, max(64 * 1024, 2 * spec.observation_bytes))
+    rng = seeded_rng(spec.seed, spec.session_id, "trajectory")
+    pool = text_pool(rng, max(64 * 1024, 2 * spec.observation_bytes))
     totals = TrajectoryTotals()
     n_steps = max(3, spec.steps)
     n_agent = max(1, n_steps - 2)
@@ -534,14 +534,14 @@ def _stream_trajectory(out: BinaryIO | _NullSink, spec: TrajectorySpec) -> Traje
     ts = now
 
     for kind, step_id in _iter_plan(spec, rng):
-        step: dict[str, Any] = {"step_id": step_id, "timestamp": _iso_ms(now)}
+        step: dict[str, Any] = {"step_id": step_id, "timestamp": iso_ms(now)}
         if kind == "system":
             step |= {"source": "system", "message": SYSTEM_PROMPT}
         elif kind == "user":
             step |= {"source": "user", "message": spec.instruction}
         elif kind == "compaction":
-            now += _secs(rng, 0.5, 2.0)
-            step["timestamp"] = _iso_ms(now)
+            now += random_secs(rng, 0.5, 2.0)
+            step["timestamp"] = iso_ms(now)
             summary = (
                 f"Summary of steps 3-{step_id - 1}: explored the repository, read "
                 f"{spec.main_file}, ran the tests and identified the failing cases. "
@@ -562,7 +562,7 @@ def _stream_trajectory(out: BinaryIO | _NullSink, spec: TrajectorySpec) -> Traje
         else:
             agent_no += 1
             now += timedelta(microseconds=round(mean_dt * rng.uniform(0.8, 1.2) * 1_000_000))
-            step["timestamp"] = _iso_ms(now)
+            step["timestamp"] = iso_ms(now)
             completion = rng.randint(60, 700)
             prompt = min(context_tokens, MAX_CONTEXT_TOKENS)
             cached = min(prev_prompt, prompt) if prev_prompt else min(1024, prompt)
@@ -594,9 +594,9 @@ def _stream_trajectory(out: BinaryIO | _NullSink, spec: TrajectorySpec) -> Traje
                         fn = rng.choices(("bash", "read_file", "write_file"), (5, 3, 2))[0]
                     path = spec.main_file if fn != "bash" else "/app"
                     if fn == "read_file" and read_count % 3 == 2:
-                        path = f"{rng.choice(_DIRS)}/{rng.choice(_WORDS)}.py"
+                        path = f"{rng.choice(DIRS)}/{rng.choice(WORDS)}.py"
                     call_id = f"call_{call_no}"
-                    args = _tool_arguments(fn, path, rng, spec.main_file)
+                    args = tool_arguments(fn, path, rng, spec.main_file)
                     gated = fn == "write_file" and write_count == 0 and spec.permission
                     # Content of the observation, sized to observation_bytes.
                     if fn == "write_file":
@@ -619,7 +619,7 @@ def _stream_trajectory(out: BinaryIO | _NullSink, spec: TrajectorySpec) -> Traje
                             content = XSS_SNIPPET + content
                             totals.xss_step = step_id
                     tool_calls.append({"tool_call_id": call_id, "function_name": fn, "arguments": args})
-                    started = cursor + _secs(rng, 0.05, 0.3)
+                    started = cursor + random_secs(rng, 0.05, 0.3)
                     cut = spec.cut_off and step_id == last_agent_step and k == n_calls - 1
                     lose = (
                         spec.missing_result
@@ -633,7 +633,7 @@ def _stream_trajectory(out: BinaryIO | _NullSink, spec: TrajectorySpec) -> Traje
                         completed = None
                     else:
                         results.append({"source_call_id": call_id, "content": content})
-                        completed = started + _secs(rng, 0.05, min(1.5, mean_dt * 0.3))
+                        completed = started + random_secs(rng, 0.05, min(1.5, mean_dt * 0.3))
                     cursor = completed or started
                     totals.tool_calls.append(
                         ToolCallRecord(
@@ -718,13 +718,13 @@ def write_trajectory(
         session_id=session_id,
         model=model,
     )
-    _write_trajectory_file(path, spec)
+    write_trajectory_file(path, spec)
 
 
-def _write_trajectory_file(path: Path, spec: TrajectorySpec) -> TrajectoryTotals:
+def write_trajectory_file(path: Path, spec: TrajectorySpec) -> TrajectoryTotals:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb", buffering=1 << 20) as fh:
-        return _stream_trajectory(fh, spec)
+        return stream_trajectory(fh, spec)
 
 
 # --------------------------------------------------------------------------------------
@@ -766,7 +766,7 @@ def _trial_name(task: str, rng: random.Random, taken: set[str]) -> str:
             return name
 
 
-def _plan_job(
+def plan_job(
     job_name: str,
     role: str,
     tasks: list[TaskSpec],
@@ -779,10 +779,10 @@ def _plan_job(
     taken: set[str] = set()
     for task in tasks:
         for attempt in range(1, attempts + 1):
-            rng = _rng(seed, job_name, task.name, attempt)
+            rng = seeded_rng(seed, job_name, task.name, attempt)
             # The pass/fail draw is shared by both jobs (common random numbers), so the
             # candidate's bias shows up as a clean improvement instead of noise.
-            u = _rng(seed, task.name, attempt, "success").random()
+            u = seeded_rng(seed, task.name, attempt, "success").random()
             passed = u < task.base_success + success_bias
             n_tests = len(task.tests)
             passed_tests = n_tests if passed else rng.randint(0, n_tests - 1)
@@ -823,7 +823,7 @@ def _plan_job(
 
     _guarantee_variety(plans, role, with_extras)
     for plan in plans:
-        plan.failure_category = _failure_category(plan, _rng(seed, job_name, plan.trial_name))
+        plan.failure_category = _failure_category(plan, seeded_rng(seed, job_name, plan.trial_name))
     return plans
 
 
@@ -921,7 +921,7 @@ class TrialSummary:
     finished_at: datetime
 
 
-def _rewards(plan: TrialPlan) -> dict[str, float] | None:
+def verifier_rewards(plan: TrialPlan) -> dict[str, float] | None:
     if plan.outcome == "no_verifier":
         return None
     n = len(plan.task.tests)
@@ -975,7 +975,7 @@ def _traceback(plan: TrialPlan, ctx: JobContext) -> tuple[str, str, str]:
     return "RuntimeError", msg, tb
 
 
-def _ctrf(plan: TrialPlan, rng: random.Random, start: datetime) -> dict[str, Any]:
+def ctrf_report(plan: TrialPlan, rng: random.Random, start: datetime) -> dict[str, Any]:
     t = start.timestamp()
     tests = []
     failing = set(rng.sample(range(len(plan.task.tests)), len(plan.task.tests) - plan.passed_tests))
@@ -1019,7 +1019,7 @@ def _ctrf(plan: TrialPlan, rng: random.Random, start: datetime) -> dict[str, Any
     }
 
 
-def _test_stdout(ctrf: dict[str, Any]) -> str:
+def pytest_stdout(ctrf: dict[str, Any]) -> str:
     tests = ctrf["results"]["tests"]
     marks = "".join("." if t["status"] == "passed" else "F" for t in tests)
     lines = [
@@ -1045,7 +1045,7 @@ def _test_stdout(ctrf: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _reward_details(plan: TrialPlan, rewards: dict[str, float], totals: TrajectoryTotals) -> dict[str, Any]:
+def reward_details(plan: TrialPlan, rewards: dict[str, float], totals: TrajectoryTotals) -> dict[str, Any]:
     calls = totals.tool_calls
     test_call = next((c for c in reversed(calls) if c.function_name == "bash"), None)
     write_call = next((c for c in calls if c.function_name == "write_file"), None)
@@ -1106,18 +1106,18 @@ def _trial_config(plan: TrialPlan, ctx: JobContext) -> dict[str, Any]:
     }
 
 
-def _write_trial(ctx: JobContext, plan: TrialPlan, start: datetime) -> TrialSummary:
+def write_trial(ctx: JobContext, plan: TrialPlan, start: datetime) -> TrialSummary:
     tdir = ctx.out / plan.trial_name
-    rng = _rng(ctx.seed, ctx.job_name, plan.trial_name, "write")
+    rng = seeded_rng(ctx.seed, ctx.job_name, plan.trial_name, "write")
     extras = ctx.with_extras
     missing = plan.missing if extras else None
-    session_id = _uuid(ctx.seed, ctx.job_name, plan.trial_name, "session")
+    session_id = seeded_uuid(ctx.seed, ctx.job_name, plan.trial_name, "session")
 
     # --- timeline of the four phases ---
-    env_start = start + _secs(rng, 0.05, 0.2)
-    env_end = env_start + _secs(rng, 4, 35)
-    setup_end = env_end + _secs(rng, 8, 60)
-    exec_start = setup_end + _secs(rng, 0.0001, 0.001)
+    env_start = start + random_secs(rng, 0.05, 0.2)
+    env_end = env_start + random_secs(rng, 4, 35)
+    setup_end = env_end + random_secs(rng, 8, 60)
+    exec_start = setup_end + random_secs(rng, 0.0001, 0.001)
     steps = ctx.steps_per_trial
     budget = None
     if plan.outcome == "timeout":
@@ -1146,24 +1146,24 @@ def _write_trial(ctx: JobContext, plan: TrialPlan, start: datetime) -> TrialSumm
     )
     traj_path = tdir / "agent" / "trajectory.json"
     if missing == "trajectory":
-        totals = _stream_trajectory(_NullSink(), spec)
+        totals = stream_trajectory(NullSink(), spec)
     else:
-        totals = _write_trajectory_file(traj_path, spec)
+        totals = write_trajectory_file(traj_path, spec)
 
     if plan.outcome == "timeout":
         exec_end = exec_start + timedelta(seconds=AGENT_TIMEOUT_SEC)
     else:
-        exec_end = totals.finished_at + _secs(rng, 0.5, 3)
-    rewards = _rewards(plan)
+        exec_end = totals.finished_at + random_secs(rng, 0.5, 3)
+    rewards = verifier_rewards(plan)
     verifier_timing = None
     if rewards is not None:
-        ver_start = exec_end + _secs(rng, 0.3, 1.5)
-        ver_end = ver_start + _secs(rng, 4, 30)
-        verifier_timing = {"started_at": _iso(ver_start), "finished_at": _iso(ver_end)}
-        finished = ver_end + _secs(rng, 0.1, 0.5)
+        ver_start = exec_end + random_secs(rng, 0.3, 1.5)
+        ver_end = ver_start + random_secs(rng, 4, 30)
+        verifier_timing = {"started_at": iso(ver_start), "finished_at": iso(ver_end)}
+        finished = ver_end + random_secs(rng, 0.1, 0.5)
     else:
         ver_start = ver_end = exec_end
-        finished = exec_end + _secs(rng, 0.3, 1.5)
+        finished = exec_end + random_secs(rng, 0.3, 1.5)
 
     exception = None
     if plan.errored:
@@ -1172,7 +1172,7 @@ def _write_trial(ctx: JobContext, plan: TrialPlan, start: datetime) -> TrialSumm
             "exception_type": etype,
             "exception_message": emsg,
             "exception_traceback": etb,
-            "occurred_at": _iso(exec_end),
+            "occurred_at": iso(exec_end),
         }
 
     # reward.txt holds only the headline number; Harbor turns it into {"reward": x}.
@@ -1181,7 +1181,7 @@ def _write_trial(ctx: JobContext, plan: TrialPlan, start: datetime) -> TrialSumm
         recorded = {"reward": rewards["reward"]}
     config = _trial_config(plan, ctx)
     result = {
-        "id": _uuid(ctx.seed, ctx.job_name, plan.trial_name, "id"),
+        "id": seeded_uuid(ctx.seed, ctx.job_name, plan.trial_name, "id"),
         "task_name": plan.task.name,
         "trial_name": plan.trial_name,
         "trial_uri": f"file://{RUN_ROOT}/{ctx.job_name}/{plan.trial_name}",
@@ -1209,23 +1209,23 @@ def _write_trial(ctx: JobContext, plan: TrialPlan, start: datetime) -> TrialSumm
         "verifier_result": {"rewards": recorded} if recorded is not None else None,
         "verifier_environment_mode": "shared",
         "exception_info": exception,
-        "started_at": _iso(start),
-        "finished_at": _iso(finished),
-        "environment_setup": {"started_at": _iso(env_start), "finished_at": _iso(env_end)},
-        "agent_setup": {"started_at": _iso(env_end), "finished_at": _iso(setup_end)},
-        "agent_execution": {"started_at": _iso(exec_start), "finished_at": _iso(exec_end)},
+        "started_at": iso(start),
+        "finished_at": iso(finished),
+        "environment_setup": {"started_at": iso(env_start), "finished_at": iso(env_end)},
+        "agent_setup": {"started_at": iso(env_end), "finished_at": iso(setup_end)},
+        "agent_execution": {"started_at": iso(exec_start), "finished_at": iso(exec_end)},
         "verifier": verifier_timing,
         "step_results": None,
     }
-    _dump(tdir / "config.json", config)
-    _dump(tdir / "result.json", result)
+    write_json(tdir / "config.json", config)
+    write_json(tdir / "result.json", result)
 
     # --- verifier output ---
     if rewards is not None:
         if plan.reward_txt:
-            _write_text(tdir / "verifier" / "reward.txt", f"{rewards['reward']}\n")
+            write_text(tdir / "verifier" / "reward.txt", f"{rewards['reward']}\n")
         else:
-            _dump(tdir / "verifier" / "reward.json", rewards)
+            write_json(tdir / "verifier" / "reward.json", rewards)
 
     summary = TrialSummary(
         trial_name=plan.trial_name,
@@ -1241,31 +1241,31 @@ def _write_trial(ctx: JobContext, plan: TrialPlan, start: datetime) -> TrialSumm
         return summary
 
     # --- everything beyond the plain Harbor files ---
-    _dump(tdir / "lock.json", _trial_lock(plan, ctx))
-    _write_text(tdir / "trial.log", _trial_log(plan, ctx, result, totals))
+    write_json(tdir / "lock.json", _trial_lock(plan, ctx))
+    write_text(tdir / "trial.log", _trial_log(plan, ctx, result, totals))
     if exception:
-        _write_text(tdir / "exception.txt", exception["exception_traceback"])
+        write_text(tdir / "exception.txt", exception["exception_traceback"])
     if rewards is not None:
-        ctrf = _ctrf(plan, rng, ver_start + _secs(rng, 0.5, 2))
-        _dump(tdir / "verifier" / "ctrf.json", ctrf)
-        _write_text(tdir / "verifier" / "test-stdout.txt", _test_stdout(ctrf))
+        ctrf = ctrf_report(plan, rng, ver_start + random_secs(rng, 0.5, 2))
+        write_json(tdir / "verifier" / "ctrf.json", ctrf)
+        write_text(tdir / "verifier" / "test-stdout.txt", pytest_stdout(ctrf))
         if missing != "reward_details":
-            _dump(tdir / "verifier" / "reward-details.json", _reward_details(plan, rewards, totals))
+            write_json(tdir / "verifier" / "reward-details.json", reward_details(plan, rewards, totals))
     manifest = _write_artifacts(tdir, plan, rng, totals, write_manifest=missing != "manifest")
 
-    ids = _runtime_ids(ctx, plan, session_id)
-    refs = _refs(ctx, plan)
-    _write_jsonl(
+    ids = runtime_ids(ctx, plan, session_id)
+    refs = evidence_refs(ctx, plan)
+    write_jsonl(
         tdir / "agent" / "runtime-events.jsonl",
-        _runtime_events(ctx, plan, ids, refs, totals, rewards, exec_start, finished),
+        runtime_events(ctx, plan, ids, refs, totals, rewards, exec_start, finished),
     )
-    _write_jsonl(
+    write_jsonl(
         tdir / "agent" / "context-events.jsonl",
-        _context_events(ctx, plan, ids, totals, exec_start),
+        context_events(ctx, plan, ids, totals, exec_start),
     )
     if missing != "trial_pack":
-        pack = _trial_pack(ctx, plan, ids, refs, totals, rewards, manifest, start, finished)
-        _dump(tdir / "benchmark-trial-pack.json", pack)
+        pack = trial_pack(ctx, plan, ids, refs, totals, rewards, manifest, start, finished)
+        write_json(tdir / "benchmark-trial-pack.json", pack)
     return summary
 
 
@@ -1354,7 +1354,7 @@ def _write_artifacts(
             "service": "main",
         },
     ]
-    _write_text(
+    write_text(
         adir / "app/output/summary.md",
         (
             f"# {plan.task.name}\n\nAttempt {plan.attempt}: {plan.outcome}.\n"
@@ -1362,7 +1362,7 @@ def _write_artifacts(
             f"Steps: {totals.steps}, tool calls: {len(totals.tool_calls)}.\n"
         ),
     )
-    _write_text(
+    write_text(
         adir / "logs/artifacts/agent-diff.patch",
         (
             f"--- a{plan.task.main_file}\n+++ b{plan.task.main_file}\n@@ -1,3 +1,4 @@\n"
@@ -1381,7 +1381,7 @@ def _write_artifacts(
                 "service": "main",
             }
         )
-        _write_text(adir / "app/coverage.xml", "")
+        write_text(adir / "app/coverage.xml", "")
     elif extra < 0.5 or plan.errored:
         # Collection failed: listed in the manifest, no file on disk.
         entries.append(
@@ -1394,7 +1394,7 @@ def _write_artifacts(
             }
         )
     if write_manifest:
-        _dump(adir / "manifest.json", entries)
+        write_json(adir / "manifest.json", entries)
     return entries if write_manifest else []
 
 
@@ -1403,21 +1403,21 @@ def _write_artifacts(
 # --------------------------------------------------------------------------------------
 
 
-def _runtime_ids(ctx: JobContext, plan: TrialPlan, session_id: str) -> dict[str, str]:
+def runtime_ids(ctx: JobContext, plan: TrialPlan, session_id: str) -> dict[str, str]:
     key = (ctx.seed, ctx.job_name, plan.trial_name)
     return {
         "runtimeId": RUNTIME_ID,
         "sessionId": session_id,
-        "threadId": f"thread_{_hex(12, *key, 'thread')}",
-        "turnId": f"turn_{_hex(12, *key, 'turn')}",
-        "taskId": f"task_{_hex(12, *key, 'task')}",
-        "runId": f"run_{_hex(12, *key, 'run')}",
-        "traceId": _hex(32, *key, "trace"),
-        "contextId": f"ctx_{_hex(12, *key, 'context')}",
+        "threadId": f"thread_{seeded_hex(12, *key, 'thread')}",
+        "turnId": f"turn_{seeded_hex(12, *key, 'turn')}",
+        "taskId": f"task_{seeded_hex(12, *key, 'task')}",
+        "runId": f"run_{seeded_hex(12, *key, 'run')}",
+        "traceId": seeded_hex(32, *key, "trace"),
+        "contextId": f"ctx_{seeded_hex(12, *key, 'context')}",
     }
 
 
-def _refs(ctx: JobContext, plan: TrialPlan) -> dict[str, str]:
+def evidence_refs(ctx: JobContext, plan: TrialPlan) -> dict[str, str]:
     trial_ref = f"jobs/{ctx.job_name}/{plan.trial_name}"
     reward = "reward.txt" if plan.reward_txt else "reward.json"
     return {
@@ -1448,7 +1448,7 @@ def _benchmark_block(ctx: JobContext, plan: TrialPlan) -> dict[str, str]:
     }
 
 
-def _runtime_events(
+def runtime_events(
     ctx: JobContext,
     plan: TrialPlan,
     ids: dict[str, str],
@@ -1465,8 +1465,8 @@ def _runtime_events(
     def emit(etype: str, ts: datetime, payload: dict[str, Any], **extra: Any) -> None:
         event = {
             "type": etype,
-            "eventId": f"evt_{_hex(16, ids['sessionId'], len(events), etype)}",
-            "timestamp": _iso_ms(ts),
+            "eventId": f"evt_{seeded_hex(16, ids['sessionId'], len(events), etype)}",
+            "timestamp": iso_ms(ts),
             "schemaVersion": LIME_SCHEMA,
             "runtimeId": ids["runtimeId"],
             "sessionId": ids["sessionId"],
@@ -1586,7 +1586,7 @@ def _runtime_events(
     return events
 
 
-def _context_events(
+def context_events(
     ctx: JobContext,
     plan: TrialPlan,
     ids: dict[str, str],
@@ -1607,10 +1607,10 @@ def _context_events(
         clock[0] = max(clock[0] + timedelta(milliseconds=5), at or clock[0])
         event: dict[str, Any] = {
             "schema_version": CONTEXT_SCHEMA,
-            "event_id": f"ctxevt_{_hex(16, ids['contextId'], len(events), etype)}",
+            "event_id": f"ctxevt_{seeded_hex(16, ids['contextId'], len(events), etype)}",
             "event_type": etype,
             "source": "benchviewer-demo",
-            "time": _iso_ms(clock[0]),
+            "time": iso_ms(clock[0]),
             "context_id": ids["contextId"],
             "runtime_id": ids["runtimeId"],
             "session_id": ids["sessionId"],
@@ -1627,11 +1627,11 @@ def _context_events(
         events.append(event)
 
     def item_id(name: str) -> str:
-        return f"item_{name}_{_hex(8, ids['contextId'], name)}"
+        return f"item_{name}_{seeded_hex(8, ids['contextId'], name)}"
 
     def source_ref(name: str, uri: str, kind: str) -> dict[str, str]:
         return {
-            "source_id": f"src_{_hex(8, ids['contextId'], name)}",
+            "source_id": f"src_{seeded_hex(8, ids['contextId'], name)}",
             "uri": uri,
             "source_kind": kind,
         }
@@ -1741,12 +1741,12 @@ def _context_events(
         },
         {"item_id": item_id("env_secrets"), "reason": "policy block"},
     ]
-    budget_id = f"budget_{_hex(8, ids['contextId'], 'budget')}"
+    budget_id = f"budget_{seeded_hex(8, ids['contextId'], 'budget')}"
     emit(
         "context.selection.completed",
         {
             "selection": {
-                "selection_id": f"sel_{_hex(8, ids['contextId'], 'selection')}",
+                "selection_id": f"sel_{seeded_hex(8, ids['contextId'], 'selection')}",
                 "surface_id": "surface_model_request",
                 "candidate_item_refs": candidates,
                 "selected_item_refs": selected,
@@ -1784,7 +1784,7 @@ def _context_events(
         "context.assembly.created",
         {
             "assembly": {
-                "assembly_id": f"asm_{_hex(8, ids['contextId'], 'assembly')}",
+                "assembly_id": f"asm_{seeded_hex(8, ids['contextId'], 'assembly')}",
                 "target": "model_request",
                 "model_request_id": f"req_{ids['turnId']}_1",
                 "source_item_refs": selected,
@@ -1804,7 +1804,7 @@ def _context_events(
             "context.missing.requested",
             {
                 "missing_context": {
-                    "missing_id": f"miss_{_hex(8, ids['contextId'], 'missing')}",
+                    "missing_id": f"miss_{seeded_hex(8, ids['contextId'], 'missing')}",
                     "scope": "turn",
                     "question": f"Which owner and mode should {call.path} have after the change?",
                     "severity": "blocking",
@@ -1825,7 +1825,7 @@ def _context_events(
             "context.compaction.completed",
             {
                 "compaction": {
-                    "compaction_id": f"cmp_{_hex(8, ids['contextId'], 'compaction')}",
+                    "compaction_id": f"cmp_{seeded_hex(8, ids['contextId'], 'compaction')}",
                     "scope": "thread",
                     "source_item_refs": selected,
                     "method": "summarize",
@@ -1840,7 +1840,7 @@ def _context_events(
     return events
 
 
-def _trial_pack(
+def trial_pack(
     ctx: JobContext,
     plan: TrialPlan,
     ids: dict[str, str],
@@ -1959,7 +1959,7 @@ def write_job(
     ctx = JobContext(
         out=job_dir,
         job_name=job_name,
-        job_id=_uuid(seed, job_name, "job"),
+        job_id=seeded_uuid(seed, job_name, "job"),
         role=role,
         configuration_id=configuration_id,
         agent=agent,
@@ -1970,15 +1970,15 @@ def write_job(
         observation_bytes=observation_bytes,
         with_extras=with_extras,
     )
-    plans = _plan_job(job_name, role, task_specs, attempts, seed, success_bias, with_extras)
+    plans = plan_job(job_name, role, task_specs, attempts, seed, success_bias, with_extras)
     # Baseline and candidate ran on different days; trials run one after another.
     job_start = BASE_TIME + timedelta(days=0 if role == "baseline" else 1)
-    clock = job_start + _secs(_rng(seed, job_name, "start"), 0.1, 0.2)
+    clock = job_start + random_secs(seeded_rng(seed, job_name, "start"), 0.1, 0.2)
     summaries: list[TrialSummary] = []
     for plan in plans:
-        summary = _write_trial(ctx, plan, clock)
+        summary = write_trial(ctx, plan, clock)
         summaries.append(summary)
-        clock = summary.finished_at + _secs(_rng(seed, job_name, plan.trial_name, "gap"), 0.5, 3)
+        clock = summary.finished_at + random_secs(seeded_rng(seed, job_name, plan.trial_name, "gap"), 0.5, 3)
     job_end = (summaries[-1].finished_at if summaries else job_start) + timedelta(milliseconds=150)
 
     job_config = {
@@ -1990,9 +1990,9 @@ def write_job(
         "agents": [{"name": agent, "model_name": model, "kwargs": {"configuration_id": configuration_id}}],
         "datasets": [{"name": DATASET_NAME, "version": DATASET_VERSION}],
     }
-    _dump(job_dir / "config.json", job_config)
-    _dump(job_dir / "result.json", _job_result(ctx, plans, summaries, job_start, job_end))
-    _dump(
+    write_json(job_dir / "config.json", job_config)
+    write_json(job_dir / "result.json", _job_result(ctx, plans, summaries, job_start, job_end))
+    write_json(
         job_dir / "lock.json",
         {
             "schema_version": 2,
@@ -2019,7 +2019,7 @@ def write_job(
             f"Trial {plan.trial_name} finished: {status}"
         )
     log.append(f"{_naive(job_end)[:23].replace('T', ' ')} INFO harbor.job: Job finished")
-    _write_text(job_dir / "job.log", "\n".join(log) + "\n")
+    write_text(job_dir / "job.log", "\n".join(log) + "\n")
     return job_dir
 
 
