@@ -23,7 +23,6 @@ import hashlib
 import math
 import random
 import shutil
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,20 +31,30 @@ from typing import Any, BinaryIO
 
 import orjson
 
-DATASET_NAME = "benchviewer-demo/terminal-tasks"
-DATASET_VERSION = "2026.11"
+from trials.demo.common import (
+    AGENT_TIMEOUT_SEC,
+    BASE_TIME,
+    DATASET_NAME,
+    DATASET_VERSION,
+    RUN_ROOT,
+    iso,
+    iso_ms,
+    random_secs,
+    seeded_hex,
+    seeded_rng,
+    seeded_uuid,
+    write_json,
+    write_jsonl,
+    write_text,
+)
+
 ATIF_VERSION = "ATIF-v1.7"
 LIME_SCHEMA = "lime-profile-0.4.0"
 CONTEXT_SCHEMA = "0.1.1"
 RUNTIME_ID = "lime_runtime_demo"
 # The one secret every trial carries in a masked context item. Importers must drop it.
 SECRET = "sk-demo-REDACTED-SECRET-0001"
-# trial_uri / trials_dir point at the machine that "ran" the job, never at the output dir,
-# so two runs into different directories stay byte-identical.
-RUN_ROOT = "/srv/harbor/jobs"
 AGENT_VERSION = {"baseline": "0.9.2", "candidate": "0.9.3+feedback-v3"}
-BASE_TIME = datetime(2026, 11, 2, 14, 0, 0, tzinfo=UTC)
-AGENT_TIMEOUT_SEC = 900.0
 SHORT_ALPHABET = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 FAILURE_CATEGORIES = ("tool-result-missing", "stream-stuck", "permission-bypass", "stale-success")
 INCOMPLETE_KINDS = ("trajectory", "reward_details", "manifest", "trial_pack")
@@ -54,60 +63,11 @@ INCOMPLETE_KINDS = ("trajectory", "reward_details", "manifest", "trial_pack")
 PRICE_INPUT, PRICE_CACHED, PRICE_OUTPUT = 30, 3, 150
 MAX_CONTEXT_TOKENS = 190_000
 
-JSON_OPTS = orjson.OPT_INDENT_2
-
-
-# --------------------------------------------------------------------------------------
-# Small deterministic helpers
-# --------------------------------------------------------------------------------------
-
-
-def seeded_rng(*parts: object) -> random.Random:
-    """A Random seeded from a string key: stable across runs and PYTHONHASHSEED."""
-    return random.Random("/".join(str(p) for p in parts))
-
-
-def seeded_uuid(*parts: object) -> str:
-    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
-    return str(uuid.UUID(bytes=digest[:16], version=4))
-
-
-def seeded_hex(n: int, *parts: object) -> str:
-    return hashlib.sha256("/".join(str(p) for p in parts).encode()).hexdigest()[:n]
-
-
-def iso(dt: datetime) -> str:
-    """Trial timestamps: UTC with a Z, microseconds, as Harbor writes them."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def iso_ms(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
-
 
 def _naive(dt: datetime) -> str:
     # Job result.json times are naive in real Harbor output (local time of the runner);
     # our pretend runner is on UTC.
     return dt.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
-
-
-def random_secs(rng: random.Random, lo: float, hi: float) -> timedelta:
-    return timedelta(microseconds=round(rng.uniform(lo, hi) * 1_000_000))
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(data, option=JSON_OPTS) + b"\n")
-
-
-def write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode())
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
 
 
 # --------------------------------------------------------------------------------------
