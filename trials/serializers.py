@@ -1,7 +1,7 @@
 from django.urls import reverse
 from rest_framework import serializers
 
-from trials import completeness
+from trials.ingest import completeness
 from trials.models import Configuration, Dataset, Import, Job, Task, Trial
 from trials.viewer.text import scrub_json
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trials import completeness
+from trials.ingest import completeness
 from trials.ingest.records import (
     ParsedContextRecord,
     ParsedEvent,

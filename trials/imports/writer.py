@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from trials import completeness
 from trials.imports.joins import find_trial_for_evidence_pack, join_evidence_pack
 from trials.imports.rows import (
     _count,
@@ -29,7 +28,7 @@ from trials.imports.rows import (
     write_trial_children,
 )
 from trials.imports.steps import StepChunk, file_blob, trajectory_row, write_steps, write_trajectory
-from trials.ingest import evidence
+from trials.ingest import completeness, evidence
 from trials.ingest.formats import harbor_trajectories
 from trials.ingest.records import (
     ParsedTrial,

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from trials import completeness
+from trials.ingest import completeness
 from trials.ingest.records import ConfigurationRef, ParsedTrial, Problem
 
 # A file name the pack refers to -> the trial's own file of that name, if it has one.

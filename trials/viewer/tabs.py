@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from trials import completeness
+from trials.ingest import completeness
 from trials.models import ContextRecord, Trajectory, Trial
 from trials.viewer.steps import main_trajectory
 from trials.viewer.text import pretty_json, scrub, scrub_json
