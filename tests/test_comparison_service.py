@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from comparisons import charts, services
-from comparisons.services import Side
+from comparisons.sides import Side
 from tests.conftest import REFERENCE, import_path
 from tests.factories import (
     ConfigurationFactory,

@@ -9,6 +9,8 @@ import pytest
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+from comparisons import services as comparison_services
+from comparisons.sides import Side
 from tests.conftest import REFERENCE
 from tests.factories import TrialFactory
 from tests.triage_support import make_user
@@ -140,8 +142,6 @@ def test_imported_manifest_scenarios_appear_as_skipped_until_something_is_filed(
 
 
 def test_p0_items_filed_against_candidate_trials_count_in_the_comparison(people):
-    from comparisons import services as comparison_services
-    from comparisons.services import Side
     from tests.factories import ConfigurationFactory, TaskFactory
 
     triager, approver = people
