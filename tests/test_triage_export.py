@@ -10,6 +10,7 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 
 from comparisons import services as comparison_services
+from comparisons.computation import compute
 from comparisons.sides import Side
 from tests.conftest import REFERENCE
 from tests.factories import TrialFactory
@@ -155,8 +156,8 @@ def test_p0_items_filed_against_candidate_trials_count_in_the_comparison(people)
     blocker = _file(triager, candidates[0], severity="P0")
     _file(triager, candidates[1], severity="P1")
     assert comparison_services.fingerprint(baseline, candidate) != before  # the cached comparison is stale
-    result, _ = comparison_services.compute(baseline, candidate, resamples=200)
+    result, _ = compute(baseline, candidate, resamples=200)
     assert result["comparison"]["p0QcGateRegressionCount"] == 1
     _waive(approver, blocker)
-    result, _ = comparison_services.compute(baseline, candidate, resamples=200)
+    result, _ = compute(baseline, candidate, resamples=200)
     assert result["comparison"]["p0QcGateRegressionCount"] == 0
