@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from comparisons import charts, services
+from comparisons.cache import points_for
 from comparisons.models import Comparison, SavedComparison
 from comparisons.sides import SideError, parse_sides
 
@@ -81,7 +82,7 @@ class ChartView(APIView):
         comparison = _finished_comparison(request)
         if isinstance(comparison, Response):
             return comparison
-        points = services.points_for(comparison) if chart == "cost_reward" else {}
+        points = points_for(comparison) if chart == "cost_reward" else {}
         # One reverse(), then string formatting: the scatter can hold 10,000 trials.
         prefix = reverse("trial-detail", args=[0]).removesuffix("0/")
         figure = charts.build(chart, comparison.result, points, lambda pk: f"{prefix}{pk}/")
