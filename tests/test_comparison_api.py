@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 from comparisons import cache, services, tasks
+from comparisons.events import comparison_event
 from comparisons.models import Comparison, SavedComparison
 from comparisons.sides import Side
 from tests.conftest import REFERENCE, import_path
@@ -271,7 +272,7 @@ def test_saving_takes_the_sides_as_json_numbers_and_refuses_other_json_with_a_40
 
 def test_the_validator_rejects_an_event_without_a_comparison(sides):
     comparison = services.get_or_compute(Side("configuration", sides[0].pk), Side("configuration", sides[1].pk))
-    event = services.comparison_event(comparison)
+    event = comparison_event(comparison)
     del event["comparison"]
     assert list(_lime_validator().iter_errors(event))
 
