@@ -1,8 +1,9 @@
 """The stored-comparison cache: one Comparison row per pair of sides, and when it is stale.
 
-`fingerprint` hashes cheap aggregates of both sides' data with the compute version; a
-row whose fingerprint still matches is fresh. `run_comparison` (what the Celery task
-runs) computes a row and stores it; services.get_or_compute decides when to queue it.
+`fingerprint` hashes cheap aggregates of both sides' data (trials, QC items, permission
+denials) with the compute version and bootstrap settings; a row whose fingerprint still
+matches is fresh. `run_comparison` (what the Celery task runs) computes a row and stores
+it; services.get_or_compute decides when to queue it.
 """
 
 from __future__ import annotations

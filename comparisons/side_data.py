@@ -1,7 +1,7 @@
 """One side's trials, loaded once and reduced to per-task cells.
 
 Trial rows are read with `.values()` (never whole model objects: a side can hold
-thousands of trials); every later step of the comparison reads this `SideData`.
+thousands of trials). Metrics, validity, eligibility and the format reports read `SideData`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from comparisons import stats
 from comparisons.sides import Side
 from trials.models import Trial
 
+# Measurement modes a headline claim may rest on (comparisons.eligibility reads them too).
 HEADLINE_MODES = ("live", "live-llm", "recorded-real")
 DECIDED_STATUSES = ("passed", "failed", "timeout")
 
