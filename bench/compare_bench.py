@@ -114,15 +114,16 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.test import Client
 
-        from comparisons import services
+        from comparisons import computation, services
         from comparisons.models import Comparison
+        from comparisons.sides import Side
 
         start = time.perf_counter()
         base_id, cand_id = create_trials(args.tasks, args.attempts)
         print(f"created {2 * args.tasks * args.attempts:,} trials in {time.perf_counter() - start:.1f} s (bulk_create)")
-        base, cand = services.Side("configuration", base_id), services.Side("configuration", cand_id)
+        base, cand = Side("configuration", base_id), Side("configuration", cand_id)
 
-        compute = timed(lambda: services.compute(base, cand), 5)
+        compute = timed(lambda: computation.compute(base, cand), 5)
         print(describe("compute (10,000 bootstrap resamples)", compute))
         task_path = timed(lambda: (Comparison.objects.all().delete(), services.get_or_compute(base, cand)), 3)
         print(describe("compute via Celery task + cache write", task_path))

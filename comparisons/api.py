@@ -17,7 +17,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from comparisons import charts, services
+from comparisons.cache import points_for
 from comparisons.models import Comparison, SavedComparison
+from comparisons.sides import SideError, parse_sides
 
 SIDE_PARAMETERS = [
     OpenApiParameter("baseline", int, description="baseline configuration id"),
@@ -44,8 +46,8 @@ def _not_ready(comparison: Comparison) -> Response | None:
 def _finished_comparison(request) -> Comparison | Response:
     """The finished comparison the request names, or the response to send instead (400, 202, 500)."""
     try:
-        baseline, candidate = services.parse_sides(request.query_params or request.data)
-    except services.SideError as exc:
+        baseline, candidate = parse_sides(request.query_params or request.data)
+    except SideError as exc:
         return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
     comparison = services.get_or_compute(baseline, candidate)
     return _not_ready(comparison) or comparison
@@ -80,7 +82,7 @@ class ChartView(APIView):
         comparison = _finished_comparison(request)
         if isinstance(comparison, Response):
             return comparison
-        points = services.points_for(comparison) if chart == "cost_reward" else {}
+        points = points_for(comparison) if chart == "cost_reward" else {}
         # One reverse(), then string formatting: the scatter can hold 10,000 trials.
         prefix = reverse("trial-detail", args=[0]).removesuffix("0/")
         figure = charts.build(chart, comparison.result, points, lambda pk: f"{prefix}{pk}/")

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from comparisons import charts, services
 from comparisons.models import Comparison, SavedComparison
+from comparisons.sides import SideError, parse_sides
 from trials.models import Configuration, Job, Trial
 
 MATRIX_PAGE_SIZE = 100
@@ -175,8 +176,8 @@ def comparison_page(request):
     if not any(request.GET.get(k) for k in ("baseline", "candidate", "baseline_job", "candidate_job")):
         return render(request, "comparisons/comparison.html", context)
     try:
-        baseline, candidate = services.parse_sides(request.GET)
-    except services.SideError as exc:
+        baseline, candidate = parse_sides(request.GET)
+    except SideError as exc:
         context["error"] = str(exc)
         return render(request, "comparisons/comparison.html", context, status=400)
     comparison = services.get_or_compute(baseline, candidate)
@@ -206,8 +207,8 @@ def comparison_page(request):
 @require_POST
 def save_comparison(request):
     try:
-        baseline, candidate = services.parse_sides(request.POST)
-    except services.SideError as exc:
+        baseline, candidate = parse_sides(request.POST)
+    except SideError as exc:
         messages.error(request, str(exc))
         return redirect("comparison")
     comparison = services.get_or_compute(baseline, candidate)

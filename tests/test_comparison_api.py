@@ -12,8 +12,10 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from comparisons import services, tasks
+from comparisons import cache, services, tasks
+from comparisons.events import comparison_event
 from comparisons.models import Comparison, SavedComparison
+from comparisons.sides import Side
 from tests.conftest import REFERENCE, import_path
 from tests.factories import TrialFactory
 from tests.test_comparison_service import build_side
@@ -149,9 +151,9 @@ def test_the_api_accepts_basic_auth_for_scripts(client, user, sides):
 def test_the_cached_comparison_is_reused_until_a_side_changes(sides, monkeypatch):
     base, cand = sides
     calls = []
-    real = services.compute
-    monkeypatch.setattr(services, "compute", lambda *a, **k: calls.append(1) or real(*a, **k))
-    b, c = services.Side("configuration", base.pk), services.Side("configuration", cand.pk)
+    real = cache.compute
+    monkeypatch.setattr(cache, "compute", lambda *a, **k: calls.append(1) or real(*a, **k))
+    b, c = Side("configuration", base.pk), Side("configuration", cand.pk)
 
     first = services.get_or_compute(b, c)
     again = services.get_or_compute(b, c)
@@ -167,10 +169,10 @@ def test_the_cached_comparison_is_reused_until_a_side_changes(sides, monkeypatch
 
 def test_rescoring_a_trial_or_a_new_baseline_trial_invalidates_the_cache(sides):
     base, cand = sides
-    b, c = services.Side("configuration", base.pk), services.Side("configuration", cand.pk)
+    b, c = Side("configuration", base.pk), Side("configuration", cand.pk)
     first = services.get_or_compute(b, c).fingerprint
     base.trials.filter(reward=0.0).update(reward=1.0, status="passed")
-    assert services.fingerprint(b, c) != first
+    assert cache.fingerprint(b, c) != first
 
 
 def test_the_api_runs_the_celery_task(client_logged_in, sides, monkeypatch):
@@ -269,10 +271,8 @@ def test_saving_takes_the_sides_as_json_numbers_and_refuses_other_json_with_a_40
 
 
 def test_the_validator_rejects_an_event_without_a_comparison(sides):
-    comparison = services.get_or_compute(
-        services.Side("configuration", sides[0].pk), services.Side("configuration", sides[1].pk)
-    )
-    event = services.comparison_event(comparison)
+    comparison = services.get_or_compute(Side("configuration", sides[0].pk), Side("configuration", sides[1].pk))
+    event = comparison_event(comparison)
     del event["comparison"]
     assert list(_lime_validator().iter_errors(event))
 
@@ -403,8 +403,8 @@ def test_an_evidence_pack_joined_later_makes_the_cached_comparison_stale(tmp_pat
     pack["benchmark"]["trialId"] = trial_dir.name
     (tmp_path / "first.json").write_bytes(orjson.dumps(pack))
     import_path(tmp_path / "first.json")
-    side = services.Side("job", Trial.objects.get().job_id)
-    before, complete_before = services.fingerprint(side, side), Trial.objects.get().is_complete
+    side = Side("job", Trial.objects.get().job_id)
+    before, complete_before = cache.fingerprint(side, side), Trial.objects.get().is_complete
 
     pack["decisionInputs"]["p0QcGateRegressionCount"] = 3
     (tmp_path / "second.json").write_bytes(orjson.dumps(pack))
@@ -412,4 +412,4 @@ def test_an_evidence_pack_joined_later_makes_the_cached_comparison_stale(tmp_pat
     trial = Trial.objects.get()
     assert trial.documents["evidence_pack"]["decisionInputs"]["p0QcGateRegressionCount"] == 3
     assert trial.is_complete == complete_before  # nothing the old fingerprint counted has changed
-    assert services.fingerprint(side, side) != before
+    assert cache.fingerprint(side, side) != before

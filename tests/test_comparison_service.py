@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from comparisons import charts, services
-from comparisons.services import Side
+from comparisons import charts
+from comparisons.computation import compute
+from comparisons.sides import Side
 from tests.conftest import REFERENCE, import_path
 from tests.factories import (
     ConfigurationFactory,
@@ -46,7 +47,7 @@ def build_side(key, tasks, *, dataset=None, checksums=None, role="", trial_kwarg
 
 
 def compare(base, cand, **kwargs):
-    result, _ = services.compute(Side("configuration", base.pk), Side("configuration", cand.pk), **kwargs)
+    result, _ = compute(Side("configuration", base.pk), Side("configuration", cand.pk), **kwargs)
     return result
 
 
@@ -422,7 +423,7 @@ def test_jobs_can_be_compared_as_sides():
     base = build_side("base", {"a": [0.0], "b": [1.0]})
     cand = build_side("cand", {"a": [1.0], "b": [1.0]})
     base_job, cand_job = base.trials.first().job, cand.trials.first().job
-    result, _ = services.compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
+    result, _ = compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
     assert result["comparison"]["meanRewardDelta"] == pytest.approx(0.5)
     assert result["baseline"]["label"] == f"job job-base #{base_job.pk}"
 
@@ -432,7 +433,7 @@ def test_two_jobs_of_one_name_are_two_sides_in_every_label():
     cand = build_side("cand", {"a": [1.0], "b": [1.0]})
     base_job, cand_job = base.trials.first().job, cand.trials.first().job
     Job.objects.filter(pk__in=[base_job.pk, cand_job.pk]).update(name="baseline-job")  # as two runs of one job
-    result, points = services.compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
+    result, points = compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
     assert result["baseline"]["label"] != result["candidate"]["label"]
     for chart in (charts.heatmap, charts.pass_rate):  # a category per side, not one merged one
         figure = chart(result, points, lambda pk: f"/trials/{pk}/")
@@ -446,7 +447,7 @@ def test_names_from_the_data_are_text_in_every_chart_not_plotly_markup():
     cand = build_side("cand", {hostile: [1.0], "b": [1.0]})
     Job.objects.filter(pk=cand.trials.first().job_id).update(name="<b>cand</b>")
     base_job, cand_job = base.trials.first().job, cand.trials.first().job
-    result, points = services.compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
+    result, points = compute(Side("job", base_job.pk), Side("job", cand_job.pk), resamples=100)
     shown = []
     for name in charts.CHARTS:
         for trace in charts.build(name, result, points, lambda pk: f"/trials/{pk}/")["data"]:

@@ -9,6 +9,9 @@ import pytest
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
+from comparisons.cache import fingerprint
+from comparisons.computation import compute
+from comparisons.sides import Side
 from tests.conftest import REFERENCE
 from tests.factories import TrialFactory
 from tests.triage_support import make_user
@@ -140,8 +143,6 @@ def test_imported_manifest_scenarios_appear_as_skipped_until_something_is_filed(
 
 
 def test_p0_items_filed_against_candidate_trials_count_in_the_comparison(people):
-    from comparisons import services as comparison_services
-    from comparisons.services import Side
     from tests.factories import ConfigurationFactory, TaskFactory
 
     triager, approver = people
@@ -151,12 +152,12 @@ def test_p0_items_filed_against_candidate_trials_count_in_the_comparison(people)
         TrialFactory(configuration=base_conf, task=task, reward=1.0)
     candidates = [TrialFactory(configuration=cand_conf, task=task, reward=1.0) for task in tasks]
     baseline, candidate = Side("configuration", base_conf.pk), Side("configuration", cand_conf.pk)
-    before = comparison_services.fingerprint(baseline, candidate)
+    before = fingerprint(baseline, candidate)
     blocker = _file(triager, candidates[0], severity="P0")
     _file(triager, candidates[1], severity="P1")
-    assert comparison_services.fingerprint(baseline, candidate) != before  # the cached comparison is stale
-    result, _ = comparison_services.compute(baseline, candidate, resamples=200)
+    assert fingerprint(baseline, candidate) != before  # the cached comparison is stale
+    result, _ = compute(baseline, candidate, resamples=200)
     assert result["comparison"]["p0QcGateRegressionCount"] == 1
     _waive(approver, blocker)
-    result, _ = comparison_services.compute(baseline, candidate, resamples=200)
+    result, _ = compute(baseline, candidate, resamples=200)
     assert result["comparison"]["p0QcGateRegressionCount"] == 0

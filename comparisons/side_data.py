@@ -1,0 +1,158 @@
+"""One side's trials, loaded once and reduced to per-task cells.
+
+Trial rows are read with `.values()` (never whole model objects: a side can hold
+thousands of trials). Metrics, validity, eligibility and the format reports read `SideData`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from comparisons import stats
+from comparisons.sides import Side
+from trials.models import Trial
+
+# Measurement modes a headline claim may rest on (comparisons.eligibility reads them too).
+HEADLINE_MODES = ("live", "live-llm", "recorded-real")
+DECIDED_STATUSES = ("passed", "failed", "timeout")
+
+TRIAL_FIELDS = (
+    "id",
+    "task__name",
+    "task__checksum",
+    "dataset__name",
+    "dataset__version",
+    "status",
+    "reward",
+    "rewards",
+    "duration_sec",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "is_complete",
+    "source_format",
+    "provenance",
+    "configuration_id",
+    "job_id",
+)
+
+
+@dataclass
+class TaskCell:
+    """One task on one side: its attempts, reduced to what the comparison needs."""
+
+    name: str
+    checksums: set[str] = field(default_factory=set)
+    trial_ids: list[int] = field(default_factory=list)
+    scored: list[float] = field(default_factory=list)
+    by_key: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    passes: int = 0
+    decided: int = 0
+    errored: int = 0
+    missing: int = 0
+    timeouts: int = 0
+    not_headline_modes: set[str] = field(default_factory=set)
+    postcondition_missing: int = 0
+
+    @property
+    def mean(self) -> float | None:
+        return stats.mean_or_none(self.scored)
+
+    @property
+    def passed(self) -> bool | None:
+        """A task counts as passed when at least half of its decided attempts passed."""
+        return None if not self.decided else self.passes * 2 >= self.decided
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "n": len(self.trial_ids),
+            "scored": len(self.scored),
+            "mean": self.mean,
+            "passes": self.passes,
+            "decided": self.decided,
+            "passRate": self.passes / self.decided if self.decided else None,
+            "errored": self.errored,
+            "missing": self.missing,
+            "timeouts": self.timeouts,
+            "passed": self.passed,
+        }
+
+
+@dataclass
+class SideData:
+    side: Side
+    label: str
+    rows: list[dict[str, Any]]
+    tasks: dict[str, TaskCell]
+    datasets: set[tuple[str, str]]
+    configuration_ids: set[int]
+    job_ids: set[int]
+    source_formats: set[str]
+    modes: dict[str, int]
+
+
+def measurement_mode(provenance: dict[str, Any] | None) -> str | None:
+    """How the trial was measured. OpenChrome rows carry it; Harbor trials do not (None)."""
+    provenance = provenance or {}
+    for key in ("measurementMode", "measurement_mode", "mode", "evidence_tier"):
+        value = provenance.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def postcondition_evaluated(row: dict[str, Any]) -> bool:
+    """OpenChrome rows say so explicitly; elsewhere the verifier's reward is the final check."""
+    provenance = row["provenance"] or {}
+    if "finalPostconditionEvaluated" in provenance:
+        return provenance["finalPostconditionEvaluated"] is True
+    return row["reward"] is not None
+
+
+def load_side(side: Side) -> SideData:
+    rows = list(side.trials().order_by().values(*TRIAL_FIELDS))
+    tasks: dict[str, TaskCell] = {}
+    modes: dict[str, int] = defaultdict(int)
+    for row in rows:
+        name = row["task__name"] or "(no task)"
+        cell = tasks.get(name) or tasks.setdefault(name, TaskCell(name))
+        _add_row(cell, row)
+        modes[measurement_mode(row["provenance"]) or "unknown"] += 1
+    return SideData(
+        side=side,
+        label=side.label(),
+        rows=rows,
+        tasks=tasks,
+        datasets={(r["dataset__name"] or "", r["dataset__version"] or "") for r in rows},
+        configuration_ids={r["configuration_id"] for r in rows if r["configuration_id"]},
+        job_ids={r["job_id"] for r in rows if r["job_id"]},
+        source_formats={r["source_format"] for r in rows},
+        modes=dict(modes),
+    )
+
+
+def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:
+    cell.trial_ids.append(row["id"])
+    cell.checksums.add(row["task__checksum"] or "")
+    status = row["status"]
+    # Missing and errored rewards are counted, never averaged in as zero.
+    if status == Trial.Status.ERRORED:
+        cell.errored += 1
+    elif row["reward"] is None:
+        cell.missing += 1
+    else:
+        cell.scored.append(row["reward"])
+        for key, value in (row["rewards"] or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                cell.by_key[key].append(float(value))
+    if status in DECIDED_STATUSES:
+        cell.decided += 1
+        cell.passes += status == Trial.Status.PASSED
+    cell.timeouts += status == Trial.Status.TIMEOUT
+    mode = measurement_mode(row["provenance"])
+    if mode not in HEADLINE_MODES:
+        cell.not_headline_modes.add(mode or "unknown")
+    if not postcondition_evaluated(row):
+        cell.postcondition_missing += 1

@@ -1,0 +1,132 @@
+"""The verdict on a comparison: validity, the promotion guard and decision, remaining risk.
+
+`validity_reasons` reads both sides' data (datasets, task sets, task checksums);
+`promotion` and `remaining_risk` read only the figures already computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from comparisons.side_data import SideData
+
+SIGNIFICANCE = 0.05
+
+
+def validity_reasons(base: SideData, cand: SideData) -> tuple[list[str], dict[str, list[str]]]:
+    """Why the two sides are not comparable (empty when they are), and the unpaired tasks."""
+    reasons: list[str] = []
+    if base.side == cand.side:
+        reasons.append("baseline and candidate are the same trials")
+    for data, role in ((base, "baseline"), (cand, "candidate")):
+        if not data.rows:
+            reasons.append(f"{role} has no trials")
+    reasons += _dataset_reasons(base.datasets, cand.datasets)
+    shared = sorted(set(base.tasks) & set(cand.tasks))
+    changed = [t for t in shared if base.tasks[t].checksums != cand.tasks[t].checksums]
+    if changed:
+        listed = ", ".join(changed[:5]) + (", …" if len(changed) > 5 else "")
+        reasons.append(f"verifier differs (task checksum) on {len(changed)} task(s): {listed}")
+    one_side = {
+        "baseline": sorted(set(base.tasks) - set(cand.tasks)),
+        "candidate": sorted(set(cand.tasks) - set(base.tasks)),
+    }
+    if one_side["baseline"] or one_side["candidate"]:
+        reasons.append(
+            f"task sets differ: {len(one_side['baseline'])} task(s) only in baseline, "
+            f"{len(one_side['candidate'])} only in candidate"
+        )
+    return reasons, one_side
+
+
+def _dataset_reasons(base: set[tuple[str, str]], cand: set[tuple[str, str]]) -> list[str]:
+    if not base or not cand or base == cand:
+        return []
+
+    def show(datasets: set[tuple[str, str]]) -> str:
+        return ", ".join(f"{n}@{v}" if v else n for n, v in sorted(datasets)) or "none"
+
+    if {n for n, _ in base} == {n for n, _ in cand}:
+        return [f"dataset version differs: baseline {show(base)}, candidate {show(cand)}"]
+    return [f"dataset differs: baseline {show(base)}, candidate {show(cand)}"]
+
+
+def promotion(comparison: dict[str, Any]) -> dict[str, Any]:
+    """The seed-000 guard, the decision and the risk that remains after it."""
+    delta = comparison["meanRewardDelta"]
+    ci = comparison["meanRewardDeltaCi95"]
+    cand_rate = comparison["evidenceCompletenessRate"]
+    base_rate = comparison["baselineEvidenceCompletenessRate"]
+    guard = [
+        {"check": "meanRewardDelta >= 0", "ok": delta is not None and delta >= 0, "value": delta},
+        {
+            "check": "p0QcGateRegressionCount == 0",
+            "ok": comparison["p0QcGateRegressionCount"] == 0,
+            "value": comparison["p0QcGateRegressionCount"],
+        },
+        {
+            "check": "evidenceCompletenessRate >= baselineEvidenceCompletenessRate",
+            "ok": cand_rate is not None and base_rate is not None and cand_rate >= base_rate,
+            "value": [cand_rate, base_rate],
+        },
+    ]
+    guard_passes = all(g["ok"] for g in guard)
+    if guard_passes and comparison["valid"]:
+        decision = "promote"
+    elif delta is not None and delta < 0 and ci is not None and ci[1] < 0:
+        decision = "revert"
+    else:
+        decision = "hold"
+    return {"guard": guard, "guardPasses": guard_passes, "decision": decision}
+
+
+def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any], one_side: int) -> list[str]:
+    """Plain sentences: what the numbers do not rule out."""
+    risks = [f"comparison invalid: {reason}" for reason in c["invalidReasons"]]
+    ci = c["meanRewardDeltaCi95"]
+    if c["meanRewardDelta"] is None:
+        risks.append("no task has a reward on both sides, so there is no reward delta")
+    elif ci and ci[0] == ci[1] == 0:
+        risks.append("no reward difference: the two sides score the same on every paired task")
+    elif ci and ci[0] <= 0 <= ci[1]:
+        risks.append(f"CI95 of the reward delta crosses 0 ({ci[0]:+.3f} to {ci[1]:+.3f})")
+    if one_side:
+        risks.append(f"{one_side} task(s) present on one side only")
+    if c["p0QcGateRegressionCount"]:
+        risks.append(f"{c['p0QcGateRegressionCount']} P0 QC gate regression(s) in candidate trials")
+    cand_rate, base_rate = c["evidenceCompletenessRate"], c["baselineEvidenceCompletenessRate"]
+    if cand_rate is not None and base_rate is not None and cand_rate < base_rate:
+        risks.append(f"evidence completeness below baseline ({cand_rate:.0%} vs {base_rate:.0%})")
+    flips = c["flips"]
+    if flips["passToFail"] + flips["failToPass"] and c["mcnemarP"] >= SIGNIFICANCE:
+        risks.append(
+            f"pass/fail flips are not significant (McNemar p = {c['mcnemarP']:.3f}; "
+            f"{flips['failToPass']} fail → pass, {flips['passToFail']} pass → fail)"
+        )
+    elif flips["passToFail"]:
+        risks.append(f"{flips['passToFail']} task(s) flipped from pass to fail")
+    for role, side in (("baseline", base), ("candidate", cand)):
+        if side["erroredTrials"] or side["missingRewardTrials"]:
+            risks.append(
+                f"{role}: {side['erroredTrials']} errored and {side['missingRewardTrials']} unrewarded trial(s) "
+                "are left out of the mean reward"
+            )
+    if cand["deniedSideEffects"]:
+        risks.append(f"candidate has {cand['deniedSideEffects']} side effect(s) after a denied permission")
+    risks += _operational_risk(base, cand)
+    if not c["headlineEligible"]:
+        risks.append(f"not headline-eligible ({len(c['headlineReasons'])} reason(s)): a diagnostic result only")
+    return risks
+
+
+def _operational_risk(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+    risks = []
+    if (
+        base["timeoutRate"] is not None
+        and cand["timeoutRate"] is not None
+        and cand["timeoutRate"] > base["timeoutRate"]
+    ):
+        risks.append(f"timeout rate rises from {base['timeoutRate']:.1%} to {cand['timeoutRate']:.1%}")
+    if base["costPerTrial"] and cand["costPerTrial"] and cand["costPerTrial"] > base["costPerTrial"] * 1.1:
+        risks.append(f"cost per trial rises by {cand['costPerTrial'] / base['costPerTrial'] - 1:.0%}")
+    return risks
