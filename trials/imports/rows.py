@@ -161,9 +161,9 @@ def trial_row(
         finished_at=_aware(parsed.finished_at),
         duration_sec=duration,
         phases=parsed.phases,
-        input_tokens=_count(parsed.input_tokens),
-        cached_tokens=_count(parsed.cached_tokens),
-        output_tokens=_count(parsed.output_tokens),
+        input_tokens=column_count(parsed.input_tokens),
+        cached_tokens=column_count(parsed.cached_tokens),
+        output_tokens=column_count(parsed.output_tokens),
         cost_usd=parsed.cost_usd,
         session_id=str(correlation.get("sessionId") or "")[:200],
         run_id=str(correlation.get("runId") or "")[:200],
@@ -192,12 +192,12 @@ def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int) -
         "model_name": step.model_name[:200],
         "message_text": step.message_text,
         "reasoning": step.reasoning,
-        "prompt_tokens": _count(step.prompt_tokens),
-        "completion_tokens": _count(step.completion_tokens),
-        "cached_tokens": _count(step.cached_tokens),
+        "prompt_tokens": column_count(step.prompt_tokens),
+        "completion_tokens": column_count(step.completion_tokens),
+        "cached_tokens": column_count(step.cached_tokens),
         "cost_usd": step.cost_usd,
         "is_copied_context": step.is_copied_context,
-        "llm_call_count": _count(step.llm_call_count, bits=32),
+        "llm_call_count": column_count(step.llm_call_count, bits=32),
         "context_management": step.context_management[:20],
         "tool_call_count": len(step.tool_calls),
         "body_offset": offset,
@@ -207,10 +207,10 @@ def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int) -
 
 def step_tokens(step: ParsedStep) -> int:
     """Prompt + completion tokens, as the viewer's token bar draws them (0 for nonsense counts)."""
-    return (_count(step.prompt_tokens) or 0) + (_count(step.completion_tokens) or 0)
+    return (column_count(step.prompt_tokens) or 0) + (column_count(step.completion_tokens) or 0)
 
 
-def _count(value: int | None, bits: int = 64) -> int | None:
+def column_count(value: int | None, bits: int = 64) -> int | None:
     """A count past its column's bits is not a real count: keep it only in the raw step."""
     return value if value is None or -(2 ** (bits - 1)) <= value < 2 ** (bits - 1) else None
 
@@ -276,7 +276,7 @@ def event_row(event: ParsedEvent, trial: Trial | None, pack: Pack | None) -> Run
         type=event.type[:100],
         event_id=event.event_id[:200],
         timestamp=_aware(event.timestamp),
-        sequence=_count(event.sequence) if isinstance(event.sequence, int) else None,
+        sequence=column_count(event.sequence) if isinstance(event.sequence, int) else None,
         session_id=str(event.correlation.get("sessionId") or "")[:200],
         run_id=str(event.correlation.get("runId") or "")[:200],
         correlation=event.correlation,

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from django.db import transaction
 
-from trials.imports.rows import _count, step_row, step_tokens
+from trials.imports.rows import column_count, step_row, step_tokens
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.records import (
@@ -66,7 +66,7 @@ def write_trajectory(
             count += len(batch)
             trajectory.step_bodies_id = bodies.store() if bodies is not None else blob_id
             trajectory.step_count = count
-            trajectory.max_step_tokens = _count(max_tokens)
+            trajectory.max_step_tokens = column_count(max_tokens)
             trajectory.problems = [p.as_dict() for p in parsed.problems]
             trajectory.withheld = parsed.withheld  # (known once its steps are read)
             trajectory.save(update_fields=["step_bodies", "step_count", "max_step_tokens", "problems", "withheld"])

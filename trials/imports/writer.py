@@ -18,8 +18,8 @@ from django.db.models import QuerySet
 
 from trials.imports.joins import find_trial_for_evidence_pack, join_evidence_pack
 from trials.imports.rows import (
-    _count,
     apply_completeness,
+    column_count,
     get_configuration,
     get_dataset,
     get_task,
@@ -241,7 +241,7 @@ def write_trials(
                     blob_id = file_blob(trajectory, blobs)
                     row = trajectory_row(trial, trajectory, position, blob_id)
                     row.step_count = len(trajectory.steps)
-                    row.max_step_tokens = _count(max(map(step_tokens, trajectory.steps), default=0))
+                    row.max_step_tokens = column_count(max(map(step_tokens, trajectory.steps), default=0))
                     row.problems = [p.as_dict() for p in trajectory.problems]
                     bodies = None
                     if trajectory.steps_in_file and blob_id is not None:

@@ -166,7 +166,7 @@ def scrub_text(text: str, named: dict[str, dict[str, Any]]) -> str:
     return "".join([*pieces, text[done:]]) if pieces else text
 
 
-def _redaction_targets(obj: dict[str, Any]) -> list[str]:
+def redaction_targets(obj: dict[str, Any]) -> list[str]:
     targets = []
     for key in ("item_id", "target_ref", "target_item_id", "item_ref", "target"):
         if isinstance(obj.get(key), str):
@@ -205,7 +205,7 @@ def collect_redactions(value: Any, named: dict[str, dict[str, Any]] | None = Non
         return named
     kind = record_kind(value)
     if kind == "redaction":
-        for target in _redaction_targets(value):
+        for target in redaction_targets(value):
             entry = named.setdefault(target, {"fields": []})
             entry["fields"] += list(value.get("redacted_fields") or [])
             for key in ("reason", "policy_refs", "redaction_method", "redaction_state", "redaction_id"):

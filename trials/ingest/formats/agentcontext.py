@@ -22,9 +22,9 @@ from trials.ingest.records import (
 )
 from trials.ingest.redaction import (
     _ITEM_ID_KEYS,
-    _redaction_targets,
     collect_redactions,
     is_redacted_state,
+    redaction_targets,
     scrub_redacted,
     scrub_tree,
 )
@@ -236,7 +236,7 @@ def _build(kind: str, obj: dict[str, Any], corr: dict[str, str], ctx: _Ctx, wher
         budget_id = pick(obj, "budget_id") or f"{pick(obj, 'context_id', 'selection_id')}:budget"
         return [_record("budget", budget_id, obj, corr, ctx)]
     # redaction
-    targets = _redaction_targets(obj)
+    targets = redaction_targets(obj)
     record_id = pick(obj, "redaction_id") or "redaction:" + ",".join(targets)
     return [
         _record(
