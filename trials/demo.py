@@ -1694,7 +1694,7 @@ def _context_events(
         ),
     ]
     for name, kind, title, content, src, sensitivity, tokens in items:
-        item = {
+        item: dict[str, Any] = {
             "item_id": item_id(name),
             "context_kind": kind,
             "content_mode": "inline",
