@@ -12,6 +12,7 @@ import hashlib
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -418,7 +419,7 @@ def task_matrix(base: SideData, cand: SideData) -> list[dict[str, Any]]:
         b, c = base.tasks.get(name), cand.tasks.get(name)
         delta = c.mean - b.mean if b and c and b.mean is not None and c.mean is not None else None
         flip = None
-        if _outcome(b, c) == "flipped":
+        if c is not None and _outcome(b, c) == "flipped":  # (flipped: both sides have the task)
             flip = "fail → pass" if c.passed else "pass → fail"
         rows.append(
             {
@@ -541,7 +542,7 @@ def _task_reasons(name: str, base: SideData, cand: SideData, pins: list[str]) ->
         reasons.append(f"sample count {samples} is below per-task threshold N >= {PER_TASK_MIN_SAMPLES}")
     if any(c.postcondition_missing for c in present):
         reasons.append("final task postcondition was not evaluated")
-    if None in cells or cells[0].checksums != cells[1].checksums:
+    if cells[0] is None or cells[1] is None or cells[0].checksums != cells[1].checksums:
         reasons.append("same task contracts were not used for every compared library")
     return reasons + pins
 
@@ -576,7 +577,7 @@ def _job_environment(job: dict[str, Any]) -> bool:
     )
 
 
-def _llm_unpinned(configurations: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> bool:
+def _llm_unpinned(configurations: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]]) -> bool:
     """LLM-driven rows (a model name is set) must pin model id, temperature and budgets."""
     llm = [c for c in configurations if c["model_name"]]
     if not llm:
@@ -689,7 +690,7 @@ def _operational_risk(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
 
 def agentv_compare(base: SideData, cand: SideData, threshold: float = AGENTV_THRESHOLD) -> dict[str, Any]:
     """`agentv compare`: rows matched by test_id (attempts averaged), delta, gain, win/loss/tie."""
-    matched = []
+    matched: list[dict[str, Any]] = []
     for test_id in sorted(set(base.tasks) & set(cand.tasks)):
         s1, s2 = base.tasks[test_id].mean, cand.tasks[test_id].mean
         if s1 is None or s2 is None:
@@ -856,7 +857,7 @@ _DELTA_METRICS = (
 
 
 def _metric_deltas(base: dict[str, Any], cand: dict[str, Any], reward_keys: dict[str, float]) -> dict[str, Any]:
-    deltas = {name: _delta(base[name], cand[name]) for name in _DELTA_METRICS}
+    deltas: dict[str, Any] = {name: _delta(base[name], cand[name]) for name in _DELTA_METRICS}
     deltas["passAtK"] = {k: cand["passAtK"][k] - base["passAtK"][k] for k in base["passAtK"] if k in cand["passAtK"]}
     deltas["rewardKeys"] = reward_keys
     return deltas
