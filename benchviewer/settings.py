@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import dj_database_url
+import plotly
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
@@ -152,7 +153,7 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # plotly.js comes from the plotly package itself, so it is served by us and works offline.
 STATICFILES_DIRS = [
     BASE_DIR / "static",
-    ("plotly", Path(__import__("plotly").__file__).parent / "package_data"),
+    ("plotly", Path(plotly.__file__).parent / "package_data"),
 ]
 
 # WhiteNoise serves them from the app folders (no collectstatic needed) or, after collectstatic,

@@ -7,6 +7,7 @@ environment and LLM settings, and enough samples. `HEADLINE_RULES` says what eac
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db.models.fields.json import KT
@@ -89,7 +90,7 @@ def _task_reasons(name: str, base: SideData, cand: SideData, pins: list[str]) ->
         reasons.append(f"sample count {samples} is below per-task threshold N >= {PER_TASK_MIN_SAMPLES}")
     if any(c.postcondition_missing for c in present):
         reasons.append("final task postcondition was not evaluated")
-    if None in cells or cells[0].checksums != cells[1].checksums:
+    if cells[0] is None or cells[1] is None or cells[0].checksums != cells[1].checksums:
         reasons.append("same task contracts were not used for every compared library")
     return reasons + pins
 
@@ -124,7 +125,7 @@ def _job_environment(job: dict[str, Any]) -> bool:
     )
 
 
-def _llm_unpinned(configurations: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> bool:
+def _llm_unpinned(configurations: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]]) -> bool:
     """LLM-driven rows (a model name is set) must pin model id, temperature and budgets."""
     llm = [c for c in configurations if c["model_name"]]
     if not llm:

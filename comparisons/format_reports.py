@@ -18,7 +18,7 @@ AGENTV_THRESHOLD = 0.1
 
 def agentv_compare(base: SideData, cand: SideData, threshold: float = AGENTV_THRESHOLD) -> dict[str, Any]:
     """`agentv compare`: rows matched by test_id (attempts averaged), delta, gain, win/loss/tie."""
-    matched = []
+    matched: list[dict[str, Any]] = []
     for test_id in sorted(set(base.tasks) & set(cand.tasks)):
         s1, s2 = base.tasks[test_id].mean, cand.tasks[test_id].mean
         if s1 is None or s2 is None:

@@ -148,7 +148,7 @@ def task_matrix(base: SideData, cand: SideData) -> list[dict[str, Any]]:
         b, c = base.tasks.get(name), cand.tasks.get(name)
         delta = c.mean - b.mean if b and c and b.mean is not None and c.mean is not None else None
         flip = None
-        if _outcome(b, c) == "flipped":
+        if c is not None and _outcome(b, c) == "flipped":  # (flipped: both sides have the task)
             flip = "fail → pass" if c.passed else "pass → fail"
         rows.append(
             {
@@ -230,7 +230,7 @@ _DELTA_METRICS = (
 
 
 def metric_deltas(base: dict[str, Any], cand: dict[str, Any], reward_keys: dict[str, float]) -> dict[str, Any]:
-    deltas = {name: delta_or_none(base[name], cand[name]) for name in _DELTA_METRICS}
+    deltas: dict[str, Any] = {name: delta_or_none(base[name], cand[name]) for name in _DELTA_METRICS}
     deltas["passAtK"] = {k: cand["passAtK"][k] - base["passAtK"][k] for k in base["passAtK"] if k in cand["passAtK"]}
     deltas["rewardKeys"] = reward_keys
     return deltas

@@ -25,4 +25,8 @@ class MultipleFileField(forms.FileField):
 
 
 class UploadForm(forms.Form):
-    files = MultipleFileField(help_text="Trial packs: JSON, JSONL, TOML, .zip, .tar.gz or .tgz. Several at once.")
+    # A field named `files`: the stubs see it override Form.files (the uploaded data), which the metaclass,
+    # taking declared fields off the class, never lets it do.
+    files = MultipleFileField(  # type: ignore[assignment]
+        help_text="Trial packs: JSON, JSONL, TOML, .zip, .tar.gz or .tgz. Several at once."
+    )

@@ -102,11 +102,13 @@ def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
     trajectory, body_file = None, None
     try:
         for pk, trajectory_pk, index, offset, size in rows:
-            if trajectory is None or trajectory.pk != trajectory_pk:
+            if trajectory is None or body_file is None or trajectory.pk != trajectory_pk:  # (both set together)
                 if body_file is not None:
                     body_file.close()
                 trajectory = by_pk[trajectory_pk]
-                body_file = trajectory.step_bodies.open()
+                bodies = trajectory.step_bodies
+                assert bodies is not None  # (the import stores them for every trajectory that has steps)
+                body_file = bodies.open()
             body_file.seek(offset)
             yield pk, trajectory.trial_id, trajectory.read_step(orjson.loads(body_file.read(size)), index)
     finally:

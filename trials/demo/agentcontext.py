@@ -124,7 +124,7 @@ def context_events(
         ),
     ]
     for name, kind, title, content, src, sensitivity, tokens in items:
-        item = {
+        item: dict[str, Any] = {
             "item_id": item_id(name),
             "context_kind": kind,
             "content_mode": "inline",

@@ -62,7 +62,9 @@ def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
 
         def find(local: str) -> str | None:
             path = f"{folder}/{local}"
-            return path if folder and PackFile.objects.filter(pack_id=trial.pack_id, path=path).exists() else None
+            if not folder or trial.pack_id is None:
+                return None
+            return path if PackFile.objects.filter(pack_id=trial.pack_id, path=path).exists() else None
 
         problems = evidence.join_evidence_pack(facts, parsed, parsed.files[0], find)
         parsed.problems += problems  # for the import's report
@@ -167,7 +169,8 @@ def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRec
                 context_row(r, trial_for(r.correlation), pack) for r in records
             )
         if redaction.has_redaction_marks([row.raw for row in rows] + [row.data for row in record_rows]):
-            joined = {row.trial_id for row in [*rows, *record_rows] if row.trial_id is not None}
+            written: list[RuntimeEvent | ContextRecord] = [*rows, *record_rows]
+            joined = {row.trial_id for row in written if row.trial_id is not None}
             for trial in Trial.objects.filter(pk__in=joined):
                 rescrub.scrub_trial(trial, spool)
     return len(rows)

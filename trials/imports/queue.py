@@ -10,8 +10,11 @@ import logging
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.files.uploadedfile import UploadedFile
 from django.db import connections, transaction
 
 from trials.imports import recovery
@@ -22,11 +25,19 @@ from trials.models import (
 from trials.storage.blobs import store_file
 from trials.tasks import import_pack_task
 
+if TYPE_CHECKING:
+    from celery import Task
+
 log = logging.getLogger(__name__)
 
 
 def create_import(
-    *, origin: str, source_name: str, source_path: str = "", upload: Blob | None = None, user=None
+    *,
+    origin: str,
+    source_name: str,
+    source_path: str = "",
+    upload: Blob | None = None,
+    user: User | AnonymousUser | None = None,
 ) -> Import:
     return Import.objects.create(
         origin=origin,
@@ -63,7 +74,7 @@ def embedded_worker() -> ThreadPoolExecutor:
     return worker
 
 
-def start_embedded_worker(**kwargs) -> None:
+def start_embedded_worker(**kwargs: object) -> None:
     """On a request (`request_started`): the server has started, so its import thread does."""
     if settings.IMPORTS_IN_THREAD:
         embedded_worker()
@@ -80,7 +91,7 @@ def resume_stranded_imports() -> None:
         run_in_embedded_worker(import_pack_task, item.import_id)
 
 
-def run_in_embedded_worker(task, import_id: str) -> None:
+def run_in_embedded_worker(task: Task, import_id: str) -> None:
     try:
         task.delay(import_id)  # Celery is eager here: the task runs in this thread
     except Exception:  # run_import records its own failures; this is a bug, and the thread goes on
@@ -89,7 +100,9 @@ def run_in_embedded_worker(task, import_id: str) -> None:
         connections.close_all()  # this thread's own connections
 
 
-def import_upload(fileobj, name: str, *, origin: str, user=None) -> Import:
+def import_upload(
+    fileobj: UploadedFile | BinaryIO, name: str, *, origin: str, user: User | AnonymousUser | None = None
+) -> Import:
     """Store an uploaded file's bytes first (nothing is lost), then queue its import."""
     settings.IMPORT_SPOOL_DIR.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=settings.IMPORT_SPOOL_DIR, delete=False) as tmp:

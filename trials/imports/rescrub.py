@@ -9,7 +9,10 @@ steps) is scrubbed here, in the import's transaction. The stored packs keep thei
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
+
+from django.db.models import Model
 
 from trials import search
 from trials.imports.steps import write_steps
@@ -20,8 +23,10 @@ from trials.storage.blobs import StepBodies
 # What a trial row holds of its files: documents (Config, Verifier tabs), logs, its exception.
 TRIAL_FIELDS = ("documents", "texts", "exception_message", "exception_traceback")
 
+_M = TypeVar("_M", bound=Model)
 
-def scrub_trial(trial: Trial, spool) -> None:
+
+def scrub_trial(trial: Trial, spool: Path) -> None:
     """Scrub what the trial holds by every redaction it now has."""
     events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
     records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
@@ -53,7 +58,7 @@ def scrub_trial(trial: Trial, spool) -> None:
         withhold_in_stored(trajectory, named, spool)
 
 
-def _scrub_rows(model, rows: list, fields: list[str], named: dict[str, dict[str, Any]]) -> None:
+def _scrub_rows(model: type[_M], rows: list[_M], fields: list[str], named: dict[str, dict[str, Any]]) -> None:
     """Write back the rows whose JSON fields a redaction changes."""
     changed = []
     for row in rows:
@@ -62,10 +67,10 @@ def _scrub_rows(model, rows: list, fields: list[str], named: dict[str, dict[str,
             for field, value in zip(fields, scrubbed, strict=True):
                 setattr(row, field, value)
             changed.append(row)
-    model.objects.bulk_update(changed, fields, batch_size=500)
+    model._default_manager.bulk_update(changed, fields, batch_size=500)
 
 
-def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]], spool) -> None:
+def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]], spool: Path) -> None:
     """The trajectory's steps written again from scrubbed copies, if a redaction changes any of them."""
     stored = [step for _, _, step in search.stored_steps(Step.objects.filter(trajectory=trajectory))]
     raws = [step.raw for step in stored]

@@ -4,15 +4,22 @@ context records, permissions, criteria and artifacts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from trials.ingest import completeness
 from trials.ingest.records import (
+    ConfigurationRef,
+    DatasetRef,
     ParsedContextRecord,
     ParsedEvent,
+    ParsedJob,
+    ParsedPermission,
     ParsedStep,
     ParsedTrial,
     Problem,
+    TaskRef,
 )
 from trials.ingest.values import seconds_between
 from trials.models import (
@@ -31,7 +38,7 @@ from trials.models import (
 )
 
 
-def upsert_job(parsed, pack: Pack) -> Job:
+def upsert_job(parsed: ParsedJob, pack: Pack) -> Job:
     job, _ = Job.objects.get_or_create(
         key=parsed.key,
         defaults={
@@ -81,7 +88,7 @@ def infer_job_configuration(job: Job) -> int:
     return count
 
 
-def get_dataset(ref) -> Dataset | None:
+def get_dataset(ref: DatasetRef | None) -> Dataset | None:
     if ref is None or not ref.name:
         return None
     dataset, _ = Dataset.objects.get_or_create(
@@ -90,7 +97,7 @@ def get_dataset(ref) -> Dataset | None:
     return dataset
 
 
-def get_task(dataset: Dataset | None, ref) -> Task | None:
+def get_task(dataset: Dataset | None, ref: TaskRef | None) -> Task | None:
     if ref is None or not ref.name:
         return None
     task, _ = Task.objects.get_or_create(
@@ -102,7 +109,7 @@ def get_task(dataset: Dataset | None, ref) -> Task | None:
     return task
 
 
-def get_configuration(ref) -> Configuration | None:
+def get_configuration(ref: ConfigurationRef | None) -> Configuration | None:
     if ref is None or not ref.key:
         return None
     config, created = Configuration.objects.get_or_create(
@@ -177,7 +184,7 @@ def trial_row(
     )
 
 
-def _aware(value):
+def _aware(value: datetime | None) -> datetime | None:
     return value if value is None or value.tzinfo is not None else None
 
 
@@ -246,7 +253,7 @@ def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int
     ContextRecord.objects.bulk_create(context_row(r, trial, trial.pack) for r in parsed.context_records)
 
 
-def write_permissions(trial: Trial, permissions) -> None:
+def write_permissions(trial: Trial, permissions: Iterable[ParsedPermission]) -> None:
     PermissionDecision.objects.bulk_create(
         PermissionDecision(
             trial=trial,

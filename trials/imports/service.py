@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,7 +124,7 @@ def run_import(import_id: str, on_progress: Callable[[Import], None] | None = No
 
 
 @contextmanager
-def rare_full_collections():
+def rare_full_collections() -> Iterator[None]:
     """Python's full garbage collections walk every live object, and an import keeps a batch of
     parsed trials alive while it makes and drops millions of objects: at the default
     threshold they took a tenth of a job's import (bench/README.md). Ten times rarer here."""
@@ -151,7 +151,7 @@ class ImportRun:
 
     def run(self) -> None:
         imp = self.imp
-        if imp.upload_id:
+        if imp.upload is not None:
             source = self.workdir / "upload" / (Path(imp.source_name).name or "upload")
             source.parent.mkdir(parents=True)
             with imp.upload.open() as src, open(source, "wb") as dest:
@@ -321,9 +321,9 @@ class ImportRun:
             paths, screened = ([], [too_big]) if too_big else ([(candidate.rel, candidate.path)], [])
         elif candidate.members:  # some files of a folder; the others are packs of their own
             members = [(f"{candidate.rel}/{path.name}", path) for path in candidate.members]
-            too_big = [over_the_limit(path, rel, self.limits.max_file_bytes) for rel, path in members]
-            paths = [member for member, problem in zip(members, too_big, strict=True) if problem is None]
-            screened = [problem for problem in too_big if problem is not None]
+            checked = [over_the_limit(path, rel, self.limits.max_file_bytes) for rel, path in members]
+            paths = [member for member, problem in zip(members, checked, strict=True) if problem is None]
+            screened = [problem for problem in checked if problem is not None]
         else:
             paths, screened = screen_folder(candidate.path, candidate.rel, self.limits.max_file_bytes)
         # On two threads: reading and hashing let go of the GIL (a job of large files imported

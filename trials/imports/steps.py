@@ -122,6 +122,7 @@ def write_steps(chunks: list[StepChunk]) -> None:
     for trajectory, parsed_steps, bodies in chunks:
         for step in parsed_steps:
             if bodies is None:
+                assert step.span is not None  # (no bodies: every step's span in the file is known)
                 offset, size = step.span
             else:
                 body = dumps_bytes(step.raw)

@@ -5,11 +5,13 @@ or replace another. A trial already there is found by its natural key and left a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar, cast
 
 import orjson
 from django.conf import settings
@@ -31,6 +33,10 @@ from trials.imports.steps import StepChunk, file_blob, trajectory_row, write_ste
 from trials.ingest import completeness, evidence
 from trials.ingest.formats import harbor_trajectories
 from trials.ingest.records import (
+    ConfigurationRef,
+    DatasetRef,
+    ParsedStep,
+    ParsedTrajectory,
     ParsedTrial,
     Problem,
     TaskRef,
@@ -47,6 +53,8 @@ from trials.models import (
     Trial,
 )
 from trials.storage.blobs import StepBodies
+
+_Row = TypeVar("_Row")
 
 
 class WriteResult(NamedTuple):
@@ -94,11 +102,11 @@ class SharedRows:
     no cached id points at a row that was never committed.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seen: dict[tuple, object] = {}
 
     @contextmanager
-    def atomic(self):
+    def atomic(self) -> Iterator[None]:
         known = set(self.seen)
         try:
             with transaction.atomic():
@@ -122,7 +130,7 @@ class SharedRows:
         for parsed in trials:
             if parsed.task is None or not parsed.task.name:
                 continue
-            dataset = self._get(("dataset", _ref_key(parsed.dataset)), lambda p=parsed: get_dataset(p.dataset))
+            dataset = self._get(("dataset", _ref_key(parsed.dataset)), functools.partial(get_dataset, parsed.dataset))
             key = ("task", dataset and dataset.pk, _ref_key(parsed.task))
             if key not in self.seen:
                 wanted[key] = (
@@ -148,13 +156,13 @@ class SharedRows:
         for key, (natural, _) in wanted.items():
             self.seen[key] = found[natural]
 
-    def _get(self, key: tuple, make):
+    def _get(self, key: tuple, make: Callable[[], _Row]) -> _Row:
         if key not in self.seen:
             self.seen[key] = make()
-        return self.seen[key]
+        return cast(_Row, self.seen[key])  # (a key's kind, its first item, is always made by the same `make`)
 
 
-def _ref_key(ref) -> tuple:
+def _ref_key(ref: DatasetRef | TaskRef | ConfigurationRef | None) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in vars(ref).items())) if ref is not None else ()
 
 
@@ -229,7 +237,7 @@ def write_trials(
             for parsed in new:
                 trial = trial_row(parsed, pack, jobs.get(parsed.job_key), *shared.resolve(parsed))
                 harbor_trajectories.flag_missing_subagents(parsed)  # (their steps are read: `TrialBatch.takes`)
-                trial.step_count = sum(len(t.steps) for t in parsed.trajectories)
+                trial.step_count = sum(len(_steps_read(t)) for t in parsed.trajectories)
                 trial.tool_call_count = sum(len(s.tool_calls) for t in parsed.trajectories for s in t.steps)
                 trial.problems = [p.as_dict() for p in parsed.problems]
                 apply_completeness(trial)
@@ -238,18 +246,19 @@ def write_trials(
             chunks: list[StepChunk] = []
             for trial, parsed in zip(trials, new, strict=True):
                 for position, trajectory in enumerate(parsed.trajectories):
+                    steps = _steps_read(trajectory)
                     blob_id = file_blob(trajectory, blobs)
                     row = trajectory_row(trial, trajectory, position, blob_id)
-                    row.step_count = len(trajectory.steps)
-                    row.max_step_tokens = column_count(max(map(step_tokens, trajectory.steps), default=0))
+                    row.step_count = len(steps)
+                    row.max_step_tokens = column_count(max(map(step_tokens, steps), default=0))
                     row.problems = [p.as_dict() for p in trajectory.problems]
                     bodies = None
                     if trajectory.steps_in_file and blob_id is not None:
                         row.step_bodies_id = blob_id
-                    elif trajectory.steps:
+                    elif steps:
                         bodies = StepBodies(spool)
                         copies.append((row, bodies))
-                    chunks.append((row, trajectory.steps, bodies))
+                    chunks.append((row, steps, bodies))
             Trajectory.objects.bulk_create([row for row, _, _ in chunks])
             write_steps(chunks)
             for row, bodies in copies:
@@ -265,6 +274,13 @@ def write_trials(
         already(parsed, *found[key]) if key in found else WriteResult("trials", made[key].step_count, made[key].pk)
         for key, parsed in zip(keys, batch, strict=True)
     ]
+
+
+def _steps_read(trajectory: ParsedTrajectory) -> list[ParsedStep]:
+    """A batched trial's steps: `TrialBatch.takes` has read them into a list."""
+    steps = trajectory.steps
+    assert isinstance(steps, list)
+    return steps
 
 
 def write_trial(
@@ -331,7 +347,7 @@ def _any_one(values: QuerySet) -> Any:
     return next(iter(values[:1]), None)
 
 
-def lone_trajectory_blobs(blob_ids) -> frozenset[int]:
+def lone_trajectory_blobs(blob_ids: Iterable[int]) -> frozenset[int]:
     """Of these blobs, those that are the trajectory of a trial imported from that file alone."""
     blob_ids = sorted(set(blob_ids))
     found: set[int] = set()

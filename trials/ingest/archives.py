@@ -13,8 +13,12 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from trials.ingest.records import PackError, Problem
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead
 
 CHUNK = 1024 * 1024
 
@@ -102,7 +106,7 @@ class _Budget:
         )
 
 
-def _copy(src, dest: Path, member: str, budget: _Budget) -> Problem | None:
+def _copy(src: SupportsRead[bytes], dest: Path, member: str, budget: _Budget) -> Problem | None:
     """Write one member; one over the single-file limit is left out (and said so), as in a folder."""
     written = 0
     try:

@@ -94,7 +94,11 @@ def exact(raw: bytes, rel: str, problems: list[Problem], default: Any, line: int
         value = dict(pairs)
         if len(value) != len(pairs):
             seen: set[str] = set()
-            duplicates.extend(k for k, _ in pairs if k in seen or seen.add(k))
+            for k, _ in pairs:
+                if k in seen:
+                    duplicates.append(k)
+                else:
+                    seen.add(k)
         return value
 
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import IO
 
 from django.conf import settings
 from django.db import models
@@ -32,7 +33,7 @@ class Blob(models.Model):
         """The name of the object in the storage that holds these bytes (a pack, or their own)."""
         return self.pack or f"{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}"
 
-    def open(self):
+    def open(self) -> IO[bytes]:
         return open_blob(self)
 
     def read(self) -> bytes:
@@ -127,7 +128,7 @@ class Pack(models.Model):
     problems = JSONField(default=list)
     created_at = models.DateTimeField(auto_now_add=True)
     # Trials this pack holds that another pack brought in first, or that its evidence joined.
-    other_trials = models.ManyToManyField("Trial", related_name="also_in_packs", blank=True)
+    other_trials = models.ManyToManyField("trials.Trial", related_name="also_in_packs", blank=True)
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.name}"

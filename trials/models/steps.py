@@ -57,7 +57,7 @@ class Trajectory(models.Model):
         """The ATIF JSON of a `withheld` trajectory, in pieces: its scrubbed header and step bodies."""
         header = orjson.dumps(self.header)
         yield header[:-1] + (b"," if len(header) > 2 else b"") + b'"steps":['
-        if self.step_bodies_id is not None:
+        if self.step_bodies is not None:
             with open_blob(self.step_bodies) as bodies:
                 places = self.steps.order_by("index").values_list("body_offset", "size")
                 for number, (offset, size) in enumerate(places.iterator()):
@@ -67,6 +67,7 @@ class Trajectory(models.Model):
 
     def atif_bytes(self) -> bytes:
         """The ATIF JSON of this trajectory: its file's bytes, or an embedded subagent's object in its parent's."""
+        assert self.blob is not None  # (the API serves ATIF only of a trajectory read from a file)
         data = self.blob.read()
         _, embedded, index = self.path.partition(EMBEDDED_MARK)
         if not embedded:
@@ -115,7 +116,9 @@ class Step(models.Model):
         return orjson.loads(self.body())
 
     def body(self) -> bytes:
-        return read_range(self.trajectory.step_bodies, self.body_offset, self.size)
+        bodies = self.trajectory.step_bodies
+        assert bodies is not None  # (the import stores them for every trajectory that has steps)
+        return read_range(bodies, self.body_offset, self.size)
 
 
 class StepText(models.Model):

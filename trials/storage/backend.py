@@ -11,7 +11,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, Storage, storages
@@ -112,7 +112,7 @@ def remove_stale_partials() -> None:
 class _Moved(File):
     """A file a local storage may move into place (as it moves uploads) instead of copying."""
 
-    def __init__(self, file, path: Path):
+    def __init__(self, file: IO[bytes], path: Path) -> None:
         super().__init__(file)
         self.path = path
 
@@ -130,7 +130,8 @@ def read_range(blob: Blob, offset: int, size: int) -> bytes:
     if hasattr(storage, "bucket"):
         # S3 (django-storages): its file object downloads the whole object on the first read;
         # a ranged GET fetches only these bytes.
-        key = storage._normalize_name(blob.storage_name)  # (the bucket key: the prefix and the name)
+        # (the bucket key: the prefix and the name; S3Storage's own method, not in Storage's stubs)
+        key = storage._normalize_name(blob.storage_name)  # type: ignore[attr-defined]
         found = storage.bucket.Object(key).get(Range=f"bytes={start}-{start + size - 1}")
         return found["Body"].read()
     with storage.open(blob.storage_name, "rb") as f:
@@ -138,7 +139,7 @@ def read_range(blob: Blob, offset: int, size: int) -> bytes:
         return f.read(size)
 
 
-def open_blob(blob: Blob):
+def open_blob(blob: Blob) -> IO[bytes]:
     """The blob's bytes as a file: its own file, or its part of a pack read into memory (it is small)."""
     if blob.pack:
         return io.BytesIO(read_range(blob, 0, blob.size))

@@ -7,7 +7,9 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from django.core.files.storage import FileSystemStorage
 
@@ -46,7 +48,7 @@ PACK_BYTES = 256 * 1024 * 1024
 PACKS_FOLDER = "packs"
 
 
-def store_files(files, move: bool = False) -> dict[str, int]:
+def store_files(files: Iterable[tuple[Path, str, int]], move: bool = False) -> dict[str, int]:
     """Store many (path, sha256, size) files; sha256 -> Blob id.
 
     The new small files go one after another into pack objects of up to PACK_BYTES, the
@@ -100,8 +102,8 @@ def store_pack(files: list[tuple[Path, Blob]]) -> None:
     write a pack, and the blob row of one of them wins (the other's bytes are never named).
     """
     storage = blob_storage()
-    local = isinstance(storage, FileSystemStorage)
-    folder = Path(storage.location) / PARTIAL_FOLDER if local else None  # (a rename stays on one file system)
+    # (a rename stays on one file system)
+    folder = Path(storage.location) / PARTIAL_FOLDER if isinstance(storage, FileSystemStorage) else None
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
     name = f"{PACKS_FOLDER}/{uuid.uuid4().hex}"
@@ -171,7 +173,7 @@ def remove_unnamed_packs(older_than: float = STALE_PARTIAL_SECONDS, dry_run: boo
     return removed
 
 
-def copy_to(source, target) -> int:
+def copy_to(source: BinaryIO, target: BinaryIO) -> int:
     """Append the whole of one open file to another (in the kernel where it can); the bytes copied."""
     copied = 0
     try:
@@ -198,7 +200,7 @@ class StepBodies:
     same steps give the same bytes, so a re-import stores nothing new.
     """
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=folder, prefix="steps-")
         self.path = Path(name)

@@ -8,6 +8,7 @@ executemany on SQLite and by COPY on PostgreSQL.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
@@ -55,7 +56,7 @@ def _converter(field: models.Field) -> Callable[[Any], Any] | None:
 
         return to_text
     if isinstance(field, models.JSONField):
-        encoder = field.encoder
+        encoder = field.encoder or json.JSONEncoder  # (None: json.dumps' own, as Django's get_prep_value)
 
         def to_json(value: Any) -> Any:
             return None if value is None else encoder().encode(value)

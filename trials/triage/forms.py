@@ -102,11 +102,12 @@ class FeedbackForm(forms.ModelForm):
         self.trial = trial
         self.user = user
         self.similar: list[FailureMode] = []
-        self.fields["step_id"].choices = [("", "—"), *prefill.step_choices(trial)]
-        self.fields["evidence_refs"].choices = prefill.evidence_choices(trial)
-        self.fields["waived_item"].queryset = trial.qc_items.open().facts()
-        self.fields["kind"].choices = QCItem.Kind.choices  # no blank radio
-        self.fields["category"].choices = [("", "—"), *taxonomy.Category.choices]
+        # (the stubs type form.fields' values as Field: these are ChoiceFields, waived_item a ModelChoiceField)
+        self.fields["step_id"].choices = [("", "—"), *prefill.step_choices(trial)]  # type: ignore[attr-defined]
+        self.fields["evidence_refs"].choices = prefill.evidence_choices(trial)  # type: ignore[attr-defined]
+        self.fields["waived_item"].queryset = trial.qc_items.open().facts()  # type: ignore[attr-defined]
+        self.fields["kind"].choices = QCItem.Kind.choices  # type: ignore[attr-defined]  # no blank radio
+        self.fields["category"].choices = [("", "—"), *taxonomy.Category.choices]  # type: ignore[attr-defined]
 
     def clean_evidence_refs(self) -> list[str]:
         # Choices already limit values to this trial's refs; keep the order of the page.
@@ -174,7 +175,7 @@ class FeedbackForm(forms.ModelForm):
         if not roles.has_right(self.user, roles.WAIVE):
             self.add_error("kind", "Only an approver can grant a waiver.")
         if data.get("waived_item") is None:
-            if not self.fields["waived_item"].queryset.exists():
+            if not self.fields["waived_item"].queryset.exists():  # type: ignore[attr-defined]  # (a ModelChoiceField)
                 self.add_error("waived_item", "This trial has no open QC item to waive: file the blocker first.")
             else:
                 self.add_error("waived_item", "Pick the QC item this waiver covers.")

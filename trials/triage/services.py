@@ -174,6 +174,7 @@ def assign_trials(user, trials: list[Trial], assignee) -> int:
         if old == assignee:
             continue
         if assignee is None:
+            assert assignment is not None  # (it had an assignee: `old`)
             assignment.delete()
         else:
             TriageAssignment.objects.update_or_create(trial=trial, defaults={"assignee": assignee, "assigned_by": user})
@@ -301,7 +302,11 @@ def write_missing_events(trial: Trial, item: QCItem) -> list[RuntimeEvent]:
     sequence = (trial.events.aggregate(m=Max("sequence"))["m"] or 0) + 1
     wanted = []
     if trial.is_failure and "benchmark.trial.failed" not in have:
-        payload = {"failureCategory": item.code or item.category, "source": "triage", "qcItemId": item.label}
+        payload: dict[str, Any] = {
+            "failureCategory": item.code or item.category,
+            "source": "triage",
+            "qcItemId": item.label,
+        }
         if trial.exception_type:
             payload["exceptionType"] = trial.exception_type
         wanted.append(("benchmark.trial.failed", payload))

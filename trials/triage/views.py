@@ -31,7 +31,7 @@ def _step_for(trial: Trial, wanted: str | None, trajectory: str | None, choices:
         return wanted
     if number is not None:
         steps = Step.objects.filter(trial=trial, index=number - 1)
-        if numbered:
+        if trajectory_pk is not None:  # (numbered, as number is not None here)
             steps = steps.filter(trajectory_id=trajectory_pk)
         step = steps.order_by("trajectory__position").only("step_id", "trajectory_id").first()
         if step is not None:
@@ -51,7 +51,8 @@ def feedback(request, pk: int):
             return redirect(item)
     else:
         form = FeedbackForm(trial=trial, user=request.user)
-        step_id = _step_for(trial, request.GET.get("step"), request.GET.get("t"), form.fields["step_id"].choices)
+        choices = form.fields["step_id"].choices  # type: ignore[attr-defined]  # (a ChoiceField; stubs: Field)
+        step_id = _step_for(trial, request.GET.get("step"), request.GET.get("t"), choices)
         form.initial = {
             "kind": request.GET.get("kind") or QCItem.Kind.FAILURE_MODE,
             "category": guess.category,
@@ -171,7 +172,7 @@ def scenario_status(request, pk: int):
         if services.set_scenario_status(request.user, scenario, form.cleaned_data["status"]):
             messages.success(request, f"{scenario.scenario_id} is now {form.cleaned_data['status']}.")
     else:
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
     return redirect(scenario)
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum, Value
+from django.db.models import Avg, Count, F, FloatField, OrderBy, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 from django.http import QueryDict
 
 from trials.filters import TrialFilter
 from trials.models import Job, Trial
 
-TRIAL_SORTS: dict[str, tuple[str, ...]] = {
+TRIAL_SORTS: dict[str, tuple[str | OrderBy, ...]] = {
     "newest": ("-pk",),
     "oldest": ("pk",),
     "name": ("name", "pk"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db.models import Prefetch, Q
 from django.db.models.functions import Length, Substr
@@ -15,6 +15,9 @@ from trials import search
 from trials.ingest.formats.atif import names_trajectory
 from trials.models import ContextRecord, ObservationResult, PermissionDecision, Step, ToolCall, Trajectory, Trial
 from trials.viewer.text import ARGUMENTS_PREVIEW, TEXT_PREVIEW, pretty_json, scrub, scrub_json
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 STEP_WINDOW = 50
 
@@ -198,8 +201,17 @@ def step_window(trial: Trial, trajectory: Trajectory, start: int, trajectories: 
     return StepWindow(trajectory=trajectory, start=start, steps=views, total=trajectory.step_count)
 
 
+class _StepHeads(TypedDict):
+    """What `step_window` annotates its steps with, in place of their (deferred) texts."""
+
+    message_head: str | None
+    message_len: int | None
+    reasoning_head: str | None
+    reasoning_len: int | None
+
+
 def _step_view(
-    step: Step,
+    step: WithAnnotations[Step, _StepHeads],
     since: float | None,
     permissions: list[PermissionDecision],
     context: list[ContextRecord],
@@ -207,8 +219,9 @@ def _step_view(
     max_tokens: int,
 ) -> StepView:
     observations = list(step.observations.all())
-    for i, obs in enumerate(observations):
-        obs.position = i  # its place in observation.results, for "show all"
+    for i, observation in enumerate(observations):
+        # its place in observation.results, for "show all" (an attribute for the template, not a field)
+        observation.position = i  # type: ignore[attr-defined]
     by_call = {o.source_call_id: o for o in observations if o.source_call_id}
     calls = []
     claimed: set[int] = set()

@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import Q
 
 from trials.ingest import completeness
+from trials.ingest.values import as_dict
 from trials.models import ContextRecord, Trajectory, Trial
 from trials.viewer.steps import main_trajectory
 from trials.viewer.text import pretty_json, scrub, scrub_json
@@ -95,7 +96,7 @@ def context_records(trial: Trial, kind: str | None = None) -> list[dict[str, Any
     if kind:
         records = records.filter(kind=kind)
     summaries = [record_summary(r) for r in records.order_by("pk")]
-    redactions = {}
+    redactions: dict[Any, dict[str, Any]] = {}  # item_id (as written) -> its redaction record
     for r in trial.context_records.filter(kind="redaction").order_by("pk"):
         summary = record_summary(r)
         redactions.setdefault(summary["item_id"], summary)
@@ -146,7 +147,7 @@ def record_summary(record: ContextRecord) -> dict[str, Any]:
         "correlation": scrub_json(record.correlation),
     }
     if record.kind == "item":
-        redaction = data.get("redaction") if isinstance(data.get("redaction"), dict) else {}
+        redaction = as_dict(data.get("redaction"))
         out |= {
             "reason": out["reason"] or scrub(data.get("reason") or redaction.get("reason") or ""),  # the item's own
             "item_id": data.get("item_id"),

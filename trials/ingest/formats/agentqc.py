@@ -20,7 +20,7 @@ from trials.ingest.records import (
     ParsedTrial,
     TaskRef,
 )
-from trials.ingest.values import pick, to_str
+from trials.ingest.values import as_dict, pick, to_str
 
 # Agent QC trial status -> Benchviewer status; the original stays in provenance.
 _STATUS = {
@@ -90,7 +90,7 @@ def _by_id(entries: Any) -> dict[str, dict[str, Any]]:
 
 def _dataset(data: dict[str, Any]) -> DatasetRef:
     dataset = data["dataset"]
-    harbor = dataset.get("harbor") if isinstance(dataset.get("harbor"), dict) else {}
+    harbor = as_dict(dataset.get("harbor"))
     return DatasetRef(
         name=to_str(dataset.get("id")),
         version=to_str(dataset.get("version")),
@@ -100,7 +100,7 @@ def _dataset(data: dict[str, Any]) -> DatasetRef:
 
 def _configuration(config_id: str, config: dict[str, Any] | None) -> ConfigurationRef:
     config = config or {}
-    harbor_run = config.get("harbor_run") if isinstance(config.get("harbor_run"), dict) else {}
+    harbor_run = as_dict(config.get("harbor_run"))
     return ConfigurationRef(
         key=config_id,
         role=to_str(config.get("role")),
@@ -113,7 +113,7 @@ def _configuration(config_id: str, config: dict[str, Any] | None) -> Configurati
 
 def _task(task_id: str, task: dict[str, Any] | None) -> TaskRef:
     task = task or {}
-    harbor_task = task.get("harbor_task") if isinstance(task.get("harbor_task"), dict) else {}
+    harbor_task = as_dict(task.get("harbor_task"))
     return TaskRef(
         name=task_id, source=to_str(harbor_task.get("task_toml_ref") or harbor_task.get("task_dir")), definition=task
     )
@@ -132,7 +132,7 @@ def _trial(
     task_id = to_str(trial.get("task_id"))
     reward = to_float(trial.get("reward"))
     duration_ms = to_float(trial.get("duration_ms"))
-    cost = trial.get("cost") if isinstance(trial.get("cost"), dict) else {}
+    cost = as_dict(trial.get("cost"))
     raw_status = to_str(trial.get("status"))
     refs = {k: v for k, v in trial.items() if k.endswith("_ref") or k.endswith("_refs")}
     provenance = {k: v for k, v in trial.items() if k not in _TRIAL_COLUMNS and k not in refs}
@@ -199,7 +199,7 @@ def parse_scenario_manifest(data: dict[str, Any], path: str) -> ParsedDocument:
 
 
 def parse_evidence(data: dict[str, Any], path: str) -> ParsedDocument:
-    verdict = data.get("verdict") if isinstance(data.get("verdict"), dict) else {}
+    verdict = as_dict(data.get("verdict"))
     results = [r for r in data.get("scenarioResults") or [] if isinstance(r, dict)]
     return ParsedDocument(
         kind="agentqc-evidence",

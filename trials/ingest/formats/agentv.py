@@ -201,7 +201,7 @@ def _rewards(row: dict[str, Any], score: float | None) -> dict[str, Any]:
 
 
 def _provenance(row: dict[str, Any]) -> dict[str, Any]:
-    metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+    metadata = as_dict(row.get("metadata"))
     provenance = dict(metadata)  # source_commit, test_patch, … pass through untouched
     for key in _PROVENANCE_KEYS:
         if key in row:
@@ -228,7 +228,7 @@ def _key_part(value: Any) -> str:
 
 def _trial(obj: dict[str, Any], line: int, path: str, job_key: str, run: str, problems: list[Problem]) -> ParsedTrial:
     row = normalize_row(obj)
-    trace = row.get("trace") if isinstance(row.get("trace"), dict) else {}
+    trace = as_dict(row.get("trace"))
     score = to_float(row.get("score"))
     test_id = to_str(row.get("test_id"))
     target = to_str(row.get("target"))
@@ -290,8 +290,9 @@ def _output_trajectory(
     messages = row.get("output")
     if not isinstance(messages, list) or not messages:
         return []
-    originals = obj.get("output") if isinstance(obj.get("output"), list) else messages
-    steps = []
+    output = obj.get("output")
+    originals = output if isinstance(output, list) else messages
+    steps: list[ParsedStep] = []
     for index, (message, original) in enumerate(zip(messages, originals, strict=True)):
         if not isinstance(message, dict):
             what, kept = "an output message that is not an object", "in the stored row; not a step"

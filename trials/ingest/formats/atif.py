@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import ijson
 import msgspec
@@ -128,7 +128,9 @@ def step_spans(raw: bytes, count: int, shift: int = 0) -> list[tuple[int, int]] 
     if at == -1:
         return None
     for step in steps:
-        at = _BETWEEN_STEPS.match(raw, at).end()
+        gap = _BETWEEN_STEPS.match(raw, at)
+        assert gap is not None  # ([\s,]* matches anywhere, if only the empty string)
+        at = gap.end()
         if not raw.startswith(step, at):  # (a memcmp; comparing memoryviews goes byte by byte)
             return None
         size = len(memoryview(step))
@@ -160,7 +162,7 @@ def trajectory_from(
     spans: list[tuple[int, int]] | None = None,
 ) -> ParsedTrajectory:
     problems = validate_header(header, rel)
-    agent = header.get("agent") if isinstance(header.get("agent"), dict) else {}
+    agent = as_dict(header.get("agent"))
     final_metrics = header.get("final_metrics")
     subagent_refs: list[tuple[str, dict[str, Any]]] = []
     return ParsedTrajectory(
@@ -190,7 +192,7 @@ def embedded_subagents(parent: ParsedTrajectory) -> list[ParsedTrajectory]:
         if not isinstance(sub, dict):
             continue  # validate_header has flagged it
         header = {k: v for k, v in sub.items() if k != "steps"}
-        steps = sub.get("steps") if isinstance(sub.get("steps"), list) else []
+        steps = as_list(sub.get("steps"))
         path = f"{parent.path}{EMBEDDED_MARK}[{i}]"
         found.append(trajectory_from(header, iter(steps), path, "subagent", parent.step_name))
     return found
@@ -319,7 +321,7 @@ class _LineByLine:
     yajl stops in the chunk it was given, and reports no position of its own.
     """
 
-    def __init__(self, f):
+    def __init__(self, f: BinaryIO) -> None:
         self.f = f
         self.line = 0  # of the last chunk handed out
         self.newlines = 0

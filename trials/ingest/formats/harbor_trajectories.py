@@ -89,7 +89,8 @@ def parse_traces_export(data: list, rel: str) -> ParsedPack:
 def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
     """A trajectory uploaded on its own: a trial with only a trajectory (incomplete, but evidence)."""
     pack = _trial_of_one_file(path, rel)
-    flag_missing_continuations(pack.trials[0])
+    [trial] = pack.trials  # (_trial_of_one_file's one)
+    flag_missing_continuations(trial)
     return pack
 
 
@@ -187,7 +188,7 @@ def parse_trajectory_group(members: list[Path], rel: str) -> ParsedPack:
     main, *others = members
     prefix = main.name.removesuffix(MAIN_TRAJECTORY)
     pack = _trial_of_one_file(main, f"{rel}/{main.name}")
-    trial = pack.trials[0]
+    [trial] = pack.trials  # (_trial_of_one_file's one)
     for path in others:
         path_rel = f"{rel}/{path.name}"
         trial.files.append(path_rel)

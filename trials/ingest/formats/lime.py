@@ -206,10 +206,10 @@ def _pack_criteria(reward: Any) -> list[ParsedCriterion]:
 
 def parse_evidence_pack(data: dict[str, Any], path: str) -> ParsedTrial:
     bench = as_dict(data.get("benchmark"))
-    metrics = data.get("metrics") if isinstance(data.get("metrics"), dict) else {}
-    decision = data.get("decisionInputs") if isinstance(data.get("decisionInputs"), dict) else {}
-    reward_block = data.get("reward") if isinstance(data.get("reward"), dict) else {}
-    refs = data.get("refs") if isinstance(data.get("refs"), dict) else {}
+    metrics = as_dict(data.get("metrics"))
+    decision = as_dict(data.get("decisionInputs"))
+    reward_block = as_dict(data.get("reward"))
+    refs = as_dict(data.get("refs"))
     problems: list[Problem] = []
 
     trial_id = to_str(pick(bench, "trialId", "trial_id"))

@@ -20,7 +20,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.values import to_str
+from trials.ingest.values import as_dict, to_str
 
 # Run keys that become columns; every other run key goes to provenance.
 _RUN_COLUMNS = {"library", "taskId", "success", "failureCategory", "usd", "wallTimeMs"}
@@ -41,14 +41,14 @@ def is_headline_gates(data: Any) -> bool:
 
 
 def _job_id(data: dict[str, Any], path: str) -> str:
-    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    env = as_dict(data.get("environment"))
     parts = [to_str(data.get("axis")), to_str(env.get("capturedAt")), to_str(env.get("gitSha"))]
     return ":".join(p for p in parts if p) or path
 
 
 def _configuration(library: str, data: dict[str, Any], mode: Any) -> ConfigurationRef:
-    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
-    llm = env.get("llm") if isinstance(env.get("llm"), dict) else {}
+    env = as_dict(data.get("environment"))
+    llm = as_dict(env.get("llm"))
     competitor = next(
         (c for c in data.get("competitors") or [] if isinstance(c, dict) and c.get("name") == library), {}
     )
@@ -112,7 +112,7 @@ def parse_envelope(data: dict[str, Any], path: str) -> ParsedPack:
     job_id = _job_id(data, path)
     job_key = "openchrome:" + job_id
     problems: list[Problem] = []
-    env = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    env = as_dict(data.get("environment"))
     trials: list[ParsedTrial] = []
     entries: list[Any] = []
     rows_without_runs = 0
