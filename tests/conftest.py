@@ -1,18 +1,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 
-from trials import services
-from trials.models import Import
+from tests.builders import import_demo, make_user
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-REFERENCE = SHARED / "reference"
-ATIF_SCHEMA = SHARED / "spec" / "harbor-0.25" / "atif-trajectory.schema.json"
 # Debian's Chromium (`playwright install` cannot download browsers here); no background traffic.
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -40,36 +34,6 @@ def isolated_storage(settings, tmp_path):
     return tmp_path
 
 
-def migrate_to(target: tuple[str, str] | None = None):
-    """Migrate the test database to `target` (the latest when None); the models of that state.
-
-    The graph is loaded anew each time, as `migrate` would load it.
-    """
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(connection)
-    targets = [target] if target else executor.loader.graph.leaf_nodes()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def assert_every_stored_pack_is_named() -> None:
-    """One copy on disk too: a pack whose files a racing import stored first is not left behind."""
-    from trials.blobs import PACKS_FOLDER, blob_storage
-    from trials.models import Blob
-
-    folder = Path(blob_storage().location) / PACKS_FOLDER
-    on_disk = {f"{PACKS_FOLDER}/{path.name}" for path in folder.iterdir()}
-    assert on_disk == set(Blob.objects.exclude(pack="").values_list("pack", flat=True))
-
-
-def import_path(path: Path) -> Import:
-    """Import a file or folder through the same service the Celery task calls."""
-    imp = services.create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
-    return services.run_import(str(imp.pk))
-
-
 @pytest.fixture
 def user(db):
     """A reviewer: reads everything, imports packs, saves comparisons."""
@@ -82,16 +46,12 @@ def user(db):
 
 @pytest.fixture
 def triager(db):
-    from tests.triage_support import make_user  # it imports this module
-
     return make_user("tina", "triager")
 
 
 @pytest.fixture
 def failed(tmp_path):
     """The demo candidate job imported; its failed trials (errored ones first)."""
-    from tests.triage_support import import_demo  # it imports this module
-
     return import_demo(tmp_path)
 
 

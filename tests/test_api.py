@@ -13,8 +13,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from tests.conftest import REFERENCE, import_path
-from tests.test_import_bad_input import write_trial
+from tests.builders import REFERENCE, import_path, write_trial
 from trials.models import Import, Trial
 
 pytestmark = pytest.mark.django_db
@@ -214,7 +213,7 @@ def test_openapi_schema_lists_the_import_and_trial_endpoints(client_logged_in):
 
 
 def test_the_openapi_schema_lists_each_error_the_api_answers(tmp_path, client, client_logged_in):
-    from tests.triage_support import make_user
+    from tests.builders import make_user
 
     schema = orjson.loads(client_logged_in.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content)
     import_path(write_trial(tmp_path))
@@ -362,7 +361,7 @@ def test_a_user_gets_their_api_token_with_their_password_and_the_docs_page_asks_
     docs = anonymous.get("/api/docs/")
     assert docs.status_code == 302 and docs["Location"].startswith("/accounts/login/")
 
-    from tests.triage_support import PASSWORD, make_user
+    from tests.builders import PASSWORD, make_user
 
     viewer = make_user("vera", "viewer")  # read-only, and logged in: may still fetch her own token
     browser = Client(enforce_csrf_checks=False)

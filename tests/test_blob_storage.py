@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.viewer_packs import long_trajectory
+from tests.builders import long_trajectory
 from trials import blobs
 from trials.blobs import blob_storage, store_file
 from trials.models import Blob
@@ -230,7 +230,7 @@ def test_a_pack_is_written_without_the_kernels_copy_where_it_is_refused(tmp_path
 
 
 def test_a_packed_trajectory_is_served_whole_with_its_length(tmp_path, client_logged_in):
-    from tests.viewer_packs import candidate_trial_dir, import_trial_dir
+    from tests.builders import candidate_trial_dir, import_trial_dir
 
     folder = candidate_trial_dir(tmp_path / "demo")
     trial = import_trial_dir(folder)

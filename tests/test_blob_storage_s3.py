@@ -20,7 +20,7 @@ import pytest
 from django.urls import reverse
 from moto import mock_aws
 
-from tests.viewer_packs import long_trajectory
+from tests.builders import long_trajectory
 from trials import search
 from trials.blobs import blob_storage
 from trials.models import Blob
@@ -113,7 +113,7 @@ def test_the_bucket_comes_from_the_environment_as_docs_deploy_says(tmp_path):
 def test_a_trials_small_files_go_to_the_bucket_in_one_pack_and_a_step_is_a_ranged_get_inside_it(
     bucket, tmp_path, client_logged_in
 ):
-    from tests.viewer_packs import candidate_trial_dir, import_trial_dir
+    from tests.builders import candidate_trial_dir, import_trial_dir
 
     folder = candidate_trial_dir(tmp_path / "demo")
     trial = import_trial_dir(folder)

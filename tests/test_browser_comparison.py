@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.test_comparison_service import build_side
+from tests.builders import build_side
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from playwright.sync_api import expect
 
-from tests.test_import_bad_input import write_trial
+from tests.builders import write_trial
 from trials import services
 from trials.models import Trial
 from trials.triage import roles

@@ -12,8 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from tests.conftest import import_path
-from tests.viewer_packs import candidate_trial_dir
+from tests.builders import candidate_trial_dir, import_path
 from trials.models import Import, Job, QCItem, QCScenario, Trial
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here

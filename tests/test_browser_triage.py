@@ -8,7 +8,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from tests.triage_support import PASSWORD, import_demo, make_user
+from tests.builders import PASSWORD, import_demo, make_user
 from trials.triage.models import QCItem
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls are still sync.

@@ -12,8 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from tests.conftest import import_path
-from tests.viewer_packs import crafted_trial_dir, demo_jobs, import_trial_dir, long_trajectory
+from tests.builders import crafted_trial_dir, demo_jobs, import_path, import_trial_dir, long_trajectory
 from trials.models import Trial
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls are still sync.
@@ -187,7 +186,7 @@ def test_markup_in_a_tool_result_a_message_and_a_file_name_is_text_and_never_run
 def test_a_search_match_past_a_previews_cut_is_opened_and_highlighted(page, tmp_path):
     import orjson
 
-    from tests.test_import_bad_input import atif, good_steps
+    from tests.builders import atif, good_steps
 
     steps = good_steps()
     steps[1]["observation"]["results"][0]["content"] = "x" * 4500 + " deepneedle " + "y" * 500

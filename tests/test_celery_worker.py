@@ -14,9 +14,8 @@ import redis
 from django.db import connection
 
 from benchviewer.celery import app as celery_app
-from tests.conftest import REPO
+from tests.builders import REPO, database_url, use_broker, write_trial
 from tests.hostile_corpus import cases
-from tests.test_import_bad_input import write_trial
 from trials.models import Import, Step, Trial
 from trials.triage import roles
 
@@ -26,15 +25,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 # flushed each other's queue and took each other's messages.
 XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - XDIST_INDEX}")
-
-
-def database_url() -> str:
-    """The URL of the test database this process uses, for the worker process."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.fixture
@@ -71,13 +61,6 @@ def running_worker(isolated_storage: Path, flush: bool = True):
         process.terminate()
         process.wait(timeout=20)
         log.close()
-
-
-def use_broker(**conf) -> None:
-    """Point this process's Celery app at another broker, dropping pools made for the old one."""
-    celery_app.conf.update(**conf)
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
 
 
 def wait_for(imp: Import, timeout: float = 60) -> Import:

@@ -14,10 +14,8 @@ from referencing import Registry, Resource
 
 from comparisons import services, tasks
 from comparisons.models import Comparison, SavedComparison
-from tests.conftest import REFERENCE, import_path
+from tests.builders import REFERENCE, build_side, import_path, write_trial
 from tests.factories import TrialFactory
-from tests.test_comparison_service import build_side
-from tests.test_import_bad_input import write_trial
 from trials.models import Trial
 
 pytestmark = pytest.mark.django_db
@@ -283,7 +281,7 @@ def test_saving_from_the_page_stores_the_event_and_lists_its_download(client_log
     assert response.status_code == 200
     saved = SavedComparison.objects.get()
     assert f"/api/comparisons/saved/{saved.pk}/event.json" in response.content.decode()
-    from tests.triage_support import make_user
+    from tests.builders import make_user
 
     client_logged_in.force_login(make_user("vera", "viewer"))  # may not save: sees the saved events only
     page = client_logged_in.get("/comparisons/", {"baseline": base.pk, "candidate": cand.pk}).content.decode()
@@ -377,7 +375,7 @@ def test_the_picker_offers_the_configurations_and_jobs_with_trials_each_with_its
 
 
 def test_the_demo_jobs_compare_end_to_end_through_the_importer(client_logged_in, tmp_path):
-    from tests.conftest import import_path
+    from tests.builders import import_path
     from trials.demo import write_demo
     from trials.models import Configuration
 

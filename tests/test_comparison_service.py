@@ -10,7 +10,7 @@ import pytest
 
 from comparisons import charts, services
 from comparisons.services import Side
-from tests.conftest import REFERENCE, import_path
+from tests.builders import ERRORED, MISSING, REFERENCE, build_side, import_path
 from tests.factories import (
     ConfigurationFactory,
     DatasetFactory,
@@ -22,27 +22,6 @@ from tests.factories import (
 from trials.models import Configuration, Job
 
 pytestmark = pytest.mark.django_db
-
-ERRORED = "errored"  # a trial that errored (no reward)
-MISSING = "missing"  # a trial that finished without a reward
-
-
-def build_side(key, tasks, *, dataset=None, checksums=None, role="", trial_kwargs=None, conf_kwargs=None):
-    """One configuration whose trials have the given rewards, task by task."""
-    conf = ConfigurationFactory(key=key, role=role, **(conf_kwargs or {}))
-    job = JobFactory(key=f"job-{key}")
-    dataset = dataset or DatasetFactory()
-    for name, rewards in tasks.items():
-        task = TaskFactory(dataset=dataset, name=name, checksum=(checksums or {}).get(name, f"sha-{name}"))
-        for reward in rewards:
-            kwargs = {"configuration": conf, "job": job, "task": task, **(trial_kwargs or {})}
-            if reward == ERRORED:
-                TrialFactory(reward=None, status="errored", **kwargs)
-            elif reward == MISSING:
-                TrialFactory(reward=None, status="failed", **kwargs)
-            else:
-                TrialFactory(reward=reward, **kwargs)
-    return conf
 
 
 def compare(base, cand, **kwargs):

@@ -25,10 +25,14 @@ from django.db import connection, connections
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from benchviewer.celery import app as celery_app
-from tests.conftest import REPO, assert_every_stored_pack_is_named
-from tests.test_celery_worker import database_url, use_broker
-from tests.test_import_bad_input import write_trial
-from tests.test_import_concurrency import run_concurrently
+from tests.builders import (
+    REPO,
+    assert_every_stored_pack_is_named,
+    database_url,
+    run_concurrently,
+    use_broker,
+    write_trial,
+)
 from trials import services
 from trials.demo import write_job
 from trials.ingest.harbor import trial_dirs

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REFERENCE, import_path
+from tests.builders import REFERENCE, import_path
 from tests.hostile_corpus import cases, trajectory
 from trials.ingest import agentv, atif, lime
 from trials.ingest.records import PackError

@@ -16,63 +16,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError
 
-from tests.conftest import import_path
+from tests.builders import atif, good_steps, import_path, write_trial
 from trials import services
 from trials.ingest import atif as atif_module
 from trials.models import Blob, Configuration, Import, Pack, PackFile, Step, Task, Trajectory, Trial
 
 pytestmark = pytest.mark.django_db
-
-
-def atif(steps: list[dict], version: str = "ATIF-v1.7") -> dict:
-    return {
-        "schema_version": version,
-        "session_id": "sess-bad-input",
-        "agent": {"name": "test-agent", "version": "1.0", "model_name": "test-model"},
-        "steps": steps,
-    }
-
-
-def good_steps() -> list[dict]:
-    return [
-        {"step_id": 1, "source": "user", "message": "do the task"},
-        {
-            "step_id": 2,
-            "source": "agent",
-            "message": "running",
-            "tool_calls": [{"tool_call_id": "c1", "function_name": "bash", "arguments": {"cmd": "ls"}}],
-            "observation": {"results": [{"source_call_id": "c1", "content": "file.txt"}]},
-        },
-    ]
-
-
-def write_trial(root: Path, name: str = "task-a__AAAAAAA", steps: list[dict] | None = None, **parts) -> Path:
-    trial = root / name
-    (trial / "agent").mkdir(parents=True)
-    (trial / "verifier").mkdir()
-    result = {
-        "id": hashlib.md5(str(root / name).encode()).hexdigest(),
-        "task_name": name.split("__")[0],
-        "trial_name": name,
-        "trial_uri": f"file:///jobs/{name}",
-        "task_id": {"path": f"tasks/{name}"},
-        "source": "bad-input-dataset",
-        "task_checksum": "abc123",
-        "config": {},
-        "agent_info": {"name": "test-agent", "version": "1.0", "model_info": {"name": "test-model"}},
-        "verifier_result": {"rewards": {"reward": 1.0}},
-    }
-    (trial / "result.json").write_bytes(orjson.dumps(result))
-    if steps is not None or parts.get("trajectory", True):
-        (trial / "agent" / "trajectory.json").write_bytes(orjson.dumps(atif(steps or good_steps())))
-    if parts.get("details", True):
-        (trial / "verifier" / "reward-details.json").write_bytes(
-            orjson.dumps({"criteria": [{"name": "works", "score": 1.0}]})
-        )
-    if parts.get("manifest", True):
-        (trial / "artifacts").mkdir()
-        (trial / "artifacts" / "manifest.json").write_bytes(orjson.dumps([]))
-    return trial
 
 
 def problems_of(imp, severity: str = "error") -> list[dict]:

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from django.db import models
 
-from tests.conftest import import_path
+from tests.builders import import_path
 from trials import services
 from trials.demo import write_job
 from trials.ingest import atif

@@ -2,39 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 
-from tests.conftest import assert_every_stored_pack_is_named, import_path
-from tests.test_import_bad_input import write_trial
+from tests.builders import assert_every_stored_pack_is_named, import_path, run_concurrently, write_trial
 from trials.models import Blob, Pack, Step, Trial
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run_concurrently(count: int, target) -> list:
-    results: list = [None] * count
-    errors: list = []
-    barrier = threading.Barrier(count)
-
-    def worker(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = target()
-        except Exception as exc:  # surfaced below, with the thread's own error
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert errors == []
-    return results
 
 
 def test_two_concurrent_imports_of_one_pack_keep_one_copy(tmp_path):

@@ -9,8 +9,7 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.conftest import ATIF_SCHEMA, REFERENCE, import_path
-from tests.test_import_bad_input import atif, good_steps, write_trial
+from tests.builders import ATIF_SCHEMA, REFERENCE, atif, good_steps, import_path, loose_run, write_trial
 from trials.demo import write_job
 from trials.models import Pack, PermissionDecision, RuntimeEvent, Step, Trajectory, Trial
 
@@ -413,28 +412,6 @@ def test_a_lone_trajectory_trial_with_triage_work_is_kept_when_its_folder_arrive
     imp = import_path(trial_dir)
     assert Trial.objects.count() == 2 and Trial.objects.filter(pk=lone.pk).exists()
     assert any(f"trial #{lone.pk} holds this trajectory" in p["message"] for p in imp.problems)
-
-
-def loose_run(folder):
-    """A trajectory with a continuation and a subagent file beside it, and one more pack in the folder."""
-    folder.mkdir(parents=True)
-    main = atif(good_steps())
-    main["final_metrics"] = {"total_prompt_tokens": 100, "total_completion_tokens": 10, "total_cost_usd": 0.1}
-    main["continued_trajectory_ref"] = "trajectory.cont-1.json"
-    main["steps"][1]["observation"]["results"].append(
-        {"subagent_trajectory_ref": [{"trajectory_id": "helper-1", "trajectory_path": "trajectory.helper.json"}]}
-    )
-    (folder / "trajectory.json").write_bytes(orjson.dumps(main))
-    continuation = atif(good_steps())
-    continuation["final_metrics"] = {"total_prompt_tokens": 200, "total_completion_tokens": 20, "total_cost_usd": 0.2}
-    (folder / "trajectory.cont-1.json").write_bytes(orjson.dumps(continuation))
-    helper = atif([{"step_id": 1, "source": "agent", "message": "helping"}])
-    helper["final_metrics"] = {"total_prompt_tokens": 5000, "total_cost_usd": 5.0}
-    (folder / "trajectory.helper.json").write_bytes(orjson.dumps(helper))
-    (folder / "events.jsonl").write_bytes(
-        orjson.dumps({"type": "benchmark.trial.started", "eventId": "e1", "sessionId": "sess-bad-input"}) + b"\n"
-    )
-    return folder
 
 
 def test_loose_trajectory_files_of_one_run_are_one_trial_and_the_other_files_stay_packs_of_their_own(tmp_path):

@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.utils import timezone
 
-from tests.conftest import REFERENCE
+from tests.builders import REFERENCE
 from trials import recovery, services
 from trials.blobs import store_file
 from trials.models import Import, Trial

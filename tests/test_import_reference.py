@@ -9,7 +9,7 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests.conftest import ATIF_SCHEMA, REFERENCE, import_path
+from tests.builders import ATIF_SCHEMA, REFERENCE, import_path
 from trials.models import (
     Blob,
     Document,

@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from tests.conftest import import_path
+from tests.builders import import_path
 from trials.demo import write_job
 from trials.models import Configuration, Dataset, Import, Job, Task, Trial
 from trials.triage.models import AuditEntry, QCItem, QCScenario, TriageAssignment

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.viewer_packs import demo_jobs
+from tests.builders import demo_jobs
 from trials.demo import SECRET
 from trials.models import ContextRecord, Import, Trial
 
@@ -80,8 +80,7 @@ def test_the_secret_is_only_in_the_raw_pack(client, tmp_path, caplog, capsys, dj
 
 def test_redacted_items_in_runtime_events_are_not_shown_whatever_their_value_looks_like(tmp_path, client_logged_in):
     """A value shaped like no known secret: only the redaction marks keep it out (not the last-line mask)."""
-    from tests.conftest import import_path
-    from tests.test_import_bad_input import write_trial
+    from tests.builders import import_path, write_trial
 
     trial_dir = write_trial(tmp_path)
     masked = {"item_id": "item-1", "content": "LEAKCANARY-1111", "redaction_state": "masked"}
@@ -115,8 +114,7 @@ def test_redacted_items_in_runtime_events_are_not_shown_whatever_their_value_loo
 
 
 def test_a_redaction_covers_its_item_in_every_file_of_the_trial_and_every_form_of_its_paths(tmp_path, client_logged_in):
-    from tests.conftest import import_path
-    from tests.test_import_bad_input import write_trial
+    from tests.builders import import_path, write_trial
 
     trial_dir = write_trial(tmp_path)
     common = {"schema_version": "0.1.1", "time": "2026-11-03T14:07:27Z", "context_id": "ctx_1", "session_id": "s1"}
@@ -176,7 +174,7 @@ def test_a_redaction_covers_its_item_in_every_file_of_the_trial_and_every_form_o
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_scrubs_redacted_items_in_events_imported_before_the_fix():
-    from tests.conftest import migrate_to
+    from tests.builders import migrate_to
     from trials.models import RuntimeEvent
 
     old_event = migrate_to(("trials", "0017_trial_files_sha256")).get_model("trials", "RuntimeEvent")
@@ -192,7 +190,7 @@ def test_the_migration_scrubs_redacted_items_in_events_imported_before_the_fix()
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_scrubs_again_what_older_rules_left_in_events_and_context_records():
-    from tests.conftest import migrate_to
+    from tests.builders import migrate_to
     from trials.models import RuntimeEvent
 
     old = migrate_to(("trials", "0019_step_refs_name_their_trajectory"))
@@ -210,8 +208,7 @@ def test_the_migration_scrubs_again_what_older_rules_left_in_events_and_context_
 
 
 def test_the_trial_apis_mask_secrets_in_what_they_return_as_the_pages_do(tmp_path, client_logged_in, triager):
-    from tests.conftest import import_path
-    from tests.test_import_bad_input import write_trial
+    from tests.builders import import_path, write_trial
 
     trial_dir = write_trial(tmp_path)
     result = json.loads((trial_dir / "result.json").read_text())
@@ -243,8 +240,7 @@ def test_a_redacted_item_the_agent_carried_in_its_own_trajectory_is_withheld_the
     if read == "streamed":
         monkeypatch.setattr(atif_reader, "STREAM_THRESHOLD", 100)  # as a file too big to hold in memory
 
-    from tests.conftest import REFERENCE, import_path
-    from tests.test_import_bad_input import atif, good_steps, write_trial
+    from tests.builders import REFERENCE, atif, good_steps, import_path, write_trial
     from trials import search
     from trials.models import StepText, ToolCall, Trajectory
 
@@ -290,8 +286,7 @@ def test_a_redacted_item_the_agent_carried_in_its_own_trajectory_is_withheld_the
 
 
 def test_a_trajectory_a_redaction_does_not_touch_is_served_as_its_file(tmp_path, client_logged_in):
-    from tests.conftest import import_path
-    from tests.test_import_bad_input import write_trial
+    from tests.builders import import_path, write_trial
     from trials.models import Trajectory
 
     trial_dir = write_trial(tmp_path)
@@ -309,8 +304,7 @@ def test_a_trajectory_a_redaction_does_not_touch_is_served_as_its_file(tmp_path,
 def test_a_redaction_imported_later_scrubs_what_its_trial_holds_already(tmp_path, client_logged_in):
     """The trial (its events and its trajectory carry the item) first; then a file of events that
     redacts the item, joined to it by its session id."""
-    from tests.conftest import import_path
-    from tests.test_import_bad_input import good_steps, write_trial
+    from tests.builders import good_steps, import_path, write_trial
     from trials import search
     from trials.models import RuntimeEvent, StepText, ToolCall, Trajectory
 
@@ -361,8 +355,7 @@ def test_a_redaction_imported_later_scrubs_what_its_trial_holds_already(tmp_path
 def test_a_trajectorys_item_is_withheld_whichever_file_redacts_it_and_however_its_id_is_written(
     tmp_path, client_logged_in, source
 ):
-    from tests.conftest import REFERENCE, import_path
-    from tests.test_import_bad_input import atif, good_steps, write_trial
+    from tests.builders import REFERENCE, atif, good_steps, import_path, write_trial
     from trials.models import Trajectory
 
     item = {"item_id": "ctx/item-1", "content": "LEAKCANARY-SRC"}
@@ -416,8 +409,7 @@ def test_a_redacted_item_in_json_text_and_in_the_trials_documents_is_withheld(tm
     """The item written as JSON text (a tool's arguments as a string, JSON lines, a result printed as JSON
     among words, a log line), inside result.json and reward-details.json (the Config and Verifier tabs),
     and under a key not listed as raw."""
-    from tests.conftest import import_path
-    from tests.test_import_bad_input import good_steps, write_trial
+    from tests.builders import good_steps, import_path, write_trial
     from trials.models import Trajectory
 
     item = {"item_id": "item-1", "content": "LEAKCANARY-A", "summary": "LEAKCANARY-B"}
@@ -452,8 +444,7 @@ def test_a_redacted_item_in_json_text_and_in_the_trials_documents_is_withheld(tm
 
 
 def test_events_imported_before_their_trial_join_it_and_their_redaction_applies(tmp_path, client_logged_in):
-    from tests.conftest import import_path
-    from tests.test_import_bad_input import good_steps, write_trial
+    from tests.builders import good_steps, import_path, write_trial
     from trials.models import RuntimeEvent, Trajectory
 
     redaction = {"type": "context.redaction.applied", "eventId": "e1", "sessionId": "sess-bad-input",

@@ -17,8 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from tests.conftest import REFERENCE, import_path
-from tests.triage_support import PASSWORD, ROLES, import_demo, make_user
+from tests.builders import PASSWORD, REFERENCE, ROLES, import_demo, import_path, make_user
 from trials.models import Artifact, Document, Import, Trial
 from trials.triage import roles, services
 from trials.triage.forms import FeedbackForm

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from tests.conftest import import_path
-from tests.test_import_bad_input import write_trial
+from tests.builders import import_path, write_trial
 from trials.models import Blob, Trial
 from trials.sqlitewal import DEFAULT_AUTOCHECKPOINT, checkpoints_in_background
 

@@ -16,8 +16,7 @@ from django.urls import reverse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import import_path, migrate_to
-from tests.viewer_packs import long_trajectory
+from tests.builders import import_path, long_trajectory, migrate_to
 from trials.blobs import blob_storage
 from trials.ingest import atif
 from trials.models import Blob, Step, Trajectory

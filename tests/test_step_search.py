@@ -12,9 +12,7 @@ import orjson
 import pytest
 from django.db import connection
 
-from tests.conftest import import_path, migrate_to
-from tests.test_import_bad_input import atif
-from tests.test_import_concurrency import run_concurrently
+from tests.builders import atif, import_path, migrate_to, run_concurrently
 from trials import search
 from trials.models import Step, StepText, StepWords, Trial
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.triage_support import import_demo, make_user
+from tests.builders import import_demo, make_user
 from trials.triage.models import QCItem
 
 pytestmark = pytest.mark.django_db

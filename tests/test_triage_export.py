@@ -9,9 +9,8 @@ import pytest
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
-from tests.conftest import REFERENCE
+from tests.builders import REFERENCE, make_user
 from tests.factories import TrialFactory
-from tests.triage_support import make_user
 from trials.triage import services
 from trials.triage.export import build_evidence
 from trials.triage.forms import FeedbackForm
@@ -128,7 +127,7 @@ def test_resolving_everything_passes_and_p0_counts_only_open_items(people):
 
 
 def test_imported_manifest_scenarios_appear_as_skipped_until_something_is_filed(people, tmp_path):
-    from tests.conftest import import_path
+    from tests.builders import import_path
     from trials.models import Document
 
     import_path(REFERENCE / "lime-app" / "agent-qc-scenarios.manifest.json")

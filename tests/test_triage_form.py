@@ -11,10 +11,8 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from tests.conftest import REFERENCE, import_path
+from tests.builders import REFERENCE, atif, good_steps, import_path, make_user, write_trial
 from tests.factories import TrialFactory
-from tests.test_import_bad_input import atif, good_steps, write_trial
-from tests.triage_support import make_user
 from trials.models import RuntimeEvent, Trial
 from trials.triage import services
 from trials.triage.forms import FeedbackForm

@@ -7,8 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.conftest import REFERENCE, import_path
-from tests.triage_support import make_user
+from tests.builders import REFERENCE, import_path, make_user
 from trials.models import Document
 from trials.triage import services
 from trials.triage.forms import FeedbackForm

@@ -8,7 +8,7 @@ import itertools
 import pytest
 from django.urls import reverse
 
-from tests.viewer_packs import crafted_trial_dir, import_trial_dir
+from tests.builders import crafted_trial_dir, import_trial_dir
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import orjson
 import pytest
 from django.urls import reverse
 
-from tests.viewer_packs import XSS, candidate_trial_dir, crafted_trial_dir, import_trial_dir, long_trajectory
+from tests.builders import XSS, candidate_trial_dir, crafted_trial_dir, import_trial_dir, long_trajectory
 from trials import search
 from trials.demo import SECRET
 
@@ -128,7 +128,7 @@ def test_no_viewer_endpoint_returns_the_secret_or_raw_markup_unescaped_as_html(c
 
 
 def test_an_agentv_rows_output_messages_are_its_steps_with_their_tool_calls_and_outputs(client_logged_in, tmp_path):
-    from tests.conftest import import_path
+    from tests.builders import import_path
     from trials.models import Trial
 
     row = {

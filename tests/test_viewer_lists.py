@@ -7,8 +7,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from tests.conftest import import_path
-from tests.viewer_packs import demo_jobs
+from tests.builders import demo_jobs, import_path
 from trials.models import Job, Trial
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +34,7 @@ def test_the_dashboard_shows_imports_jobs_datasets_configurations_and_failures(c
 
 
 def test_untriaged_means_no_qc_item_on_the_dashboard_the_list_and_the_queue(client_logged_in, demo):
-    from tests.triage_support import make_user
+    from tests.builders import make_user
     from trials.triage import services as triage
     from trials.triage.forms import FeedbackForm
 
@@ -192,7 +191,7 @@ def test_the_job_filter_takes_the_job_name_as_well_as_its_id(client_logged_in, d
 
 
 def test_a_missing_step_and_a_refused_page_are_pages_of_the_site(client_logged_in, demo):
-    from tests.triage_support import make_user
+    from tests.builders import make_user
 
     trial = Trial.objects.first()
     missing = client_logged_in.get(reverse("trial-step", args=[trial.pk, 99_999]))
@@ -206,7 +205,7 @@ def test_a_missing_step_and_a_refused_page_are_pages_of_the_site(client_logged_i
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_keeps_the_start_of_jobs_imported_before_it_as_written():
-    from tests.conftest import migrate_to
+    from tests.builders import migrate_to
 
     old_job = migrate_to(("trials", "0008_trajectory_max_step_tokens")).get_model("trials", "Job")
     old_job.objects.create(key="k", name="j", source_format="harbor", result={"started_at": "2026-01-02T03:04:05"})

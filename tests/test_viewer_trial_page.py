@@ -9,9 +9,17 @@ import orjson
 import pytest
 from django.urls import reverse
 
-from tests.conftest import REFERENCE, import_path
-from tests.test_import_bad_input import atif
-from tests.viewer_packs import XSS, candidate_trial_dir, crafted_trial_dir, demo_jobs, import_trial_dir, long_trajectory
+from tests.builders import (
+    REFERENCE,
+    XSS,
+    atif,
+    candidate_trial_dir,
+    crafted_trial_dir,
+    demo_jobs,
+    import_path,
+    import_trial_dir,
+    long_trajectory,
+)
 from trials.demo import SECRET
 from trials.models import Trial
 
@@ -362,8 +370,7 @@ def test_token_bars_share_one_scale_over_the_whole_trajectory(client_logged_in, 
 
 
 def test_a_short_observation_with_non_ascii_text_is_shown_whole_with_no_show_all_button(client_logged_in, tmp_path):
-    from tests.conftest import import_path
-    from tests.test_import_bad_input import atif, good_steps
+    from tests.builders import atif, good_steps, import_path
 
     steps = good_steps()
     steps[1]["observation"]["results"][0]["content"] = "done — résumé ✓ " * 10  # 160 characters, more bytes
@@ -375,8 +382,7 @@ def test_a_short_observation_with_non_ascii_text_is_shown_whole_with_no_show_all
 
 
 def test_search_matches_in_a_trial_of_several_files_say_which_file(client_logged_in, tmp_path):
-    from tests.conftest import import_path
-    from tests.test_import_harbor_layouts import loose_run
+    from tests.builders import import_path, loose_run
 
     import_path(loose_run(tmp_path / "run"))
     html = page(client_logged_in, Trial.objects.get(), q="running")
