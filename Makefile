@@ -37,10 +37,10 @@ test-sqlite: install
 
 # The import suite again on PostgreSQL (rows go in by COPY there), plus the Redis + Celery worker tests.
 test-postgres: install services
-	DATABASE_URL=$(PG_URL) $(BIN)/pytest -q -m "not browser" tests/test_import_reference.py \
-		tests/test_import_bad_input.py tests/test_import_concurrency.py tests/test_celery_worker.py \
-		tests/test_faults.py tests/test_step_search.py tests/test_hostile_input.py tests/test_viewer_api.py \
-		tests/test_import_harbor_layouts.py tests/test_import_batches.py tests/test_blob_storage.py \
-		tests/test_redaction_everywhere.py
+	DATABASE_URL=$(PG_URL) $(BIN)/pytest -q -m "not browser" tests/imports/test_import_reference.py \
+		tests/imports/test_import_bad_input.py tests/imports/test_import_concurrency.py tests/imports/test_celery_worker.py \
+		tests/faults/test_faults.py tests/viewer/test_step_search.py tests/imports/test_hostile_input.py tests/viewer/test_viewer_api.py \
+		tests/imports/test_import_harbor_layouts.py tests/imports/test_import_batches.py tests/imports/test_blob_storage.py \
+		tests/site/test_redaction_everywhere.py
 
 test: lint test-sqlite test-postgres

@@ -30,7 +30,7 @@ def isolated_storage(settings, tmp_path):
         },
     }
     settings.IMPORT_SPOOL_DIR = tmp_path / "spool"
-    settings.IMPORTS_IN_THREAD = False  # imports run inline; test_import_in_thread.py covers the thread
+    settings.IMPORTS_IN_THREAD = False  # imports run inline; imports/test_import_in_thread.py covers the thread
     return tmp_path
 
 

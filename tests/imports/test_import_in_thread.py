@@ -90,7 +90,7 @@ def test_a_new_server_process_runs_the_imports_a_previous_one_left_queued(in_thr
     assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL has an advisory lock (test_faults.py)")
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL has an advisory lock (faults/test_faults.py)")
 def test_a_new_server_process_runs_the_import_a_killed_one_left_running(in_thread, client_logged_in, tmp_path):
     pack = tmp_path / "pack.json"
     pack.write_bytes(PACK.read_bytes())

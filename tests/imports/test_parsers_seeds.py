@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.builders import REFERENCE
 from trials.ingest import agentcontext, agentqc, agentv, documents, lime, openchrome
 from trials.ingest.jsonio import load_jsonl
 from trials.ingest.records import ParsedEvent, ParsedPack
-
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
 
 pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason="reference samples absent")
 

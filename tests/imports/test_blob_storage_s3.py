@@ -12,7 +12,6 @@ import hashlib
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import boto3
 import orjson
@@ -20,7 +19,7 @@ import pytest
 from django.urls import reverse
 from moto import mock_aws
 
-from tests.builders import long_trajectory
+from tests.builders import REPO, long_trajectory
 from trials import search
 from trials.blobs import blob_storage
 from trials.models import Blob
@@ -28,7 +27,6 @@ from trials.models import Blob
 pytestmark = pytest.mark.django_db
 
 BUCKET = "benchviewer-blobs"
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The demo generator writes realistic, schema-valid, deterministic Harbor trial packs.
 
-Run without the database: `pytest tests/test_demo_generator.py -p no:django`.
+Run without the database: `pytest tests/imports/test_demo_generator.py -p no:django`.
 """
 
 from __future__ import annotations
