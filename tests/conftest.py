@@ -4,6 +4,7 @@ import os
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 
 from tests.builders import import_demo, make_user
 
@@ -17,6 +18,22 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: a marker without a reason fails every run
+def pytest_collection_modifyitems(config, items):
+    """`sqlite_only("why")`: the test runs on SQLite only; every other test runs on PostgreSQL too
+    (`make test-postgres` deselects these with -m). The reason is required, and on another
+    database the test is skipped with it rather than failing."""
+    for item in items:
+        for marker in item.iter_markers("sqlite_only"):
+            reason = marker.args[0] if marker.args else marker.kwargs.get("reason")
+            if not isinstance(reason, str) or not reason.strip():
+                raise pytest.UsageError(
+                    f'{item.nodeid}: say why it runs on SQLite only: @pytest.mark.sqlite_only("why")'
+                )
+            if connection.vendor != "sqlite":
+                item.add_marker(pytest.mark.skip(reason=f"SQLite only: {reason}"))
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,6 @@ from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from django.utils import timezone
 
 from tests.builders import REFERENCE
@@ -90,7 +89,7 @@ def test_a_new_server_process_runs_the_imports_a_previous_one_left_queued(in_thr
     assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
 
 
-@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL has an advisory lock (faults/test_faults.py)")
+@pytest.mark.sqlite_only("on SQLite a running import holds a lock file; on PostgreSQL an advisory lock (faults/)")
 def test_a_new_server_process_runs_the_import_a_killed_one_left_running(in_thread, client_logged_in, tmp_path):
     pack = tmp_path / "pack.json"
     pack.write_bytes(PACK.read_bytes())

@@ -11,7 +11,7 @@ from trials.sqlitewal import DEFAULT_AUTOCHECKPOINT, checkpoints_in_background
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif("connection.vendor != 'sqlite'"),
+    pytest.mark.sqlite_only("WAL checkpoints and their PRAGMAs are SQLite's; PostgreSQL has neither"),
 ]
 
 
