@@ -11,6 +11,8 @@ from scipy import stats as scipy_stats
 
 from comparisons import stats
 
+pytestmark = pytest.mark.sqlite_only("no database: comparisons.stats is numerics on lists")
+
 
 def test_bootstrap_interval_matches_a_direct_numpy_resampling_with_the_same_seed():
     rng = np.random.default_rng(42)

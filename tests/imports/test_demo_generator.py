@@ -16,6 +16,8 @@ from jsonschema import Draft202012Validator
 
 from trials.demo import SECRET, write_demo, write_job, write_trajectory
 
+pytestmark = pytest.mark.sqlite_only("no database: the generator only writes files")
+
 SCHEMAS = Path("/work/shared/spec/harbor-0.25")
 TRIAL_FILES = ("config.json", "result.json")
 

@@ -16,7 +16,10 @@ from trials.ingest import agentcontext, agentqc, agentv, documents, lime, opench
 from trials.ingest.jsonio import load_jsonl
 from trials.ingest.records import ParsedEvent, ParsedPack
 
-pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason="reference samples absent")
+pytestmark = [
+    pytest.mark.skipif(not REFERENCE.is_dir(), reason="reference samples absent"),
+    pytest.mark.sqlite_only("no database: the parsers turn files into records"),
+]
 
 
 def load(rel: str):

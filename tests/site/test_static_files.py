@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
+pytestmark = pytest.mark.sqlite_only("no database: static files are served by WhiteNoise, before any view")
+
 
 @pytest.mark.parametrize("path", ["js/import_progress.js", "plotly/plotly.min.js", "favicon.svg"])
 def test_static_files_are_served_with_debug_off_and_no_login(client, path):
