@@ -1,19 +1,13 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 
-from trials.imports.queue import create_import
-from trials.imports.service import run_import
-from trials.models import Import
+from tests.builders import import_demo, make_user
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-REFERENCE = SHARED / "reference"
-ATIF_SCHEMA = SHARED / "spec" / "harbor-0.25" / "atif-trajectory.schema.json"
 # Debian's Chromium (`playwright install` cannot download browsers here); no background traffic.
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -24,6 +18,22 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: a marker without a reason fails every run
+def pytest_collection_modifyitems(config, items):
+    """`sqlite_only("why")`: the test runs on SQLite only; every other test runs on PostgreSQL too
+    (`make test-postgres` deselects these with -m). The reason is required, and on another
+    database the test is skipped with it rather than failing."""
+    for item in items:
+        for marker in item.iter_markers("sqlite_only"):
+            reason = marker.args[0] if marker.args else marker.kwargs.get("reason")
+            if not isinstance(reason, str) or not reason.strip():
+                raise pytest.UsageError(
+                    f'{item.nodeid}: say why it runs on SQLite only: @pytest.mark.sqlite_only("why")'
+                )
+            if connection.vendor != "sqlite":
+                item.add_marker(pytest.mark.skip(reason=f"SQLite only: {reason}"))
 
 
 @pytest.fixture(autouse=True)
@@ -37,39 +47,8 @@ def isolated_storage(settings, tmp_path):
         },
     }
     settings.IMPORT_SPOOL_DIR = tmp_path / "spool"
-    settings.IMPORTS_IN_THREAD = False  # imports run inline; test_import_in_thread.py covers the thread
+    settings.IMPORTS_IN_THREAD = False  # imports run inline; imports/test_import_in_thread.py covers the thread
     return tmp_path
-
-
-def migrate_to(target: tuple[str, str] | None = None):
-    """Migrate the test database to `target` (the latest when None); the models of that state.
-
-    The graph is loaded anew each time, as `migrate` would load it.
-    """
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(connection)
-    targets = [target] if target else executor.loader.graph.leaf_nodes()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def assert_every_stored_pack_is_named() -> None:
-    """One copy on disk too: a pack whose files a racing import stored first is not left behind."""
-    from trials.models import Blob
-    from trials.storage.backend import blob_storage
-    from trials.storage.blobs import PACKS_FOLDER
-
-    folder = Path(blob_storage().location) / PACKS_FOLDER
-    on_disk = {f"{PACKS_FOLDER}/{path.name}" for path in folder.iterdir()}
-    assert on_disk == set(Blob.objects.exclude(pack="").values_list("pack", flat=True))
-
-
-def import_path(path: Path) -> Import:
-    """Import a file or folder through the same service the Celery task calls."""
-    imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
-    return run_import(str(imp.pk))
 
 
 @pytest.fixture
@@ -84,16 +63,12 @@ def user(db):
 
 @pytest.fixture
 def triager(db):
-    from tests.triage_support import make_user  # it imports this module
-
     return make_user("tina", "triager")
 
 
 @pytest.fixture
 def failed(tmp_path):
     """The demo candidate job imported; its failed trials (errored ones first)."""
-    from tests.triage_support import import_demo  # it imports this module
-
     return import_demo(tmp_path)
 
 

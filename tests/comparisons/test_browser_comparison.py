@@ -1,0 +1,82 @@
+"""The comparison page in a real browser: charts render from our own plotly.js, cells lead to trials."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlparse
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.builders import build_side
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHARTS = ("reward_delta", "heatmap", "distribution", "cost_reward", "pass_rate")
+
+
+@pytest.fixture
+def browser_page(browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(20_000)
+    yield page
+    page.close()
+
+
+def _login(page, base_url: str) -> None:
+    get_user_model().objects.create_user("pm", password="pw-browser-1")
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("input[name=username]", "pm")
+    page.fill("input[name=password]", "pw-browser-1")
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r".*/(?!accounts/login).*"))
+
+
+def test_the_comparison_page_renders_its_charts_and_a_cell_opens_its_trials(live_server, browser_page):
+    page = browser_page
+    base = build_side("baseline-v1", {f"task-{i:02d}": [0.0 if i % 3 else 1.0, 1.0] for i in range(8)}, role="baseline")
+    cand = build_side(
+        "candidate-v2",
+        {f"task-{i:02d}": [1.0, 1.0 if i % 4 else 0.0] for i in range(8)},
+        role="candidate",
+        trial_kwargs={"cost_usd": 0.2},
+    )
+    scripts: list[str] = []
+    page.on("request", lambda r: scripts.append(r.url) if r.resource_type == "script" else None)
+    _login(page, live_server.url)
+
+    page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}")
+    for chart in CHARTS:
+        page.wait_for_selector(f"#chart-{chart} .main-svg", state="attached")
+    assert page.locator(".chart .main-svg").count() >= len(CHARTS)
+    assert page.text_content("#decision .value").strip() in {"promote", "hold", "revert"}
+
+    plotly = [u for u in scripts if u.endswith("plotly.min.js")]
+    assert plotly == [f"{live_server.url}/static/plotly/plotly.min.js"]
+    assert all(urlparse(u).netloc == urlparse(live_server.url).netloc for u in scripts)
+
+    # Follow the candidate cell of one task to the trials list, filtered to that task.
+    page.click(f'#matrix a.cell-link[href="/trials/?configuration={cand.pk}&task=task-03"]')
+    page.wait_for_url(re.compile(r".*/trials/\?configuration=\d+&task=task-03$"))
+    tasks_shown = page.locator("table.trial-rows tbody tr td:nth-child(2)").all_text_contents()
+    assert tasks_shown and set(tasks_shown) == {"task-03"}
+    assert len(tasks_shown) == cand.trials.filter(task__name="task-03").count()
+
+
+def test_clicking_a_bar_opens_the_trials_behind_it(live_server, browser_page):
+    page = browser_page
+    base = build_side("baseline-v1", {"only-task": [0.0, 0.0]}, role="baseline")
+    cand = build_side("candidate-v2", {"only-task": [1.0, 1.0]}, role="candidate")
+    _login(page, live_server.url)
+    page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}")
+    page.wait_for_selector("#chart-reward_delta .main-svg", state="attached")
+    bar = page.locator("#chart-reward_delta g.point path").first
+    bar.wait_for(state="attached")
+    bar.scroll_into_view_if_needed()  # mouse events only reach what is in the viewport
+    box = bar.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)  # Plotly finds the clicked point from the hover it computed
+    page.wait_for_selector("#chart-reward_delta .hovertext", state="attached")
+    assert "only-task" in page.text_content("#chart-reward_delta .hovertext")
+    page.mouse.click(x, y)
+    page.wait_for_url(re.compile(rf".*/trials/\?configuration={cand.pk}&task=only-task$"))

@@ -1,0 +1,190 @@
+"""Imports through the real broker: Redis on 127.0.0.1 and a separate `celery worker` process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from django.db import connection
+
+from benchviewer import roles
+from benchviewer.celery import app as celery_app
+from tests.builders import REPO, database_url, use_broker, write_trial
+from tests.hostile_corpus import cases
+from trials.models import Import, Step, Trial
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
+
+# A Redis database of the tests' own per xdist process (15, 14, ...): two worker fixtures at once
+# flushed each other's queue and took each other's messages.
+XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - XDIST_INDEX}")
+
+
+@pytest.fixture
+def worker(isolated_storage: Path):
+    with running_worker(isolated_storage) as process:
+        yield process
+
+
+@contextlib.contextmanager
+def running_worker(isolated_storage: Path, flush: bool = True):
+    server = redis.Redis.from_url(REDIS_URL)
+    server.ping()  # a real server, or the test fails here
+    if flush:
+        server.flushdb()  # the tests' own database: no message from an earlier run is left
+    queue = celery_app.conf.task_default_queue
+    env = {
+        **os.environ,
+        "REDIS_URL": REDIS_URL,
+        "DATABASE_URL": database_url(),
+        "DATA_DIR": str(isolated_storage),
+    }
+    log = open(isolated_storage / "worker.log", "wb")  # noqa: SIM115 - closed at teardown
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "benchviewer", "worker", "--pool=solo", "-Q", queue,
+         "--without-gossip", "--without-mingle", "--loglevel=INFO"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
+    use_broker(broker_url=REDIS_URL, task_always_eager=False)
+    try:
+        yield process
+    finally:
+        use_broker(**previous)
+        process.terminate()
+        process.wait(timeout=20)
+        log.close()
+
+
+def wait_for(imp: Import, timeout: float = 60) -> Import:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        imp.refresh_from_db()
+        if imp.status in (Import.Status.DONE, Import.Status.FAILED):
+            return imp
+        time.sleep(0.2)
+    raise AssertionError(f"import still {imp.status} after {timeout}s")
+
+
+def test_an_upload_is_imported_by_a_separate_worker_through_redis(worker, tmp_path, client, django_user_model):
+    uploader = django_user_model.objects.create_user("uploader")
+    roles.add_to_group(uploader, roles.REVIEWER)
+    client.force_login(uploader)
+    trial = write_trial(tmp_path / "src")
+    archive = tmp_path / "trial.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(trial.parent), trial.name], check=True)
+    with open(archive, "rb") as f:
+        response = client.post("/api/imports/", {"file": f})
+    assert response.status_code == 202
+    body = response.json()
+    assert body["status"] == "queued"  # returned at once: the worker does the work
+    imp = wait_for(Import.objects.get(pk=body["id"]))
+    assert imp.status == "done", (imp.problems, (tmp_path / "worker.log").read_text()[-2000:])
+    assert Trial.objects.get().name == trial.name
+    assert Step.objects.count() == 2
+    # The import's follow-up task, also through Redis, puts the steps into the search index.
+    deadline = time.monotonic() + 30
+    while not Trial.objects.get().step_text_indexed and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert Trial.objects.get().step_text_indexed
+    assert worker.poll() is None  # still serving
+
+
+def test_the_worker_survives_hostile_packs_and_serves_the_next_one(worker, tmp_path, client, django_user_model):
+    uploader = django_user_model.objects.create_user("uploader")
+    roles.add_to_group(uploader, roles.REVIEWER)
+    client.force_login(uploader)
+    hostile = dict(cases())
+    names = [
+        "truncated-trajectory-12",
+        "nested-50000",
+        "zip-bomb-ratio",
+        "tar-traversal",
+        "tar-chardev",
+        "truncated-zip",
+        "100k-tool-calls",
+        "result-agent_info-2",
+        "invalid-utf8-value-0",
+        "binary-file",
+    ]
+    imports = []
+    for name in names:
+        folder = tmp_path / name
+        folder.mkdir()
+        path = hostile[name](folder)
+        if path.is_dir():  # a trial folder: upload it as an archive, as a user would
+            archive = tmp_path / f"{name}.tar.gz"
+            subprocess.run(["tar", "-czf", str(archive), "-C", str(path.parent), path.name], check=True)
+            path = archive
+        with open(path, "rb") as f:
+            imports.append(client.post("/api/imports/", {"file": f}).json()["id"])
+    good = write_trial(tmp_path / "good")
+    archive = tmp_path / "good.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(good.parent), good.name], check=True)
+    with open(archive, "rb") as f:
+        last = client.post("/api/imports/", {"file": f}).json()["id"]
+    for import_id in imports:
+        imp = wait_for(Import.objects.get(pk=import_id), timeout=120)
+        assert imp.status == "done", (imp.source_name, imp.problems)
+    assert wait_for(Import.objects.get(pk=last), timeout=120).status == "done"
+    assert Trial.objects.filter(name=good.name).exists()
+    assert worker.poll() is None  # the same worker process served every one
+
+
+def test_a_starting_worker_resumes_an_import_a_dead_worker_left_running_without_beat(isolated_storage, tmp_path):
+    trial = write_trial(tmp_path / "src")
+    imp = Import.objects.create(
+        origin=Import.Origin.CLI, source_name=trial.name, source_path=str(trial), status=Import.Status.RUNNING
+    )  # as a worker killed mid-import leaves it: running, its lock released with its process
+    with running_worker(isolated_storage):  # no beat: the worker's own start-up sweep finds it
+        imp = wait_for(imp)
+    assert imp.status == Import.Status.DONE
+    assert Trial.objects.get().name == trial.name
+
+
+def test_the_command_line_says_when_no_worker_takes_its_import_and_finishes_once_one_starts(
+    isolated_storage, tmp_path, monkeypatch, settings
+):
+    import io
+    import threading
+
+    from django.core.management import call_command
+
+    from trials.management.commands.import_packs import Command
+
+    monkeypatch.setattr(Command, "queued_hint_seconds", 0.5)
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # as with REDIS_URL set: the command waits for a worker
+    trial = write_trial(tmp_path / "src")
+    server = redis.Redis.from_url(REDIS_URL)
+    server.flushdb()  # no message from an earlier test
+    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
+    use_broker(broker_url=REDIS_URL, task_always_eager=False)
+    out, err = io.StringIO(), io.StringIO()
+
+    def run_command() -> None:
+        try:
+            call_command("import_packs", str(trial), "--no-progress", stdout=out, stderr=err)
+        finally:
+            connection.close()  # the thread's own: left open, it would keep the test database from being dropped
+
+    command = threading.Thread(target=run_command)
+    try:
+        command.start()
+        deadline = time.monotonic() + 20
+        while "no Celery worker answered" not in err.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "still queued: no Celery worker answered" in err.getvalue()
+        assert command.is_alive()  # it waits for a worker, rather than giving up
+    finally:
+        use_broker(**previous)
+    with running_worker(isolated_storage, flush=False):  # the message the command sent is waiting
+        command.join(timeout=60)
+    assert not command.is_alive() and "imported" in out.getvalue()
+    assert Trial.objects.get().name == trial.name

@@ -1,0 +1,221 @@
+"""The trial viewer in a real browser (system Chromium via Playwright): open, filter, search,
+permalink, arrow keys, "show all", and agent-written markup that must never run."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+from playwright.sync_api import expect
+
+from tests.builders import crafted_trial_dir, demo_jobs, import_path, import_trial_dir, long_trajectory
+from trials.models import Trial
+
+# Playwright's sync API runs an event loop in this thread; Django's ORM calls are still sync.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+pytestmark = pytest.mark.browser
+expect.set_options(timeout=15_000)  # CI runs two test processes on two cores
+
+XSS_HANDLER = '<img src=x onerror="window.__xss=1">'
+XSS_SCRIPT = "<script>window.__xss=2</script>"
+
+
+@pytest.fixture
+def user(transactional_db):
+    return get_user_model().objects.create_user("reviewer", password="pw-reviewer-1")
+
+
+@pytest.fixture
+def page(browser, live_server, user):
+    """A logged-in page (session cookie of a forced login) that records dialogs and JS errors."""
+    client = Client()
+    client.force_login(user)
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
+    context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+    page = context.new_page()
+    page.dialogs = []
+    page.errors = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    yield page
+    context.close()
+
+
+def no_xss_ran(page) -> bool:
+    return page.dialogs == [] and page.evaluate("typeof window.__xss") == "undefined"
+
+
+def test_logging_in_through_the_form_opens_the_dashboard(browser, live_server, user):
+    context = browser.new_context(base_url=live_server.url)
+    page = context.new_page()
+    page.goto("/")
+    page.fill("input[name=username]", "reviewer")
+    page.fill("input[name=password]", "pw-reviewer-1")
+    page.click("main button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Dashboard")
+    context.close()
+
+
+def test_a_trial_opens_with_its_steps_and_tabs(page, tmp_path):
+    trial = import_trial_dir(crafted_trial_dir(tmp_path))
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    expect(page.locator("h1")).to_contain_text(trial.name)
+    expect(page.locator("article.step")).to_have_count(trial.step_count)
+    expect(page.locator("#completeness")).to_contain_text("Evidence completeness")
+    page.click('.tabs a[data-tab="verifier"]')
+    expect(page.locator("#tab-verifier")).to_be_visible()
+    assert "tab=verifier" in page.url
+    assert page.errors == []
+
+
+def test_filters_hide_parts_and_survive_a_reload(page, tmp_path):
+    trial = import_trial_dir(crafted_trial_dir(tmp_path))
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    reasoning = page.locator("article.step .reasoning").first
+    expect(reasoning).to_be_visible()
+    page.uncheck('input[data-hide="reasoning"]')
+    expect(reasoning).to_be_hidden()
+    page.uncheck('input[data-hide="system"]')
+    expect(page.locator("article.step.src-system").first).to_be_hidden()
+    assert "hide=reasoning%2Csystem" in page.url or "hide=reasoning,system" in page.url
+    page.reload()
+    expect(page.locator("article.step .reasoning").first).to_be_hidden()
+    expect(page.locator('input[data-hide="reasoning"]')).not_to_be_checked()
+    page.check('input[data-hide="reasoning"]')
+    expect(page.locator("article.step .reasoning").first).to_be_visible()
+
+
+def test_search_finds_a_step_on_another_page_and_jumps_to_it(page, tmp_path):
+    trial = long_trajectory(tmp_path, 120, planted={104: "unique-needle-text"})
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    page.fill('input[name="q"]', "unique-needle")
+    page.press('input[name="q"]', "Enter")
+    expect(page.locator("#search-results a.match")).to_have_count(1)
+    page.click("#search-results a.match")
+    expect(page.locator("#step-105")).to_have_class(re.compile(r"\bfocused\b"))
+    expect(page.locator("#step-105")).to_be_in_viewport()
+    assert re.search(r"/steps/105/", page.url)
+
+
+def test_search_match_text_is_highlighted_and_n_moves_between_matches(page, tmp_path):
+    trial = long_trajectory(tmp_path, 40)
+    page.goto(reverse("trial-detail", args=[trial.pk]) + "?q=read_file")
+    expect(page.locator("#steps mark").first).to_be_visible()
+    first = page.locator("#search-results a.match").first.get_attribute("data-number")
+    listed = page.locator("#search-results ol.matches").text_content()  # what a copy of the list gives
+    assert re.search(r"step \d+ \S+\s+step \d+", listed), listed
+    page.keyboard.press("n")
+    expect(page.locator(f"#step-{first}")).to_have_class(re.compile(r"\bfocused\b"))
+
+
+def test_a_step_permalink_opens_scrolled_to_the_step_and_copy_link_gives_it(page, tmp_path):
+    trial = long_trajectory(tmp_path, 120)
+    url = reverse("trial-step", args=[trial.pk, 77])
+    page.goto(url)
+    target = page.locator("#step-77")
+    expect(target).to_have_class(re.compile(r"\bfocused\b"))
+    expect(target).to_be_in_viewport()
+    expect(page.locator("#step-51")).to_have_count(1)  # the window that holds it
+    target.locator("button.copy-link").click()
+    expect(target.locator("button.copy-link")).to_have_attribute("data-copied", re.compile(re.escape(url) + "$"))
+    page.goto(reverse("trial-detail", args=[trial.pk]) + "?page=2#step-90")  # an anchor survives reload
+    page.reload()
+    expect(page.locator("#step-90")).to_have_class(re.compile(r"\bfocused\b"))
+
+
+def test_arrow_keys_move_between_trials_of_the_list_keeping_the_tab(page, tmp_path):
+    import_path(demo_jobs(tmp_path) / "candidate-job")
+    names = sorted(Trial.objects.values_list("name", flat=True))
+    page.goto(reverse("trial-list") + "?sort=name")
+    page.click(f'a.trial-link:has-text("{names[0]}")')
+    expect(page.locator("#trial-position")).to_have_text(f"1 / {len(names)}")
+    page.click('.tabs a[data-tab="verifier"]')
+    expect(page.locator("#tab-verifier")).to_be_visible()  # the tab is open before the key is pressed
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("h1")).to_contain_text(names[1])
+    expect(page.locator("#trial-position")).to_have_text(f"2 / {len(names)}")
+    expect(page.locator("#tab-verifier")).to_be_visible()
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("h1")).to_contain_text(names[0])
+    page.click('.tabs a[data-tab="trajectory"]')
+    page.locator(".steps .step").first.locator("header").click()  # the reader clicks into the trajectory
+    page.keyboard.press("ArrowRight")
+    page.wait_for_timeout(300)
+    expect(page.locator("#trial-position")).to_have_text(f"1 / {len(names)}")  # the arrow stayed in the text
+
+
+def test_show_all_loads_a_long_observation_on_demand(page, tmp_path):
+    trial = long_trajectory(tmp_path, 6, observation_bytes=6000)
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    step_id = page.locator('article.step:has(button.expand[data-field="observation"])').first.get_attribute("id")
+    step = page.locator(f"#{step_id}")
+    pre = step.locator('pre[data-field="observation"]').first
+    assert len(pre.text_content()) == 2000
+    step.locator('button.expand[data-field="observation"]').first.click()
+    expect(pre).to_have_class(re.compile(r"\bopen\b"))
+    assert len(pre.text_content()) >= 6000
+
+
+def test_markup_in_a_tool_result_a_message_and_a_file_name_is_text_and_never_runs(page, tmp_path):
+    payload = XSS_HANDLER + XSS_SCRIPT
+    trial = import_trial_dir(
+        crafted_trial_dir(tmp_path, message=payload, tool_result=payload, artifact_name=XSS_HANDLER + ".txt")
+    )
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    expect(page.locator("article.step.src-user pre.text").first).to_contain_text(XSS_HANDLER)
+    expect(page.locator(".call-result pre").first).to_contain_text(XSS_SCRIPT)
+    assert page.locator("#steps img").count() == 0
+    page.click("#expand-all")
+    for button in page.locator("button.expand").all():
+        button.click()
+    page.wait_for_timeout(200)
+    assert no_xss_ran(page)
+    page.goto(reverse("trial-detail", args=[trial.pk]) + "?tab=artifacts")
+    expect(page.locator("#artifacts")).to_contain_text(XSS_HANDLER + ".txt")
+    assert page.locator("#artifacts img").count() == 0
+    page.goto(reverse("trial-detail", args=[trial.pk]) + "?q=onerror")
+    expect(page.locator("#steps mark").first).to_be_visible()  # highlighting adds text, not markup
+    assert no_xss_ran(page)
+    assert page.errors == []
+
+
+def test_a_search_match_past_a_previews_cut_is_opened_and_highlighted(page, tmp_path):
+    import orjson
+
+    from tests.builders import atif, good_steps
+
+    steps = good_steps()
+    steps[1]["observation"]["results"][0]["content"] = "x" * 4500 + " deepneedle " + "y" * 500
+    (tmp_path / "t.json").write_bytes(orjson.dumps(atif(steps)))
+    import_path(tmp_path / "t.json")
+    trial = Trial.objects.get(trajectories__path="t.json")
+    page.goto(reverse("trial-detail", args=[trial.pk]) + "?q=deepneedle")
+    page.locator("#search-results a.match").first.click()
+    step = page.locator("#step-2")
+    expect(step.locator('pre[data-field="observation"] mark')).to_have_text("deepneedle")
+    expect(step.locator('pre[data-field="observation"]')).to_have_class(re.compile(r"\bopen\b"))
+
+
+def test_the_evidence_completeness_card_wraps_its_consequences_instead_of_cutting_them(page, tmp_path):
+    trial = long_trajectory(tmp_path, 3)  # a trajectory alone: most checks missing, each with a consequence
+    for width in (1400, 1280, 900):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(reverse("trial-detail", args=[trial.pk]))
+        card = page.locator("#completeness")
+        expect(card.locator("tr.check.missing").first).to_be_visible()
+        assert card.evaluate("el => el.scrollWidth <= el.clientWidth"), width
+
+
+def test_the_dashboard_cards_keep_their_tables_inside_at_common_widths(page, tmp_path):
+    for job in demo_jobs(tmp_path).iterdir():
+        import_path(job)
+    assert Trial.objects.exclude(exception_type="").exists()  # the untriaged card lists exception names
+    for width in (1400, 1280, 1024):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto("/")
+        for card in page.locator(".grid > section.card").all():
+            assert card.evaluate("el => el.scrollWidth <= el.clientWidth"), (width, card.get_attribute("id"))

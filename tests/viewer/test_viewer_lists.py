@@ -1,0 +1,216 @@
+"""Dashboard, jobs, job page and trial list: filters and sort in the URL, prev / next trial."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db.models import F
+from django.urls import reverse
+
+from tests.builders import demo_jobs, import_path
+from trials.models import Job, Trial
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo(tmp_path):
+    root = demo_jobs(tmp_path)
+    import_path(root / "baseline-job")
+    import_path(root / "candidate-job")
+    return root
+
+
+def trial_links(html: str) -> list[str]:
+    return re.findall(r'<a class="trial-link" href="/trials/\d+/[^"]*">([^<]+)</a>', html)
+
+
+def test_the_dashboard_shows_imports_jobs_datasets_configurations_and_failures(client_logged_in, demo):
+    html = client_logged_in.get(reverse("home")).content.decode()
+    for text in ("baseline-job", "candidate-job", "benchviewer-demo/terminal-tasks", "baseline-feedback-v1"):
+        assert text in html
+    assert "Failures by category" in html
+    assert 'id="untriaged"' in html
+
+
+def test_untriaged_means_no_qc_item_on_the_dashboard_the_list_and_the_queue(client_logged_in, demo):
+    from tests.builders import make_user
+    from trials.triage import services as triage
+    from trials.triage.forms import FeedbackForm
+
+    triaged, *others = Trial.objects.failed().order_by("pk")
+    triager = make_user("tina", "triager")
+    data = {"kind": "release-blocker", "category": "runtime", "severity": "P1"}
+    data["evidence_refs"] = [f"trial:{triaged.key}"]
+    form = FeedbackForm(data=data, trial=triaged, user=triager)
+    assert form.is_valid(), form.errors
+    triage.file_item(triager, triaged, form.cleaned_data)
+
+    html = client_logged_in.get(reverse("home")).content.decode()
+    assert f"{len(others)} untriaged failures" in html
+    listed = client_logged_in.get(reverse("trial-list"), {"untriaged": "1", "page_size": 500}).content.decode()
+    assert triaged.name not in trial_links(listed) and others[0].name in trial_links(listed)
+    assert Trial.objects.untriaged().count() == len(others)
+
+
+def test_the_uncategorised_failures_link_lists_exactly_those(client_logged_in, demo):
+    failed = Trial.objects.failed().order_by("pk")
+    Trial.objects.filter(pk=failed[0].pk).update(failure_category="")
+    expected = failed.filter(failure_category="").count()
+    html = client_logged_in.get(reverse("home")).content.decode()
+    link = re.search(r'href="(/trials/\?uncategorised=1[^"]*)"', html).group(1).replace("&amp;", "&")
+    listed = client_logged_in.get(link).content.decode()
+    assert f'Trials <span class="muted">({expected})</span>' in listed
+
+
+def test_the_jobs_list_shows_counts_and_mean_reward(client_logged_in, demo):
+    html = client_logged_in.get(reverse("job-list")).content.decode()
+    assert "baseline-job" in html and "Mean reward (per trial)" in html  # a comparison's is per task
+    job = Job.objects.get(name="baseline-job")
+    page = client_logged_in.get(job.get_absolute_url()).content.decode()
+    assert "mean reward per trial" in page and "(a comparison averages per task)" in page
+
+
+def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
+    table = html[html.index('id="task-results"') :]
+    for trial in job.trials.all():
+        assert trial.task.name in table
+    assert re.search(r"<td>\d / \d</td>", table)  # pass count
+    errored = job.trials.exclude(exception_type="").first()
+    assert f"<code>{errored.exception_type}</code>" in table
+
+
+def test_the_job_page_filters_and_sorts_from_the_url(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    tasks = sorted(job.trials.values_list("task__name", flat=True))
+    url = reverse("job-detail", args=[job.pk])
+    html = client_logged_in.get(url, {"q": tasks[0][:8]}).content.decode()
+    assert tasks[0] in html and tasks[1] not in html
+    by_reward = client_logged_in.get(url, {"sort": "-reward"}).content.decode()
+    # The page puts trials without a reward last on every database (SQLite does so for "-reward"
+    # by itself, PostgreSQL puts NULL first).
+    rewards = job.trials.order_by(F("reward").desc(nulls_last=True)).values_list("task__name", flat=True)
+    first, second = (by_reward.index(f">{name}</a>") for name in rewards)
+    assert first < second
+    assert "sort=reward" in by_reward  # the header link flips the order
+
+
+def test_the_trial_list_filters_by_every_field_in_the_url(client_logged_in, demo):
+    url = reverse("trial-list")
+    everything = trial_links(client_logged_in.get(url).content.decode())
+    assert len(everything) == 4
+    assert len(trial_links(client_logged_in.get(url, {"role": "candidate"}).content.decode())) == 2
+    assert (
+        len(trial_links(client_logged_in.get(url, {"dataset": "benchviewer-demo/terminal-tasks"}).content.decode()))
+        == 4
+    )
+    assert len(trial_links(client_logged_in.get(url, {"configuration": "baseline-feedback-v1"}).content.decode())) == 2
+    task = Trial.objects.first().task.name
+    assert len(trial_links(client_logged_in.get(url, {"task": task}).content.decode())) == 2
+    passed = Trial.objects.filter(status="passed").count()
+    assert len(trial_links(client_logged_in.get(url, {"status": "passed"}).content.decode())) == passed
+    high = Trial.objects.filter(reward__gte=0.5).count()
+    assert len(trial_links(client_logged_in.get(url, {"reward_min": "0.5"}).content.decode())) == high
+    category = Trial.objects.exclude(failure_category="").first().failure_category
+    n = Trial.objects.filter(failure_category=category).count()
+    assert len(trial_links(client_logged_in.get(url, {"failure_category": category}).content.decode())) == n
+    complete = Trial.objects.filter(is_complete=True).count()
+    assert len(trial_links(client_logged_in.get(url, {"complete": "true"}).content.decode())) == complete
+
+
+def test_the_trial_list_sorts_from_the_url(client_logged_in, demo):
+    html = client_logged_in.get(reverse("trial-list"), {"sort": "name"}).content.decode()
+    assert trial_links(html) == sorted(Trial.objects.values_list("name", flat=True))
+    html = client_logged_in.get(reverse("trial-list"), {"sort": "-reward"}).content.decode()
+    expected = [t.name for t in Trial.objects.all() if t.reward is not None]
+    expected.sort(key=lambda name: -Trial.objects.get(name=name).reward)
+    assert trial_links(html)[: len(expected)][0] == expected[0]
+
+
+def test_trial_links_carry_the_list_they_came_from(client_logged_in, demo):
+    html = client_logged_in.get(
+        reverse("trial-list"), {"role": "candidate", "sort": "name", "page": "1"}
+    ).content.decode()
+    assert "?list=role%3Dcandidate%26sort%3Dname" in html
+
+
+def test_a_trial_knows_its_position_and_neighbours_in_its_list(client_logged_in, demo):
+    names = sorted(Trial.objects.values_list("name", flat=True))
+    second = Trial.objects.get(name=names[1])
+    html = client_logged_in.get(
+        reverse("trial-detail", args=[second.pk]), {"list": "sort=name", "tab": "verifier"}
+    ).content.decode()
+    assert '<span id="trial-position">2 / 4</span>' in html
+    prev_pk = Trial.objects.get(name=names[0]).pk
+    next_pk = Trial.objects.get(name=names[2]).pk
+    assert f'id="prev-trial" data-key="ArrowLeft" href="/trials/{prev_pk}/?list=sort%3Dname&amp;tab=verifier"' in html
+    assert f'id="next-trial" data-key="ArrowRight" href="/trials/{next_pk}/?list=sort%3Dname&amp;tab=verifier"' in html
+
+
+def test_the_first_trial_of_a_list_has_no_previous(client_logged_in, demo):
+    first = Trial.objects.order_by("name").first()
+    html = client_logged_in.get(reverse("trial-detail", args=[first.pk]), {"list": "sort=name"}).content.decode()
+    assert 'id="prev-trial"' not in html
+    assert "1 / 4" in html
+
+
+def test_a_trial_outside_its_list_says_so(client_logged_in, demo):
+    baseline = Trial.objects.filter(configuration__role="baseline").first()
+    html = client_logged_in.get(
+        reverse("trial-detail", args=[baseline.pk]), {"list": "role=candidate"}
+    ).content.decode()
+    assert "not in list" in html
+
+
+def test_the_list_filters_start_unset_so_pressing_filter_changes_nothing(client_logged_in, demo):
+    html = client_logged_in.get(reverse("trial-list")).content.decode()
+    form = html[html.index('id="trial-filters"') : html.index("</form>", html.index('id="trial-filters"'))]
+    selects = re.findall(r"<select[^>]*>.*?</select>", form, re.S)
+    assert any('name="complete"' in select for select in selects)
+    for select in (s for s in selects if 'name="sort"' not in s):  # sorting has no "any"
+        chosen = re.findall(r'<option value="([^"]*)" selected>', select)
+        assert chosen == ([] if " multiple" in select.split(">")[0] else [""]), select[:200]
+
+
+def test_the_job_page_and_the_jobs_list_show_a_start_written_without_a_time_zone_as_written(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    written = job.result.get("started_at")
+    assert written and job.started_at is None  # Harbor writes naive times: not indexed, never assumed UTC
+    assert job.started_as_written == written
+    shown = f'{written} <span class="muted" title="the file gives no time zone">(as written)</span>'
+    for url in (reverse("job-detail", args=[job.pk]), reverse("job-list")):
+        assert shown in client_logged_in.get(url).content.decode(), url
+
+
+def test_the_job_filter_takes_the_job_name_as_well_as_its_id(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    by_name = client_logged_in.get(reverse("trial-list"), {"job": "candidate-job", "page_size": 500}).content.decode()
+    by_id = client_logged_in.get(reverse("trial-list"), {"job": job.pk, "page_size": 500}).content.decode()
+    names = sorted(job.trials.values_list("name", flat=True))
+    assert sorted(trial_links(by_name)) == sorted(trial_links(by_id)) == names
+
+
+def test_a_missing_step_and_a_refused_page_are_pages_of_the_site(client_logged_in, demo):
+    from tests.builders import make_user
+
+    trial = Trial.objects.first()
+    missing = client_logged_in.get(reverse("trial-step", args=[trial.pk, 99_999]))
+    assert missing.status_code == 404
+    html = missing.content.decode()
+    assert "no such step" in html and 'href="/trials/"' in html  # the site's navigation, not a bare page
+    client_logged_in.force_login(make_user("vera", "viewer"))
+    refused = client_logged_in.get(reverse("triage-feedback", args=[trial.pk]))
+    assert refused.status_code == 403 and "Not allowed" in refused.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_keeps_the_start_of_jobs_imported_before_it_as_written():
+    from tests.builders import migrate_to
+
+    old_job = migrate_to(("trials", "0008_trajectory_max_step_tokens")).get_model("trials", "Job")
+    old_job.objects.create(key="k", name="j", source_format="harbor", result={"started_at": "2026-01-02T03:04:05"})
+    migrate_to()
+    assert Job.objects.get(key="k").started_as_written == "2026-01-02T03:04:05"
