@@ -7,30 +7,54 @@ import re
 from typing import Any
 
 import orjson
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.stripe import StripeDetector
 
 TEXT_PREVIEW = 4000  # characters of a message / reasoning shown before "show all"
-
-
 ARGUMENTS_PREVIEW = 4000
-
-
 REDACTED = "[redacted]"
 
-
-# Defence in depth: the parsers already scrub redacted values, but anything that looks
-# like a credential is masked again on the way out (pages, API, downloads of text).
+# Defence in depth: the parsers already scrub redacted values, but anything shaped like a
+# credential is masked again on the way out (pages, API, downloads of text). Only a whole
+# token in a known key format is masked, so names, paths and ids are never rewritten
+# ("flask-add-rate-limit" holds "sk-" but is no key). Key shapes come from detect-secrets'
+# plugins where it has one; the others are the vendors' documented prefixes.
+TOKEN_START = r"(?<![A-Za-z0-9_\-])"  # a key starts a token: no letter, digit, _ or - before it
+TOKEN_REST = r"[A-Za-z0-9_\-]*"  # and the whole token is masked, not the part a pattern matched
+KEY_FORMATS = (
+    AWSKeyDetector.denylist[0].pattern,  # AWS access key ids
+    GitHubTokenDetector.denylist[0].pattern,  # ghp_, gho_, ghu_, ghs_, ghr_
+    r"github_pat_[A-Za-z0-9_]{40,}",  # GitHub fine-grained tokens
+    SlackDetector.denylist[0].pattern,  # xoxb-, xoxp-, …
+    StripeDetector.denylist[0].pattern,  # sk_live_, rk_live_
+    OpenAIDetector.denylist[0].pattern,  # OpenAI's older keys
+    r"AIza[0-9A-Za-z_\-]{35}",  # Google API keys
+    JwtTokenDetector.denylist[0].pattern,  # JSON Web Tokens
+)
+# OpenAI (sk-proj-…, sk-…) and Anthropic (sk-ant-…) keys: "sk-" and a long mix of upper and
+# lower case letters and digits; a name such as "sk-learn-regression" has no capitals or digits.
+SK_KEY = re.compile(r"sk-[A-Za-z0-9_\-]{20,}")
 SECRET_RE = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{12,}"  # OpenAI / Anthropic style keys, the demo secret
-    r"|AKIA[0-9A-Z]{16}"  # AWS access key ids
-    r"|gh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
-    r"|xox[abprs]-[A-Za-z0-9\-]{10,}"  # Slack tokens
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)"
+    rf"{TOKEN_START}(?:{'|'.join(KEY_FORMATS)}){TOKEN_REST}"
+    rf"|(?P<sk>{TOKEN_START}{SK_KEY.pattern})"
+    r"|(?P<bearer>(?i:authorization[\"']?\s*[:=]\s*[\"']?bearer\s+))[A-Za-z0-9\-._~+/]+=*"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
 )
 
 
+def _masked(match: re.Match[str]) -> str:
+    if match["bearer"]:
+        return match["bearer"] + REDACTED
+    if match["sk"] and not all(re.search(chars, match["sk"][3:]) for chars in ("[a-z]", "[A-Z]", "[0-9]")):
+        return match[0]
+    return REDACTED
+
+
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
 ISOLATES = {ord(c): None for c in "\u2066\u2067\u2068\u2069"}
 
 
@@ -45,7 +69,7 @@ def scrub(text: Any) -> str:
     """The text with anything shaped like a secret replaced by a placeholder."""
     if text is None:
         return ""
-    return SECRET_RE.sub(REDACTED, str(text))
+    return SECRET_RE.sub(_masked, str(text))
 
 
 def scrub_json(value: Any) -> Any:
