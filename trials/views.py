@@ -155,6 +155,7 @@ def trial_detail(request, pk, number: int | None = None):
         "trajectories": trajectories,
         "facts": tabs.header_facts(trial, trajectories),
         "phases": tabs.phase_bar(trial),
+        "token_bar": tabs.token_bar(trial),
         "completeness": tabs.trial_completeness(trial),
         "list_q": list_q,
         "neighbours": lists.neighbours(trial, list_q),

@@ -10,6 +10,18 @@
   document.querySelectorAll("[data-grow]").forEach((el) => { el.style.flexGrow = el.dataset.grow; });
   document.querySelectorAll("[data-width]").forEach((el) => { el.style.width = el.dataset.width + "%"; });
 
+  // --- the details panel (refs, ids, completeness) opens from the evidence badge or a link to it
+  const details = document.getElementById("trial-details");
+  function openDetails(hash) {
+    const inside = ["#trial-details", "#trial-about", "#trial-refs", "#completeness"];
+    if (details && inside.includes(hash)) details.open = true;
+  }
+  openDetails(window.location.hash);
+  window.addEventListener("hashchange", () => openDetails(window.location.hash));
+  document.querySelectorAll('a[href="#trial-details"]').forEach((a) => {
+    a.addEventListener("click", () => { if (details) details.open = true; });
+  });
+
   // --- keep a URL parameter in sync without reloading
   function setParam(name, value) {
     const url = new URL(window.location.href);

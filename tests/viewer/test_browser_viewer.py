@@ -205,6 +205,7 @@ def test_the_evidence_completeness_card_wraps_its_consequences_instead_of_cuttin
     for width in (1400, 1280, 900):
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(reverse("trial-detail", args=[trial.pk]))
+        page.click("#evidence-verdict")  # the details panel is one click away
         card = page.locator("#completeness")
         expect(card.locator("tr.check.missing").first).to_be_visible()
         assert card.evaluate("el => el.scrollWidth <= el.clientWidth"), width
@@ -219,3 +220,20 @@ def test_the_dashboard_cards_keep_their_tables_inside_at_common_widths(page, tmp
         page.goto("/")
         for card in page.locator(".grid > section.card").all():
             assert card.evaluate("el => el.scrollWidth <= el.clientWidth"), (width, card.get_attribute("id"))
+
+
+def test_the_first_step_is_on_screen_at_1280_by_800_and_the_details_one_click_away(page, tmp_path):
+    trial = import_trial_dir(crafted_trial_dir(tmp_path))
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    first = page.locator("article.step").first
+    expect(first).to_have_attribute("id", "step-1")
+    box = first.bounding_box()
+    assert box is not None and box["y"] + 40 <= 800  # its head (number, source, time) without scrolling
+    for fact in ("Task", "Configuration", "Status", "Rewards", "Duration", "Tokens", "Cost", "Evidence"):
+        expect(page.locator("#trial-facts .strip dt", has_text=fact)).to_be_visible()
+    expect(page.locator("#trial-refs")).to_be_hidden()
+    page.click("#evidence-verdict")
+    expect(page.locator("#trial-refs")).to_be_visible()
+    expect(page.locator("#completeness")).to_be_visible()
+    assert page.errors == []

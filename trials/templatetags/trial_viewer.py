@@ -55,6 +55,12 @@ def seconds(value: Any) -> str:
 
 
 @register.filter
+def thousands(value: Any) -> Any:
+    """12345 -> "12,345"; anything but a whole number as it is."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+@register.filter
 def usd(value: Any) -> str:
     if not isinstance(value, int | float):
         return "–"

@@ -64,6 +64,17 @@ def phase_bar(trial: Trial) -> list[dict[str, Any]]:
     ]
 
 
+def token_bar(trial: Trial) -> list[dict[str, Any]]:
+    """The trial's tokens as a bar, as Harbor's viewer draws them: input not cached, cached input, output."""
+    cached = trial.cached_tokens or 0
+    parts = [
+        ("input", "input", max((trial.input_tokens or 0) - cached, 0)),
+        ("cached", "cached", cached),
+        ("output", "output", trial.output_tokens or 0),
+    ]
+    return [{"name": name, "label": label, "tokens": n} for name, label, n in parts if n > 0]
+
+
 def trial_completeness(trial: Trial) -> dict[str, Any]:
     return completeness.evaluate(trial.benchmark, trial.runtime_correlation, trial.refs)
 
