@@ -228,6 +228,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(IMPORT_RECOVERY_INTERVAL),
         "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},  # a sweep stuck behind imports is dropped
     },
+    # Comparisons whose message or worker was lost (comparisons/recovery.py).
+    "requeue-stale-comparisons": {
+        "task": "comparisons.tasks.requeue_stale_comparisons",
+        "schedule": float(IMPORT_RECOVERY_INTERVAL),
+        "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},
+    },
     # Pack objects a killed import stored but never recorded, and half-written copies (trials/storage/blobs.py).
     "sweep-storage": {
         "task": "trials.tasks.sweep_storage_task",

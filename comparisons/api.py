@@ -43,14 +43,26 @@ def _not_ready(comparison: Comparison) -> Response | None:
     return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
+RETRY_AFTER_SECONDS = 30
+
+
 def _finished_comparison(request) -> Comparison | Response:
     """The finished comparison the request names, or the response to send instead (400, 202, 500)."""
     try:
         baseline, candidate = parse_sides(request.query_params or request.data)
     except SideError as exc:
         return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-    comparison = services.get_or_compute(baseline, candidate)
+    try:
+        comparison = services.get_or_compute(baseline, candidate)
+    except services.BrokerUnreachable as exc:
+        return broker_unreachable(exc)
     return _not_ready(comparison) or comparison
+
+
+def broker_unreachable(exc: Exception) -> Response:
+    """503: nothing is lost (the comparison stays queued and is sent when the broker is back)."""
+    detail = f"{exc}; the comparison is computed once it is back: ask again later"
+    return Response({"detail": detail}, status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 @method_decorator(login_not_required, name="dispatch")

@@ -9,30 +9,51 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis
 from django.conf import settings
+from django.utils import timezone
+from kombu.exceptions import OperationalError
 
 from comparisons.cache import comparison_row, fingerprint
 from comparisons.events import comparison_event
 from comparisons.models import Comparison, SavedComparison
+from comparisons.recovery import on_its_way
 from comparisons.sides import Side
 from comparisons.tasks import compute_comparison_task
+
+# What a broker that is down or unreachable raises when a task is sent or a marker read.
+BROKER_ERRORS = (OperationalError, redis.RedisError, ConnectionError)
+
+
+class BrokerUnreachable(Exception):
+    """The comparison could not be sent to a worker. Its row stays queued, and the recovery
+    sweep (or the next request) sends it once the broker is back."""
 
 
 def get_or_compute(baseline: Side, candidate: Side) -> Comparison:
     """The cached comparison when still fresh; otherwise queue the Celery task.
 
     Without a broker (no REDIS_URL) the task runs in-process, so the row returned is done.
-    With a broker the row comes back queued: callers answer 202 and poll its status.
+    With a broker the row comes back queued: callers answer 202 and poll its status. A
+    pending row whose message is gone, or whose worker died, is sent again. With the broker
+    down, BrokerUnreachable: callers answer 503.
     """
     current = fingerprint(baseline, candidate)
     comparison = comparison_row(baseline, candidate)
     if comparison.fingerprint == current and comparison.status == Comparison.Status.DONE:
         return comparison
     pending = (Comparison.Status.QUEUED, Comparison.Status.RUNNING)
-    if comparison.fingerprint == current and comparison.status in pending and not settings.CELERY_TASK_ALWAYS_EAGER:
-        return comparison  # already on its way
-    Comparison.objects.filter(pk=comparison.pk).update(status=Comparison.Status.QUEUED, fingerprint=current)
-    compute_comparison_task.delay(comparison.pk)
+    eager = settings.CELERY_TASK_ALWAYS_EAGER
+    try:
+        if comparison.fingerprint == current and comparison.status in pending and not eager:
+            if on_its_way(comparison):
+                return comparison
+        Comparison.objects.filter(pk=comparison.pk).update(
+            status=Comparison.Status.QUEUED, fingerprint=current, updated_at=timezone.now()
+        )
+        compute_comparison_task.delay(comparison.pk)
+    except BROKER_ERRORS as exc:
+        raise BrokerUnreachable(f"the task broker is unreachable: {exc}") from exc
     return Comparison.objects.defer("points").get(pk=comparison.pk)
 
 

@@ -180,7 +180,11 @@ def comparison_page(request):
     except SideError as exc:
         context["error"] = str(exc)
         return render(request, "comparisons/comparison.html", context, status=400)
-    comparison = services.get_or_compute(baseline, candidate)
+    try:
+        comparison = services.get_or_compute(baseline, candidate)
+    except services.BrokerUnreachable:
+        context["broker_unreachable"] = True
+        return render(request, "comparisons/comparison.html", context, status=503)
     query = urlencode({**baseline.query("baseline"), **candidate.query("candidate")})
     context.update({"comparison_row": comparison, "query": query})
     if comparison.status == Comparison.Status.DONE and comparison.result:
@@ -211,7 +215,13 @@ def save_comparison(request):
     except SideError as exc:
         messages.error(request, str(exc))
         return redirect("comparison")
-    comparison = services.get_or_compute(baseline, candidate)
+    try:
+        comparison = services.get_or_compute(baseline, candidate)
+    except services.BrokerUnreachable:
+        messages.error(
+            request, "The task broker is unreachable: the comparison cannot be computed now. Try again later."
+        )
+        return redirect(f"{reverse('comparison')}?{request.POST.urlencode()}")
     query = urlencode({**baseline.query("baseline"), **candidate.query("candidate")})
     if comparison.status != Comparison.Status.DONE:
         messages.error(request, "The comparison is still being computed; save it when it is ready.")

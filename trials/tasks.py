@@ -17,9 +17,10 @@ from celery import shared_task
 from celery.signals import after_task_publish, worker_ready
 from django.db import InterfaceError, OperationalError
 
+from benchviewer.broker import clear_sent, mark_sent
+from benchviewer.locks import worker_lock
 from trials import search
 from trials.imports import recovery, service
-from trials.imports.locks import import_lock
 from trials.models import Import
 from trials.storage import blobs
 
@@ -42,10 +43,10 @@ def import_status(import_id: str) -> str | None:
     max_retries=5,
 )
 def import_pack_task(import_id: str) -> None:
-    recovery.clear_sent(import_id)  # from here on the import's lock says a worker is on it
+    clear_sent(recovery.sent_marker(import_id))  # from here on the import's lock says a worker is on it
     if import_status(import_id) in (None, *recovery.FINISHED):
         return  # a duplicate or late message: the import is finished (or was deleted)
-    with import_lock(import_id, wait=LOCK_WAIT_SECONDS) as held:
+    with worker_lock(import_id, wait=LOCK_WAIT_SECONDS) as held:
         if not held:
             log.info("import %s is running in another worker; this message is a duplicate", import_id)
             return
@@ -102,4 +103,4 @@ def mark_import_sent(sender: str | None = None, headers: dict | None = None, bod
         return
     args = body[0] if isinstance(body, (list, tuple)) and body else ()  # task protocol 2: (args, kwargs, embed)
     if args:
-        recovery.mark_sent(str(args[0]))
+        mark_sent(recovery.sent_marker(str(args[0])))

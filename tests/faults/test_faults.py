@@ -25,9 +25,11 @@ from django.db import connection, connections
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from benchviewer.celery import app as celery_app
+from comparisons.models import Comparison
 from tests.builders import (
     REPO,
     assert_every_stored_pack_is_named,
+    build_side,
     database_url,
     run_concurrently,
     use_broker,
@@ -424,3 +426,59 @@ def test_an_import_the_database_refuses_fails_with_the_reason(workers, isolated_
     assert problem["message"].startswith("import failed: OperationalError")
     assert "lock timeout" in problem["message"]
     assert Trial.objects.count() == 0
+
+
+# Comparisons -----------------------------------------------------------------------------
+
+
+def comparison_sides():
+    base = build_side("base", {f"task-{i}": [0.0, 1.0] for i in range(4)}, role="baseline")
+    cand = build_side("cand", {f"task-{i}": [1.0, 1.0] for i in range(4)}, role="candidate")
+    return (
+        f"/api/comparisons/?baseline={base.pk}&candidate={cand.pk}",
+        f"/comparisons/?baseline={base.pk}&candidate={cand.pk}",
+    )
+
+
+def test_a_comparison_whose_message_was_lost_is_computed_by_the_recovery_sweep(workers, client_logged_in, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # (this process sends to the test's broker)
+    api_url, _ = comparison_sides()
+    with pytest.MonkeyPatch.context() as m:  # the message is lost on its way: never sent
+        m.setattr("comparisons.tasks.compute_comparison_task.delay", lambda pk: None)
+        assert client_logged_in.get(api_url).status_code == 202
+    comparison = Comparison.objects.get()
+    assert comparison.status == Comparison.Status.QUEUED
+    workers.start("a", beat=True)  # its sweep finds the comparison queued with no message
+
+    def done() -> bool:
+        return Comparison.objects.filter(pk=comparison.pk, status=Comparison.Status.DONE).exists()
+
+    wait_until(done, 60, lambda: f"the comparison was never computed; worker logs:\n{workers.logs()}")
+    assert "no worker will finish it; sending it again" in workers.logs(tail=0)
+    answer = client_logged_in.get(api_url)
+    assert answer.status_code == 200 and answer.json()["id"] == comparison.pk
+    assert Comparison.objects.count() == 1
+
+
+def test_while_the_broker_is_down_a_comparison_answers_503_and_is_computed_once_it_is_back(
+    workers, broker, client_logged_in, settings
+):
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    api_url, page_url = comparison_sides()
+    broker.stop()
+    for _ in range(2):  # and again: a queued row does not pass for one on its way
+        answer = client_logged_in.get(api_url)
+        assert answer.status_code == 503 and answer["Retry-After"] == "30"
+        assert "broker is unreachable" in answer.json()["detail"]
+    page = client_logged_in.get(page_url)
+    assert page.status_code == 503 and b'id="broker-unreachable"' in page.content
+    assert Comparison.objects.get().status == Comparison.Status.QUEUED  # kept, for the sweep
+
+    broker.start()
+    workers.start("a", beat=True)
+
+    def computed() -> bool:
+        return client_logged_in.get(api_url).status_code == 200
+
+    wait_until(computed, 60, lambda: f"the comparison was never computed; worker logs:\n{workers.logs()}")
+    assert Comparison.objects.count() == 1

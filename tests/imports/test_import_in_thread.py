@@ -13,8 +13,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from benchviewer import locks
 from tests.builders import REFERENCE
-from trials.imports import locks, recovery
+from trials.imports import recovery
 from trials.imports.queue import create_import, embedded_worker
 from trials.models import Import, Trial
 from trials.storage.blobs import store_file

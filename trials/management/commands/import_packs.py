@@ -7,9 +7,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from benchviewer import locks
 from benchviewer.celery import app
 from trials import search
-from trials.imports import locks
 from trials.imports.queue import create_import
 from trials.imports.service import run_import
 from trials.models import Import
@@ -56,7 +56,7 @@ class Command(BaseCommand):
                 bar.n = current.progress_done
                 bar.refresh()
 
-            with locks.import_lock(str(imp.pk), wait=0):  # so no sweep takes it for stranded
+            with locks.worker_lock(str(imp.pk), wait=0):  # so no sweep takes it for stranded
                 imp = run_import(str(imp.pk), on_progress=progress)
             bar.close()
             return imp

@@ -1,11 +1,14 @@
-"""The "a worker is on it" lock of an import: a PostgreSQL advisory lock on a connection of
-its own, or without PostgreSQL an exclusive flock on a file in IMPORT_LOCK_DIR. Either is
-released when its holder dies, however it died (trials/imports/recovery.py).
+"""The "a worker is on it" lock of a task's work (an import, a comparison): a PostgreSQL
+advisory lock on a connection of its own, or without PostgreSQL an exclusive flock on a file
+in IMPORT_LOCK_DIR. Either is released when its holder dies, however it died, so work that
+is running with its lock free has lost its worker (trials/imports/recovery.py,
+comparisons/recovery.py).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import time
 import uuid
@@ -24,9 +27,14 @@ LOCK_POLL_SECONDS = 0.25
 T = TypeVar("T")
 
 
-def lock_key(import_id: str) -> int:
-    """The advisory lock key of an import: the first 64 bits of its UUID, as a signed bigint."""
-    return int.from_bytes(uuid.UUID(str(import_id)).bytes[:8], "big", signed=True)
+def lock_key(name: str) -> int:
+    """The advisory lock key of a name, as a signed bigint: the first 64 bits of an import's UUID,
+    or of any other name's sha256."""
+    try:
+        raw = uuid.UUID(str(name)).bytes
+    except ValueError:
+        raw = hashlib.sha256(str(name).encode()).digest()
+    return int.from_bytes(raw[:8], "big", signed=True)
 
 
 def has_advisory_locks() -> bool:
@@ -43,26 +51,27 @@ def own_connection() -> Iterator[BaseDatabaseWrapper]:
         conn.close()
 
 
-def try_lock(conn: BaseDatabaseWrapper, import_id: str) -> bool:
+def try_lock(conn: BaseDatabaseWrapper, name: str) -> bool:
     with conn.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [lock_key(import_id)])
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [lock_key(name)])
         return bool(cursor.fetchone()[0])
 
 
 @contextmanager
-def import_lock(import_id: str, wait: float) -> Iterator[bool]:
-    """Hold the import's lock while the block runs; yields False if another worker holds it.
+def worker_lock(name: str, wait: float) -> Iterator[bool]:
+    """Hold the lock of `name` (an import's id, "comparison-<id>") while the block runs; yields
+    False if another worker holds it.
 
     Waits up to `wait` seconds: a redelivered task can arrive a moment before PostgreSQL has
     noticed that the previous holder's connection closed. Without PostgreSQL, a file lock.
     """
     if not has_advisory_locks():
-        with file_lock(lock_path(import_id), wait) as held:
+        with file_lock(lock_path(name), wait) as held:
             yield held
         return
     with own_connection() as conn:
         # Closing the connection releases the lock, even if unlocking were forgotten.
-        yield keep_trying(lambda: try_lock(conn, import_id), wait)
+        yield keep_trying(lambda: try_lock(conn, name), wait)
 
 
 def keep_trying(attempt: Callable[[], T], wait: float) -> T:
@@ -75,8 +84,12 @@ def keep_trying(attempt: Callable[[], T], wait: float) -> T:
     return result
 
 
-def lock_path(import_id: str) -> Path:
-    return Path(settings.IMPORT_LOCK_DIR) / f"{uuid.UUID(str(import_id))}.lock"
+def lock_path(name: str) -> Path:
+    try:
+        name = str(uuid.UUID(str(name)))  # an import's id, written as its UUID
+    except ValueError:
+        name = "".join(c for c in str(name) if c.isalnum() or c in "-_")
+    return Path(settings.IMPORT_LOCK_DIR) / f"{name}.lock"
 
 
 @contextmanager
@@ -107,14 +120,14 @@ def try_file_lock(path: Path) -> int | None:
     return None
 
 
-def unheld(import_ids: list[str]) -> list[str]:
-    """The ones of these running imports whose lock nobody holds: their worker is gone."""
+def unheld(names: list[str]) -> list[str]:
+    """The ones of these names (of running work) whose lock nobody holds: their worker is gone."""
     if has_advisory_locks():
         with own_connection() as conn:  # a lock taken here is released when the connection closes
-            return [import_id for import_id in import_ids if try_lock(conn, import_id)]
+            return [name for name in names if try_lock(conn, name)]
     gone = []
-    for import_id in import_ids:
-        with file_lock(lock_path(import_id), wait=0) as held:
+    for name in names:
+        with file_lock(lock_path(name), wait=0) as held:
             if held:
-                gone.append(import_id)
+                gone.append(name)
     return gone

@@ -1,0 +1,60 @@
+"""Markers beside the broker's messages: "a message for this work is waiting".
+
+Every message sent for an import or a comparison leaves a marker key next to it in the
+broker's Redis, and the task deletes it when it starts. Work queued for a while with no
+marker lost its message (Redis restarted without persistence, or was down when it was
+sent): the recovery sweeps send it again. The marker lives and dies with the messages it
+stands for. Without a Redis broker (the embedded default) there are no markers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from benchviewer.celery import app
+
+log = logging.getLogger(__name__)
+
+PREFIX = "benchviewer:"
+
+_clients: dict[str, redis.Redis] = {}
+
+
+def broker_redis() -> redis.Redis | None:
+    """A client for the broker's Redis, or None when the broker is not Redis (eager mode)."""
+    url = app.conf.broker_url
+    if not isinstance(url, str) or url.split("://", 1)[0] not in ("redis", "rediss"):
+        return None
+    if url not in _clients:
+        _clients[url] = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+    return _clients[url]
+
+
+def mark_sent(marker: str) -> None:
+    client = broker_redis()
+    if client is None:
+        return
+    try:
+        client.set(PREFIX + marker, timezone.now().isoformat(), ex=settings.IMPORT_SENT_MARKER_TTL)
+    except redis.RedisError as exc:  # at worst the work is sent once more later: harmless
+        log.warning("could not mark %s: %s", marker, exc)
+
+
+def clear_sent(marker: str) -> None:
+    client = broker_redis()
+    if client is None:
+        return
+    try:
+        client.delete(PREFIX + marker)
+    except redis.RedisError as exc:  # the worker lock covers the work from here on
+        log.warning("could not clear %s: %s", marker, exc)
+
+
+def waiting_in_broker(marker: str) -> bool:
+    """Whether a message for the marked work is waiting in the broker (False when unknowable)."""
+    client = broker_redis()
+    return client is not None and bool(client.exists(PREFIX + marker))
