@@ -15,16 +15,15 @@ ERROR_SCHEMA = {
     "additionalProperties": True,
 }
 UNSAFE_METHODS = {"post", "put", "patch", "delete"}
-# Operations that hand work to a Celery worker: with the broker down they answer 503 (Retry-After).
-SENDS_TO_WORKERS = ("/api/comparisons/",)
 
 
 def document_errors(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
     """A drf-spectacular POSTPROCESSING_HOOK: an operation that needs a login answers 401 without one, and
     one that writes, 403 to a role without the right; one with an object in its path, or a page past the
     last, 404; one that writes or reads query parameters, 400 for values it refuses; one that writes, 415
-    for a body it cannot read; any, 406 when the client accepts nothing it can send; one that sends work
-    to a worker, 503 while the broker is unreachable."""
+    for a body it cannot read; any, 406 when the client accepts nothing it can send, 414 for a request
+    line too long, 500 on a bug and 503 while the database or the task broker is unreachable
+    (benchviewer/errors.py)."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     open_to_all = {path for path, _, _, view in generator.endpoints if not view.cls.permission_classes}  # /api/token/
@@ -43,8 +42,11 @@ def document_errors(result: dict[str, Any], generator, request, public) -> dict[
             if method in UNSAFE_METHODS:
                 answers["415"] = "The body's media type is not one this operation reads."
             answers["406"] = "No media type the client accepts can be sent."
-            if path.startswith(SENDS_TO_WORKERS) and not path.endswith(("/status/", "/event.json")):
-                answers["503"] = "The task broker is unreachable: nothing is lost; ask again after Retry-After seconds."
+            answers["414"] = "The request line is longer than the server reads (4,094 bytes behind gunicorn)."
+            answers["500"] = "The server failed to answer: a bug, logged."
+            answers["503"] = (
+                "The database or the task broker is unreachable: nothing is lost; ask again after Retry-After seconds."
+            )
             for code, description in answers.items():
                 operation.setdefault("responses", {}).setdefault(code, {"description": description, "content": error})
     return result

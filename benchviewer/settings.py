@@ -258,7 +258,7 @@ REST_FRAMEWORK = {
     ],
     # Reading needs a login; writing needs the view's right (benchviewer/roles.py).
     "DEFAULT_PERMISSION_CLASSES": ["benchviewer.roles.RolePermission"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "benchviewer.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

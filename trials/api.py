@@ -77,8 +77,9 @@ class TrialTrajectory(APIView):
         trial = get_object_or_404(Trial, pk=pk)
         wanted = request.query_params.get("trajectory")
         if wanted is not None:
-            pk_wanted = parse_pk(wanted)
-            trajectory = trial.trajectories.filter(pk=pk_wanted).first() if pk_wanted is not None else None
+            if (pk_wanted := parse_pk(wanted)) is None:
+                raise ValidationError({"trajectory": [f"a trajectory id (a whole number), not {wanted!r}"]})
+            trajectory = trial.trajectories.filter(pk=pk_wanted).first()
         else:
             trajectory = steps.main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
         if trajectory is None and wanted is not None:
