@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from io import StringIO
@@ -482,3 +483,113 @@ def test_while_the_broker_is_down_a_comparison_answers_503_and_is_computed_once_
 
     wait_until(computed, 60, lambda: f"the comparison was never computed; worker logs:\n{workers.logs()}")
     assert Comparison.objects.count() == 1
+
+
+# The import command and a database that goes away -------------------------------------------
+
+
+class DatabaseLink:
+    """A TCP relay between a process and PostgreSQL: `cut` drops its connections and refuses new
+    ones, as a database restart does to its clients; `mend` lets them through again."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.up = threading.Event()
+        self.up.set()
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up.is_set():
+                client.close()  # refused while cut
+                continue
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            self.sockets += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self.pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            end.close()
+
+    def cut(self) -> None:
+        self.up.clear()
+        for end in self.sockets:
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.sockets.clear()
+
+    def mend(self) -> None:
+        self.up.set()
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+def import_command(paths: list[Path], link: DatabaseLink, broker: RedisServer, workdir: Path, wait: int):
+    """`manage.py import_packs` in a process of its own, reaching the database through `link`."""
+    url = database_url().replace(f":{connection.settings_dict['PORT'] or 5432}/", f":{link.port}/")
+    env = {**os.environ, "REDIS_URL": broker.url, "DATABASE_URL": url, "DATA_DIR": str(workdir),
+           "IMPORT_COMMAND_DATABASE_WAIT": str(wait)}  # fmt: skip
+    command = [sys.executable, "manage.py", "import_packs", *map(str, paths), "--no-progress"]
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def running_import(source: Path) -> bool:
+    return Import.objects.filter(source_path=str(source), progress_done__gte=1).exists()
+
+
+def test_the_import_command_waits_through_a_database_restart_and_reports_every_path(workers, broker, isolated_storage):
+    busy, small = long_job(isolated_storage / "busy"), small_job(isolated_storage / "small", trials=2)
+    workers.start("a")
+    link = DatabaseLink(int(connection.settings_dict["PORT"] or 5432))
+    try:
+        command = import_command([busy, small], link, broker, isolated_storage, wait=60)
+        wait_until(lambda: running_import(busy), 60, workers.logs)
+        link.cut()  # the command's connection is dropped and no new one is let in: a restart
+        time.sleep(3)
+        link.mend()
+        out, err = command.communicate(timeout=120)
+    finally:
+        link.close()
+    assert command.returncode == 0, err
+    assert "the database is unreachable" in err
+    assert [line.split()[0] for line in out.splitlines() if "harbor-job" in line] == ["imported", "imported"], out
+    assert set(Import.objects.values_list("status", flat=True)) == {Import.Status.DONE}
+    assert_imported_exactly_once(busy, small)
+
+
+def test_the_import_command_gives_up_after_its_bound_naming_what_the_workers_still_have(
+    workers, broker, isolated_storage
+):
+    busy, small = long_job(isolated_storage / "busy"), small_job(isolated_storage / "small", trials=2)
+    workers.start("a")
+    link = DatabaseLink(int(connection.settings_dict["PORT"] or 5432))
+    try:
+        command = import_command([busy, small], link, broker, isolated_storage, wait=2)
+        wait_until(lambda: running_import(busy), 60, workers.logs)
+        link.cut()  # and never mended
+        out, err = command.communicate(timeout=60)
+    finally:
+        link.close()
+    assert command.returncode != 0
+    assert "the database stayed unreachable for 2 s" in err
+    assert f"queued, a worker imports it: {busy}" in err and f"queued, a worker imports it: {small}" in err
+    all_finished(list(Import.objects.all()), 120, workers)  # and the workers do
+    assert_imported_exactly_once(busy, small)

@@ -1,10 +1,14 @@
 """python manage.py import_packs PATH [PATH ...]: import trial packs from this machine."""
 
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import InterfaceError, OperationalError, connections
 from tqdm import tqdm
 
 from benchviewer import locks
@@ -16,6 +20,11 @@ from trials.models import Import
 from trials.tasks import import_pack_task
 
 PROBLEMS_SHOWN = 30
+T = TypeVar("T")
+
+
+class DatabaseUnreachable(Exception):
+    pass
 
 
 class Command(BaseCommand):
@@ -27,6 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *paths, **options):
         rejected = 0
+        paths = []
         for raw in options["paths"]:
             path = Path(raw).resolve()
             if not path.exists():  # said, and the other paths still imported
@@ -34,8 +44,17 @@ class Command(BaseCommand):
                                                  "reason": "no such file or folder"}))  # fmt: skip
                 rejected += 1
                 continue
-            imp = create_import(origin=Import.Origin.CLI, source_name=raw, source_path=str(path))
-            imp = self.run(imp, show_progress=not options["no_progress"])
+            paths.append((raw, path))
+        if settings.CELERY_TASK_ALWAYS_EAGER:  # each created and imported here, in turn
+            imports: list[Import | tuple[str, Path]] = list(paths)
+        else:  # every path is queued before the first is waited for: a database outage later drops none
+            imports = list(self.queue_all(paths))
+        for number, item in enumerate(imports):
+            imp = self.new_import(*item) if isinstance(item, tuple) else item
+            try:
+                imp = self.run(imp, show_progress=not options["no_progress"])
+            except DatabaseUnreachable as exc:
+                raise self.unfinished([i for i in imports[number:] if isinstance(i, Import)], [], exc) from exc
             for outcome in imp.outcomes:
                 self.stdout.write(self.describe(outcome))
             self.report_problems(imp)
@@ -46,6 +65,22 @@ class Command(BaseCommand):
                 self.stdout.write(f"search index: steps of {indexed} trial(s) added")
         if rejected:
             raise CommandError(f"{rejected} pack(s) rejected")
+
+    @staticmethod
+    def new_import(raw: str, path: Path) -> Import:
+        return create_import(origin=Import.Origin.CLI, source_name=raw, source_path=str(path))
+
+    def queue_all(self, paths: list[tuple[str, Path]]) -> list[Import]:
+        """An import per path, sent to the workers; with the database gone, which were queued and which not."""
+        imports: list[Import] = []
+        for number, (raw, path) in enumerate(paths):
+            try:
+                imp = self.while_the_database_is_away(partial(self.new_import, raw, path))
+            except DatabaseUnreachable as exc:
+                raise self.unfinished(imports, [raw for raw, _ in paths[number:]], exc) from exc
+            import_pack_task.delay(str(imp.pk))
+            imports.append(imp)
+        return imports
 
     def run(self, imp: Import, show_progress: bool) -> Import:
         if settings.CELERY_TASK_ALWAYS_EAGER:
@@ -63,12 +98,11 @@ class Command(BaseCommand):
         return self.wait_for_worker(imp, show_progress)
 
     def wait_for_worker(self, imp: Import, show_progress: bool) -> Import:
-        import_pack_task.delay(str(imp.pk))
         bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
         hint_at = time.monotonic() + self.queued_hint_seconds
         while imp.status in (Import.Status.QUEUED, Import.Status.RUNNING):
             time.sleep(0.5)
-            imp.refresh_from_db()
+            self.while_the_database_is_away(imp.refresh_from_db)
             bar.total, bar.n = imp.progress_total, imp.progress_done
             bar.refresh()
             if imp.status == Import.Status.QUEUED and time.monotonic() > hint_at:
@@ -78,6 +112,30 @@ class Command(BaseCommand):
         return imp
 
     queued_hint_seconds = 5.0
+
+    def while_the_database_is_away(self, query: Callable[[], T]) -> T:
+        """`query()`, again after each reconnection while the database is unreachable (a restart),
+        for up to IMPORT_COMMAND_DATABASE_WAIT seconds; then DatabaseUnreachable."""
+        deadline = time.monotonic() + settings.IMPORT_COMMAND_DATABASE_WAIT
+        said = False
+        while True:
+            try:
+                return query()
+            except (OperationalError, InterfaceError) as exc:
+                connections.close_all()  # the next query opens a new connection
+                if time.monotonic() > deadline:
+                    raise DatabaseUnreachable(str(exc).strip()) from exc
+                if not said:
+                    self.stderr.write(f"the database is unreachable ({str(exc).strip()}); waiting for it")
+                    said = True
+                time.sleep(1.0)
+
+    def unfinished(self, waiting: list[Import], not_queued: list[str], exc: Exception) -> CommandError:
+        """What an operator needs when the command gives up: what the workers still have, what they never got."""
+        lines = [f"the database stayed unreachable for {settings.IMPORT_COMMAND_DATABASE_WAIT} s: {exc}"]
+        lines += [f"  queued, a worker imports it: {imp.source_name} (import {imp.pk})" for imp in waiting]
+        lines += [f"  not queued: {raw}" for raw in not_queued]
+        return CommandError("\n".join(lines))
 
     @staticmethod
     def queued_hint() -> str:
