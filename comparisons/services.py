@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from django.conf import settings
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
@@ -43,7 +42,7 @@ def get_or_compute(baseline: Side, candidate: Side) -> Comparison:
     if comparison.fingerprint == current and comparison.status == Comparison.Status.DONE:
         return comparison
     pending = (Comparison.Status.QUEUED, Comparison.Status.RUNNING)
-    eager = settings.CELERY_TASK_ALWAYS_EAGER
+    eager = compute_comparison_task.app.conf.task_always_eager
     try:
         if comparison.fingerprint == current and comparison.status in pending and not eager:
             if on_its_way(comparison):

@@ -441,8 +441,7 @@ def comparison_sides():
     )
 
 
-def test_a_comparison_whose_message_was_lost_is_computed_by_the_recovery_sweep(workers, client_logged_in, settings):
-    settings.CELERY_TASK_ALWAYS_EAGER = False  # (this process sends to the test's broker)
+def test_a_comparison_whose_message_was_lost_is_computed_by_the_recovery_sweep(workers, client_logged_in):
     api_url, _ = comparison_sides()
     with pytest.MonkeyPatch.context() as m:  # the message is lost on its way: never sent
         m.setattr("comparisons.tasks.compute_comparison_task.delay", lambda pk: None)
@@ -462,9 +461,8 @@ def test_a_comparison_whose_message_was_lost_is_computed_by_the_recovery_sweep(w
 
 
 def test_while_the_broker_is_down_a_comparison_answers_503_and_is_computed_once_it_is_back(
-    workers, broker, client_logged_in, settings
+    workers, broker, client_logged_in
 ):
-    settings.CELERY_TASK_ALWAYS_EAGER = False
     api_url, page_url = comparison_sides()
     broker.stop()
     for _ in range(2):  # and again: a queued row does not pass for one on its way
