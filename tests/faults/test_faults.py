@@ -182,6 +182,16 @@ def workers(broker: RedisServer, isolated_storage: Path) -> Iterator[Workers]:
         yield group
     finally:
         group.stop_all()
+        # A killed worker's sessions end a moment after it: gone before the test database is dropped.
+        wait_until(lambda: other_sessions() == 0, 10, lambda: f"{other_sessions()} sessions left on the test database")
+
+
+def other_sessions() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
 
 
 # Helpers ---------------------------------------------------------------------------------
@@ -520,7 +530,11 @@ class DatabaseLink:
                 sink.sendall(data)
         except OSError:
             pass
-        for end in (source, sink):
+        for end in (source, sink):  # shut down, not only closed: the other pump may be waiting in recv
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             end.close()
 
     def cut(self) -> None:
