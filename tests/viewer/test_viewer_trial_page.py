@@ -184,6 +184,24 @@ def test_steps_are_paged_fifty_at_a_time(client_logged_in, tmp_path):
     assert "steps 101–120 of 120" in html
 
 
+def test_the_pager_names_whole_windows_above_and_below_the_steps(client_logged_in, tmp_path):
+    trial = long_trajectory(tmp_path, 120)
+    html = page(client_logged_in, trial, page=2)
+    assert html.count('<nav class="pagination steps-pagination">') == 2  # above and below the steps
+    assert html.count("← steps 1–50</a>") == 2 and html.count("steps 101–120 →</a>") == 2
+    assert "steps 51–100 of 120 (page 2 / 3)" in html
+    first = page(client_logged_in, trial)
+    assert "steps 51–100 →</a>" in first and "steps 51– →" not in first
+
+
+def test_the_download_atif_button_serves_the_trajectory_file(client_logged_in, tmp_path):
+    trial = long_trajectory(tmp_path, 3)
+    html = page(client_logged_in, trial)
+    href = re.search(r'id="download-atif" href="([^"]+)"', html)[1].replace("&amp;", "&")
+    served = b"".join(client_logged_in.get(href).streaming_content)
+    assert served == trial.trajectories.get().blob.read()
+
+
 def test_every_step_has_a_copy_link_button_with_its_permalink(client_logged_in, demo_trial):
     html = page(client_logged_in, demo_trial)
     assert f'data-url="{reverse("trial-step", args=[demo_trial.pk, 3])}"' in html

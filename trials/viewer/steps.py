@@ -124,6 +124,11 @@ class StepWindow:
     def next_page(self) -> int | None:
         return self.page + 1 if self.page < self.pages else None
 
+    @property
+    def next_end(self) -> int:
+        """The last step number of the next window (the pager's "steps 51–100 →")."""
+        return min(self.start + 2 * STEP_WINDOW, self.total)
+
 
 IMAGE_RE = re.compile(r"\[image: ([^\]\n]*)\]")
 
