@@ -200,7 +200,29 @@
   if (nextMatch) nextMatch.addEventListener("click", () => jump(1));
   if (prevMatch) prevMatch.addEventListener("click", () => jump(-1));
 
-  // --- keyboard: ← / → between trials (keeping the tab), n / N between search matches
+  // --- j / k: the next / previous step of the window gets the focus and its permalink the URL;
+  // past either end of the window, the pager's next / previous window opens there.
+  function moveStep(delta) {
+    const steps = Array.from(document.querySelectorAll("#steps article.step")).filter((el) => el.offsetParent !== null);
+    if (!steps.length) return;
+    const current = steps.findIndex((el) => el.classList.contains("focused"));
+    const next = current === -1 ? (delta > 0 ? 0 : steps.length - 1) : current + delta;
+    if (next < 0 || next >= steps.length) {
+      const pager = document.querySelector('.steps-pagination a[rel="' + (delta > 0 ? "next" : "prev") + '"]');
+      if (pager) window.location.href = pager.href;
+      return;
+    }
+    steps.forEach((el) => el.classList.remove("focused"));
+    const step = steps[next];
+    step.classList.add("focused");
+    step.setAttribute("tabindex", "-1");
+    step.focus({ preventScroll: true });
+    step.scrollIntoView({ block: "start" });
+    history.replaceState(null, "", "#" + step.id);
+  }
+
+  // --- keyboard: ← / → between trials (keeping the tab), j / k between steps, / to search,
+  // n / N between search matches
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     const target = event.target;
@@ -213,6 +235,15 @@
       if (link) {
         event.preventDefault();
         window.location.href = link.href;
+      }
+    } else if (event.key === "j" || event.key === "k") {
+      event.preventDefault();
+      moveStep(event.key === "j" ? 1 : -1);
+    } else if (event.key === "/") {
+      const search = document.querySelector('.toolbar input[type="search"]');
+      if (search) {
+        event.preventDefault();
+        search.focus();
       }
     } else if (event.key === "n" && matchLinks.length) {
       jump(1);

@@ -237,3 +237,26 @@ def test_the_first_step_is_on_screen_at_1280_by_800_and_the_details_one_click_aw
     expect(page.locator("#trial-refs")).to_be_visible()
     expect(page.locator("#completeness")).to_be_visible()
     assert page.errors == []
+
+
+def test_j_and_k_walk_the_steps_with_their_permalinks_and_open_the_next_window(page, tmp_path):
+    trial = long_trajectory(tmp_path, 52)
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    expect(page.locator("#key-legend")).to_contain_text("j k steps")
+    for _ in range(3):
+        page.keyboard.press("j")
+    expect(page.locator("#step-3")).to_have_class(re.compile(r"\bfocused\b"))
+    assert page.url.endswith("#step-3")
+    page.keyboard.press("k")
+    expect(page.locator("#step-2")).to_have_class(re.compile(r"\bfocused\b"))
+    assert page.url.endswith("#step-2") and page.locator("article.step.focused").count() == 1
+    page.keyboard.press("/")
+    expect(page.locator('.toolbar input[type="search"]')).to_be_focused()
+    page.keyboard.press("j")  # typed into the search box, not a step move
+    assert page.url.endswith("#step-2")
+    page.locator("#step-2").click()
+    for _ in range(49):  # past step 50, the last of this window
+        page.keyboard.press("j")
+    page.wait_for_url(re.compile(r"page=2"))
+    expect(page.locator("#step-51")).to_be_visible()
+    assert page.errors == []
