@@ -10,6 +10,7 @@ stands for. Without a Redis broker (the embedded default) there are no markers.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -32,6 +33,13 @@ def broker_redis() -> redis.Redis | None:
     if url not in _clients:
         _clients[url] = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
     return _clients[url]
+
+
+def first_argument(body: Any) -> Any:
+    """The first argument of a task message's body as `after_task_publish` gets it, or None.
+    (Task protocol 2: the body is (args, kwargs, embed).)"""
+    args = body[0] if isinstance(body, (list, tuple)) and body else ()
+    return args[0] if args else None
 
 
 def mark_sent(marker: str) -> None:

@@ -16,6 +16,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from benchviewer import errors
 from comparisons import charts, services
 from comparisons.cache import points_for
 from comparisons.models import Comparison, SavedComparison
@@ -43,9 +44,6 @@ def _not_ready(comparison: Comparison) -> Response | None:
     return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
-RETRY_AFTER_SECONDS = 30
-
-
 def _finished_comparison(request) -> Comparison | Response:
     """The finished comparison the request names, or the response to send instead (400, 202, 500)."""
     try:
@@ -62,7 +60,7 @@ def _finished_comparison(request) -> Comparison | Response:
 def broker_unreachable(exc: Exception) -> Response:
     """503: nothing is lost (the comparison stays queued and is sent when the broker is back)."""
     detail = f"{exc}; the comparison is computed once it is back: ask again later"
-    return Response({"detail": detail}, status=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return Response({"detail": detail}, status=503, headers={"Retry-After": str(errors.RETRY_AFTER_SECONDS)})
 
 
 @method_decorator(login_not_required, name="dispatch")

@@ -9,7 +9,7 @@ from typing import Any
 from celery import shared_task
 from celery.signals import after_task_publish, worker_ready
 
-from benchviewer.broker import mark_sent
+from benchviewer.broker import first_argument, mark_sent
 from comparisons import recovery
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,5 @@ def mark_comparison_sent(
     """Every message sent for a comparison leaves a marker beside it in the broker."""
     if sender != compute_comparison_task.name:
         return
-    args = body[0] if isinstance(body, (list, tuple)) and body else ()  # task protocol 2: (args, kwargs, embed)
-    if args:
-        mark_sent(recovery.sent_marker(int(args[0])))
+    if (comparison_id := first_argument(body)) is not None:
+        mark_sent(recovery.sent_marker(int(comparison_id)))

@@ -17,7 +17,7 @@ from celery import shared_task
 from celery.signals import after_task_publish, worker_ready
 from django.db import InterfaceError, OperationalError
 
-from benchviewer.broker import clear_sent, mark_sent
+from benchviewer.broker import clear_sent, first_argument, mark_sent
 from benchviewer.locks import worker_lock
 from trials import search
 from trials.imports import recovery, service
@@ -101,6 +101,5 @@ def mark_import_sent(sender: str | None = None, headers: dict | None = None, bod
     """Every message sent for an import leaves a marker beside it in the broker (recovery.py)."""
     if sender != import_pack_task.name:
         return
-    args = body[0] if isinstance(body, (list, tuple)) and body else ()  # task protocol 2: (args, kwargs, embed)
-    if args:
-        mark_sent(recovery.sent_marker(str(args[0])))
+    if (import_id := first_argument(body)) is not None:
+        mark_sent(recovery.sent_marker(str(import_id)))

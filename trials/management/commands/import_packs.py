@@ -45,20 +45,18 @@ class Command(BaseCommand):
                 rejected += 1
                 continue
             paths.append((raw, path))
+        show_progress = not options["no_progress"]
         if settings.CELERY_TASK_ALWAYS_EAGER:  # each created and imported here, in turn
-            imports: list[Import | tuple[str, Path]] = list(paths)
+            for raw, path in paths:
+                rejected += self.report(self.import_here(self.new_import(raw, path), show_progress))
         else:  # every path is queued before the first is waited for: a database outage later drops none
-            imports = list(self.queue_all(paths))
-        for number, item in enumerate(imports):
-            imp = self.new_import(*item) if isinstance(item, tuple) else item
-            try:
-                imp = self.run(imp, show_progress=not options["no_progress"])
-            except DatabaseUnreachable as exc:
-                raise self.unfinished([i for i in imports[number:] if isinstance(i, Import)], [], exc) from exc
-            for outcome in imp.outcomes:
-                self.stdout.write(self.describe(outcome))
-            self.report_problems(imp)
-            rejected += imp.rejected_count + (imp.status == Import.Status.FAILED)
+            imports = self.queue_all(paths)
+            for number, imp in enumerate(imports):
+                try:
+                    imp = self.wait_for_worker(imp, show_progress)
+                except DatabaseUnreachable as exc:
+                    raise self.unfinished(imports[number:], [], exc) from exc
+                rejected += self.report(imp)
         if settings.CELERY_TASK_ALWAYS_EAGER:  # with a worker, the import task queues this itself
             indexed = search.index_pending()
             if indexed:
@@ -82,20 +80,25 @@ class Command(BaseCommand):
             imports.append(imp)
         return imports
 
-    def run(self, imp: Import, show_progress: bool) -> Import:
-        if settings.CELERY_TASK_ALWAYS_EAGER:
-            bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
+    def report(self, imp: Import) -> int:
+        """Print the import's outcomes and problems; how many of its packs count as rejected."""
+        for outcome in imp.outcomes:
+            self.stdout.write(self.describe(outcome))
+        self.report_problems(imp)
+        return imp.rejected_count + (imp.status == Import.Status.FAILED)
 
-            def progress(current: Import) -> None:
-                bar.total = current.progress_total
-                bar.n = current.progress_done
-                bar.refresh()
+    def import_here(self, imp: Import, show_progress: bool) -> Import:
+        bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
 
-            with locks.worker_lock(str(imp.pk), wait=0):  # so no sweep takes it for stranded
-                imp = run_import(str(imp.pk), on_progress=progress)
-            bar.close()
-            return imp
-        return self.wait_for_worker(imp, show_progress)
+        def progress(current: Import) -> None:
+            bar.total = current.progress_total
+            bar.n = current.progress_done
+            bar.refresh()
+
+        with locks.worker_lock(str(imp.pk), wait=0):  # so no sweep takes it for stranded
+            imp = run_import(str(imp.pk), on_progress=progress)
+        bar.close()
+        return imp
 
     def wait_for_worker(self, imp: Import, show_progress: bool) -> Import:
         bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
