@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -312,3 +313,10 @@ def use_broker(**conf) -> None:
     celery_app.conf.update(**conf)
     celery_app._pool = None
     celery_app.amqp._producer_pool = None
+
+
+def free_port() -> int:
+    """A local TCP port nobody listens on (for a server to start on, or a connection to be refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -181,18 +181,18 @@ def test_the_api_runs_the_celery_task(client_logged_in, sides, monkeypatch):
     assert response.status_code == 200 and ran == [response.json()["id"]]
 
 
-def test_with_a_real_broker_the_api_answers_202_then_the_result(client_logged_in, sides, monkeypatch):
-    # Celery's own setting: a Django setting changed here would stick in Celery's config for the whole process.
+@pytest.fixture
+def not_eager():
+    """Tasks sent, not run here. Celery's own setting: a Django setting changed in a test would stick
+    in Celery's config for the whole process."""
     conf = tasks.compute_comparison_task.app.conf
     eager = conf.task_always_eager
     conf.update(task_always_eager=False)
-    try:
-        queued_the_task_and_answered(client_logged_in, sides, monkeypatch)
-    finally:
-        conf.update(task_always_eager=eager)
+    yield
+    conf.update(task_always_eager=eager)
 
 
-def queued_the_task_and_answered(client_logged_in, sides, monkeypatch):
+def test_with_a_real_broker_the_api_answers_202_then_the_result(client_logged_in, sides, monkeypatch, not_eager):
     queued = []
     monkeypatch.setattr(tasks.compute_comparison_task, "delay", lambda pk: queued.append(pk))
 

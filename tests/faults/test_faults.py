@@ -32,6 +32,7 @@ from tests.builders import (
     assert_every_stored_pack_is_named,
     build_side,
     database_url,
+    free_port,
     run_concurrently,
     use_broker,
     write_trial,
@@ -56,12 +57,6 @@ FINISHED = (Import.Status.DONE, Import.Status.FAILED)
 
 
 # Services --------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RedisServer:

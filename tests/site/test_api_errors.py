@@ -4,14 +4,13 @@ Django's HTML 500; the schema lists 414, 500 and 503 for every operation."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
 from django.db import connection
 from django.test import Client
 
-from tests.builders import build_side
+from tests.builders import build_side, free_port
 from tests.factories import TrialFactory
 
 
@@ -65,10 +64,7 @@ def database_unreachable(transactional_db) -> Iterator[None]:
     if connection.vendor == "sqlite":
         connection.settings_dict["NAME"] = "/proc/benchviewer-no-such-dir/db.sqlite3"
     else:
-        with socket.socket() as s:  # a port nobody listens on
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(port))
+        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
     try:
         yield
     finally:
