@@ -42,6 +42,11 @@ urlpatterns += [
     path("trials/<int:pk>/context/", trials.TrialContext.as_view(), name="api-trial-context"),
 ]
 
+# Seed 000's host commands
+urlpatterns += [
+    path("commands/export_benchmark_trial/", trials.ExportBenchmarkTrial.as_view(), name="api-export-trial"),
+]
+
 # Triage into Agent QC
 urlpatterns += [
     path("trials/<int:pk>/feedback/", triage.TrialFeedback.as_view(), name="api-trial-feedback"),

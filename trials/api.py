@@ -1,7 +1,10 @@
+import tempfile
+
 from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import MultiPartParser
@@ -10,6 +13,7 @@ from rest_framework.views import APIView
 
 from benchviewer import roles
 from benchviewer.ids import parse_pk
+from trials import export
 from trials.filters import TrialFilter
 from trials.imports.queue import import_upload
 from trials.ingest.formats.atif import EMBEDDED_MARK
@@ -95,6 +99,60 @@ class TrialTrajectory(APIView):
         if EMBEDDED_MARK in trajectory.path:  # an embedded subagent: its object, cut out of its parent's file
             return HttpResponse(trajectory.atif_bytes(), content_type="application/json")
         return FileResponse(trajectory.blob.open(), content_type="application/json")
+
+
+class ExportBenchmarkTrial(APIView):
+    """Seed 000's `export_benchmark_trial`: the trial as a zip laid out as a Harbor trial folder.
+
+    `agent/trajectory.json`, `verifier/reward.json`, `verifier/reward-details.json`, `artifacts/…` and
+    the trial's other stored files, plus `events.jsonl`, the evidence pack, `qc-items.json`,
+    `redaction-manifest.json` and `export-manifest.json` (path, size and sha256 of every other file).
+    Values a redaction withholds are `[redacted]` in every file. Importing the zip gives the same trial.
+    Any logged-in user may export what they may read (the read right, as the ATIF download).
+    """
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "trial",
+                int,
+                required=True,
+                description="the trial's id",
+                examples=[OpenApiExample("a trial", value=42)],
+            )
+        ],
+        responses={
+            (200, "application/zip"): OpenApiResponse(
+                response=OpenApiTypes.BINARY,
+                description="a zip: one folder named after the trial, laid out as a Harbor trial folder",
+                examples=[
+                    OpenApiExample(
+                        "the files of an exported trial",
+                        value=[
+                            "configure-git-webserver__YfkUhxf/result.json",
+                            "configure-git-webserver__YfkUhxf/agent/trajectory.json",
+                            "configure-git-webserver__YfkUhxf/verifier/reward.json",
+                            "configure-git-webserver__YfkUhxf/verifier/reward-details.json",
+                            "configure-git-webserver__YfkUhxf/events.jsonl",
+                            "configure-git-webserver__YfkUhxf/qc-items.json",
+                            "configure-git-webserver__YfkUhxf/redaction-manifest.json",
+                            "configure-git-webserver__YfkUhxf/export-manifest.json",
+                        ],
+                    )
+                ],
+            )
+        },
+    )
+    def get(self, request):
+        wanted = request.query_params.get("trial")
+        if wanted is None or (pk := parse_pk(wanted)) is None:
+            raise ValidationError({"trial": [f"a trial id (a whole number), not {wanted!r}"]})
+        trial = get_object_or_404(Trial.objects.select_related("pack", "configuration", "task", "dataset"), pk=pk)
+        spool = tempfile.TemporaryFile()  # (closed by the response once sent: the zip is never held in memory)
+        export.write_trial_zip(trial, spool)
+        spool.seek(0)
+        name = f"{export.export_name(trial)}.zip"
+        return FileResponse(spool, as_attachment=True, filename=name, content_type="application/zip")
 
 
 # ---------------------------------------------------------------- trial viewer

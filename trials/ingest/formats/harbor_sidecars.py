@@ -12,7 +12,7 @@ import orjson
 
 from trials.ingest import redaction
 from trials.ingest.evidence import join_evidence_pack
-from trials.ingest.formats import agentcontext, context_kinds, lime
+from trials.ingest.formats import agentcontext, benchviewer_export, context_kinds, lime
 from trials.ingest.formats.harbor_trajectories import sniff_trajectory
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
@@ -57,7 +57,9 @@ def read_sidecars(
             trial.problems.append(exc.problem)
             continue
         documents.append(data)
-        if lime.is_evidence_pack(data):
+        if benchviewer_export.export_kind(data):  # a Benchviewer export's own files (trials/export.py)
+            benchviewer_export.read_export_file(trial, data, trial_dir, rel, local)
+        elif lime.is_evidence_pack(data):
             packs.append((lime.parse_evidence_pack(data, f"{rel}/{local}"), f"{rel}/{local}"))
         elif path.stat().st_size < TEXT_LIMIT:
             trial.documents.setdefault("other", {})[local] = data

@@ -1,0 +1,424 @@
+"""One trial as a zip laid out as a Harbor trial folder (GET /api/commands/export_benchmark_trial/).
+
+Inside one top folder: the trial's own stored files (a Harbor trial's folder as imported),
+or, for a trial read from another format or written live, `result.json` and `agent/*.json`
+made from its rows; then `verifier/reward.json` and `verifier/reward-details.json` when the
+folder has none, `events.jsonl` (events not already in its files), the evidence pack joined to
+it, `qc-items.json` (the QC items citing it), `redaction-manifest.json` and last
+`export-manifest.json` (path, size and sha256 of every other file). Importing the zip gives
+the same trial (trials/ingest/formats/benchviewer_export.py reads the added files back).
+
+Raw bytes are the source of truth: files are copied from the blob storage in 1 MiB chunks,
+into a zip (the standard `zipfile`) in an unnamed temporary file the response then streams,
+so no trial is ever held whole in memory. A redacted value never leaves: a trajectory a
+redaction withheld values of is its scrubbed copy (as the ATIF download serves it), and
+every other text file of a trial that has redactions is scrubbed by the same rules
+(trials/ingest/redaction.py) before it is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import IO, Any
+
+import orjson
+from django.utils import timezone
+
+from trials.ingest import redaction
+from trials.ingest.formats import agentv
+from trials.ingest.formats.atif import EMBEDDED_MARK
+from trials.ingest.formats.benchviewer_export import EXPORT_MANIFEST, QC_ITEMS, REDACTION_MANIFEST
+from trials.ingest.records import ParsedStep
+from trials.models import Artifact, Blob, Pack, PackFile, RuntimeEvent, Trajectory, Trial
+from trials.storage.backend import open_blob
+from trials.triage.models import QCItem
+
+CHUNK = 1 << 20
+HARBOR_FOLDER_PACKS = ("harbor-trial", "harbor-job")
+DERIVED_ATIF_VERSION = "ATIF-v1.6"
+TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".toml", ".yaml", ".yml", ".csv", ".out", ".err")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass
+class Written:
+    path: str
+    size: int
+    sha256: str
+    source: str  # stored file | scrubbed copy | made from rows
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "sha256": self.sha256, "source": self.source}
+
+
+class ExportZip:
+    """A zip being written under one top folder, noting each file's size and sha256 as it goes."""
+
+    def __init__(self, fileobj: IO[bytes], root: str):
+        self.zip = zipfile.ZipFile(fileobj, "w", compression=zipfile.ZIP_DEFLATED)
+        self.root = root
+        self.files: list[Written] = []
+
+    @property
+    def paths(self) -> set[str]:
+        return {f.path for f in self.files}
+
+    def add(self, path: str, chunks: Iterable[bytes], source: str) -> None:
+        digest, size = hashlib.sha256(), 0
+        with self.zip.open(f"{self.root}/{path}", "w", force_zip64=True) as out:
+            for chunk in chunks:
+                out.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+        self.files.append(Written(path, size, digest.hexdigest(), source))
+
+    def add_json(self, path: str, value: Any, source: str = "made from rows") -> None:
+        self.add(path, [json_bytes(value)], source)
+
+
+def json_bytes(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except orjson.JSONEncodeError:  # an integer past 64 bits, read exactly
+        return json.dumps(value, indent=2, ensure_ascii=False).encode()
+
+
+def blob_chunks(blob: Blob) -> Iterator[bytes]:
+    with open_blob(blob) as f:
+        yield from iter(lambda: f.read(CHUNK), b"")
+
+
+def export_name(trial: Trial) -> str:
+    """The zip's top folder (and file name): the trial's folder name, safe in any file system."""
+    folder = harbor_folder(trial)
+    name = folder.rsplit("/", 1)[-1] if folder else trial.name
+    return _UNSAFE.sub("-", name).strip("-.")[:120] or f"trial-{trial.pk}"
+
+
+def harbor_folder(trial: Trial) -> str:
+    """The pack-relative folder of a trial imported from a Harbor trial folder ("" for any other)."""
+    if trial.pack is None or trial.pack.kind not in HARBOR_FOLDER_PACKS:
+        return ""
+    refs = trial.refs or {}
+    result = refs.get("harborTrialResultRef") or ""
+    if isinstance(result, str) and result.endswith("/result.json"):
+        return result.removesuffix("/result.json")
+    trajectory = refs.get("trajectoryRef") or ""
+    return trajectory.rsplit("/agent/", 1)[0] if isinstance(trajectory, str) and "/agent/" in trajectory else ""
+
+
+def trial_redactions(trial: Trial) -> dict[str, dict[str, Any]]:
+    """Every redaction the trial holds (its events, context records, documents), as an import finds them."""
+    events = list(trial.events.values_list("raw", flat=True))
+    records = list(trial.context_records.values_list("data", flat=True))
+    return redaction.redactions_in([*events, *records, trial.documents])
+
+
+def write_trial_zip(trial: Trial, fileobj: IO[bytes]) -> None:
+    """Write the trial's export zip into `fileobj` (left open, at its end)."""
+    named = trial_redactions(trial)
+    out = ExportZip(fileobj, export_name(trial))
+    trajectories = list(trial.trajectories.select_related("blob", "step_bodies").order_by("position", "pk"))
+    folder = harbor_folder(trial)
+    scrubbed: list[str] = []
+    if folder:
+        _write_folder(out, trial, folder, trajectories, named, scrubbed)
+    else:
+        out.add_json("result.json", harbor_result(trial))
+        _write_trajectories(out, trial, trajectories)
+        _write_artifacts(out, trial)
+    _write_verifier(out, trial)
+    _write_events(out, trial, folder)
+    joined = Pack.objects.filter(other_trials=trial, kind="lime-evidence-pack").exists()
+    if trial.documents.get("evidence_pack") and (joined or not folder):
+        out.add_json("evidence-pack.json", redaction.scrub_tree(trial.documents["evidence_pack"], named))
+    out.add_json("qc-items.json", {"schemaVersion": QC_ITEMS, "trial": trial.name, "items": qc_items(trial, named)})
+    withheld = [out_path for t, out_path in _placed(trajectories, folder) if t.withheld]
+    out.add_json("redaction-manifest.json", redaction_manifest(named, withheld, scrubbed))
+    manifest = {
+        "schemaVersion": EXPORT_MANIFEST,
+        "trial": {"id": trial.pk, "key": trial.key, "name": trial.name, "sourceFormat": trial.source_format},
+        "exportedAt": timezone.now().isoformat(),
+        "files": [f.as_dict() for f in out.files],
+    }
+    out.zip.writestr(f"{out.root}/export-manifest.json", json_bytes(manifest))
+    out.zip.close()
+
+
+def _write_folder(
+    out: ExportZip,
+    trial: Trial,
+    folder: str,
+    trajectories: list[Trajectory],
+    named: dict[str, dict[str, Any]],
+    scrubbed: list[str],
+) -> None:
+    """The trial's own files as stored; a withheld trajectory as its scrubbed copy, other texts scrubbed."""
+    pack_ids = [trial.pack_id, *trial.also_in_packs.values_list("pk", flat=True)]
+    rows = PackFile.objects.filter(pack_id__in=pack_ids, path__startswith=f"{folder}/").select_related("blob")
+    files: dict[str, Blob] = {}
+    for row in rows.order_by("path"):
+        files.setdefault(row.path[len(folder) + 1 :], row.blob)
+    withheld = {path: t for t, path in _placed(trajectories, folder) if t.withheld}
+    for local, blob in files.items():
+        if local in withheld:
+            out.add(local, withheld[local].withheld_atif(), "scrubbed copy")
+        elif named and local.lower().endswith(TEXT_SUFFIXES):
+            data = blob.read()
+            clean = scrub_bytes(data, named)
+            if clean != data:
+                scrubbed.append(local)
+            out.add(local, [clean], "scrubbed copy" if clean != data else "stored file")
+        else:
+            out.add(local, blob_chunks(blob), "stored file")
+
+
+def scrub_bytes(data: bytes, named: dict[str, dict[str, Any]]) -> bytes:
+    """A text file with every redacted item in it scrubbed (JSON, JSON lines, JSON inside text); others as they are."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    try:
+        value = json.loads(text)
+    except ValueError:
+        clean = redaction.scrub_text(text, named)
+        return data if clean == text else clean.encode()
+    clean_value = redaction.scrub_tree(value, named)
+    return data if clean_value == value else json_bytes(clean_value)
+
+
+def _placed(trajectories: list[Trajectory], folder: str) -> list[tuple[Trajectory, str]]:
+    """Each trajectory with a file of its own, and where it is in the export."""
+    placed = []
+    for number, trajectory in enumerate(t for t in trajectories if EMBEDDED_MARK not in t.path):
+        if folder:
+            if trajectory.path.startswith(f"{folder}/"):
+                placed.append((trajectory, trajectory.path[len(folder) + 1 :]))
+            continue
+        name = _UNSAFE.sub("-", trajectory.path.rsplit("/", 1)[-1].split("#", 1)[0]) or f"trajectory-{number}.json"
+        main = number == 0 or trajectory.role in ("main", "step") and not placed
+        taken = {path for _, path in placed}
+        path = "agent/trajectory.json" if main else f"agent/{name}"
+        if path in taken or (name == "trajectory.json" and not main):
+            path = f"agent/{number}-{name}"
+        placed.append((trajectory, path))
+    return placed
+
+
+def _write_trajectories(out: ExportZip, trial: Trial, trajectories: list[Trajectory]) -> None:
+    for trajectory, path in _placed(trajectories, ""):
+        if trajectory.withheld:
+            out.add(path, trajectory.withheld_atif(), "scrubbed copy")
+        elif trajectory.blob is not None:
+            out.add(path, [trajectory.atif_bytes()], "stored file")
+        else:
+            out.add(path, [json_bytes(derived_atif(trial, trajectory))], "made from rows")
+
+
+def derived_atif(trial: Trial, trajectory: Trajectory) -> dict[str, Any]:
+    """ATIF made of a trajectory's stored step bodies (no ATIF file of its own: AgentV messages, a live trial)."""
+    configuration = trial.configuration
+    agent = trajectory.agent or {
+        "name": configuration.agent_name if configuration else "unknown",
+        "version": configuration.agent_version if configuration else "",
+        "model_name": configuration.model_name if configuration else "",
+    }
+    steps: list[Any] = []
+    if trajectory.step_bodies is not None:
+        converts = agentv.is_output_trajectory(trajectory.path)
+        with open_blob(trajectory.step_bodies) as bodies:
+            places = trajectory.steps.order_by("index").values_list("index", "body_offset", "size")
+            for index, offset, size in places.iterator():
+                bodies.seek(offset)
+                raw = orjson.loads(bodies.read(size))
+                steps.append(atif_step(trajectory.read_step(raw, index), len(steps) + 1) if converts else raw)
+    return {
+        "schema_version": trajectory.schema_version or DERIVED_ATIF_VERSION,
+        "session_id": trajectory.session_id or trial.session_id or trial.key,
+        "agent": agent,
+        "steps": steps,
+        **({"final_metrics": trajectory.final_metrics} if trajectory.final_metrics else {}),
+    }
+
+
+def atif_step(step: ParsedStep, number: int) -> dict[str, Any]:
+    """One ATIF step from what the importer read of a step in another format."""
+    source = step.source if step.source in ("system", "user", "agent") else "agent"
+    out: dict[str, Any] = {"step_id": number, "source": source, "message": step.message_text}
+    if step.timestamp is not None:
+        out["timestamp"] = step.timestamp.isoformat()
+    if step.model_name and source == "agent":
+        out["model_name"] = step.model_name
+    if step.reasoning:
+        out["reasoning_content"] = step.reasoning
+    if step.tool_calls and source == "agent":
+        out["tool_calls"] = [
+            {
+                "tool_call_id": call.tool_call_id,
+                "function_name": call.function_name,
+                "arguments": call.arguments if isinstance(call.arguments, dict) else {"value": call.arguments},
+            }
+            for call in step.tool_calls
+        ]
+    if step.observations:
+        out["observation"] = {
+            "results": [
+                {**({"source_call_id": o.source_call_id} if o.source_call_id else {}), "content": o.content_text}
+                for o in step.observations
+            ]
+        }
+    metrics = {
+        k: v
+        for k, v in (
+            ("prompt_tokens", step.prompt_tokens),
+            ("completion_tokens", step.completion_tokens),
+            ("cached_tokens", step.cached_tokens),
+            ("cost_usd", step.cost_usd),
+        )
+        if v is not None
+    }
+    if metrics and source == "agent":
+        out["metrics"] = metrics
+    return out
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def trial_rewards(trial: Trial) -> dict[str, Any]:
+    return dict(trial.rewards) if trial.rewards else ({"reward": trial.reward} if trial.reward is not None else {})
+
+
+def harbor_result(trial: Trial) -> dict[str, Any]:
+    """A Harbor trial result.json from the trial's rows (a trial read from another format, or live)."""
+    configuration, task = trial.configuration, trial.task
+    result: dict[str, Any] = {
+        "id": trial.key,
+        "trial_name": trial.name,
+        "task_name": task.name if task else trial.name,
+        "source": trial.dataset.name if trial.dataset else "",
+        "task_checksum": task.checksum if task else "",
+        "agent_info": {
+            "name": configuration.agent_name if configuration else "",
+            "version": configuration.agent_version if configuration else "",
+            "model_info": {"name": configuration.model_name if configuration else ""},
+        },
+        "verifier_result": {"rewards": trial_rewards(trial)} if trial_rewards(trial) else None,
+        "started_at": _iso(trial.started_at),
+        "finished_at": _iso(trial.finished_at),
+        "exception_info": None,
+        "agent_result": {
+            "n_input_tokens": trial.input_tokens,
+            "n_cache_tokens": trial.cached_tokens,
+            "n_output_tokens": trial.output_tokens,
+            "cost_usd": trial.cost_usd,
+        },
+    }
+    if trial.exception_type:
+        result["exception_info"] = {
+            "exception_type": trial.exception_type,
+            "exception_message": trial.exception_message,
+            "exception_traceback": trial.exception_traceback,
+        }
+    return result
+
+
+def _write_artifacts(out: ExportZip, trial: Trial) -> None:
+    """A trial's artifacts (not from a Harbor folder, which has its own): their bytes and a manifest."""
+    entries = []
+    for artifact in Artifact.objects.filter(trial=trial).select_related("blob").order_by("pk"):
+        where = (artifact.destination or artifact.source).removeprefix("/logs/artifacts/").strip("/")
+        local = "/".join(_UNSAFE.sub("-", part) for part in where.split("/") if part not in ("", ".", ".."))
+        if artifact.blob is not None and local:
+            out.add(f"artifacts/{local}", blob_chunks(artifact.blob), "stored file")
+        entries.append({"source": artifact.source, "destination": local, "type": artifact.kind or "file",
+                        "status": artifact.status, "service": artifact.service})  # fmt: skip
+    if entries:
+        out.add_json("artifacts/manifest.json", {"artifacts": entries})
+
+
+def _write_verifier(out: ExportZip, trial: Trial) -> None:
+    rewards = trial_rewards(trial)
+    if rewards and "verifier/reward.json" not in out.paths:
+        out.add_json("verifier/reward.json", rewards)
+    criteria = trial.criteria.order_by("pk").values_list("name", "score", "weight", "reasoning", "evidence_refs")
+    if criteria and "verifier/reward-details.json" not in out.paths:
+        details = [{"name": name, "score": score, "weight": weight, "reasoning": reasoning, "evidence": evidence}
+                   for name, score, weight, reasoning, evidence in criteria]  # fmt: skip
+        out.add_json("verifier/reward-details.json", {"criteria": details})
+
+
+def _write_events(out: ExportZip, trial: Trial, folder: str) -> None:
+    """The runtime transcript: the events its own files do not already hold (joined, or sent live)."""
+    events = RuntimeEvent.objects.filter(trial=trial).order_by("sequence", "timestamp", "pk")
+    if folder and trial.pack_id is not None:
+        events = events.exclude(pack_id=trial.pack_id)
+    rows = list(events.values_list("raw", "type", "event_id", "timestamp", "sequence", "correlation", "payload"))
+    if not rows:
+        return
+    name = "events.jsonl" if "events.jsonl" not in out.paths else "events.export.jsonl"
+    out.add(name, (orjson.dumps(_event_line(*row)) + b"\n" for row in rows), "made from rows")
+
+
+def _event_line(raw, type_, event_id, timestamp, sequence, correlation, payload) -> dict[str, Any]:
+    if raw:
+        return raw
+    return {"type": type_, "eventId": event_id, "timestamp": _iso(timestamp), "sequence": sequence,
+            **(correlation or {}), "payload": payload}  # fmt: skip
+
+
+def qc_items(trial: Trial, named: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The QC items citing the trial here, then those that cited it where it was exported from."""
+    rows = QCItem.objects.filter(trial=trial).select_related("scenario", "failure_mode").order_by("pk")
+    items = [
+        {
+            "id": item.label,
+            "kind": item.kind,
+            "category": item.category,
+            "code": item.code,
+            "severity": item.severity,
+            "status": item.status,
+            "stepId": item.step_id,
+            "evidenceRefs": item.evidence_refs,
+            "note": item.note,
+            "targetName": item.target_name,
+            "scenarioId": item.scenario.scenario_id if item.scenario else "",
+            "failureMode": item.failure_mode.name if item.failure_mode else "",
+            "reason": item.reason,
+            "scope": item.scope,
+            "expiresAt": _iso(item.expires_at),
+            "createdAt": _iso(item.created_at),
+        }
+        for item in rows
+    ]
+    items += trial.documents.get("qc_items") or []
+    return redaction.scrub_tree(items, named)
+
+
+def redaction_manifest(named: dict[str, dict[str, Any]], withheld: list[str], scrubbed: list[str]) -> dict[str, Any]:
+    """What was withheld, by which policy: each redacted item (read back as a redaction), and the files it changed."""
+    items = []
+    for item_id, entry in sorted(named.items()):
+        items.append(
+            {
+                "item_id": item_id,
+                "redaction_state": entry.get("redaction_state") or "redacted",
+                "redacted_fields": entry.get("fields") or [],
+                **{k: entry[k] for k in ("reason", "policy_refs", "redaction_method", "redaction_id") if k in entry},
+            }
+        )
+    return {
+        "schemaVersion": REDACTION_MANIFEST,
+        "placeholder": redaction.REDACTED,
+        "items": items,
+        "withheldTrajectories": withheld,
+        "scrubbedFiles": scrubbed,
+    }
