@@ -72,6 +72,8 @@ def test_the_export_is_a_harbor_trial_folder_with_a_manifest_of_every_file(clien
     trial = Trial.objects.filter(context_records__redaction_state="masked").distinct().first()
     file_blocker(triager, trial)
 
+    page = client.get(f"/trials/{trial.pk}/").content.decode()
+    assert f'href="{URL}?trial={trial.pk}"' in page  # the trial page's "Export trial" button
     files = members(exported(client, trial))
 
     for path in ("result.json", "agent/trajectory.json", "verifier/reward.json", "verifier/reward-details.json"):

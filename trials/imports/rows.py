@@ -39,7 +39,8 @@ from trials.models import (
 
 
 def upsert_job(parsed: ParsedJob, pack: Pack) -> Job:
-    job, _ = Job.objects.get_or_create(
+    """The job by its key; one imported while it ran (no finish yet) gets its result when a later import has it."""
+    job, created = Job.objects.get_or_create(
         key=parsed.key,
         defaults={
             "name": parsed.name[:300],
@@ -53,6 +54,9 @@ def upsert_job(parsed: ParsedJob, pack: Pack) -> Job:
             "extra": parsed.extra,
         },
     )
+    if not created and job.finished_at is None and parsed.finished_at is not None:
+        job.finished_at, job.result = parsed.finished_at, parsed.result
+        job.save(update_fields=["finished_at", "result"])
     return job
 
 

@@ -108,6 +108,20 @@ def trial_dirs(job_dir: Path) -> list[Path]:
 
 def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> ParsedPack:
     problems: list[Problem] = []
+    job, versions = _parsed_job(job_dir, rel, problems)
+    dirs = trial_dirs(job_dir) if dirs is None else dirs
+
+    def trials() -> Iterator[ParsedTrial]:
+        for trial_dir in dirs:
+            yield parse_trial_dir(
+                trial_dir, f"{rel}/{trial_dir.name}", job_key=job.key, job_name=job.name, dataset_versions=versions
+            )
+
+    return ParsedPack(kind="harbor-job", jobs=[job], trials=trials(), problems=problems, trial_count=len(dirs))
+
+
+def _parsed_job(job_dir: Path, rel: str, problems: list[Problem]) -> tuple[ParsedJob, dict[str, str]]:
+    """The job of a job folder, and its datasets' versions by name."""
     config = _safe_dict(job_dir / "config.json", f"{rel}/config.json", problems)
     result = _safe_dict(job_dir / "result.json", f"{rel}/result.json", problems)
     lock = _safe_dict(job_dir / "lock.json", f"{rel}/lock.json", problems)
@@ -125,25 +139,31 @@ def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> Pa
         extra={"lock": lock} if lock else {},
         started_as_written="" if started_at else str(result.get("started_at") or "")[:40],
     )
-    dirs = trial_dirs(job_dir) if dirs is None else dirs
     versions = {
         str(d.get("name")): str(d.get("version") or d.get("ref") or "")
         for d in as_list(config.get("datasets"))
         if isinstance(d, dict) and d.get("name")
     }
-
-    def trials() -> Iterator[ParsedTrial]:
-        for trial_dir in dirs:
-            yield parse_trial_dir(
-                trial_dir, f"{rel}/{trial_dir.name}", job_key=job_key, job_name=name, dataset_versions=versions
-            )
-
-    return ParsedPack(kind="harbor-job", jobs=[job], trials=trials(), problems=problems, trial_count=len(dirs))
+    return job, versions
 
 
 def parse_single_trial(trial_dir: Path, rel: str) -> ParsedPack:
+    """A trial folder on its own; inside a job's folder (a job being written, followed by
+    `import_packs --watch`), it joins that job: the trial's files only, the job's row from its folder."""
+    parent = trial_dir.parent
+    if parent != trial_dir and is_job_config(read_json_or_none(parent / "config.json")):
+        job, versions = _parsed_job(parent, parent.name, [])
+        trial = parse_trial_dir(trial_dir, rel, job_key=job.key, job_name=job.name, dataset_versions=versions)
+        return ParsedPack(kind="harbor-trial", jobs=[job], trials=[trial], trial_count=1)
     trial = parse_trial_dir(trial_dir, rel, job_key="", job_name="")
     return ParsedPack(kind="harbor-trial", trials=[trial], trial_count=1)
+
+
+def read_json_or_none(path: Path) -> Any:
+    try:
+        return read_json_dict(path, path.name)
+    except PackError:
+        return None
 
 
 def _safe_dict(path: Path, rel: str, problems: list[Problem]) -> dict[str, Any]:

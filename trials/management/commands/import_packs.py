@@ -1,4 +1,7 @@
-"""python manage.py import_packs PATH [PATH ...]: import trial packs from this machine."""
+"""python manage.py import_packs PATH [PATH ...]: import trial packs from this machine.
+
+`--watch DIR` follows a Harbor jobs folder a running job is writing (trials/imports/watch.py).
+"""
 
 import time
 from collections.abc import Callable
@@ -10,10 +13,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, connections
 from tqdm import tqdm
+from watchfiles import watch
 
 from benchviewer import locks
 from benchviewer.celery import app
 from trials import search
+from trials.imports import watch as watched
 from trials.imports.queue import create_import
 from trials.imports.service import run_import
 from trials.models import Import
@@ -31,10 +36,20 @@ class Command(BaseCommand):
     help = "Import trial packs (Harbor job or trial folders, archives, evidence packs, events, results)."
 
     def add_arguments(self, parser):
-        parser.add_argument("paths", nargs="+")
+        parser.add_argument("paths", nargs="*")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+        parser.add_argument(
+            "--watch",
+            metavar="DIR",
+            help="follow a Harbor jobs (or job) folder: import each trial when its result.json is complete, "
+            "each job when its own is; Ctrl-C stops",
+        )
 
     def handle(self, *paths, **options):
+        if options["watch"]:
+            return self.follow(Path(options["watch"]).resolve(), not options["no_progress"])
+        if not options["paths"]:
+            raise CommandError("give the paths to import, or --watch DIR")
         rejected = 0
         paths = []
         for raw in options["paths"]:
@@ -63,6 +78,31 @@ class Command(BaseCommand):
                 self.stdout.write(f"search index: steps of {indexed} trial(s) added")
         if rejected:
             raise CommandError(f"{rejected} pack(s) rejected")
+
+    def follow(self, root: Path, show_progress: bool) -> None:
+        """Import what is ready under `root` now, then whatever becomes ready, until Ctrl-C."""
+        if not root.is_dir():
+            raise CommandError(f"--watch needs a folder: {root}")
+        self.stdout.write(f"watching {root} (Ctrl-C stops)")
+        try:
+            self.import_ready(watched.folders_with_results(root), show_progress)
+            for changes in watch(root, raise_interrupt=False, debounce=400, step=100):
+                self.import_ready(watched.changed_folders(path for _, path in changes), show_progress)
+        except KeyboardInterrupt:  # during an import: it is whole or not there, and the next watch finishes it
+            pass
+        self.stdout.write("stopped watching")
+
+    def import_ready(self, folders: list[Path], show_progress: bool) -> None:
+        for ready in watched.ready_to_import(folders):
+            imp = self.new_import(str(ready.path), ready.path)
+            if settings.CELERY_TASK_ALWAYS_EAGER:
+                imp = self.import_here(imp, show_progress)
+                search.index_pending()
+            else:
+                import_pack_task.delay(str(imp.pk))
+                imp = self.wait_for_worker(imp, show_progress)
+            self.report(imp)
+            self.stdout.flush()
 
     @staticmethod
     def new_import(raw: str, path: Path) -> Import:

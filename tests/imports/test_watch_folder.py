@@ -1,0 +1,104 @@
+"""`import_packs --watch DIR` follows a Harbor jobs folder as a running job writes it, trial by trial."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.builders import REPO, write_trial
+
+pytestmark = pytest.mark.sqlite_only("the watcher runs in a process of its own, on a SQLite file this test reads")
+
+
+class Watcher:
+    """`manage.py import_packs --watch` in a subprocess, its output lines read as they come."""
+
+    def __init__(self, env: dict[str, str], folder: Path):
+        command = [sys.executable, "manage.py", "import_packs", "--watch", str(folder), "--no-progress"]
+        self.process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, *words: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if all(word in line for word in words):
+                return line
+        raise AssertionError(f"no line with {words} in {timeout} s")
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=20)
+
+
+def finish(trial: Path, finished_at: str | None = "2026-11-26T01:00:00Z") -> None:
+    result = orjson.loads((trial / "result.json").read_bytes())
+    (trial / "result.json").write_bytes(orjson.dumps(result | {"finished_at": finished_at}))
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def test_a_watched_job_folder_is_imported_trial_by_trial_and_never_twice(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env |= {"DATA_DIR": str(tmp_path / "data"), "PYTHONUNBUFFERED": "1", "IMPORTS_IN_THREAD": "0"}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True)
+    db = tmp_path / "data" / "benchviewer.sqlite3"
+    jobs = tmp_path / "jobs"
+    job = jobs / "watched-job"
+    job.mkdir(parents=True)
+    (job / "config.json").write_bytes(orjson.dumps({"job_name": "watched-job", "agents": [{"name": "test-agent"}]}))
+    running = {"id": "job-watched-1", "started_at": "2026-11-26T00:00:00Z", "finished_at": None, "n_total_trials": 2}
+    (job / "result.json").write_bytes(orjson.dumps(running | {"stats": {}}))
+    finish(write_trial(job, "task-a__AAAAAAA"))
+
+    watcher = Watcher(env, jobs)
+    watcher.wait_for("imported", "task-a__AAAAAAA")
+    assert rows(db, "select t.name, j.name from trials_trial t join trials_job j on j.id = t.job_id") == [
+        ("task-a__AAAAAAA", "watched-job")
+    ]
+
+    second = write_trial(job, "task-b__BBBBBBB")  # its result.json has no finished_at yet: still running
+    running_result = (second / "result.json").read_bytes()
+    time.sleep(2)
+    (second / "result.json").write_bytes(orjson.dumps(orjson.loads(running_result) | {"finished_at": "x"})[:60])
+    time.sleep(2)  # half-written: not JSON yet
+    assert rows(db, "select count(*) from trials_trial") == [(1,)]
+    (second / "result.json").write_bytes(running_result)
+    finish(second)
+    watcher.wait_for("imported", "task-b__BBBBBBB")
+    (job / "result.json").write_bytes(orjson.dumps(running | {"finished_at": "2026-11-26T02:00:00Z", "stats": {}}))
+    watcher.wait_for("harbor-job", "watched-job")
+    assert rows(db, "select name, finished_at is not null from trials_job") == [("watched-job", 1)]
+    assert watcher.stop() == 0
+
+    imports = rows(db, "select count(*) from trials_import")
+    again = Watcher(env, jobs)  # a restart: everything is imported already
+    again.wait_for("watching")
+    time.sleep(2)
+    assert again.stop() == 0
+    assert rows(db, "select count(*) from trials_import") == imports
+    assert rows(db, "select name from trials_trial order by name") == [("task-a__AAAAAAA",), ("task-b__BBBBBBB",)]
