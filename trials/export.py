@@ -61,7 +61,7 @@ class ExportZip:
     """A zip being written under one top folder, noting each file's size and sha256 as it goes."""
 
     def __init__(self, fileobj: IO[bytes], root: str):
-        self.zip = zipfile.ZipFile(fileobj, "w", compression=zipfile.ZIP_DEFLATED)
+        self.zip = zipfile.ZipFile(fileobj, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1)
         self.root = root
         self.files: list[Written] = []
 

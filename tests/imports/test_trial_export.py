@@ -105,6 +105,7 @@ def test_the_export_needs_a_login_and_a_trial_id(client, user):
     assert client.get(URL, {"trial": 999999}).status_code == 404
 
 
+@pytest.mark.django_db(transaction=True)  # (the empty instance is a flush: on PostgreSQL, outside a transaction)
 def test_every_reference_trial_exported_and_imported_into_an_empty_instance_is_the_same(client, tmp_path):
     imp = import_path(REFERENCE)
     assert imp.status == "done", imp.problems
