@@ -10,10 +10,10 @@ import orjson
 import pytest
 from django.core.management import call_command
 
-from tests.builders import REFERENCE, demo_jobs, import_path, make_user
+from tests.builders import REFERENCE, atif, demo_jobs, good_steps, import_path, import_trial_dir, make_user
 from trials import export
 from trials.demo import SECRET
-from trials.models import Pack, Trial
+from trials.models import Pack, RuntimeEvent, Step, Trajectory, Trial
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
 from trials.viewer.steps import main_trajectory
@@ -138,3 +138,39 @@ def test_every_reference_trial_exported_and_imported_into_an_empty_instance_is_t
         trial = after.get(key) or after[f"harbor:{key}"]  # (a trial of another format keeps its key after `harbor:`)
         assert what_counts(client, trial) == expected, key
         assert trial.documents.get("qc_items", []) == qc_before[key], key
+
+
+def test_a_trial_held_only_as_rows_is_exported_from_them_and_imports_back(
+    client, user, tmp_path, django_assert_max_num_queries
+):
+    path = tmp_path / "trajectory.json"
+    path.write_bytes(orjson.dumps(atif(good_steps() * 30)))
+    trial = import_trial_dir(path)
+    steps = [step.raw for step in Step.objects.filter(trial=trial).order_by("index")]
+    # As a trial written live holds it: no pack, no ATIF file, only rows (step bodies, events sent to it).
+    Trajectory.objects.filter(trial=trial).update(blob=None)
+    Trial.objects.filter(pk=trial.pk).update(pack=None, rewards={"reward": 0.5}, reward=0.5, status="failed")
+    sent = [{"type": "tool.call.completed", "eventId": f"e{n}", "sequence": n, "sessionId": "live-1"} for n in (2, 1)]
+    for event in sent:
+        RuntimeEvent.objects.create(trial=trial, type=event["type"], event_id=event["eventId"],
+                                    sequence=event["sequence"], raw=event)  # fmt: skip
+    client.force_login(user)
+
+    with django_assert_max_num_queries(20):  # (as many for 60 steps as for 6: no query per step or file)
+        archive = exported(client, trial)
+    files = members(archive)
+    assert orjson.loads(files["agent/trajectory.json"])["steps"] == steps
+    manifest = {f["path"]: f["source"] for f in orjson.loads(files["export-manifest.json"])["files"]}
+    assert manifest["agent/trajectory.json"] == manifest["result.json"] == "made from rows"
+    assert [orjson.loads(line) for line in files["events.jsonl"].splitlines()] == sorted(
+        sent, key=lambda e: e["sequence"]
+    )
+
+    (tmp_path / "live.zip").write_bytes(archive.fp.getvalue())  # type: ignore[union-attr]
+    again = import_trial_dir(tmp_path / "live.zip")
+    assert again.key == f"harbor:{trial.key}"
+    assert (again.reward, again.rewards, again.status) == (0.5, {"reward": 0.5}, "failed")
+    assert [step.raw for step in Step.objects.filter(trial=again).order_by("index")] == steps
+    assert list(again.events.order_by("sequence").values_list("raw", flat=True)) == sorted(
+        sent, key=lambda e: e["sequence"]
+    )
