@@ -174,3 +174,22 @@ def test_a_trial_held_only_as_rows_is_exported_from_them_and_imports_back(
     assert list(again.events.order_by("sequence").values_list("raw", flat=True)) == sorted(
         sent, key=lambda e: e["sequence"]
     )
+
+
+def test_a_file_changed_after_the_export_is_a_warning_naming_it(client, user, tmp_path):
+    path = tmp_path / "trajectory.json"
+    path.write_bytes(orjson.dumps(atif(good_steps())))
+    trial = import_trial_dir(path)
+    client.force_login(user)
+    archive = exported(client, trial)
+    folder = tmp_path / "unzipped"
+    archive.extractall(folder)
+    result = next(folder.glob("*/result.json"))
+    result.write_bytes(result.read_bytes().replace(b'"trial_name"', b'"note": "edited", "trial_name"'))
+
+    imp = import_path(next(folder.iterdir()))
+    assert imp.status == "done"
+    warnings = [p for p in imp.problems if "export-manifest.json" in p["file"]]
+    assert [(p["severity"], p["message"]) for p in warnings] == [
+        ("warning", "result.json is not the file the export wrote (sha256 differs)")
+    ]
