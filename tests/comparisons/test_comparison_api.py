@@ -325,7 +325,7 @@ def test_the_page_marks_an_invalid_comparison_with_its_reasons(client_logged_in)
     base = build_side("base", {"a": [1.0], "b": [1.0]})
     cand = build_side("cand", {"b": [1.0], "c": [0.0]})
     html = client_logged_in.get(f"/comparisons/?baseline={base.pk}&candidate={cand.pk}").content.decode()
-    assert "Invalid comparison" in html
+    assert "<h2>Not comparable</h2>" in html
     assert "task sets differ: 1 task(s) only in baseline, 1 only in candidate" in html
 
 
