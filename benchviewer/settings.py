@@ -149,8 +149,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-# plotly.js is vendored in static/plotly/ (its cartesian partial bundle, 1.5 MB, with .gz and .br
-# beside it that WhiteNoise sends to browsers that accept them), so it is served by us and works offline.
+# plotly.js is vendored in static/plotly/ (a partial bundle of the traces we draw, built by
+# scripts/plotly/build.sh, with a .gz and .br that WhiteNoise sends to browsers that accept them).
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # WhiteNoise serves them from the app folders (no collectstatic needed) or, after collectstatic,

@@ -314,7 +314,7 @@ def test_the_page_shows_decision_validity_matrix_and_chart_endpoints(client_logg
     assert "Valid comparison" in html
     assert f'href="/trials/?configuration={cand.pk}&amp;task=t0"' in html
     assert html.count("data-chart-url=") == 5
-    assert "/static/plotly/plotly-cartesian.min.js" in html and "/static/js/comparison.js" in html
+    assert "/static/plotly/plotly-benchviewer.min.js" in html and "/static/js/comparison.js" in html
     assert "/static/css/comparisons.css" in html
     assert "<script>" not in html  # no inline script: only src= scripts
     # each side's name isolated: a right-to-left override in one does not reorder the other
@@ -357,7 +357,7 @@ def test_a_matrix_cell_leads_to_that_tasks_trials(client_logged_in, sides):
 def test_plotly_js_is_served_from_our_static_files(client_logged_in):
     from django.contrib.staticfiles import finders
 
-    assert finders.find("plotly/plotly-cartesian.min.js")
+    assert finders.find("plotly/plotly-benchviewer.min.js")
     assert finders.find("js/comparison.js")
 
 
