@@ -40,7 +40,10 @@ CHROMIUM_ARGS = [
 # When each part ended, in ms from the navigation's start (the browser's own clock).
 TIMINGS_JS = """() => {
   const nav = performance.getEntriesByType("navigation")[0];
-  const out = [{name: "HTML received", ms: nav.responseEnd}, {name: "DOMContentLoaded", ms: nav.domContentLoadedEventEnd}];
+  const out = [
+    {name: "HTML received", ms: nav.responseEnd},
+    {name: "DOMContentLoaded", ms: nav.domContentLoadedEventEnd},
+  ];
   for (const r of performance.getEntriesByType("resource")) {
     const path = new URL(r.name).pathname;
     const name = path.includes("/charts/") ? "chart JSON " + path.split("/").slice(-2, -1)[0] : path;
@@ -107,23 +110,20 @@ def main() -> None:
                     context = browser.new_context(viewport={"width": 1440, "height": 900})
                     context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base_url}])
                     page = context.new_page()
-                    sizes: list[int] = []
-                    page.on(
-                        "requestfinished",
-                        lambda r: sizes.append(r.sizes()["responseBodySize"]) if "plotly" in r.url else None,
-                    )
+                    finished: list = []
+                    page.on("requestfinished", lambda request, finished=finished: finished.append(request))
                     start = time.perf_counter()
                     page.goto(url, wait_until="load")
                     load_ms = (time.perf_counter() - start) * 1000
                     for name in charts.CHARTS:
                         page.wait_for_selector(f"#chart-{name} .main-svg", state="attached", timeout=30_000)
                     drawn_ms = (time.perf_counter() - start) * 1000
-                    for entry in page.evaluate(TIMINGS_JS):
-                        parts.setdefault(entry["name"], []).append(entry["ms"]) if run else None
                     if run:
                         drawn.append(drawn_ms)
                         loaded.append(load_ms)
-                        plotly_bytes.extend(sizes)
+                        for entry in page.evaluate(TIMINGS_JS):
+                            parts.setdefault(entry["name"], []).append(entry["ms"])
+                        plotly_bytes += [r.sizes()["responseBodySize"] for r in finished if "plotly" in r.url]
                     context.close()
                 browser.close()
         finally:
