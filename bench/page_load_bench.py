@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -88,6 +89,9 @@ def main() -> None:
         client.force_login(get_user_model().objects.create_user("bench", password="bench-pw-1"))
         session = client.cookies[settings.SESSION_COOKIE_NAME].value
 
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", args.port)) == 0:
+                raise SystemExit(f"port {args.port} is in use: pick another with --port")
         env = {**os.environ, "DATA_DIR": data_dir, "DEBUG": "0"}
         env.pop("DATABASE_URL", None)
         env.pop("REDIS_URL", None)
