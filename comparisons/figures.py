@@ -20,6 +20,7 @@ from trials.triage.queries import open_p0_items
 
 # The matrix's `flip=` values and the flip each selects (metrics.task_matrix writes them).
 FLIPS = {"fail-pass": "fail → pass", "pass-fail": "pass → fail"}
+AGENTV_OUTCOMES = ("win", "loss", "tie")
 
 
 def side_of(result: dict[str, Any], role: str) -> Side:
@@ -42,6 +43,16 @@ def figure_links(result: dict[str, Any], query: str) -> dict[str, Any]:
             "deniedSideEffects": side.trials_url(denied_side_effect="true"),
         }
     return links
+
+
+def agentv_rows(result: dict[str, Any], outcome: str) -> list[dict[str, Any]]:
+    """AgentV's matched rows (only `outcome`'s, when it is win, loss or tie), each with its trials' links."""
+    base, cand = side_of(result, "baseline"), side_of(result, "candidate")
+    return [
+        {**m, "baselineUrl": base.trials_url(task=m["test_id"]), "candidateUrl": cand.trials_url(task=m["test_id"])}
+        for m in result["agentv"]["matched"]
+        if outcome not in AGENTV_OUTCOMES or m["outcome"] == outcome
+    ]
 
 
 def p0_regressions(candidate: Side) -> tuple[QuerySet[QCItem], list[tuple[Trial, int]]]:

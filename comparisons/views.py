@@ -228,6 +228,8 @@ def comparison_page(request):
                     if result["comparison"]["valid"] or name != "reward_delta"
                 ],
                 "saved": SavedComparison.objects.filter(comparison=comparison)[:10],
+                "agentv_outcome": request.GET.get("agentv", ""),
+                "agentv_rows": figures.agentv_rows(result, request.GET.get("agentv", "")) if "agentv" in result else [],
                 "api_url": f"{reverse('api-comparison')}?{query}",
             }
         )

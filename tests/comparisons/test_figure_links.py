@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from tests.builders import ERRORED, MISSING, build_side, make_user
+from tests.builders import ERRORED, MISSING, REFERENCE, build_side, import_path, make_user
 from tests.factories import PermissionDecisionFactory
-from trials.models import Trial
+from trials.models import Job, Trial
 from trials.triage import services as triage
 from trials.triage.forms import FeedbackForm
 
@@ -111,3 +111,21 @@ def test_p0_regressions_open_their_qc_items_and_trials_and_add_up_to_the_figure(
     assert re.findall(r'href="/trials/(\d+)/"', trials) == [str(page["trials"][4].pk)]
     assert "<td>2</td>" in trials
     assert "(3)</span></h1>" in listing
+
+
+def test_agentv_wins_and_losses_open_exactly_their_tests_each_with_its_trials(client_logged_in):
+    import_path(REFERENCE / "agentv" / "compare-baseline-results.jsonl")
+    import_path(REFERENCE / "agentv" / "compare-candidate-results.jsonl")
+    base, cand = Job.objects.filter(source_format="agentv").order_by("pk")
+    url = f"/comparisons/?baseline_job={base.pk}&candidate_job={cand.pk}"
+    body = client_logged_in.get(url).content.decode()
+    expected = client_logged_in.get(url.replace("/comparisons/", "/api/comparisons/")).json()["agentv"]["matched"]
+    for element_id, outcome in (("agentv-wins", "win"), ("agentv-losses", "loss")):
+        tests = {m["test_id"] for m in expected if m["outcome"] == outcome}
+        assert tests or outcome == "loss"  # the reference runs have wins, and no loss at threshold 0.1
+        assert _text(body, element_id) == f"{len(tests)} {outcome}{'s' if outcome == 'win' else 'es'}"
+        listing = client_logged_in.get(f"/comparisons/{_href(body, element_id).split('#')[0]}").content.decode()
+        table = re.search(r'<table id="agentv-matched">(.*?)</table>', listing, re.S).group(1)
+        assert set(re.findall(r"<tr><td>([^<]+)</td>", table)) == tests
+        for test_id in tests:  # each score opens that test's trials on its side
+            assert f'href="/trials/?job={cand.pk}&amp;task={test_id}"' in table
