@@ -89,4 +89,6 @@ def test_an_invalid_comparison_shows_its_deltas_only_inside_a_not_comparable_box
     assert "Pass rate Δ" in box.group(1)
     outside = html.replace(box.group(0), "")
     assert 'id="mean-reward-delta"' not in outside and "Pass rate Δ" not in outside
+    assert ">Δ</" not in outside  # no delta column in the figures or the per-task matrix
+    assert "chart-reward_delta" not in outside
     assert "hold" in re.search(r'id="decision".*?</div>', html, re.S).group(0)
