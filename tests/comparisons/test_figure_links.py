@@ -129,3 +129,9 @@ def test_agentv_wins_and_losses_open_exactly_their_tests_each_with_its_trials(cl
         assert set(re.findall(r"<tr><td>([^<]+)</td>", table)) == tests
         for test_id in tests:  # each score opens that test's trials on its side
             assert f'href="/trials/?job={cand.pk}&amp;task={test_id}"' in table
+
+
+def test_the_p0_page_names_a_side_it_does_not_know_with_a_400(client_logged_in):
+    response = client_logged_in.get("/comparisons/p0/?baseline=999999&candidate=1")
+    assert response.status_code == 400
+    assert "baseline='999999' is not a known configuration id" in response.content.decode().replace("&#x27;", "'")
