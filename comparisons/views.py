@@ -254,8 +254,8 @@ def save_comparison(request):
     if comparison.status != Comparison.Status.DONE:
         messages.error(request, "The comparison is still being computed; save it when it is ready.")
     else:
-        saved = services.save_comparison(comparison, request.user)
-        messages.success(request, f"Saved as event {saved.event_id}.")
+        recorded = services.save_comparison(comparison, request.user)
+        messages.success(request, f"Saved as event {recorded.event_id}.")
     return redirect(f"{reverse('comparison')}?{query}")
 
 
