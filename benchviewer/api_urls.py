@@ -25,6 +25,8 @@ urlpatterns += [
     path("comparisons/<int:pk>/status/", comparisons.ComparisonStatusView.as_view(), name="api-comparison-status"),
     path("comparisons/charts/<str:chart>/", comparisons.ChartView.as_view(), name="api-comparison-chart"),
     path("comparisons/save/", comparisons.SaveView.as_view(), name="api-comparison-save"),
+    path("comparisons/saved/", comparisons.SavedListView.as_view(), name="api-comparison-saved"),
+    path("comparisons/saved/<int:pk>/", comparisons.SavedDetailView.as_view(), name="api-comparison-saved-detail"),
     path("comparisons/saved/<int:pk>/event.json", comparisons.EventDownloadView.as_view(), name="api-comparison-event"),
 ]
 

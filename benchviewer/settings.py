@@ -8,7 +8,6 @@ import warnings
 from pathlib import Path
 
 import dj_database_url
-import plotly
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
@@ -150,11 +149,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-# plotly.js comes from the plotly package itself, so it is served by us and works offline.
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    ("plotly", Path(plotly.__file__).parent / "package_data"),
-]
+# plotly.js is vendored in static/plotly/ (a partial bundle of the traces we draw, built by
+# scripts/plotly/build.sh, with a .gz and .br that WhiteNoise sends to browsers that accept them).
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # WhiteNoise serves them from the app folders (no collectstatic needed) or, after collectstatic,
 # from STATIC_ROOT; a proxy or CDN in front may serve STATIC_ROOT instead.
@@ -182,7 +179,8 @@ STORAGES = {
         "OPTIONS": {"location": str(DATA_DIR / "media")},
     },
     "blobs": {"BACKEND": BLOB_STORAGE_BACKEND, "OPTIONS": BLOB_STORAGE_OPTIONS},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # collectstatic writes a .gz of each text file too (the vendored plotly.js has its own already).
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 FILE_UPLOAD_TEMP_DIR = None
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024

@@ -12,14 +12,15 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchviewer import errors
-from comparisons import charts, services
+from comparisons import charts, saved, services
 from comparisons.cache import points_for
 from comparisons.models import Comparison, SavedComparison
+from comparisons.serializers import SavedComparisonDetailSerializer, SavedComparisonSerializer
 from comparisons.sides import SideError, parse_sides
 
 SIDE_PARAMETERS = [
@@ -130,3 +131,36 @@ class EventDownloadView(APIView):
         response = JsonResponse(saved.event, json_dumps_params={"indent": 2})
         response["Content-Disposition"] = f'attachment; filename="{saved.event_id}.json"'
         return response
+
+
+@method_decorator(login_not_required, name="dispatch")
+class SavedListView(generics.ListAPIView):
+    """Saved comparisons, newest first: who saved each, when, the sides and the decision."""
+
+    serializer_class = SavedComparisonSerializer
+
+    def get_queryset(self):
+        return saved.saved_list()
+
+
+@method_decorator(login_not_required, name="dispatch")
+class SavedDetailView(APIView):
+    """A saved comparison as saved and as it stands now, with the figures that changed since."""
+
+    @extend_schema(responses={200: SavedComparisonDetailSerializer})
+    def get(self, request, pk: int):
+        row = get_object_or_404(saved.saved_list(), pk=pk)
+        then = SavedComparison.objects.values_list("event", flat=True).get(pk=pk)["comparison"]
+        body = {**SavedComparisonSerializer(row).data, "saved": then}
+        sides = saved.sides_of(row)
+        if sides is None:
+            return Response({**body, "now": None, "changes": [], "detail": "its sides no longer exist"})
+        try:
+            now = services.get_or_compute(*sides)
+        except services.BrokerUnreachable as exc:
+            return broker_unreachable(exc)
+        pending = _not_ready(now)
+        if pending is not None:
+            return pending
+        current = now.result["comparison"]
+        return Response({**body, "now": current, "changes": saved.changes(then, current)})

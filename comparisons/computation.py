@@ -26,7 +26,7 @@ from comparisons.verdict import promotion, remaining_risk, validity_reasons
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 3  # bump when the result's shape changes: cached results of another version are recomputed
+COMPUTE_VERSION = 4  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 

@@ -29,6 +29,7 @@ EVENT_FIELDS = (
     "headlineEligible",
     "headlineReasons",
     "decision",
+    "missingConditions",
     "remainingRisk",
     "mcnemarP",
     "pairedTasks",

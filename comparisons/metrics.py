@@ -105,19 +105,28 @@ def p0_qc_gate_regressions(candidate_trial_ids: Any) -> int:
     (trials.triage.services.p0_qc_items_for_trials). It is the only place that knows
     where the number comes from.
     """
+    total = sum(count for _, count in p0_evidence_counts(candidate_trial_ids))
+    return total + p0_qc_items_for_trials(candidate_trial_ids)
+
+
+def p0_evidence_counts(trial_ids: Any) -> list[tuple[int, int]]:
+    """(trial id, count) of each trial whose Lime evidence pack reports P0 QC gate regressions."""
     values = (
-        Trial.objects.filter(pk__in=candidate_trial_ids)
+        Trial.objects.filter(pk__in=trial_ids)
         .annotate(p0=KT("documents__evidence_pack__decisionInputs__p0QcGateRegressionCount"))
         .exclude(p0=None)
-        .values_list("p0", flat=True)
+        .order_by("pk")
+        .values_list("pk", "p0")
     )
-    total = 0
-    for value in values:
+    counts = []
+    for pk, value in values:
         try:
-            total += max(int(float(value)), 0)
+            count = int(float(value))
         except (TypeError, ValueError):
             continue
-    return total + p0_qc_items_for_trials(candidate_trial_ids)
+        if count > 0:
+            counts.append((pk, count))
+    return counts
 
 
 # --------------------------------------------------------------------------------------

@@ -5,4 +5,7 @@ from comparisons import views
 urlpatterns = [
     path("", views.comparison_page, name="comparison"),
     path("save/", views.save_comparison, name="comparison-save"),
+    path("p0/", views.p0_regressions_page, name="comparison-p0"),
+    path("saved/", views.saved_list_page, name="comparison-saved"),
+    path("saved/<int:pk>/", views.saved_detail_page, name="comparison-saved-detail"),
 ]

@@ -1,16 +1,19 @@
 """The verdict on a comparison: validity, the promotion guard and decision, remaining risk.
 
 `validity_reasons` reads both sides' data (datasets, task sets, task checksums);
-`promotion` and `remaining_risk` read only the figures already computed.
+`promotion` (with `missing_conditions`) and `remaining_risk` read only the figures already computed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from comparisons.eligibility import AGGREGATE_MIN_SAMPLES
 from comparisons.side_data import SideData
 
 SIGNIFICANCE = 0.05
+# The seed's aggregate claim threshold (seed 003: N >= 10), counted in paired tasks.
+MIN_PAIRED_TASKS = AGGREGATE_MIN_SAMPLES
 
 
 def validity_reasons(base: SideData, cand: SideData) -> tuple[list[str], dict[str, list[str]]]:
@@ -52,7 +55,11 @@ def _dataset_reasons(base: set[tuple[str, str]], cand: set[tuple[str, str]]) -> 
 
 
 def promotion(comparison: dict[str, Any]) -> dict[str, Any]:
-    """The seed-000 guard, the decision and the risk that remains after it."""
+    """The seed-000 guard, the decision and the risk that remains after it.
+
+    "promote" needs every condition of `missing_conditions`; "revert" needs the same evidence
+    and a CI95 of the delta below 0; anything else is "hold", with the conditions it misses.
+    """
     delta = comparison["meanRewardDelta"]
     ci = comparison["meanRewardDeltaCi95"]
     cand_rate = comparison["evidenceCompletenessRate"]
@@ -71,13 +78,37 @@ def promotion(comparison: dict[str, Any]) -> dict[str, Any]:
         },
     ]
     guard_passes = all(g["ok"] for g in guard)
-    if guard_passes and comparison["valid"]:
+    missing = missing_conditions(comparison, guard)
+    # What a decision either way rests on: a valid comparison of enough tasks with evidence on both sides.
+    sufficient = not [m for m in missing if not m.startswith("seed check fails")]
+    if not missing:
         decision = "promote"
-    elif delta is not None and delta < 0 and ci is not None and ci[1] < 0:
+    elif sufficient and delta is not None and delta < 0 and ci is not None and ci[1] < 0:
         decision = "revert"
     else:
         decision = "hold"
-    return {"guard": guard, "guardPasses": guard_passes, "decision": decision}
+    return {"guard": guard, "guardPasses": guard_passes, "decision": decision, "missingConditions": missing}
+
+
+def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) -> list[str]:
+    """Each condition of "promote" this comparison does not meet, in plain words (empty: promote)."""
+    missing = []
+    if not comparison["valid"]:
+        missing.append("comparison is not valid: " + "; ".join(comparison["invalidReasons"]))
+    missing += [f"seed check fails: {g['check']}" for g in guard if not g["ok"]]
+    for role, key in (("baseline", "baselineEvidenceCompletenessRate"), ("candidate", "evidenceCompletenessRate")):
+        if not comparison[key]:
+            missing.append(f"{role} has no evidence (evidence completeness {_pct(comparison[key])})")
+    if comparison["pairedTasks"] < MIN_PAIRED_TASKS:
+        missing.append(
+            f"{comparison['pairedTasks']} paired task(s): at least {MIN_PAIRED_TASKS} needed "
+            "(the seed's aggregate threshold N >= 10)"
+        )
+    return missing
+
+
+def _pct(rate: float | None) -> str:
+    return "unknown" if rate is None else f"{rate:.0%}"
 
 
 def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any], one_side: int) -> list[str]:

@@ -8,11 +8,11 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from comparisons import charts, services
+from comparisons import charts, figures, saved, services
 from comparisons.models import Comparison, SavedComparison
 from comparisons.sides import SideError, parse_sides
 from trials.models import Configuration, Job, Trial
@@ -74,7 +74,8 @@ METRIC_ROWS = (
 )
 
 
-def metric_rows(result: dict[str, Any]) -> list[dict[str, str]]:
+def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str, str]]:
+    """The Figures table; a count of trials links to those trials on each side."""
     base, cand = result["baseline"]["metrics"], result["candidate"]["metrics"]
     deltas = result["deltas"]
     rows = [
@@ -86,6 +87,9 @@ def metric_rows(result: dict[str, Any]) -> list[dict[str, str]]:
         }
         for label, key, fmt, dfmt in METRIC_ROWS
     ]
+    denied = next(row for row in rows if row["label"] == "Side effects after a denied permission")
+    denied["baseline_url"] = links["baseline"]["deniedSideEffects"]
+    denied["candidate_url"] = links["candidate"]["deniedSideEffects"]
     for k, value in base["passAtK"].items():
         rows.append(
             {
@@ -104,14 +108,20 @@ def metric_rows(result: dict[str, Any]) -> list[dict[str, str]]:
                 "delta": _fmt(deltas["rewardKeys"].get(key), "delta"),
             }
         )
-    rows.append(
-        {
-            "label": "Errored / unrewarded trials (not in the mean)",
-            "baseline": f"{base['erroredTrials']} / {base['missingRewardTrials']}",
-            "candidate": f"{cand['erroredTrials']} / {cand['missingRewardTrials']}",
-            "delta": "",
-        }
-    )
+    for label, key, link in (
+        ("Errored trials (not in the mean)", "erroredTrials", "errored"),
+        ("Unrewarded trials (not in the mean)", "missingRewardTrials", "unscored"),
+    ):
+        rows.append(
+            {
+                "label": label,
+                "baseline": _fmt(base[key], "int"),
+                "candidate": _fmt(cand[key], "int"),
+                "delta": _fmt(cand[key] - base[key], "dint"),
+                "baseline_url": links["baseline"][link],
+                "candidate_url": links["candidate"][link],
+            }
+        )
     return rows
 
 
@@ -134,12 +144,24 @@ def _matrix(request, result: dict[str, Any], query: str) -> dict[str, Any]:
     outcome = request.GET.get("outcome", "")
     if outcome:
         rows = [r for r in rows if r["outcome"] == outcome]
+    flip = request.GET.get("flip", "")
+    if flip in figures.FLIPS:
+        rows = [r for r in rows if r["flip"] == figures.FLIPS[flip]]
     if key in SORTS:
         rows.sort(key=SORTS[key], reverse=sort.startswith("-"))
     page = Paginator(rows, MATRIX_PAGE_SIZE).get_page(request.GET.get("page"))
     base_query = f"{query}&outcome={outcome}" if outcome else query
+    if flip in figures.FLIPS:
+        base_query += f"&flip={flip}"
     links = {k: f"?{base_query}&sort={'-' + k if sort == k else k}" for k in SORTS}
-    return {"page": page, "sort": sort, "sort_links": links, "outcome": outcome, "query": base_query}
+    return {
+        "page": page,
+        "sort": sort,
+        "sort_links": links,
+        "outcome": outcome,
+        "flip": figures.FLIPS.get(flip, ""),
+        "query": base_query,
+    }
 
 
 def _choices() -> dict[str, Any]:
@@ -190,18 +212,24 @@ def comparison_page(request):
     if comparison.status == Comparison.Status.DONE and comparison.result:
         result = comparison.result
         chart_base = reverse("api-comparison-chart", args=["_"])[:-2]
+        links = figures.figure_links(result, query)
         context.update(
             {
                 "result": result,
                 "c": result["comparison"],
                 "numbers": headline_numbers(result["comparison"]),
-                "metrics": metric_rows(result),
+                "metrics": metric_rows(result, links),
                 "matrix": _matrix(request, result, query),
+                "links": links,
+                # A delta of an invalid comparison is shown only in the "not comparable" box.
                 "charts": [
                     {"name": name, "title": CHART_TITLES[name], "url": f"{chart_base}{name}/?{query}"}
                     for name in charts.CHARTS
+                    if result["comparison"]["valid"] or name != "reward_delta"
                 ],
                 "saved": SavedComparison.objects.filter(comparison=comparison)[:10],
+                "agentv_outcome": request.GET.get("agentv", ""),
+                "agentv_rows": figures.agentv_rows(result, request.GET.get("agentv", "")) if "agentv" in result else [],
                 "api_url": f"{reverse('api-comparison')}?{query}",
             }
         )
@@ -226,6 +254,61 @@ def save_comparison(request):
     if comparison.status != Comparison.Status.DONE:
         messages.error(request, "The comparison is still being computed; save it when it is ready.")
     else:
-        saved = services.save_comparison(comparison, request.user)
-        messages.success(request, f"Saved as event {saved.event_id}.")
+        recorded = services.save_comparison(comparison, request.user)
+        messages.success(request, f"Saved as event {recorded.event_id}.")
     return redirect(f"{reverse('comparison')}?{query}")
+
+
+P0_PAGE_SIZE = 200
+SAVED_PAGE_SIZE = 50
+
+
+def p0_regressions_page(request):
+    """What the candidate's P0 QC gate regression count adds up: its QC items and trials."""
+    try:
+        baseline, candidate = parse_sides(request.GET)
+    except SideError as exc:
+        return render(request, "comparisons/p0.html", {"error": str(exc)}, status=400)
+    items, trials = figures.p0_regressions(candidate)
+    item_page = Paginator(items, P0_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = urlencode({**baseline.query("baseline"), **candidate.query("candidate")})
+    context = {
+        "candidate_label": candidate.label(),
+        "candidate_trials_url": candidate.trials_url(),
+        "items": item_page,
+        "trials": trials,
+        "total": item_page.paginator.count + sum(n for _, n in trials),
+        "comparison_url": f"{reverse('comparison')}?{query}",
+    }
+    return render(request, "comparisons/p0.html", context)
+
+
+def saved_list_page(request):
+    page = Paginator(saved.saved_list(), SAVED_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [saved.side_summary(s) for s in page]
+    return render(request, "comparisons/saved_list.html", {"page": page, "rows": rows})
+
+
+def saved_detail_page(request, pk: int):
+    """A saved comparison as saved (its event) and as it stands now, with what changed since."""
+    row = get_object_or_404(SavedComparison.objects.select_related("created_by", "comparison"), pk=pk)
+    context: dict[str, Any] = {"saved": row, "summary": saved.side_summary(row), "then": row.event["comparison"]}
+    context["then_rows"] = saved.figures(context["then"])
+    sides = saved.sides_of(row)
+    if sides is None:
+        context["now_missing"] = "its sides no longer exist"
+        return render(request, "comparisons/saved_detail.html", context)
+    try:
+        now = services.get_or_compute(*sides)
+    except services.BrokerUnreachable:
+        context["now_missing"] = "the task broker is unreachable; reload in a minute"
+        return render(request, "comparisons/saved_detail.html", context, status=503)
+    if now.status == Comparison.Status.DONE and now.result:
+        context["changes"] = [
+            {**change, "saved": saved.shown(change["saved"]), "now": saved.shown(change["now"])}
+            for change in saved.changes(context["then"], now.result["comparison"])
+        ]
+    else:
+        context["now_missing"] = f"the comparison is being computed ({now.status}); this page reloads by itself"
+        context["pending"] = now.status != Comparison.Status.FAILED
+    return render(request, "comparisons/saved_detail.html", context)

@@ -1,8 +1,9 @@
 import django_filters
 from django import forms
+from django.db.models import Q
 
 from benchviewer.ids import parse_pk
-from trials.models import Configuration, Import, Pack, Task, Trial
+from trials.models import Configuration, Import, Pack, PermissionDecision, Task, Trial
 
 
 class TrialFilter(django_filters.FilterSet):
@@ -23,6 +24,9 @@ class TrialFilter(django_filters.FilterSet):
     # Set by the import page's links, and kept (hidden) when the list is filtered further.
     pack = django_filters.ModelChoiceFilter(queryset=Pack.objects.all(), method="filter_pack", widget=forms.HiddenInput)
     import_id = django_filters.UUIDFilter(method="filter_import", widget=forms.HiddenInput, label="Import")
+    # Set by a comparison's figures (the trials each one counts), kept (hidden) when filtered further.
+    unscored = django_filters.BooleanFilter(method="filter_unscored", widget=forms.HiddenInput)
+    denied_side_effect = django_filters.BooleanFilter(method="filter_denied_side_effect", widget=forms.HiddenInput)
 
     class Meta:
         model = Trial
@@ -57,6 +61,18 @@ class TrialFilter(django_filters.FilterSet):
 
     def filter_complete(self, queryset, name, value):
         return queryset.filter(is_complete=value == "true")
+
+    def filter_unscored(self, queryset, name, value):
+        """No reward and not errored: what a comparison counts as unrewarded (comparisons.side_data)."""
+        unscored = Q(reward=None) & ~Q(status=Trial.Status.ERRORED)
+        return queryset.filter(unscored) if value else queryset.exclude(unscored)
+
+    def filter_denied_side_effect(self, queryset, name, value):
+        """Trials with a side effect after a denied permission (comparisons.metrics.denied_side_effects)."""
+        denied = PermissionDecision.objects.filter(
+            decision=PermissionDecision.Decision.DENY, side_effect_after_denial=True
+        ).values("trial_id")
+        return queryset.filter(pk__in=denied) if value else queryset.exclude(pk__in=denied)
 
     def filter_task(self, queryset, name, value):
         """A task's name, or its id. (Names first: links give names, and some tasks are named by a

@@ -134,6 +134,7 @@ def trial_list(request):
             "sort": request.GET.get("sort", "newest"),
             "from_import": chosen.get("import_id") and Import.objects.filter(pk=chosen["import_id"]).first(),
             "from_pack": chosen.get("pack"),
+            "chosen": chosen,
         },
     )
 

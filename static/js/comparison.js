@@ -1,5 +1,7 @@
 // Comparison charts: each chart div names its JSON endpoint in data-chart-url.
 // No inline script (a strict CSP comes later); text is inserted with textContent.
+// This file runs before plotly.js (which is deferred): it asks for every figure at once, so the
+// server answers while the browser is still reading plotly.js, and draws once plotly.js is there.
 (function () {
   "use strict";
 
@@ -34,24 +36,39 @@
     });
   }
 
-  function load(el, attempt) {
-    fetch(el.dataset.chartUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+  function wait(ms) {
+    return new Promise(function (resolve) { window.setTimeout(resolve, ms); });
+  }
+
+  // The figure, asked again every 2 s while the comparison is computed (202).
+  function figureOf(el, attempt) {
+    return fetch(el.dataset.chartUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) {
         if (response.status === 202 && attempt < 60) {
           showMessage(el, "Computing…");
-          window.setTimeout(function () { load(el, attempt + 1); }, 2000);
-          return null;
+          return wait(2000).then(function () { return figureOf(el, attempt + 1); });
         }
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.json();
-      })
-      .then(function (figure) { return figure && draw(el, figure); })
-      .catch(function (error) { showMessage(el, "Chart unavailable: " + error.message); });
+      });
   }
 
-  if (!window.Plotly) {
-    document.querySelectorAll("[data-chart-url]").forEach(function (el) { showMessage(el, "plotly.js did not load."); });
-    return;
+  const charts = Array.from(document.querySelectorAll("[data-chart-url]"));
+  const figures = charts.map(function (el) { return figureOf(el, 0); });
+
+  function drawAll() {
+    charts.forEach(function (el, i) {
+      if (!window.Plotly) {
+        showMessage(el, "plotly.js did not load.");
+        return;
+      }
+      figures[i]
+        .then(function (figure) { return draw(el, figure); })
+        .catch(function (error) { showMessage(el, "Chart unavailable: " + error.message); });
+    });
   }
-  document.querySelectorAll("[data-chart-url]").forEach(function (el) { load(el, 0); });
+
+  // Deferred scripts (plotly.js) have run by DOMContentLoaded.
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", drawAll);
+  else drawAll();
 })();

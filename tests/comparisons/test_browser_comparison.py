@@ -51,8 +51,8 @@ def test_the_comparison_page_renders_its_charts_and_a_cell_opens_its_trials(live
     assert page.locator(".chart .main-svg").count() >= len(CHARTS)
     assert page.text_content("#decision .value").strip() in {"promote", "hold", "revert"}
 
-    plotly = [u for u in scripts if u.endswith("plotly.min.js")]
-    assert plotly == [f"{live_server.url}/static/plotly/plotly.min.js"]
+    plotly = [u for u in scripts if u.endswith("plotly-benchviewer.min.js")]
+    assert plotly == [f"{live_server.url}/static/plotly/plotly-benchviewer.min.js"]
     assert all(urlparse(u).netloc == urlparse(live_server.url).netloc for u in scripts)
 
     # Follow the candidate cell of one task to the trials list, filtered to that task.

@@ -314,7 +314,7 @@ def test_the_page_shows_decision_validity_matrix_and_chart_endpoints(client_logg
     assert "Valid comparison" in html
     assert f'href="/trials/?configuration={cand.pk}&amp;task=t0"' in html
     assert html.count("data-chart-url=") == 5
-    assert "/static/plotly/plotly.min.js" in html and "/static/js/comparison.js" in html
+    assert "/static/plotly/plotly-benchviewer.min.js" in html and "/static/js/comparison.js" in html
     assert "/static/css/comparisons.css" in html
     assert "<script>" not in html  # no inline script: only src= scripts
     # each side's name isolated: a right-to-left override in one does not reorder the other
@@ -325,7 +325,7 @@ def test_the_page_marks_an_invalid_comparison_with_its_reasons(client_logged_in)
     base = build_side("base", {"a": [1.0], "b": [1.0]})
     cand = build_side("cand", {"b": [1.0], "c": [0.0]})
     html = client_logged_in.get(f"/comparisons/?baseline={base.pk}&candidate={cand.pk}").content.decode()
-    assert "Invalid comparison" in html
+    assert "<h2>Not comparable</h2>" in html
     assert "task sets differ: 1 task(s) only in baseline, 1 only in candidate" in html
 
 
@@ -357,7 +357,7 @@ def test_a_matrix_cell_leads_to_that_tasks_trials(client_logged_in, sides):
 def test_plotly_js_is_served_from_our_static_files(client_logged_in):
     from django.contrib.staticfiles import finders
 
-    assert finders.find("plotly/plotly.min.js")
+    assert finders.find("plotly/plotly-benchviewer.min.js")
     assert finders.find("js/comparison.js")
 
 

@@ -209,6 +209,33 @@ def test_comparison_page_query_count_does_not_grow_from_the_cache(client_logged_
     assert_flat(client_logged_in, data, url, warm=True)
 
 
+def test_p0_regressions_page_query_count_does_not_grow(client_logged_in, data):
+    assert_flat(
+        client_logged_in, data, lambda d: f"/comparisons/p0/?baseline={d.baseline.pk}&candidate={d.candidate.pk}"
+    )
+
+
+@pytest.mark.parametrize("figure", ["unscored=true", "denied_side_effect=true", "status=errored"])
+def test_trial_list_a_comparison_figure_opens_query_count_does_not_grow(client_logged_in, data, figure):
+    assert_flat(client_logged_in, data, lambda d: f"/trials/?configuration={d.candidate.pk}&{figure}")
+
+
+def test_saved_comparisons_list_query_count_does_not_grow_with_saves(client_logged_in, data):
+    data.add(N)
+    url = f"/api/comparisons/save/?baseline={data.baseline.pk}&candidate={data.candidate.pk}"
+    counts = []
+    for saves in (N, 3 * N):
+        for _ in range(saves):
+            assert client_logged_in.post(url).status_code == 201
+        counts.append(
+            (
+                count_queries(client_logged_in, "/comparisons/saved/"),
+                count_queries(client_logged_in, "/api/comparisons/saved/"),
+            )
+        )
+    assert counts[0] == counts[1], f"page and API queries with {N} saves, then {4 * N}: {counts}"
+
+
 def test_triage_queue_query_count_does_not_grow(client_logged_in, data):
     assert_flat(client_logged_in, data, lambda d: "/triage/")
 

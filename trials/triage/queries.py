@@ -25,7 +25,12 @@ def p0_qc_items_for_trials(trial_ids) -> int:
     release blockers), status open. A waiver covers its item only until it expires, so an
     expired waiver counts for nothing. This is the comparison's p0QcGateRegressionCount.
     """
-    return QCItem.objects.filter(trial_id__in=trial_ids, severity=Severity.P0).unwaived().count()
+    return open_p0_items(trial_ids).count()
+
+
+def open_p0_items(trial_ids) -> QuerySet[QCItem]:
+    """The items p0_qc_items_for_trials counts (the comparison's P0 figure lists them)."""
+    return QCItem.objects.filter(trial_id__in=trial_ids, severity=Severity.P0).unwaived()
 
 
 def qc_fingerprint_for_trials(trial_ids) -> list[Any]:

@@ -1,0 +1,65 @@
+"""What each headline figure counts, as links: a figure on the page opens exactly what it counts.
+
+Trial figures open the trial list with the filters that select those trials; flips and
+task outcomes open the per-task matrix filtered to them; P0 QC gate regressions open a
+page listing their QC items and the trials whose evidence reports them (`p0_regressions`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.urls import reverse
+
+from comparisons.metrics import p0_evidence_counts
+from comparisons.sides import Side
+from trials.models import Trial
+from trials.triage.models import QCItem
+from trials.triage.queries import open_p0_items
+
+# The matrix's `flip=` values and the flip each selects (metrics.task_matrix writes them).
+FLIPS = {"fail-pass": "fail → pass", "pass-fail": "pass → fail"}
+AGENTV_OUTCOMES = ("win", "loss", "tie")
+
+
+def side_of(result: dict[str, Any], role: str) -> Side:
+    return Side(result[role]["kind"], result[role]["id"])
+
+
+def figure_links(result: dict[str, Any], query: str) -> dict[str, Any]:
+    """The URL each headline figure opens, for the page's links."""
+    links: dict[str, Any] = {
+        "p0": f"{reverse('comparison-p0')}?{query}",
+        "failToPass": f"?{query}&outcome=flipped&flip=fail-pass#matrix",
+        "passToFail": f"?{query}&outcome=flipped&flip=pass-fail#matrix",
+        "outcomes": {name: f"?{query}&outcome={name}#matrix" for name in ("improved", "regressed")},
+    }
+    for role in ("baseline", "candidate"):
+        side = side_of(result, role)
+        links[role] = {
+            "errored": side.trials_url(status=Trial.Status.ERRORED),
+            "unscored": side.trials_url(unscored="true"),
+            "deniedSideEffects": side.trials_url(denied_side_effect="true"),
+        }
+    return links
+
+
+def agentv_rows(result: dict[str, Any], outcome: str) -> list[dict[str, Any]]:
+    """AgentV's matched rows (only `outcome`'s, when it is win, loss or tie), each with its trials' links."""
+    base, cand = side_of(result, "baseline"), side_of(result, "candidate")
+    return [
+        {**m, "baselineUrl": base.trials_url(task=m["test_id"]), "candidateUrl": cand.trials_url(task=m["test_id"])}
+        for m in result["agentv"]["matched"]
+        if outcome not in AGENTV_OUTCOMES or m["outcome"] == outcome
+    ]
+
+
+def p0_regressions(candidate: Side) -> tuple[QuerySet[QCItem], list[tuple[Trial, int]]]:
+    """What the candidate's P0 QC gate regression count adds up: the open P0 items no waiver
+    covers, and each trial whose evidence pack reports some (with its count)."""
+    trial_ids = candidate.trials().values("pk")
+    items = open_p0_items(trial_ids).select_related("trial", "trial__task").order_by("pk")
+    counts = p0_evidence_counts(trial_ids)
+    trials = Trial.objects.select_related("task").in_bulk([pk for pk, _ in counts])
+    return items, [(trials[pk], count) for pk, count in counts]
