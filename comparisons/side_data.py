@@ -113,24 +113,30 @@ def postcondition_evaluated(row: dict[str, Any]) -> bool:
 
 def load_side(side: Side) -> SideData:
     rows = list(side.trials().order_by().values(*TRIAL_FIELDS))
-    tasks: dict[str, TaskCell] = {}
     modes: dict[str, int] = defaultdict(int)
     for row in rows:
-        name = row["task__name"] or "(no task)"
-        cell = tasks.get(name) or tasks.setdefault(name, TaskCell(name))
-        _add_row(cell, row)
         modes[measurement_mode(row["provenance"]) or "unknown"] += 1
     return SideData(
         side=side,
         label=side.label(),
         rows=rows,
-        tasks=tasks,
+        tasks=task_cells(rows),
         datasets={(r["dataset__name"] or "", r["dataset__version"] or "") for r in rows},
         configuration_ids={r["configuration_id"] for r in rows if r["configuration_id"]},
         job_ids={r["job_id"] for r in rows if r["job_id"]},
         source_formats={r["source_format"] for r in rows},
         modes=dict(modes),
     )
+
+
+def task_cells(rows: list[dict[str, Any]]) -> dict[str, TaskCell]:
+    """Trial rows (TRIAL_FIELDS) reduced to one cell per task name."""
+    tasks: dict[str, TaskCell] = {}
+    for row in rows:
+        name = row["task__name"] or "(no task)"
+        cell = tasks.get(name) or tasks.setdefault(name, TaskCell(name))
+        _add_row(cell, row)
+    return tasks
 
 
 def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:

@@ -1,0 +1,258 @@
+"""N sides of one dataset: a task x side grid, each side against a reference side.
+
+`parse_grid` reads 2 to 12 sides (configurations, or jobs) and the reference from a
+request; `compute_grid` loads every side once (side_data), and gives per side the
+task-averaged mean reward with a bootstrap CI95 over tasks and, against the reference,
+the paired reward delta with its CI95, McNemar's p and Holm's correction across the sides,
+validity by the pair rules of verdict.py; per task, one cell per side. `get_or_compute_grid`
+keeps the result in a GridResult row until a side's trials change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import orjson
+from django.db.models import Count, Max, Q, Sum
+
+from benchviewer.ids import parse_pk
+from comparisons import stats
+from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from comparisons.metrics import PASS_AT_K, paired_statistics, side_metrics
+from comparisons.models import GridResult, SideKind
+from comparisons.side_data import SideData, load_side
+from comparisons.sides import Side, SideError
+from comparisons.verdict import validity_reasons
+from trials.models import Configuration, Job, Trial
+
+MIN_SIDES, MAX_SIDES = 2, 12
+GRID_VERSION = 1  # bump when the result's shape changes: stored grids are computed again
+
+
+def parse_grid(params: Any) -> tuple[list[Side], Side]:
+    """`sides=<configuration id>,…` or `side_jobs=<job id>,…`, and `reference=<id>` (default: the first)."""
+    kind, name, model = SideKind.CONFIGURATION, "sides", Configuration
+    if not params.get("sides") and params.get("side_jobs"):
+        kind, name, model = SideKind.JOB, "side_jobs", Job
+    raw = [v.strip() for v in str(params.get(name) or "").split(",") if v.strip()]
+    if not MIN_SIDES <= len(raw) <= MAX_SIDES:
+        raise SideError(
+            f"choose {MIN_SIDES} to {MAX_SIDES} sides: ?sides=<configuration id>,… or ?side_jobs=<job id>,…"
+        )
+    ids = []
+    for value in raw:
+        pk = parse_pk(value)
+        if pk is None:
+            raise SideError(f"{name}: {value!r} is not an id")
+        if pk in ids:
+            raise SideError(f"{name}: {pk} is named twice")
+        ids.append(pk)
+    unknown = set(ids) - set(model.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    if unknown:
+        raise SideError(f"{name}: {', '.join(map(str, sorted(unknown)))} not a known {kind} id")
+    reference = parse_pk(str(params.get("reference") or ids[0]))
+    if reference not in ids:
+        raise SideError(f"reference={params.get('reference')!r} is not one of the sides")
+    return [Side(kind, pk) for pk in ids], Side(kind, reference)
+
+
+def grid_query(sides: list[Side], reference: Side) -> dict[str, str]:
+    """The query parameters that select these sides (pages and the API read the same)."""
+    name = "sides" if reference.kind == SideKind.CONFIGURATION else "side_jobs"
+    return {name: ",".join(str(s.id) for s in sides), "reference": str(reference.id)}
+
+
+# --------------------------------------------------------------------------------------
+# Computing the grid
+# --------------------------------------------------------------------------------------
+
+
+def compute_grid(
+    sides: list[Side], reference: Side, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, Any]:
+    data = [load_side(side) for side in sides]
+    at = sides.index(reference)
+    names = sorted(set().union(*(d.tasks for d in data)))
+    means = [np.array([_mean(d, t) for t in names], dtype=float) for d in data]
+    # NaN marks a task a side lacks (or has no reward for); a delta is NaN unless both have it.
+    intervals = _intervals(means + [m - means[at] for m in means], resamples, seed)
+    rows = [_side_row(d, data[at], means[i], intervals[i], intervals[len(data) + i], seed) for i, d in enumerate(data)]
+    _holm_across(rows)
+    costs = [_costs_by_task(d) for d in data]
+    return {
+        "kind": reference.kind,
+        "reference": reference.id,
+        "sides": rows,
+        "tasks": [{"task": t, "cells": [_cell(d, t, costs[i]) for i, d in enumerate(data)]} for t in names],
+        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
+    }
+
+
+def _mean(data: SideData, task: str) -> float:
+    cell = data.tasks.get(task)
+    mean = cell.mean if cell else None
+    return np.nan if mean is None else mean
+
+
+def _intervals(columns: list[np.ndarray], resamples: int, seed: int) -> list[list[float] | None]:
+    """CI95 of each column's mean over the tasks it has, by bootstrap over tasks.
+
+    Columns that lack the same tasks (all of them, when the sides are comparable) share
+    one bootstrap: the same resampled tasks, one pass (stats.bootstrap_means).
+    """
+    groups: dict[bytes, list[int]] = defaultdict(list)
+    for i, column in enumerate(columns):
+        groups[np.isnan(column).tobytes()].append(i)
+    out: list[list[float] | None] = [None] * len(columns)
+    for members in groups.values():
+        keep = ~np.isnan(columns[members[0]])
+        if resamples <= 0 or not keep.any():
+            continue
+        block = np.column_stack([columns[i][keep] for i in members])
+        samples = stats.bootstrap_means(block, resamples=resamples, seed=seed)
+        for j, i in enumerate(members):
+            out[i] = list(stats.percentile_interval(samples[:, j]))
+    return out
+
+
+def _side_row(
+    data: SideData,
+    ref: SideData,
+    column: np.ndarray,
+    mean_ci: list[float] | None,
+    delta_ci: list[float] | None,
+    seed: int,
+) -> dict[str, Any]:
+    scored = column[~np.isnan(column)]
+    metrics = side_metrics(data)
+    row: dict[str, Any] = {
+        "id": data.side.id,
+        "kind": data.side.kind,
+        "label": data.label,
+        "is_reference": data is ref,
+        "mean_reward": float(scored.mean()) if scored.size else None,
+        "mean_reward_ci95": mean_ci,
+        "n_tasks": int(scored.size),
+        "n_trials": metrics["trials"],
+        "pass_rate": metrics["passRate"],
+        "pass_at_k": metrics["passAtK"],
+        "cost_per_trial": metrics["costPerTrial"],
+        "errored_trials": metrics["erroredTrials"],
+        "missing_reward_trials": metrics["missingRewardTrials"],
+        "trials_url": data.side.trials_url(),
+        "valid": True,
+        "invalid_reasons": [],
+        "paired_tasks": None,
+        "delta_vs_reference": None,
+        "delta_ci95": None,
+        "flips": None,
+        "mcnemar_p": None,
+        "mcnemar_p_holm": None,
+    }
+    if data is ref:
+        return row
+    reasons, _ = validity_reasons(ref, data)
+    # resamples=0: the delta, flips and McNemar exactly as the pair page computes them;
+    # the interval comes from the shared bootstrap (the same draws, so the same numbers).
+    paired = paired_statistics(ref, data, resamples=0, seed=seed)
+    row.update(
+        {
+            "valid": not reasons,
+            "invalid_reasons": reasons,
+            "paired_tasks": paired["pairedTasks"],
+            "delta_vs_reference": paired["meanRewardDelta"],
+            "delta_ci95": delta_ci,
+            "flips": paired["flips"],
+            "mcnemar_p": paired["mcnemarP"] if paired["flips"]["pairedTasks"] else None,
+        }
+    )
+    return row
+
+
+def _holm_across(rows: list[dict[str, Any]]) -> None:
+    """Holm over every side that has a McNemar p against the reference (valid or not: the
+    family is what was tested, so leaving a side out would under-correct)."""
+    tested = [r for r in rows if r["mcnemar_p"] is not None]
+    for row, adjusted in zip(tested, stats.holm([r["mcnemar_p"] for r in tested]), strict=True):
+        row["mcnemar_p_holm"] = adjusted
+
+
+def _cell(data: SideData, task: str, costs: dict[str, float]) -> dict[str, Any]:
+    cell = data.tasks.get(task)
+    if cell is None:
+        return {"side": data.side.id, "mean_reward": None, "n": 0, "trial_ids": []}
+    pass_at = {str(k): stats.pass_at_k(cell.decided, cell.passes, k) for k in PASS_AT_K if k <= cell.decided}
+    return {
+        "side": data.side.id,
+        "mean_reward": cell.mean,
+        "n": len(cell.trial_ids),
+        "trial_ids": cell.trial_ids,
+        "passes": cell.passes,
+        "decided": cell.decided,
+        "errored": cell.errored,
+        "pass_at_k": pass_at,
+        "cost_usd": costs.get(task),
+        "url": data.side.trials_url(task=task),
+    }
+
+
+def _costs_by_task(data: SideData) -> dict[str, float]:
+    """Total cost of each task's trials on this side."""
+    costs: dict[str, float] = defaultdict(float)
+    for row in data.rows:
+        if row["cost_usd"] is not None:
+            costs[row["task__name"] or "(no task)"] += row["cost_usd"]
+    return dict(costs)
+
+
+# --------------------------------------------------------------------------------------
+# The stored grid
+# --------------------------------------------------------------------------------------
+
+
+def grid_key(sides: list[Side], reference: Side) -> str:
+    parts = [reference.kind, [s.id for s in sides], reference.id]
+    return hashlib.sha256(orjson.dumps(parts)).hexdigest()
+
+
+def grid_fingerprint(sides: list[Side]) -> str:
+    """One grouped query: each side's trial count, last id, last change, completeness and reward sum."""
+    column = "configuration_id" if sides[0].kind == SideKind.CONFIGURATION else "job_id"
+    aggregates = (
+        Trial.objects.filter(**{f"{column}__in": [s.id for s in sides]})
+        .order_by()
+        .values(column)
+        .annotate(
+            n=Count("pk"),
+            max_pk=Max("pk"),
+            last=Max("updated_at"),
+            complete=Count("pk", filter=Q(is_complete=True)),
+            reward_sum=Sum("reward"),
+        )
+        .values_list(column, "n", "max_pk", "last", "complete", "reward_sum")
+    )
+    parts = sorted((row[0], row[1], row[2], row[3].isoformat() if row[3] else None, *row[4:]) for row in aggregates)
+    return hashlib.sha256(orjson.dumps([GRID_VERSION, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, parts])).hexdigest()
+
+
+def get_or_compute_grid(sides: list[Side], reference: Side) -> GridResult:
+    """The stored grid while every side's trials are unchanged; otherwise computed now and stored.
+
+    Computed in the request: 10 sides x 1,000 tasks x 5 attempts take about a second
+    (bench/compare_bench.py), well under a pair comparison's Celery round trip.
+    """
+    key, current = grid_key(sides, reference), grid_fingerprint(sides)
+    stored = GridResult.objects.filter(key=key).first()
+    if stored and stored.fingerprint == current:
+        return stored
+    started = time.perf_counter()
+    result = compute_grid(sides, reference)
+    elapsed = (time.perf_counter() - started) * 1000
+    stored, _ = GridResult.objects.update_or_create(
+        key=key, defaults={"fingerprint": current, "result": result, "compute_ms": elapsed}
+    )
+    return stored
