@@ -214,3 +214,43 @@ def test_trend_refuses_an_unknown_dataset(client_logged_in):
     response = client_logged_in.get("/api/comparisons/trend/?dataset=nope@9")
     assert response.status_code == 400
     assert "not a known dataset" in response.json()["detail"]
+
+
+# Pages ----------------------------------------------------------------------------------
+
+
+def test_grid_page_shows_the_sides_their_validity_and_cells_that_open_trials(client_logged_in, three_sides):
+    a, b, c = three_sides
+    response = client_logged_in.get(f"/comparisons/grid/?side={a.pk}&side={b.pk}&side={c.pk}&reference={a.pk}")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "dataset version differs: baseline known-answer/tasks@1.0, candidate known-answer/tasks@2.0" in html
+    assert f'href="/trials/?configuration={b.pk}&amp;task=t6"' in html
+    assert f"/api/comparisons/grid/chart/?sides={a.pk}%2C{b.pk}%2C{c.pk}&amp;reference={a.pk}" in html
+    assert html.count('class="cell-link"') == 30  # 10 tasks x 3 sides
+
+
+def test_grid_page_sorts_tasks_by_a_side(client_logged_in, three_sides):
+    a, b, _ = three_sides
+    response = client_logged_in.get(f"/comparisons/grid/?sides={a.pk},{b.pk}&reference={a.pk}&sort=side-{b.pk}")
+    rows = response.context["tasks"]["page"].object_list
+    assert [r["task"] for r in rows[:4]] == ["t6", "t7", "t8", "t9"]  # B's zeros first
+    response = client_logged_in.get(f"/comparisons/grid/?sides={a.pk},{b.pk}&side_sort=-delta")
+    assert [s["id"] for s in response.context["side_table"]["rows"]] == [b.pk, a.pk]
+
+
+def test_grid_page_explains_a_bad_choice(client_logged_in, three_sides):
+    a, _, _ = three_sides
+    response = client_logged_in.get(f"/comparisons/grid/?side={a.pk}")
+    assert response.status_code == 400
+    assert "choose 2 to 12 sides" in response.content.decode()
+
+
+def test_trend_page_lists_the_points_with_their_links(client_logged_in, family):
+    v1, v2, v3 = family
+    response = client_logged_in.get("/comparisons/trend/?dataset=known-answer/tasks@1.0")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.index("agent-v1") < html.index("agent-v2") < html.index("agent-v3")
+    assert f'href="/trials/?configuration={v2.pk}&amp;dataset=' in html
+    assert 'id="chart-trend"' in html

@@ -1,0 +1,160 @@
+"""The N-sides grid page and the trend page (their JSON: comparisons/family_api.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+from urllib.parse import urlencode
+
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import QueryDict
+from django.shortcuts import render
+from django.urls import reverse
+
+from comparisons.grid import get_or_compute_grid, grid_query, parse_grid
+from comparisons.sides import SideError
+from comparisons.trend import compute_trend, parse_trend
+from trials.models import Configuration, Dataset, Job, Trial
+
+TASK_PAGE_SIZE = 100
+SIDE_SORTS = {"side": "label", "mean": "mean_reward", "delta": "delta_vs_reference", "p": "mcnemar_p_holm"}
+
+
+def _datasets_of(column: str) -> dict[int, list[dict[str, Any]]]:
+    """For each configuration (or job): the datasets its trials ran on, with their counts. One query."""
+    found: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    rows = (
+        Trial.objects.order_by()
+        .exclude(**{column: None})
+        .values_list(column, "dataset__name", "dataset__version")
+        .annotate(n=Count("*"))
+    )
+    for pk, name, version, n in rows:
+        found[pk].append({"name": f"{name}@{version}" if version else (name or "(no dataset)"), "n": n})
+    return found
+
+
+def _picker(kind: str) -> list[Any]:
+    column, rows = (
+        ("configuration_id", Configuration.objects.order_by("key"))
+        if kind == "configuration"
+        else ("job_id", Job.objects.for_list().order_by("-created_at"))
+    )
+    datasets = _datasets_of(column)
+    picked = list(rows.filter(pk__in=list(datasets)))
+    for row in picked:
+        row.datasets = datasets[row.pk]
+        row.n_trials = sum(d["n"] for d in row.datasets)
+    return picked
+
+
+def _grid_params(get: QueryDict) -> QueryDict:
+    """The picker's checkboxes (`side`, `side_job`) and radios, read as the API's parameters."""
+    params = get.copy()
+    if get.getlist("side"):
+        params["sides"] = ",".join(get.getlist("side"))
+    elif get.getlist("side_job"):
+        params["side_jobs"] = ",".join(get.getlist("side_job"))
+        params["reference"] = get.get("reference_job", "")
+    return params
+
+
+def _cell_class(mean: float | None) -> str:
+    if mean is None or not 0 <= mean <= 1:
+        return ""
+    return f"heat-{min(4, int(mean * 5))}"
+
+
+def _task_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
+    """The task grid: sorted by task or by one side's mean (`?sort=side-<id>`), 100 tasks a page."""
+    sort = request.GET.get("sort", "task")
+    ids = [s["id"] for s in result["sides"]]
+    rows = list(result["tasks"])
+    key = sort.lstrip("-")
+    if key.startswith("side-") and key[5:].isdigit() and int(key[5:]) in ids:
+        at = ids.index(int(key[5:]))
+        rows.sort(key=lambda r: (r["cells"][at]["mean_reward"] is None, r["cells"][at]["mean_reward"] or 0.0))
+    if sort.startswith("-"):
+        rows.reverse()
+    page = Paginator(rows, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
+    for row in page.object_list:
+        for cell in row["cells"]:
+            cell["heat"] = _cell_class(cell["mean_reward"])
+    columns = []
+    for side in result["sides"]:
+        best_first = f"-side-{side['id']}"  # the first click; the next, worst first
+        columns.append({"side": side, "link": f"?{query}&sort={best_first[1:] if sort == best_first else best_first}"})
+    task_link = f"?{query}&sort={'-task' if sort == 'task' else 'task'}"
+    return {"page": page, "sort": sort, "columns": columns, "task_link": task_link}
+
+
+def _side_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
+    sort = request.GET.get("side_sort", "")
+    sides = list(result["sides"])
+    if sort.lstrip("-") in SIDE_SORTS:
+        field = SIDE_SORTS[sort.lstrip("-")]
+        sides.sort(key=lambda s: s[field].lower() if field == "label" else s[field] or 0.0, reverse=sort[0] == "-")
+        sides.sort(key=lambda s: s[field] is None)  # stable: sides without the figure last, either way
+    links = {k: f"?{query}&side_sort={'-' + k if sort == k else k}" for k in SIDE_SORTS}
+    return {"rows": sides, "links": links}
+
+
+def grid_page(request):
+    params = _grid_params(request.GET)
+    context: dict[str, Any] = {"configurations": _picker("configuration"), "jobs": _picker("job")}
+    if not (params.get("sides") or params.get("side_jobs")):
+        return render(request, "comparisons/grid.html", context)
+    try:
+        sides, reference = parse_grid(params)
+    except SideError as exc:
+        context["error"] = str(exc)
+        return render(request, "comparisons/grid.html", context, status=400)
+    result = get_or_compute_grid(sides, reference).result
+    query = urlencode(grid_query(sides, reference))
+    chosen = {s.id for s in sides}
+    for side, row in zip(sides, result["sides"], strict=True):
+        row["reference_link"] = "?" + urlencode(grid_query(sides, side))  # "make this the reference"
+    context.update(
+        {
+            "result": result,
+            "query": query,
+            "chosen": chosen,
+            "reference": reference,
+            "reference_label": next(s["label"] for s in result["sides"] if s["is_reference"]),
+            "side_table": _side_rows(request, result, query),
+            "tasks": _task_rows(request, result, query),
+            "chart_url": f"{reverse('api-comparison-grid-chart')}?{query}",
+            "api_url": f"{reverse('api-comparison-grid')}?{query}",
+        }
+    )
+    return render(request, "comparisons/grid.html", context)
+
+
+def trend_page(request):
+    datasets = list(Dataset.objects.annotate(n=Count("trial")).filter(n__gt=0).order_by("name", "version"))
+    context: dict[str, Any] = {"datasets": datasets, "chosen": request.GET.get("dataset", "")}
+    params = request.GET.copy()
+    if request.GET.getlist("configuration"):
+        params["configurations"] = ",".join(request.GET.getlist("configuration"))
+    if not params.get("dataset"):
+        return render(request, "comparisons/trend.html", context)
+    try:
+        dataset, configurations = parse_trend(params)
+    except SideError as exc:
+        context["error"] = str(exc)
+        return render(request, "comparisons/trend.html", context, status=400)
+    query = {"dataset": dataset.pk, **({"configurations": params["configurations"]} if configurations else {})}
+    on_dataset = Trial.objects.filter(dataset=dataset).order_by().values("configuration_id").distinct()
+    context.update(
+        {
+            "dataset": dataset,
+            "chosen": str(dataset.pk),
+            "trend": compute_trend(dataset, configurations),
+            "family": Configuration.objects.filter(pk__in=on_dataset).order_by("key"),
+            "picked": set(configurations or []),
+            "chart_url": f"{reverse('api-comparison-trend-chart')}?{urlencode(query)}",
+            "api_url": f"{reverse('api-comparison-trend')}?{urlencode(query)}",
+        }
+    )
+    return render(request, "comparisons/trend.html", context)
