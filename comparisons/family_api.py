@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from benchviewer.pagination import PageNumberPagination
 from comparisons import family_charts
-from comparisons.grid import get_or_compute_grid, parse_grid
+from comparisons.grid import get_or_compute_grid, parse_grid, present_tasks
 from comparisons.sides import SideError
 from comparisons.trend import compute_trend, parse_trend
 
@@ -53,7 +53,7 @@ class GridView(APIView):
             return _bad_request(exc)
         result = get_or_compute_grid(sides, reference).result
         paginator = GridTaskPages()
-        tasks = paginator.paginate_queryset(result["tasks"], request, view=self)
+        tasks = present_tasks(result, paginator.paginate_queryset(result["tasks"], request, view=self) or [])
         pages = {
             "count": len(result["tasks"]),
             "next": paginator.get_next_link(),

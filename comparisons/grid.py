@@ -14,6 +14,7 @@ import hashlib
 import time
 from collections import defaultdict
 from typing import Any
+from urllib.parse import quote_plus
 
 import numpy as np
 import orjson
@@ -74,7 +75,7 @@ def grid_query(sides: list[Side], reference: Side) -> dict[str, str]:
 def compute_grid(
     sides: list[Side], reference: Side, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, Any]:
-    data = [load_side(side) for side in sides]
+    data = [load_side(side, documents=False) for side in sides]
     at = sides.index(reference)
     names = sorted(set().union(*(d.tasks for d in data)))
     means = [np.array([_mean(d, t) for t in names], dtype=float) for d in data]
@@ -83,11 +84,12 @@ def compute_grid(
     rows = [_side_row(d, data[at], means[i], intervals[i], intervals[len(data) + i], seed) for i, d in enumerate(data)]
     _holm_across(rows)
     costs = [_costs_by_task(d) for d in data]
+    tasks = [{"task": name, "cells": [_cell(d, name, costs[i]) for i, d in enumerate(data)]} for name in names]
     return {
         "kind": reference.kind,
         "reference": reference.id,
         "sides": rows,
-        "tasks": [{"task": t, "cells": [_cell(d, t, costs[i]) for i, d in enumerate(data)]} for t in names],
+        "tasks": tasks,
         "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
     }
 
@@ -99,24 +101,7 @@ def _mean(data: SideData, task: str) -> float:
 
 
 def _intervals(columns: list[np.ndarray], resamples: int, seed: int) -> list[list[float] | None]:
-    """CI95 of each column's mean over the tasks it has, by bootstrap over tasks.
-
-    Columns that lack the same tasks (all of them, when the sides are comparable) share
-    one bootstrap: the same resampled tasks, one pass (stats.bootstrap_means).
-    """
-    groups: dict[bytes, list[int]] = defaultdict(list)
-    for i, column in enumerate(columns):
-        groups[np.isnan(column).tobytes()].append(i)
-    out: list[list[float] | None] = [None] * len(columns)
-    for members in groups.values():
-        keep = ~np.isnan(columns[members[0]])
-        if resamples <= 0 or not keep.any():
-            continue
-        block = np.column_stack([columns[i][keep] for i in members])
-        samples = stats.bootstrap_means(block, resamples=resamples, seed=seed)
-        for j, i in enumerate(members):
-            out[i] = list(stats.percentile_interval(samples[:, j]))
-    return out
+    return [list(ci) if ci else None for ci in stats.mean_intervals(columns, resamples=resamples, seed=seed)]
 
 
 def _side_row(
@@ -182,10 +167,10 @@ def _holm_across(rows: list[dict[str, Any]]) -> None:
 
 
 def _cell(data: SideData, task: str, costs: dict[str, float]) -> dict[str, Any]:
+    """What is stored of one cell; `present_tasks` adds its link and pass@k when it is shown."""
     cell = data.tasks.get(task)
     if cell is None:
         return {"side": data.side.id, "mean_reward": None, "n": 0, "trial_ids": []}
-    pass_at = {str(k): stats.pass_at_k(cell.decided, cell.passes, k) for k in PASS_AT_K if k <= cell.decided}
     return {
         "side": data.side.id,
         "mean_reward": cell.mean,
@@ -194,10 +179,27 @@ def _cell(data: SideData, task: str, costs: dict[str, float]) -> dict[str, Any]:
         "passes": cell.passes,
         "decided": cell.decided,
         "errored": cell.errored,
-        "pass_at_k": pass_at,
         "cost_usd": costs.get(task),
-        "url": data.side.trials_url(task=task),
     }
+
+
+def present_tasks(result: dict[str, Any], tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A page of task rows with each cell's trial-list link and pass@k (a stored grid keeps
+    neither: 10 sides x 1,000 tasks of them would double what every page view decodes)."""
+    # One reverse() per side, then string formatting.
+    lists = {s["id"]: f"{s['trials_url']}&task=" for s in result["sides"]}
+    shown = []
+    for row in tasks:
+        quoted = quote_plus(row["task"])
+        cells = []
+        for cell in row["cells"]:
+            extra: dict[str, Any] = {"url": lists[cell["side"]] + quoted if cell["n"] else None}
+            if cell["n"]:
+                decided, passes = cell["decided"], cell["passes"]
+                extra["pass_at_k"] = {str(k): stats.pass_at_k(decided, passes, k) for k in PASS_AT_K if k <= decided}
+            cells.append({**cell, **extra})
+        shown.append({"task": row["task"], "cells": cells})
+    return shown
 
 
 def _costs_by_task(data: SideData) -> dict[str, float]:

@@ -115,6 +115,29 @@ def bootstrap_means(columns: np.ndarray, *, resamples: int = 10_000, seed: int =
     return means
 
 
+def mean_intervals(
+    columns: list[np.ndarray], *, resamples: int = 10_000, seed: int = 0
+) -> list[tuple[float, float] | None]:
+    """CI95 of each column's mean over the rows (tasks) it has; NaN marks a row it lacks.
+
+    Columns that lack the same rows (all of them, when sides share their tasks) share one
+    bootstrap: the same resampled tasks, one pass (`bootstrap_means`).
+    """
+    groups: dict[bytes, list[int]] = {}
+    for i, column in enumerate(columns):
+        groups.setdefault(np.isnan(column).tobytes(), []).append(i)
+    out: list[tuple[float, float] | None] = [None] * len(columns)
+    for members in groups.values():
+        keep = ~np.isnan(columns[members[0]])
+        if resamples <= 0 or not keep.any():
+            continue
+        block = np.column_stack([columns[i][keep] for i in members])
+        samples = bootstrap_means(block, resamples=resamples, seed=seed)
+        for j, i in enumerate(members):
+            out[i] = percentile_interval(samples[:, j])
+    return out
+
+
 def percentile_interval(samples: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(samples, [tail, 100 - tail])

@@ -19,7 +19,7 @@ from benchviewer.ids import parse_pk
 from comparisons import stats
 from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from comparisons.models import SideKind
-from comparisons.side_data import TRIAL_FIELDS, task_cells
+from comparisons.side_data import TaskCell, task_cells, trial_rows
 from comparisons.sides import Side, SideError
 from trials.models import Configuration, Dataset, Trial
 from trials.viewer.text import isolated
@@ -78,11 +78,16 @@ def compute_trend(
     family = first_trials(dataset, configuration_ids)
     ids = [pk for pk, _ in family]
     rows_by_side: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in Trial.objects.filter(dataset=dataset, configuration_id__in=ids).order_by().values(*TRIAL_FIELDS):
+    for row in trial_rows(Trial.objects.filter(dataset=dataset, configuration_id__in=ids), documents=False):
         rows_by_side[row["configuration_id"]].append(row)
+    cells = {pk: task_cells(rows_by_side[pk]) for pk in ids}
+    names = sorted(set().union(*cells.values()))
+    columns = [np.array([_mean(cells[pk].get(t)) for t in names], dtype=float) for pk in ids]
+    intervals = stats.mean_intervals(columns, resamples=resamples, seed=seed)
     keys = dict(Configuration.objects.filter(pk__in=ids).values_list("pk", "key"))
     points = [
-        _point(pk, keys[pk], first, rows_by_side[pk], dataset, resamples=resamples, seed=seed) for pk, first in family
+        _point(pk, keys[pk], first, cells[pk], len(rows_by_side[pk]), intervals[i], dataset)
+        for i, (pk, first) in enumerate(family)
     ]
     return {
         "dataset": {"id": dataset.pk, "name": dataset.name, "version": dataset.version},
@@ -92,25 +97,31 @@ def compute_trend(
     }
 
 
+def _mean(cell: TaskCell | None) -> float:
+    mean = cell.mean if cell else None
+    return np.nan if mean is None else mean
+
+
 def _point(
-    pk: int, key: str, first: Any, rows: list[dict[str, Any]], dataset: Dataset, *, resamples: int, seed: int
+    pk: int,
+    key: str,
+    first: Any,
+    cells: dict[str, TaskCell],
+    n_trials: int,
+    ci: tuple[float, float] | None,
+    dataset: Dataset,
 ) -> dict[str, Any]:
-    cells = task_cells(rows).values()
-    means = np.array([c.mean for c in cells if c.mean is not None], dtype=float)
-    passes = sum(c.passes for c in cells)
-    decided = sum(c.decided for c in cells)
-    ci = None
-    if means.size and resamples > 0:
-        samples = stats.bootstrap_means(means[:, None], resamples=resamples, seed=seed)[:, 0]
-        ci = list(stats.percentile_interval(samples))
+    means = [c.mean for c in cells.values() if c.mean is not None]
+    passes = sum(c.passes for c in cells.values())
+    decided = sum(c.decided for c in cells.values())
     return {
         "configuration": pk,
         "label": isolated(key),
         "first_trial_at": first.isoformat() if first else None,
-        "mean_reward": float(means.mean()) if means.size else None,
-        "mean_reward_ci95": ci,
-        "n_tasks": int(means.size),
-        "n_trials": len(rows),
+        "mean_reward": sum(means) / len(means) if means else None,
+        "mean_reward_ci95": list(ci) if ci else None,
+        "n_tasks": len(means),
+        "n_trials": n_trials,
         "passes": passes,
         "decided": decided,
         "pass_rate": passes / decided if decided else None,
