@@ -116,6 +116,10 @@ def _side_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
         field = SIDE_SORTS[sort.lstrip("-")]
         sides.sort(key=lambda s: s[field].lower() if field == "label" else s[field] or 0.0, reverse=sort[0] == "-")
         sides.sort(key=lambda s: s[field] is None)  # stable: sides without the figure last, either way
+    for side in sides:
+        delta, ci = side["delta_vs_reference"], side["delta_ci95"]
+        side["delta_text"] = "" if delta is None else f"{delta:+.3f}"
+        side["delta_ci_text"] = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
     links = {k: f"?{query}&side_sort={'-' + k if sort == k else k}" for k in SIDE_SORTS}
     return {"rows": sides, "links": links}
 
