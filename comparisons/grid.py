@@ -36,9 +36,9 @@ GRID_VERSION = 1  # bump when the result's shape changes: stored grids are compu
 
 def parse_grid(params: Any) -> tuple[list[Side], Side]:
     """`sides=<configuration id>,…` or `side_jobs=<job id>,…`, and `reference=<id>` (default: the first)."""
-    kind, name, model = SideKind.CONFIGURATION, "sides", Configuration
-    if not params.get("sides") and params.get("side_jobs"):
-        kind, name, model = SideKind.JOB, "side_jobs", Job
+    jobs = not params.get("sides") and bool(params.get("side_jobs"))
+    kind, name = (SideKind.JOB, "side_jobs") if jobs else (SideKind.CONFIGURATION, "sides")
+    model: type[Configuration] | type[Job] = Job if jobs else Configuration
     raw = [v.strip() for v in str(params.get(name) or "").split(",") if v.strip()]
     if not MIN_SIDES <= len(raw) <= MAX_SIDES:
         raise SideError(
