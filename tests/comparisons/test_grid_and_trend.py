@@ -85,6 +85,19 @@ def test_grid_of_three_sides_gives_the_known_answers(client_logged_in, three_sid
     assert t6[1]["url"] == f"/trials/?configuration={b.pk}&task=t6"
 
 
+def test_a_side_with_fewer_tasks_is_paired_on_those_it_has(client_logged_in, three_sides):
+    a, b, _ = three_sides
+    d = build_side("side-d", {t: [0.0, 0.0] for t in TASKS[:5]})
+    side_b, side_d = _grid(client_logged_in, a, b, d)["sides"][1:]
+    assert side_d["invalid_reasons"] == ["task sets differ: 5 task(s) only in baseline, 0 only in candidate"]
+    assert side_d["paired_tasks"] == 5 and side_d["n_tasks"] == 5
+    assert side_d["delta_vs_reference"] == pytest.approx(-0.5)
+    # Its own bootstrap over its five tasks; B's still over all ten.
+    assert side_d["delta_ci95"] == pytest.approx(list(stats.paired_bootstrap_ci(np.full(5, 0.5), np.zeros(5))))
+    diffs_b = np.array([1.0] * 6 + [0.0] * 4)
+    assert side_b["delta_ci95"] == pytest.approx(list(stats.paired_bootstrap_ci(np.full(10, 0.5), diffs_b)))
+
+
 def test_choosing_another_reference_recomputes_against_it(client_logged_in, three_sides):
     a, b, c = three_sides
     body = _grid(client_logged_in, a, b, reference=b)
