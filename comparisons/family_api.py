@@ -16,7 +16,7 @@ from benchviewer.pagination import PageNumberPagination
 from comparisons import family_charts
 from comparisons.grid import get_or_compute_grid, parse_grid, present_tasks
 from comparisons.sides import SideError
-from comparisons.trend import compute_trend, parse_trend
+from comparisons.trend import get_or_compute_trend, parse_trend
 
 GRID_PARAMETERS = [
     OpenApiParameter("sides", str, description="2 to 12 configuration ids, comma-separated"),
@@ -83,7 +83,7 @@ class TrendView(APIView):
             dataset, configurations = parse_trend(request.query_params)
         except SideError as exc:
             return _bad_request(exc)
-        return Response(compute_trend(dataset, configurations))
+        return Response(get_or_compute_trend(dataset, configurations))
 
 
 @method_decorator(login_not_required, name="dispatch")
@@ -94,4 +94,4 @@ class TrendChartView(APIView):
             dataset, configurations = parse_trend(request.query_params)
         except SideError as exc:
             return _bad_request(exc)
-        return Response(family_charts.trend(compute_trend(dataset, configurations)))
+        return Response(family_charts.trend(get_or_compute_trend(dataset, configurations)))

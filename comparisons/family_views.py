@@ -15,7 +15,7 @@ from django.utils.html import format_html, format_html_join
 
 from comparisons.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
 from comparisons.sides import SideError
-from comparisons.trend import compute_trend, parse_trend
+from comparisons.trend import get_or_compute_trend, parse_trend
 from trials.models import Configuration, Dataset, Job, Trial
 
 TASK_PAGE_SIZE = 100
@@ -180,7 +180,7 @@ def trend_page(request):
         {
             "dataset": dataset,
             "chosen": str(dataset.pk),
-            "trend": compute_trend(dataset, configurations),
+            "trend": get_or_compute_trend(dataset, configurations),
             "family": Configuration.objects.filter(pk__in=on_dataset).order_by("key"),
             "picked": set(configurations or []),
             "chart_url": f"{reverse('api-comparison-trend-chart')}?{urlencode(query)}",

@@ -13,12 +13,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote_plus
 
 import numpy as np
 import orjson
-from django.db.models import Count, Max, Q, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from benchviewer.ids import parse_pk
 from comparisons import stats
@@ -216,17 +217,11 @@ def _costs_by_task(data: SideData) -> dict[str, float]:
 # --------------------------------------------------------------------------------------
 
 
-def grid_key(sides: list[Side], reference: Side) -> str:
-    parts = [reference.kind, [s.id for s in sides], reference.id]
-    return hashlib.sha256(orjson.dumps(parts)).hexdigest()
-
-
-def grid_fingerprint(sides: list[Side]) -> str:
-    """One grouped query: each side's trial count, last id, last change, completeness and reward sum."""
-    column = "configuration_id" if sides[0].kind == SideKind.CONFIGURATION else "job_id"
+def trials_fingerprint(trials: QuerySet[Trial], column: str) -> str:
+    """One grouped query: per `column` value (a side), the trials' count, last id, last change,
+    completeness and reward sum: what changes when a trial is added, removed, joined or re-scored."""
     aggregates = (
-        Trial.objects.filter(**{f"{column}__in": [s.id for s in sides]})
-        .order_by()
+        trials.order_by()
         .values(column)
         .annotate(
             n=Count("pk"),
@@ -241,20 +236,27 @@ def grid_fingerprint(sides: list[Side]) -> str:
     return hashlib.sha256(orjson.dumps([GRID_VERSION, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, parts])).hexdigest()
 
 
-def get_or_compute_grid(sides: list[Side], reference: Side) -> GridResult:
-    """The stored grid while every side's trials are unchanged; otherwise computed now and stored.
+def stored_result(key_parts: list[Any], fingerprint: str, compute: Callable[[], dict[str, Any]]) -> GridResult:
+    """The stored result of these key parts while its fingerprint holds; otherwise computed now and stored.
 
-    Computed in the request: 10 sides x 1,000 tasks x 5 attempts take about a second
-    (bench/compare_bench.py), well under a pair comparison's Celery round trip.
+    Computed in the request: a grid of 10 sides x 1,000 tasks x 5 attempts takes about a
+    second (bench/compare_bench.py), less than a pair comparison's Celery round trip.
     """
-    key, current = grid_key(sides, reference), grid_fingerprint(sides)
+    key = hashlib.sha256(orjson.dumps(key_parts)).hexdigest()
     stored = GridResult.objects.filter(key=key).first()
-    if stored and stored.fingerprint == current:
+    if stored and stored.fingerprint == fingerprint:
         return stored
     started = time.perf_counter()
-    result = compute_grid(sides, reference)
+    result = compute()
     elapsed = (time.perf_counter() - started) * 1000
     stored, _ = GridResult.objects.update_or_create(
-        key=key, defaults={"fingerprint": current, "result": result, "compute_ms": elapsed}
+        key=key, defaults={"fingerprint": fingerprint, "result": result, "compute_ms": elapsed}
     )
     return stored
+
+
+def get_or_compute_grid(sides: list[Side], reference: Side) -> GridResult:
+    column = "configuration_id" if reference.kind == SideKind.CONFIGURATION else "job_id"
+    fingerprint = trials_fingerprint(Trial.objects.filter(**{f"{column}__in": [s.id for s in sides]}), column)
+    key_parts = ["grid", reference.kind, [s.id for s in sides], reference.id]
+    return stored_result(key_parts, fingerprint, lambda: compute_grid(sides, reference))

@@ -79,9 +79,9 @@ class SavedComparison(models.Model):
 
 
 class GridResult(models.Model):
-    """A computed N-sides grid (comparisons/grid.py), keyed by its sides and reference.
+    """A computed N-sides grid (comparisons/grid.py) or trend (trend.py), keyed by what it covers.
 
-    Like Comparison, `fingerprint` summarises the sides' trials when it was computed; a
+    Like Comparison, `fingerprint` summarises the trials it read when it was computed; a
     different one now means "compute again".
     """
 

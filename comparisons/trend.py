@@ -18,6 +18,7 @@ from django.db.models.functions import Coalesce
 from benchviewer.ids import parse_pk
 from comparisons import stats
 from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from comparisons.grid import stored_result, trials_fingerprint
 from comparisons.models import SideKind
 from comparisons.side_data import TaskCell, task_cells, trial_rows
 from comparisons.sides import Side, SideError
@@ -66,6 +67,15 @@ def first_trials(dataset: Dataset, configuration_ids: list[int] | None) -> list[
         .values_list("configuration_id", "first")
     )
     return sorted(firsts, key=lambda row: (row[1], row[0]))[:MAX_POINTS]
+
+
+def get_or_compute_trend(dataset: Dataset, configuration_ids: list[int] | None = None) -> dict[str, Any]:
+    """The trend, stored (as a grid is) until a trial of its family on the dataset changes."""
+    family = first_trials(dataset, configuration_ids)
+    trials = Trial.objects.filter(dataset=dataset, configuration_id__in=[pk for pk, _ in family])
+    key_parts = ["trend", dataset.pk, configuration_ids]
+    fingerprint = trials_fingerprint(trials, "configuration_id")
+    return stored_result(key_parts, fingerprint, lambda: compute_trend(dataset, configuration_ids)).result
 
 
 def compute_trend(

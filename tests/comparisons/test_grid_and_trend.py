@@ -267,3 +267,14 @@ def test_trend_page_lists_the_points_with_their_links(client_logged_in, family):
     assert html.index("agent-v1") < html.index("agent-v2") < html.index("agent-v3")
     assert f'href="/trials/?configuration={v2.pk}&amp;dataset=' in html
     assert 'id="chart-trend"' in html
+
+
+def test_the_trend_is_stored_until_a_trial_of_its_family_changes(client_logged_in, family):
+    v1, _, _ = family
+    url = "/api/comparisons/trend/?dataset=known-answer/tasks@1.0"
+    first = client_logged_in.get(url).json()
+    assert client_logged_in.get(url).json() == first and GridResult.objects.count() == 1
+    trial = v1.trials.filter(dataset__version="1.0", dataset__name="known-answer/tasks").first()
+    TrialFactory(configuration=v1, job=trial.job, task=trial.task, reward=1.0, started_at=_day(1))
+    points = client_logged_in.get(url).json()["points"]
+    assert (points[0]["passes"], points[0]["decided"]) == (1, 9)

@@ -228,7 +228,7 @@ def test_grid_page_query_count_does_not_grow_from_the_stored_grid(client_logged_
 
 
 def test_trend_page_query_count_does_not_grow(client_logged_in, data):
-    assert_flat(client_logged_in, data, lambda d: f"/comparisons/trend/?dataset={d.dataset.pk}")
+    assert_flat(client_logged_in, data, lambda d: f"/comparisons/trend/?dataset={d.dataset.pk}", warm=True)
 
 
 def test_triage_queue_query_count_does_not_grow(client_logged_in, data):
