@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
@@ -11,7 +12,7 @@ from django.db.models import Count
 from django.http import QueryDict
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from comparisons.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
 from comparisons.sides import SideError
@@ -69,20 +70,17 @@ def _cell_class(mean: float | None) -> str:
 
 def _cell_html(cell: dict[str, Any]) -> str:
     """One grid cell as HTML: 10 sides x 100 tasks a page, where the template engine's
-    lookups and filters cost about 0.3 s (format_html escapes every value)."""
+    lookups and filters cost about 0.3 s, format_html 0.08 s. Everything in it is a number
+    formatted here but the link, which is escaped."""
     if not cell["n"]:
-        return format_html('<td><span class="muted">—</span></td>')
+        return '<td><span class="muted">—</span></td>'
     mean = "—" if cell["mean_reward"] is None else f"{cell['mean_reward']:.3f}"
     detail = f"{cell['passes']}/{cell['decided']}"
     detail += f" · {cell['errored']} err" if cell["errored"] else ""
     detail += "" if cell["cost_usd"] is None else f" · ${cell['cost_usd']:.3f}"
-    return format_html(
-        '<td class="{}"><a class="cell-link" href="{}" title="{} trial(s)">{} <small>{}</small></a></td>',
-        _cell_class(cell["mean_reward"]),
-        cell["url"],
-        cell["n"],
-        mean,
-        detail,
+    return (
+        f'<td class="{_cell_class(cell["mean_reward"])}"><a class="cell-link" href="{escape(cell["url"])}" '
+        f'title="{cell["n"]} trial(s)">{mean} <small>{detail}</small></a></td>'
     )
 
 
@@ -100,7 +98,8 @@ def _task_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
     page = Paginator(rows, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = present_tasks(result, list(page.object_list))
     for row in page.object_list:
-        row["cells_html"] = format_html_join("", "{}", ((_cell_html(cell),) for cell in row["cells"]))
+        # Safe: _cell_html escapes the link, and the rest is numbers it formats.
+        row["cells_html"] = mark_safe("".join(_cell_html(cell) for cell in row["cells"]))
     columns = []
     for side in result["sides"]:
         best_first = f"-side-{side['id']}"  # the first click; the next, worst first
