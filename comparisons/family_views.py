@@ -90,11 +90,12 @@ def _task_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
     ids = [s["id"] for s in result["sides"]]
     rows = list(result["tasks"])
     key = sort.lstrip("-")
-    if key.startswith("side-") and key[5:].isdigit() and int(key[5:]) in ids:
-        at = ids.index(int(key[5:]))
-        rows.sort(key=lambda r: (r["cells"][at]["mean_reward"] is None, r["cells"][at]["mean_reward"] or 0.0))
     if sort.startswith("-"):
         rows.reverse()
+    if key.startswith("side-") and key[5:].isdigit() and int(key[5:]) in ids:
+        at = ids.index(int(key[5:]))
+        rows.sort(key=lambda r: r["cells"][at]["mean_reward"] or 0.0, reverse=sort.startswith("-"))
+        rows.sort(key=lambda r: r["cells"][at]["mean_reward"] is None)  # stable: tasks the side lacks last
     page = Paginator(rows, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = present_tasks(result, list(page.object_list))
     for row in page.object_list:

@@ -248,6 +248,10 @@ def test_grid_page_sorts_tasks_by_a_side(client_logged_in, three_sides):
     response = client_logged_in.get(f"/comparisons/grid/?sides={a.pk},{b.pk}&reference={a.pk}&sort=side-{b.pk}")
     rows = response.context["tasks"]["page"].object_list
     assert [r["task"] for r in rows[:4]] == ["t6", "t7", "t8", "t9"]  # B's zeros first
+    d = build_side("side-d", {"t0": [0.5]})
+    response = client_logged_in.get(f"/comparisons/grid/?sides={a.pk},{d.pk}&sort=-side-{d.pk}")
+    rows = response.context["tasks"]["page"].object_list
+    assert [r["task"] for r in rows[:2]] == ["t0", "t9"]  # D's only task, then those it lacks, last first
     response = client_logged_in.get(f"/comparisons/grid/?sides={a.pk},{b.pk}&side_sort=-delta")
     assert [s["id"] for s in response.context["side_table"]["rows"]] == [b.pk, a.pk]
 
