@@ -282,3 +282,12 @@ def test_the_trend_is_stored_until_a_trial_of_its_family_changes(client_logged_i
     TrialFactory(configuration=v1, job=trial.job, task=trial.task, reward=1.0, started_at=_day(1))
     points = client_logged_in.get(url).json()["points"]
     assert (points[0]["passes"], points[0]["decided"]) == (1, 9)
+
+
+def test_a_side_without_trials_is_shown_as_not_comparable(client_logged_in, three_sides):
+    a, _, _ = three_sides
+    empty = build_side("side-empty", {})
+    side = _grid(client_logged_in, a, empty)["sides"][1]
+    assert side["n_trials"] == 0 and side["mean_reward"] is None and side["mean_reward_ci95"] is None
+    assert "candidate has no trials" in side["invalid_reasons"]
+    assert side["delta_vs_reference"] is None and side["mcnemar_p"] is None
