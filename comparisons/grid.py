@@ -239,8 +239,9 @@ def trials_fingerprint(trials: QuerySet[Trial], column: str) -> str:
 def stored_result(key_parts: list[Any], fingerprint: str, compute: Callable[[], dict[str, Any]]) -> GridResult:
     """The stored result of these key parts while its fingerprint holds; otherwise computed now and stored.
 
-    Computed in the request: a grid of 10 sides x 1,000 tasks x 5 attempts takes about a
-    second (bench/compare_bench.py), less than a pair comparison's Celery round trip.
+    Computed in the request: a grid of 10 sides x 1,000 tasks x 5 attempts takes 1.2 to
+    2.4 s on 2 busy vCPU (bench/compare_bench.py), about what a pair comparison's Celery
+    round trip costs a page.
     """
     key = hashlib.sha256(orjson.dumps(key_parts)).hexdigest()
     stored = GridResult.objects.filter(key=key).first()
