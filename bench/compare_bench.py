@@ -1,13 +1,16 @@
-"""Benchmark of the comparison: 2 configurations x 1,000 tasks x 5 attempts (10,000 trials).
+"""Benchmark of the comparison: 2 configurations x 1,000 tasks x 5 attempts (10,000 trials),
+and of the N-sides grid: 10 configurations x 1,000 tasks x 5 attempts (50,000 trials).
 
-Usage: .venv/bin/python bench/compare_bench.py [--tasks 1000] [--attempts 5] [--runs 30]
+Usage: .venv/bin/python bench/compare_bench.py [--tasks 1000] [--attempts 5] [--sides 10] [--runs 30]
 
 Trials are written with bulk_create straight into a temporary SQLite database (not through
 the importer: this measures the comparison, not the import). Then it times:
   - the comparison computed from scratch (load rows, statistics, 10,000 bootstrap resamples);
   - the same through the Celery task path (eager) including the cache write;
   - the comparison page served from the cache (django.test.Client, logged in), N runs;
-  - the JSON API and one chart endpoint from the cache.
+  - the JSON API and one chart endpoint from the cache;
+  - the grid of every side against the first computed (target < 3 s), then its page, API
+    and chart from the stored grid (page target < 150 ms).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def setup_django(data_dir: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def create_trials(tasks: int, attempts: int, seed: int = 0) -> tuple[int, int]:
+def create_trials(tasks: int, attempts: int, sides: int = 2, seed: int = 0) -> list[int]:
     from trials.models import Configuration, Dataset, Job, Task, Trial
 
     rng = random.Random(seed)
@@ -49,9 +52,14 @@ def create_trials(tasks: int, attempts: int, seed: int = 0) -> tuple[int, int]:
         [Task(dataset=dataset, name=f"task-{i:04d}", checksum=f"{i:064x}") for i in range(tasks)]
     )
     ids = []
-    for role, bias in (("baseline", 0.0), ("candidate", 0.04)):
+    roles = [("baseline", 0.0), ("candidate", 0.04)] + [(f"control{i}", 0.01 * i) for i in range(sides - 2)]
+    for role, bias in roles:
         conf = Configuration.objects.create(
-            key=f"{role}-bench", role=role, agent_name="terminus-2", agent_version="1.0", model_name="gpt-5.4"
+            key=f"{role}-bench",
+            role=role if role in ("baseline", "candidate") else "control",
+            agent_name="terminus-2",
+            agent_version="1.0",
+            model_name="gpt-5.4",
         )
         job = Job.objects.create(key=f"bench-{role}", name=f"{role}-job", source_format="harbor")
         trials = []
@@ -86,7 +94,7 @@ def create_trials(tasks: int, attempts: int, seed: int = 0) -> tuple[int, int]:
                 )
         Trial.objects.bulk_create(trials, batch_size=2_000)
         ids.append(conf.pk)
-    return ids[0], ids[1]
+    return ids
 
 
 def timed(fn, runs: int) -> list[float]:
@@ -106,6 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=1_000)
     parser.add_argument("--attempts", type=int, default=5)
+    parser.add_argument("--sides", type=int, default=10, help="configurations in the grid (the pair uses two)")
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
 
@@ -114,13 +123,16 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.test import Client
 
-        from comparisons import computation, services
-        from comparisons.models import Comparison
+        from comparisons import computation, grid, services
+        from comparisons.models import Comparison, GridResult
         from comparisons.sides import Side
+        from trials.models import Trial
 
         start = time.perf_counter()
-        base_id, cand_id = create_trials(args.tasks, args.attempts)
-        print(f"created {2 * args.tasks * args.attempts:,} trials in {time.perf_counter() - start:.1f} s (bulk_create)")
+        conf_ids = create_trials(args.tasks, args.attempts, max(2, args.sides))
+        base_id, cand_id = conf_ids[:2]
+        total = len(conf_ids) * args.tasks * args.attempts
+        print(f"created {total:,} trials in {time.perf_counter() - start:.1f} s (bulk_create)")
         base, cand = Side("configuration", base_id), Side("configuration", cand_id)
 
         compute = timed(lambda: computation.compute(base, cand), 5)
@@ -143,6 +155,44 @@ def main() -> None:
         ci = c["meanRewardDeltaCi95"]
         print(
             f"meanRewardDelta {c['meanRewardDelta']:+.4f}  CI95 [{ci[0]:+.4f}, {ci[1]:+.4f}]  decision {c['decision']}"
+        )
+
+        sides = [Side("configuration", pk) for pk in conf_ids]
+        n_grid = f"{len(sides)} sides x {args.tasks:,} tasks"
+        print(describe(f"grid computed ({n_grid})", timed(lambda: grid.compute_grid(sides, sides[0]), 3)))
+        stored = timed(lambda: (GridResult.objects.all().delete(), grid.get_or_compute_grid(sides, sides[0])), 3)
+        print(describe("grid computed and stored (first request)", stored))
+        grid_query = "sides=" + ",".join(map(str, conf_ids))
+        assert client.get(f"/comparisons/grid/?{grid_query}").status_code == 200
+        print(
+            describe(
+                "grid page from the stored grid",
+                timed(lambda: client.get(f"/comparisons/grid/?{grid_query}"), args.runs),
+            )
+        )
+        print(
+            describe(
+                "grid API (100 tasks) from the stored grid",
+                timed(lambda: client.get(f"/api/comparisons/grid/?{grid_query}"), args.runs),
+            )
+        )
+        print(
+            describe(
+                "grid chart from the stored grid",
+                timed(lambda: client.get(f"/api/comparisons/grid/chart/?{grid_query}"), 10),
+            )
+        )
+        dataset_id = Trial.objects.values_list("dataset_id", flat=True).first()
+        print(
+            describe(
+                f"trend page ({len(sides)} points)",
+                timed(lambda: client.get(f"/comparisons/trend/?dataset={dataset_id}"), 5),
+            )
+        )
+        last = grid.get_or_compute_grid(sides, sides[0]).result["sides"][-1]
+        print(
+            f"last side: delta {last['delta_vs_reference']:+.4f} CI95 {last['delta_ci95']}"
+            f"  Holm p {last['mcnemar_p_holm']}"
         )
 
 

@@ -9,6 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.authtoken.views import obtain_auth_token
 
 from comparisons import api as comparisons
+from comparisons import family_api
 from trials import api as trials
 from trials.triage import api as triage
 
@@ -28,6 +29,10 @@ urlpatterns += [
     path("comparisons/saved/", comparisons.SavedListView.as_view(), name="api-comparison-saved"),
     path("comparisons/saved/<int:pk>/", comparisons.SavedDetailView.as_view(), name="api-comparison-saved-detail"),
     path("comparisons/saved/<int:pk>/event.json", comparisons.EventDownloadView.as_view(), name="api-comparison-event"),
+    path("comparisons/grid/", family_api.GridView.as_view(), name="api-comparison-grid"),
+    path("comparisons/grid/chart/", family_api.GridChartView.as_view(), name="api-comparison-grid-chart"),
+    path("comparisons/trend/", family_api.TrendView.as_view(), name="api-comparison-trend"),
+    path("comparisons/trend/chart/", family_api.TrendChartView.as_view(), name="api-comparison-trend-chart"),
 ]
 
 # Imports and trials

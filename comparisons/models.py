@@ -76,3 +76,20 @@ class SavedComparison(models.Model):
 
     def __str__(self) -> str:
         return f"{self.title} ({self.decision})"
+
+
+class GridResult(models.Model):
+    """A computed N-sides grid (comparisons/grid.py) or trend (trend.py), keyed by what it covers.
+
+    Like Comparison, `fingerprint` summarises the trials it read when it was computed; a
+    different one now means "compute again".
+    """
+
+    key = models.CharField(max_length=64, unique=True)  # sha256 of the side kind, ids and reference
+    fingerprint = models.CharField(max_length=64)
+    result = FastJSONField()
+    compute_ms = models.FloatField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"grid {self.key[:12]}"

@@ -10,7 +10,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from comparisons import stats
+from django.db.models import QuerySet
+
 from comparisons.sides import Side
 from trials.models import Trial
 
@@ -58,7 +59,8 @@ class TaskCell:
 
     @property
     def mean(self) -> float | None:
-        return stats.mean_or_none(self.scored)
+        # Plain Python: a handful of attempts, read for every task of every side (numpy's call costs more).
+        return sum(self.scored) / len(self.scored) if self.scored else None
 
     @property
     def passed(self) -> bool | None:
@@ -111,26 +113,48 @@ def postcondition_evaluated(row: dict[str, Any]) -> bool:
     return row["reward"] is not None
 
 
-def load_side(side: Side) -> SideData:
-    rows = list(side.trials().order_by().values(*TRIAL_FIELDS))
-    tasks: dict[str, TaskCell] = {}
-    modes: dict[str, int] = defaultdict(int)
+# What a side's JSON documents add; the N-sides grid and trends read none of it.
+DOCUMENT_FIELDS = ("rewards", "provenance")
+
+
+def trial_rows(trials: QuerySet[Trial], *, documents: bool = True) -> list[dict[str, Any]]:
+    """Trial rows with TRIAL_FIELDS; without `documents`, rewards and provenance are None
+    (decoding their JSON is most of the cost of reading 50,000 trials)."""
+    if documents:
+        return list(trials.order_by().values(*TRIAL_FIELDS))
+    rows = list(trials.order_by().values(*(f for f in TRIAL_FIELDS if f not in DOCUMENT_FIELDS)))
     for row in rows:
-        name = row["task__name"] or "(no task)"
-        cell = tasks.get(name) or tasks.setdefault(name, TaskCell(name))
-        _add_row(cell, row)
+        row["rewards"] = row["provenance"] = None
+    return rows
+
+
+def load_side(side: Side, *, documents: bool = True) -> SideData:
+    """One side's trials; `documents=False` leaves out per-key rewards and measurement modes."""
+    rows = trial_rows(side.trials(), documents=documents)
+    modes: dict[str, int] = defaultdict(int)
+    for row in rows if documents else ():
         modes[measurement_mode(row["provenance"]) or "unknown"] += 1
     return SideData(
         side=side,
         label=side.label(),
         rows=rows,
-        tasks=tasks,
+        tasks=task_cells(rows),
         datasets={(r["dataset__name"] or "", r["dataset__version"] or "") for r in rows},
         configuration_ids={r["configuration_id"] for r in rows if r["configuration_id"]},
         job_ids={r["job_id"] for r in rows if r["job_id"]},
         source_formats={r["source_format"] for r in rows},
         modes=dict(modes),
     )
+
+
+def task_cells(rows: list[dict[str, Any]]) -> dict[str, TaskCell]:
+    """Trial rows (TRIAL_FIELDS) reduced to one cell per task name."""
+    tasks: dict[str, TaskCell] = {}
+    for row in rows:
+        name = row["task__name"] or "(no task)"
+        cell = tasks.get(name) or tasks.setdefault(name, TaskCell(name))
+        _add_row(cell, row)
+    return tasks
 
 
 def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:

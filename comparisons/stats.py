@@ -92,3 +92,69 @@ def win_loss_tie(delta: float, threshold: float = 0.1) -> str:
     if delta <= -threshold:
         return "loss"
     return "tie"
+
+
+def bootstrap_means(columns: np.ndarray, *, resamples: int = 10_000, seed: int = 0) -> np.ndarray:
+    """Bootstrap means of several columns at once, resampling rows (tasks) with replacement.
+
+    `columns` is tasks x k. Every column sees the same resampled tasks, drawn exactly as
+    `paired_bootstrap_ci` draws them, so a delta column gives that function's interval.
+    Returns resamples x k means. Counting each task's draws and multiplying by the columns
+    costs one pass for all k columns (the grid's 10 sides and 9 deltas share it).
+    """
+    values = np.asarray(columns, dtype=float)
+    n = values.shape[0]
+    rng = np.random.default_rng(seed)
+    means = np.empty((resamples, values.shape[1]))
+    for start in range(0, resamples, _BOOTSTRAP_BLOCK):
+        size = min(_BOOTSTRAP_BLOCK, resamples - start)
+        idx = rng.integers(0, n, size=(size, n))
+        rows = np.repeat(np.arange(size) * n, n)
+        counts = np.bincount(idx.ravel() + rows, minlength=size * n).reshape(size, n)
+        means[start : start + size] = counts @ values / n
+    return means
+
+
+def mean_intervals(
+    columns: list[np.ndarray], *, resamples: int = 10_000, seed: int = 0
+) -> list[tuple[float, float] | None]:
+    """CI95 of each column's mean over the rows (tasks) it has; NaN marks a row it lacks.
+
+    Columns that lack the same rows (all of them, when sides share their tasks) share one
+    bootstrap: the same resampled tasks, one pass (`bootstrap_means`).
+    """
+    groups: dict[bytes, list[int]] = {}
+    for i, column in enumerate(columns):
+        groups.setdefault(np.isnan(column).tobytes(), []).append(i)
+    out: list[tuple[float, float] | None] = [None] * len(columns)
+    for members in groups.values():
+        keep = ~np.isnan(columns[members[0]])
+        if resamples <= 0 or not keep.any():
+            continue
+        block = np.column_stack([columns[i][keep] for i in members])
+        samples = bootstrap_means(block, resamples=resamples, seed=seed)
+        for j, i in enumerate(members):
+            out[i] = percentile_interval(samples[:, j])
+    return out
+
+
+def percentile_interval(samples: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(samples, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (same order as given).
+
+    Sorted ascending, the i-th smallest (from 0) is multiplied by (m - i); each adjusted
+    value is at least the one before it and at most 1. statsmodels' `multipletests(...,
+    method="holm")` gives the same numbers; it is not a dependency for one loop.
+    """
+    m = len(pvalues)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda j: pvalues[j])):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from comparisons import views
+from comparisons import family_views, views
 
 urlpatterns = [
     path("", views.comparison_page, name="comparison"),
@@ -8,4 +8,6 @@ urlpatterns = [
     path("p0/", views.p0_regressions_page, name="comparison-p0"),
     path("saved/", views.saved_list_page, name="comparison-saved"),
     path("saved/<int:pk>/", views.saved_detail_page, name="comparison-saved-detail"),
+    path("grid/", family_views.grid_page, name="comparison-grid"),
+    path("trend/", family_views.trend_page, name="comparison-trend"),
 ]

@@ -236,6 +236,28 @@ def test_saved_comparisons_list_query_count_does_not_grow_with_saves(client_logg
     assert counts[0] == counts[1], f"page and API queries with {N} saves, then {4 * N}: {counts}"
 
 
+def test_grid_page_query_count_does_not_grow_computed_or_stored(client_logged_in, data):
+    # Computed (new trials since the last request), after a first request that creates its row.
+    url = f"/comparisons/grid/?sides={data.baseline.pk},{data.candidate.pk}"
+    data.add(N)
+    client_logged_in.get(url)
+    data.add(N)
+    small = count_queries(client_logged_in, url)
+    data.add(2 * N)
+    large = count_queries(client_logged_in, url)
+    assert large == small, f"{small} queries with {2 * N} trials, {large} with {4 * N}"
+    assert count_queries(client_logged_in, url) < small  # stored: no trial read
+
+
+def test_grid_page_query_count_does_not_grow_from_the_stored_grid(client_logged_in, data):
+    url = lambda d: f"/comparisons/grid/?sides={d.baseline.pk},{d.candidate.pk}"  # noqa: E731
+    assert_flat(client_logged_in, data, url, warm=True)
+
+
+def test_trend_page_query_count_does_not_grow(client_logged_in, data):
+    assert_flat(client_logged_in, data, lambda d: f"/comparisons/trend/?dataset={d.dataset.pk}", warm=True)
+
+
 def test_triage_queue_query_count_does_not_grow(client_logged_in, data):
     assert_flat(client_logged_in, data, lambda d: "/triage/")
 

@@ -1,0 +1,263 @@
+"""N sides of one dataset: a task x side grid, each side against a reference side.
+
+`parse_grid` reads 2 to 12 sides (configurations, or jobs) and the reference from a
+request; `compute_grid` loads every side once (side_data), and gives per side the
+task-averaged mean reward with a bootstrap CI95 over tasks and, against the reference,
+the paired reward delta with its CI95, McNemar's p and Holm's correction across the sides,
+validity by the pair rules of verdict.py; per task, one cell per side. `get_or_compute_grid`
+keeps the result in a GridResult row until a side's trials change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote_plus
+
+import numpy as np
+import orjson
+from django.db.models import Count, Max, Q, QuerySet, Sum
+
+from benchviewer.ids import parse_pk
+from comparisons import stats
+from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from comparisons.metrics import PASS_AT_K, paired_statistics, side_metrics
+from comparisons.models import GridResult, SideKind
+from comparisons.side_data import SideData, load_side
+from comparisons.sides import Side, SideError
+from comparisons.verdict import validity_reasons
+from trials.models import Configuration, Job, Trial
+
+MIN_SIDES, MAX_SIDES = 2, 12
+GRID_VERSION = 1  # bump when the result's shape changes: stored grids are computed again
+
+
+def parse_grid(params: Any) -> tuple[list[Side], Side]:
+    """`sides=<configuration id>,…` or `side_jobs=<job id>,…`, and `reference=<id>` (default: the first)."""
+    jobs = not params.get("sides") and bool(params.get("side_jobs"))
+    kind, name = (SideKind.JOB, "side_jobs") if jobs else (SideKind.CONFIGURATION, "sides")
+    model: type[Configuration] | type[Job] = Job if jobs else Configuration
+    raw = [v.strip() for v in str(params.get(name) or "").split(",") if v.strip()]
+    if not MIN_SIDES <= len(raw) <= MAX_SIDES:
+        raise SideError(
+            f"choose {MIN_SIDES} to {MAX_SIDES} sides: ?sides=<configuration id>,… or ?side_jobs=<job id>,…"
+        )
+    ids = []
+    for value in raw:
+        pk = parse_pk(value)
+        if pk is None:
+            raise SideError(f"{name}: {value!r} is not an id")
+        if pk in ids:
+            raise SideError(f"{name}: {pk} is named twice")
+        ids.append(pk)
+    unknown = set(ids) - set(model.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    if unknown:
+        raise SideError(f"{name}: {', '.join(map(str, sorted(unknown)))} not a known {kind} id")
+    reference = parse_pk(str(params.get("reference") or ids[0]))
+    if reference not in ids:
+        raise SideError(f"reference={params.get('reference')!r} is not one of the sides")
+    return [Side(kind, pk) for pk in ids], Side(kind, reference)
+
+
+def grid_query(sides: list[Side], reference: Side) -> dict[str, str]:
+    """The query parameters that select these sides (pages and the API read the same)."""
+    name = "sides" if reference.kind == SideKind.CONFIGURATION else "side_jobs"
+    return {name: ",".join(str(s.id) for s in sides), "reference": str(reference.id)}
+
+
+# --------------------------------------------------------------------------------------
+# Computing the grid
+# --------------------------------------------------------------------------------------
+
+
+def compute_grid(
+    sides: list[Side], reference: Side, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> dict[str, Any]:
+    data = [load_side(side, documents=False) for side in sides]
+    at = sides.index(reference)
+    names = sorted(set().union(*(d.tasks for d in data)))
+    means = [np.array([_mean(d, t) for t in names], dtype=float) for d in data]
+    # NaN marks a task a side lacks (or has no reward for); a delta is NaN unless both have it.
+    intervals = _intervals(means + [m - means[at] for m in means], resamples, seed)
+    rows = [_side_row(d, data[at], means[i], intervals[i], intervals[len(data) + i], seed) for i, d in enumerate(data)]
+    _holm_across(rows)
+    costs = [_costs_by_task(d) for d in data]
+    tasks = [{"task": name, "cells": [_cell(d, name, costs[i]) for i, d in enumerate(data)]} for name in names]
+    return {
+        "kind": reference.kind,
+        "reference": reference.id,
+        "sides": rows,
+        "tasks": tasks,
+        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
+    }
+
+
+def _mean(data: SideData, task: str) -> float:
+    cell = data.tasks.get(task)
+    mean = cell.mean if cell else None
+    return np.nan if mean is None else mean
+
+
+def _intervals(columns: list[np.ndarray], resamples: int, seed: int) -> list[list[float] | None]:
+    return [list(ci) if ci else None for ci in stats.mean_intervals(columns, resamples=resamples, seed=seed)]
+
+
+def _side_row(
+    data: SideData,
+    ref: SideData,
+    column: np.ndarray,
+    mean_ci: list[float] | None,
+    delta_ci: list[float] | None,
+    seed: int,
+) -> dict[str, Any]:
+    scored = column[~np.isnan(column)]
+    metrics = side_metrics(data)
+    row: dict[str, Any] = {
+        "id": data.side.id,
+        "kind": data.side.kind,
+        "label": data.label,
+        "is_reference": data is ref,
+        "mean_reward": float(scored.mean()) if scored.size else None,
+        "mean_reward_ci95": mean_ci,
+        "n_tasks": int(scored.size),
+        "n_trials": metrics["trials"],
+        "pass_rate": metrics["passRate"],
+        "pass_at_k": metrics["passAtK"],
+        "cost_per_trial": metrics["costPerTrial"],
+        "errored_trials": metrics["erroredTrials"],
+        "missing_reward_trials": metrics["missingRewardTrials"],
+        "trials_url": data.side.trials_url(),
+        "valid": True,
+        "invalid_reasons": [],
+        "paired_tasks": None,
+        "delta_vs_reference": None,
+        "delta_ci95": None,
+        "flips": None,
+        "mcnemar_p": None,
+        "mcnemar_p_holm": None,
+    }
+    if data is ref:
+        return row
+    reasons, _ = validity_reasons(ref, data)
+    # resamples=0: the delta, flips and McNemar exactly as the pair page computes them;
+    # the interval comes from the shared bootstrap (the same draws, so the same numbers).
+    paired = paired_statistics(ref, data, resamples=0, seed=seed)
+    row.update(
+        {
+            "valid": not reasons,
+            "invalid_reasons": reasons,
+            "paired_tasks": paired["pairedTasks"],
+            "delta_vs_reference": paired["meanRewardDelta"],
+            "delta_ci95": delta_ci,
+            "flips": paired["flips"],
+            "mcnemar_p": paired["mcnemarP"] if paired["flips"]["pairedTasks"] else None,
+        }
+    )
+    return row
+
+
+def _holm_across(rows: list[dict[str, Any]]) -> None:
+    """Holm over every side that has a McNemar p against the reference (valid or not: the
+    family is what was tested, so leaving a side out would under-correct)."""
+    tested = [r for r in rows if r["mcnemar_p"] is not None]
+    for row, adjusted in zip(tested, stats.holm([r["mcnemar_p"] for r in tested]), strict=True):
+        row["mcnemar_p_holm"] = adjusted
+
+
+def _cell(data: SideData, task: str, costs: dict[str, float]) -> dict[str, Any]:
+    """What is stored of one cell; `present_tasks` adds its link and pass@k when it is shown."""
+    cell = data.tasks.get(task)
+    if cell is None:
+        return {"side": data.side.id, "mean_reward": None, "n": 0, "trial_ids": []}
+    return {
+        "side": data.side.id,
+        "mean_reward": cell.mean,
+        "n": len(cell.trial_ids),
+        "trial_ids": cell.trial_ids,
+        "passes": cell.passes,
+        "decided": cell.decided,
+        "errored": cell.errored,
+        "cost_usd": costs.get(task),
+    }
+
+
+def present_tasks(result: dict[str, Any], tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A page of task rows with each cell's trial-list link and pass@k (a stored grid keeps
+    neither: 10 sides x 1,000 tasks of them would double what every page view decodes)."""
+    # One reverse() per side, then string formatting.
+    lists = {s["id"]: f"{s['trials_url']}&task=" for s in result["sides"]}
+    shown = []
+    for row in tasks:
+        quoted = quote_plus(row["task"])
+        cells = []
+        for cell in row["cells"]:
+            extra: dict[str, Any] = {"url": lists[cell["side"]] + quoted if cell["n"] else None}
+            if cell["n"]:
+                decided, passes = cell["decided"], cell["passes"]
+                extra["pass_at_k"] = {str(k): stats.pass_at_k(decided, passes, k) for k in PASS_AT_K if k <= decided}
+            cells.append({**cell, **extra})
+        shown.append({"task": row["task"], "cells": cells})
+    return shown
+
+
+def _costs_by_task(data: SideData) -> dict[str, float]:
+    """Total cost of each task's trials on this side."""
+    costs: dict[str, float] = defaultdict(float)
+    for row in data.rows:
+        if row["cost_usd"] is not None:
+            costs[row["task__name"] or "(no task)"] += row["cost_usd"]
+    return dict(costs)
+
+
+# --------------------------------------------------------------------------------------
+# The stored grid
+# --------------------------------------------------------------------------------------
+
+
+def trials_fingerprint(trials: QuerySet[Trial], column: str) -> str:
+    """One grouped query: per `column` value (a side), the trials' count, last id, last change,
+    completeness and reward sum: what changes when a trial is added, removed, joined or re-scored."""
+    aggregates = (
+        trials.order_by()
+        .values(column)
+        .annotate(
+            n=Count("pk"),
+            max_pk=Max("pk"),
+            last=Max("updated_at"),
+            complete=Count("pk", filter=Q(is_complete=True)),
+            reward_sum=Sum("reward"),
+        )
+        .values_list(column, "n", "max_pk", "last", "complete", "reward_sum")
+    )
+    parts = sorted((row[0], row[1], row[2], row[3].isoformat() if row[3] else None, *row[4:]) for row in aggregates)
+    return hashlib.sha256(orjson.dumps([GRID_VERSION, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, parts])).hexdigest()
+
+
+def stored_result(key_parts: list[Any], fingerprint: str, compute: Callable[[], dict[str, Any]]) -> GridResult:
+    """The stored result of these key parts while its fingerprint holds; otherwise computed now and stored.
+
+    Computed in the request: a grid of 10 sides x 1,000 tasks x 5 attempts takes 1.2 to
+    2.4 s on 2 busy vCPU (bench/compare_bench.py), about what a pair comparison's Celery
+    round trip costs a page.
+    """
+    key = hashlib.sha256(orjson.dumps(key_parts)).hexdigest()
+    stored = GridResult.objects.filter(key=key).first()
+    if stored and stored.fingerprint == fingerprint:
+        return stored
+    started = time.perf_counter()
+    result = compute()
+    elapsed = (time.perf_counter() - started) * 1000
+    stored, _ = GridResult.objects.update_or_create(
+        key=key, defaults={"fingerprint": fingerprint, "result": result, "compute_ms": elapsed}
+    )
+    return stored
+
+
+def get_or_compute_grid(sides: list[Side], reference: Side) -> GridResult:
+    column = "configuration_id" if reference.kind == SideKind.CONFIGURATION else "job_id"
+    fingerprint = trials_fingerprint(Trial.objects.filter(**{f"{column}__in": [s.id for s in sides]}), column)
+    key_parts = ["grid", reference.kind, [s.id for s in sides], reference.id]
+    return stored_result(key_parts, fingerprint, lambda: compute_grid(sides, reference))
