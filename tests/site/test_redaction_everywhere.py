@@ -58,7 +58,8 @@ def test_the_secret_is_only_in_the_raw_pack(client, tmp_path, caplog, capsys, dj
     responses = {}
     for url in every_get_url(trial, imp):
         responses[url] = client.get(url)
-    tabs = ["trajectory", "context", "permissions", "verifier", "artifacts", "logs", "exception", "config", "events"]
+    tabs = ["trajectory", "context", "permissions", "verifier", "artifacts", "logs", "agent-logs"]
+    tabs += ["exception", "config", "events"]
     for tab in tabs:
         responses[f"tab {tab}"] = client.get(f"/trials/{trial.pk}/", {"tab": tab})
     responses["search page"] = client.get(f"/trials/{trial.pk}/", {"q": "sk-demo"})  # a prefix: no echo of it all

@@ -1,0 +1,73 @@
+"""Artifacts previewed on the trial page: text and JSON shown as text, images inline, up to a cap."""
+
+from __future__ import annotations
+
+import mimetypes
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import orjson
+
+from trials.models import Artifact
+from trials.viewer.text import pretty_json, scrub
+
+PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
+PREVIEWS_PER_PAGE = 20  # the tab reads at most this many blobs
+IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}  # (no SVG: it can carry script)
+TEXT_SUFFIXES = {".txt", ".log", ".md", ".json", ".jsonl", ".py", ".sh", ".yaml", ".yml", ".toml", ".csv", ".diff"}
+
+
+@dataclass
+class ArtifactRow:
+    artifact: Artifact
+    kind: str = ""  # "text", "json", "image", or "" when there is no preview
+    text: str = ""
+    why_not: str = ""  # why there is no preview, when there is none
+
+
+def file_name(artifact: Artifact) -> str:
+    return PurePosixPath(artifact.destination or artifact.source).name or f"artifact-{artifact.pk}"
+
+
+def image_type(artifact: Artifact) -> str | None:
+    """The image media type an artifact is served inline as, or None."""
+    guessed = mimetypes.guess_type(file_name(artifact))[0]
+    return guessed if guessed in IMAGE_TYPES else None
+
+
+def artifact_rows(artifacts: list[Artifact]) -> list[ArtifactRow]:
+    """Each artifact with its preview: the first PREVIEWS_PER_PAGE small ones are read."""
+    rows = []
+    read = 0
+    for artifact in artifacts:
+        row = ArtifactRow(artifact)
+        rows.append(row)
+        blob = artifact.blob
+        if blob is None:
+            row.why_not = "bytes not in pack"
+        elif blob.size > PREVIEW_BYTES:
+            row.why_not = "too large to preview"
+        elif image_type(artifact):
+            row.kind = "image"
+        elif PurePosixPath(file_name(artifact)).suffix.lower() not in TEXT_SUFFIXES:
+            row.why_not = "not a text or image file"
+        elif read >= PREVIEWS_PER_PAGE:
+            row.why_not = f"only the first {PREVIEWS_PER_PAGE} are previewed"
+        else:
+            read += 1
+            row.kind, row.text = _text_preview(blob.read(), file_name(artifact))
+            row.why_not = "" if row.kind else "not UTF-8 text"
+    return rows
+
+
+def _text_preview(data: bytes, name: str) -> tuple[str, str]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "", ""
+    if name.lower().endswith(".json"):
+        try:
+            return "json", pretty_json(orjson.loads(data))
+        except orjson.JSONDecodeError:
+            pass
+    return "text", scrub(text)
