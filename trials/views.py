@@ -17,7 +17,7 @@ from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage.forms import CommentForm
-from trials.viewer import artifacts, lists, steps, tabs, text
+from trials.viewer import artifacts, lists, steps, tabs, text, transcript
 
 PAGE_SIZE = 50
 TABS = [
@@ -32,7 +32,8 @@ TABS = [
     ("config", "Config"),
     ("events", "Events"),
 ]
-HIDEABLE = ("tools", "reasoning", "messages", "system", "copied")
+# The transcript's type filters, in the order the toolbar shows them.
+HIDEABLE = ("messages", "reasoning", "tools", "permissions", "context", "runtime", "system", "copied")
 # Images an agent step can show inline; anything else downloads as an attachment.
 INLINE_MEDIA_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"} | {
     f"audio/{kind}" for kind in ("wav", "x-wav", "mpeg", "mp4", "aac", "ogg", "flac", "webm", "aiff", "x-aiff")
@@ -196,8 +197,11 @@ def _trajectory_tab(request, trial, trajectories, number):
         page = steps.requested_page(request.GET.get("page"))
         start = min((page - 1) * steps.STEP_WINDOW, steps.window_start(max(trajectory.step_count, 1)))
     main = steps.main_trajectory(trial, trajectories)
+    window = steps.step_window(trial, trajectory, start, trajectories)
     context |= {
-        "window": steps.step_window(trial, trajectory, start, trajectories),
+        "window": window,
+        "records_after": transcript.interleave(trial, window),
+        "timeline": transcript.timeline(trial, trajectories),
         "is_main": trajectory == main,
         "main_pk": main.pk if main else None,
         "referenced_from": steps.referenced_from(trial, trajectory, trajectories),

@@ -9,6 +9,7 @@
   // --- bar widths (no inline style attributes in the HTML, for a strict CSP)
   document.querySelectorAll("[data-grow]").forEach((el) => { el.style.flexGrow = el.dataset.grow; });
   document.querySelectorAll("[data-width]").forEach((el) => { el.style.width = el.dataset.width + "%"; });
+  document.querySelectorAll("[data-left]").forEach((el) => { el.style.left = el.dataset.left + "%"; });
 
   // --- the details panel (refs, ids, completeness) opens from the evidence badge or a link to it
   const details = document.getElementById("trial-details");
@@ -152,6 +153,16 @@
   window.addEventListener("hashchange", () => {
     const m = /^#step-(\d+)$/.exec(window.location.hash);
     if (m) focusStep(m[1]);
+  });
+
+  // --- the timeline: a segment of this trajectory's window focuses its step; others open its window
+  document.querySelectorAll("#timeline a.seg").forEach((a) => {
+    a.addEventListener("click", (event) => {
+      if (a.dataset.trajectory !== root.dataset.trajectory || !document.getElementById("step-" + a.dataset.number)) return;
+      event.preventDefault();
+      history.replaceState(null, "", "#step-" + a.dataset.number);
+      focusStep(a.dataset.number);
+    });
   });
 
   // --- highlight search matches in the loaded steps (DOM text nodes only, never HTML)

@@ -97,6 +97,7 @@ class StepView:
     token_pct: dict[str, float]
     tokens_label: str = ""
     permalink: str = ""
+    records_before: list[Any] = field(default_factory=list)  # runtime events, permissions timed before it
 
     @property
     def flagged(self) -> bool:
