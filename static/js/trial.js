@@ -260,7 +260,8 @@
     first.setAttribute("tabindex", "-1");
     first.focus({ preventScroll: true });
   }
-  if (window.location.hash === "#steps") landOnSteps();
+  // (after the browser's own scroll to #steps, which would take the focus back)
+  if (window.location.hash === "#steps") window.addEventListener("load", () => setTimeout(landOnSteps, 0));
 
   // --- tabs: [ / ] or ⌥← / ⌥→ open the previous / next tab, on its panel
   function switchTab(delta) {
