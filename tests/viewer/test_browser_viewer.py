@@ -374,3 +374,19 @@ def test_a_timeline_segment_goes_to_its_step(page, tmp_path):
     expect(page.locator(f"#step-{number}")).to_have_class(re.compile(r"\bfocused\b"))
     assert f"/steps/{number}/" in page.url
     assert page.errors == []
+
+
+def test_collapse_all_folds_every_long_block_and_a_click_opens_one(page, tmp_path):
+    prompt = "\n".join(f"rule {n}: be careful" for n in range(60))  # a 60-line system prompt
+    trial = import_trial_dir(crafted_trial_dir(tmp_path, message=prompt))
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    block = page.locator("article.step.src-user pre.text").first
+    assert block.bounding_box()["height"] > 600
+    page.click("#collapse-all")
+    expect(block).to_have_class(re.compile(r"\bfolded\b"))
+    assert block.bounding_box()["height"] < 100
+    block.click()
+    expect(block).not_to_have_class(re.compile(r"\bfolded\b"))
+    page.click("#collapse-all")
+    page.click("#expand-all")
+    expect(page.locator("#steps pre.folded")).to_have_count(0)

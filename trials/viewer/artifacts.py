@@ -14,7 +14,6 @@ from trials.viewer.text import pretty_json, scrub
 PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
 PREVIEWS_PER_PAGE = 20  # the tab reads at most this many blobs
 IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}  # (no SVG: it can carry script)
-TEXT_SUFFIXES = {".txt", ".log", ".md", ".json", ".jsonl", ".py", ".sh", ".yaml", ".yml", ".toml", ".csv", ".diff"}
 
 
 @dataclass
@@ -49,14 +48,12 @@ def artifact_rows(artifacts: list[Artifact]) -> list[ArtifactRow]:
             row.why_not = "too large to preview"
         elif image_type(artifact):
             row.kind = "image"
-        elif PurePosixPath(file_name(artifact)).suffix.lower() not in TEXT_SUFFIXES:
-            row.why_not = "not a text or image file"
         elif read >= PREVIEWS_PER_PAGE:
             row.why_not = f"only the first {PREVIEWS_PER_PAGE} are previewed"
         else:
             read += 1
             row.kind, row.text = _text_preview(blob.read(), file_name(artifact))
-            row.why_not = "" if row.kind else "not UTF-8 text"
+            row.why_not = "" if row.kind else "not text (or not UTF-8) and not an image"
     return rows
 
 
@@ -64,6 +61,8 @@ def _text_preview(data: bytes, name: str) -> tuple[str, str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
+        return "", ""
+    if "\x00" in text:  # decodes, but is binary
         return "", ""
     if name.lower().endswith(".json"):
         try:

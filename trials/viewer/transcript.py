@@ -121,6 +121,7 @@ def timeline(trial: Trial, trajectories: list[Trajectory]) -> dict[str, Any] | N
     for t in drawn:
         kind = "main" if t == main else "continuation" if t.role == "continuation" else "subagent"
         name = t.step_name or PurePosixPath(t.path).name.removesuffix(".json")  # which subagent, not only its role
+        name = name if len(name) <= 28 else "…" + name[-27:]  # subagents' files differ at the end
         lane = Lane(" ".join(filter(None, (t.role or kind, name if kind != "main" else t.step_name))), kind, t.pk)
         lane.title = t.path
         rows = samples.get(t.pk, [])
