@@ -249,7 +249,7 @@ def _verifier_tab(request, trial, trajectories, number):
 
 
 def _artifacts_tab(request, trial, trajectories, number):
-    return {"artifacts": artifacts.artifact_rows(list(trial.artifacts.select_related("blob").order_by("pk")))}
+    return {"artifacts": artifacts.artifact_rows(trial, list(trial.artifacts.select_related("blob").order_by("pk")))}
 
 
 def _logs_tab(request, trial, trajectories, number):

@@ -8,7 +8,8 @@ from pathlib import PurePosixPath
 
 import orjson
 
-from trials.models import Artifact
+from trials.ingest import redaction
+from trials.models import Artifact, ContextRecord, RuntimeEvent, Trial
 from trials.viewer.text import pretty_json, scrub
 
 PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
@@ -34,9 +35,14 @@ def image_type(artifact: Artifact) -> str | None:
     return guessed if guessed in IMAGE_TYPES else None
 
 
-def artifact_rows(artifacts: list[Artifact]) -> list[ArtifactRow]:
-    """Each artifact with its preview: the first PREVIEWS_PER_PAGE small ones are read."""
+def artifact_rows(trial: Trial, artifacts: list[Artifact]) -> list[ArtifactRow]:
+    """Each artifact with its preview: the first PREVIEWS_PER_PAGE small ones are read.
+
+    An artifact's bytes are stored as imported, so a preview is scrubbed here by the trial's
+    redactions (as the import scrubs its logs), then masked like any text.
+    """
     rows = []
+    named: dict[str, dict] | None = None
     read = 0
     for artifact in artifacts:
         row = ArtifactRow(artifact)
@@ -52,12 +58,20 @@ def artifact_rows(artifacts: list[Artifact]) -> list[ArtifactRow]:
             row.why_not = f"only the first {PREVIEWS_PER_PAGE} are previewed"
         else:
             read += 1
-            row.kind, row.text = _text_preview(blob.read(), file_name(artifact))
+            named = trial_redactions(trial) if named is None else named
+            row.kind, row.text = _text_preview(blob.read(), file_name(artifact), named)
             row.why_not = "" if row.kind else "not text (or not UTF-8) and not an image"
     return rows
 
 
-def _text_preview(data: bytes, name: str) -> tuple[str, str]:
+def trial_redactions(trial: Trial) -> dict[str, dict]:
+    """The redactions the trial's runtime events, context records and documents declare."""
+    raws = list(RuntimeEvent.objects.filter(trial=trial).values_list("raw", flat=True))
+    data = list(ContextRecord.objects.filter(trial=trial).values_list("data", flat=True))
+    return redaction.collect_redactions([*raws, *data, trial.documents])
+
+
+def _text_preview(data: bytes, name: str, named: dict[str, dict]) -> tuple[str, str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -66,7 +80,7 @@ def _text_preview(data: bytes, name: str) -> tuple[str, str]:
         return "", ""
     if name.lower().endswith(".json"):
         try:
-            return "json", pretty_json(orjson.loads(data))
+            return "json", pretty_json(redaction.scrub_tree(orjson.loads(data), named))
         except orjson.JSONDecodeError:
             pass
-    return "text", scrub(text)
+    return "text", scrub(redaction.scrub_text(text, named) if named else text)
