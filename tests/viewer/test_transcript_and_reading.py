@@ -146,7 +146,9 @@ def test_the_timeline_has_a_lane_per_trajectory_and_the_phases_and_links_to_step
     trial = long_trajectory(tmp_path, 300)
     html = get(client_logged_in, trial.get_absolute_url())
     strip = re.search(r'<section class="timeline" id="timeline".*?</section>', html, re.S).group(0)
-    segments = re.findall(r'<a class="seg" href="([^"]+)" data-number="(\d+)"', strip)
+    shown = re.findall(r'<a class="seg( here)?" href="([^"]+)" data-number="(\d+)"', strip)
+    assert all(bool(here) == (int(n) <= 50) for here, _, n in shown)  # the window on screen is marked
+    segments = [(href, n) for _, href, n in shown]
     assert 2 < len(segments) <= 61  # sampled, whatever the length
     assert segments[0] == (reverse("trial-step", args=[trial.pk, 1]), "1")
     assert segments[-1][1] == "300"
