@@ -22,9 +22,6 @@ from pathlib import Path
 import orjson
 from timing import measure, p95  # bench/timing.py: this folder is on sys.path when run as a script
 
-from trials.imports.queue import create_import
-from trials.imports.service import run_import
-
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -43,6 +40,8 @@ def setup_django(data_dir: str) -> None:
 def import_trajectory(out: Path, steps: int, observation_bytes: int):
     from trials import search
     from trials.demo import write_trajectory
+    from trials.imports.queue import create_import  # (after django.setup(): they load models)
+    from trials.imports.service import run_import
     from trials.models import Import, Trial
 
     session = f"bench-{steps}"

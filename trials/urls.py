@@ -12,5 +12,6 @@ urlpatterns = [
     path("trials/<int:pk>/", views.trial_detail, name="trial-detail"),
     path("trials/<int:pk>/steps/<int:number>/", views.trial_step, name="trial-step"),
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/", views.artifact_download, name="trial-artifact"),
+    path("trials/<int:pk>/artifacts/<int:artifact_pk>/preview/", views.artifact_preview, name="trial-artifact-preview"),
     path("trials/<int:pk>/file/", views.trial_file, name="trial-file"),
 ]

@@ -17,7 +17,7 @@ from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage.forms import CommentForm
-from trials.viewer import lists, steps, tabs, text
+from trials.viewer import artifacts, lists, steps, tabs, text, transcript
 
 PAGE_SIZE = 50
 TABS = [
@@ -27,11 +27,13 @@ TABS = [
     ("verifier", "Verifier"),
     ("artifacts", "Artifacts"),
     ("logs", "Logs"),
+    ("agent-logs", "Agent logs"),
     ("exception", "Exception"),
     ("config", "Config"),
     ("events", "Events"),
 ]
-HIDEABLE = ("tools", "reasoning", "messages", "system", "copied")
+# The transcript's type filters, in the order the toolbar shows them.
+HIDEABLE = ("messages", "reasoning", "tools", "permissions", "context", "runtime", "system", "copied")
 # Images an agent step can show inline; anything else downloads as an attachment.
 INLINE_MEDIA_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"} | {
     f"audio/{kind}" for kind in ("wav", "x-wav", "mpeg", "mp4", "aac", "ogg", "flac", "webm", "aiff", "x-aiff")
@@ -165,6 +167,8 @@ def trial_detail(request, pk, number: int | None = None):
         "nav_query": _query(
             {"list": list_q, "tab": "" if tab == "trajectory" else tab, "hide": request.GET.get("hide")}
         ),
+        # where ←/→ land: the trajectory's steps, or the open tab's panel
+        "nav_anchor": "steps" if tab == "trajectory" else f"tab-{tab}",
         "counts": {
             "permissions": trial.permissions.count(),
             "denied_side_effects": trial.permissions.filter(side_effect_after_denial=True).count(),
@@ -194,8 +198,11 @@ def _trajectory_tab(request, trial, trajectories, number):
         page = steps.requested_page(request.GET.get("page"))
         start = min((page - 1) * steps.STEP_WINDOW, steps.window_start(max(trajectory.step_count, 1)))
     main = steps.main_trajectory(trial, trajectories)
+    window = steps.step_window(trial, trajectory, start, trajectories)
     context |= {
-        "window": steps.step_window(trial, trajectory, start, trajectories),
+        "window": window,
+        "records_after": transcript.interleave(trial, window),
+        "timeline": transcript.timeline(trial, trajectories),
         "is_main": trajectory == main,
         "main_pk": main.pk if main else None,
         "referenced_from": steps.referenced_from(trial, trajectory, trajectories),
@@ -243,11 +250,16 @@ def _verifier_tab(request, trial, trajectories, number):
 
 
 def _artifacts_tab(request, trial, trajectories, number):
-    return {"artifacts": trial.artifacts.select_related("blob").order_by("pk")}
+    return {"artifacts": artifacts.artifact_rows(trial, list(trial.artifacts.select_related("blob").order_by("pk")))}
 
 
 def _logs_tab(request, trial, trajectories, number):
     return {"logs": tabs.log_texts(trial)}
+
+
+def _agent_logs_tab(request, trial, trajectories, number):
+    no_logs = "No agent logs (agent/*.txt, agent/command-N/) in this pack."
+    return {"logs": tabs.agent_log_texts(trial), "no_logs": no_logs}
 
 
 def _exception_tab(request, trial, trajectories, number):
@@ -270,6 +282,7 @@ TAB_CONTEXT = {
     "verifier": _verifier_tab,
     "artifacts": _artifacts_tab,
     "logs": _logs_tab,
+    "agent-logs": _agent_logs_tab,
     "exception": _exception_tab,
     "config": _config_tab,
     "events": _events_tab,
@@ -286,10 +299,21 @@ def artifact_download(request, pk, artifact_pk):
     artifact = get_object_or_404(Artifact.objects.select_related("blob"), pk=artifact_pk, trial_id=pk)
     if artifact.blob is None:
         raise Http404("this artifact's bytes were not in the pack")
-    name = PurePosixPath(artifact.destination or artifact.source).name or f"artifact-{artifact.pk}"
     return FileResponse(
-        artifact.blob.open(), as_attachment=True, filename=name, content_type="application/octet-stream"
+        artifact.blob.open(),
+        as_attachment=True,
+        filename=artifacts.file_name(artifact),
+        content_type="application/octet-stream",
     )
+
+
+def artifact_preview(request, pk, artifact_pk):
+    """An image artifact shown in the page (PNG, JPEG, GIF, WebP up to the preview cap); nothing else."""
+    artifact = get_object_or_404(Artifact.objects.select_related("blob"), pk=artifact_pk, trial_id=pk)
+    content_type = artifacts.image_type(artifact)
+    if artifact.blob is None or content_type is None or artifact.blob.size > artifacts.PREVIEW_BYTES:
+        raise Http404("only images up to the preview size are shown in the page")
+    return FileResponse(artifact.blob.open(), content_type=content_type, filename=artifacts.file_name(artifact))
 
 
 def trial_file(request, pk):

@@ -9,6 +9,7 @@
   // --- bar widths (no inline style attributes in the HTML, for a strict CSP)
   document.querySelectorAll("[data-grow]").forEach((el) => { el.style.flexGrow = el.dataset.grow; });
   document.querySelectorAll("[data-width]").forEach((el) => { el.style.width = el.dataset.width + "%"; });
+  document.querySelectorAll("[data-left]").forEach((el) => { el.style.left = el.dataset.left + "%"; });
 
   // --- the details panel (refs, ids, completeness) opens from the evidence badge or a link to it
   const details = document.getElementById("trial-details");
@@ -47,10 +48,20 @@
   });
 
   // --- expand / collapse
+  // Collapse all folds every long block (a system prompt, a message, a file's content, a result)
+  // to its first lines; a click on a folded block opens it again.
   function setAllOpen(open) {
     document.querySelectorAll("#steps details").forEach((d) => { d.open = open; });
     document.querySelectorAll("#steps pre.observation").forEach((p) => p.classList.toggle("open", open));
+    document.querySelectorAll("#steps pre").forEach((p) => {
+      p.classList.toggle("folded", !open && p.scrollHeight > FOLDED_HEIGHT);
+    });
   }
+  const FOLDED_HEIGHT = 80;
+  document.addEventListener("click", (event) => {
+    const folded = event.target.closest("#steps pre.folded");
+    if (folded) folded.classList.remove("folded");
+  });
   const expandAll = document.getElementById("expand-all");
   const collapseAll = document.getElementById("collapse-all");
   if (expandAll) expandAll.addEventListener("click", () => setAllOpen(true));
@@ -72,10 +83,19 @@
     }
     return cache.get(number);
   }
-  function fullText(detail, field, index) {
+  function fullText(detail, field, index, key, article) {
     if (field === "message") return detail.message;
     if (field === "reasoning") return detail.reasoning;
-    if (field === "arguments") return (detail.tool_calls[index] || {}).arguments_text || "";
+    const args = (detail.tool_calls[index] || {}).arguments;
+    if (field === "argument") return args && typeof args[key] === "string" ? args[key] : "";
+    if (field === "arguments") {
+      // the arguments but the multi-line ones, which have their own text blocks
+      const lifted = Array.from(article.querySelectorAll('pre[data-field="argument"][data-index="' + index + '"]')).map((p) => p.dataset.key);
+      if (!lifted.length) return (detail.tool_calls[index] || {}).arguments_text || "";
+      const rest = {};
+      Object.keys(args || {}).forEach((k) => { if (!lifted.includes(k)) rest[k] = args[k]; });
+      return JSON.stringify(rest, null, 2);
+    }
     if (field === "observation") return (detail.observations[index] || {}).content || "";
     return "";
   }
@@ -85,13 +105,14 @@
     const article = button.closest("article.step");
     const field = button.dataset.field;
     const index = Number(button.dataset.index || 0);
-    const selector = 'pre[data-field="' + field + '"]' + (button.dataset.index !== undefined ? '[data-index="' + index + '"]' : "");
+    const selector = 'pre[data-field="' + field + '"]' + (button.dataset.index !== undefined ? '[data-index="' + index + '"]' : "") +
+      (button.dataset.key !== undefined ? '[data-key="' + CSS.escape(button.dataset.key) + '"]' : "");
     const pre = button.parentElement.querySelector(selector) || article.querySelector(selector);
     button.disabled = true;
     button.textContent = "loading…";
     try {
       const detail = await loadStep(Number(article.dataset.number));
-      pre.textContent = fullText(detail, field, index);
+      pre.textContent = fullText(detail, field, index, button.dataset.key, article);
       if (query) highlight(pre);
       pre.classList.remove("collapsed");
       pre.classList.add("open");
@@ -132,6 +153,16 @@
   window.addEventListener("hashchange", () => {
     const m = /^#step-(\d+)$/.exec(window.location.hash);
     if (m) focusStep(m[1]);
+  });
+
+  // --- the timeline: a segment of this trajectory's window focuses its step; others open its window
+  document.querySelectorAll("#timeline a.seg").forEach((a) => {
+    a.addEventListener("click", (event) => {
+      if (a.dataset.trajectory !== root.dataset.trajectory || !document.getElementById("step-" + a.dataset.number)) return;
+      event.preventDefault();
+      history.replaceState(null, "", "#step-" + a.dataset.number);
+      focusStep(a.dataset.number);
+    });
   });
 
   // --- highlight search matches in the loaded steps (DOM text nodes only, never HTML)
@@ -201,7 +232,7 @@
   if (prevMatch) prevMatch.addEventListener("click", () => jump(-1));
 
   // --- j / k: the next / previous step of the window gets the focus and its permalink the URL;
-  // past either end of the window, the pager's next / previous window opens there.
+  // past either end of the window, the next / previous window opens on its first / last step.
   function moveStep(delta) {
     const steps = Array.from(document.querySelectorAll("#steps article.step")).filter((el) => el.offsetParent !== null);
     if (!steps.length) return;
@@ -209,7 +240,7 @@
     const next = current === -1 ? (delta > 0 ? 0 : steps.length - 1) : current + delta;
     if (next < 0 || next >= steps.length) {
       const pager = document.querySelector('.steps-pagination a[rel="' + (delta > 0 ? "next" : "prev") + '"]');
-      if (pager) window.location.href = pager.href;
+      if (pager) window.location.href = pager.href.split("#")[0] + "#step-" + pager.dataset.step;
       return;
     }
     steps.forEach((el) => el.classList.remove("focused"));
@@ -221,12 +252,47 @@
     history.replaceState(null, "", "#" + step.id);
   }
 
+  // --- arriving from the previous / next trial (#steps): the first step has the focus, not the page top
+  function landOnSteps() {
+    const first = Array.from(document.querySelectorAll("#steps article.step")).find((el) => el.offsetParent !== null);
+    if (!first) return;
+    focusStep(first.dataset.number);
+    first.setAttribute("tabindex", "-1");
+    first.focus({ preventScroll: true });
+  }
+  // (after the browser's own scroll to #steps, which would take the focus back)
+  if (window.location.hash === "#steps") window.addEventListener("load", () => setTimeout(landOnSteps, 0));
+
+  // --- tabs: [ / ] or ⌥← / ⌥→ open the previous / next tab, on its panel
+  function switchTab(delta) {
+    const tabs = Array.from(document.querySelectorAll(".tabs a[data-tab]"));
+    const here = tabs.findIndex((a) => a.classList.contains("active"));
+    const target = tabs[(here + delta + tabs.length) % tabs.length];
+    if (target) window.location.href = target.href.split("#")[0] + (target.dataset.tab === "trajectory" ? "#steps" : "#tab-" + target.dataset.tab);
+  }
+
+  // --- ? shows every shortcut; Esc closes it (the dialog's own key)
+  const help = document.getElementById("key-help");
+  function toggleHelp() {
+    if (!help) return;
+    if (help.open) help.close(); else help.showModal();
+  }
+  document.querySelectorAll("[data-opens=key-help]").forEach((b) => b.addEventListener("click", toggleHelp));
+
   // --- keyboard: ← / → between trials (keeping the tab), j / k between steps, / to search,
-  // n / N between search matches
+  // n / N between search matches, [ / ] between tabs, ? for the list of keys
   document.addEventListener("keydown", (event) => {
-    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.ctrlKey || event.metaKey) return;
     const target = event.target;
     if (target.closest("input, textarea, select, [contenteditable]")) return;
+    if (event.altKey) {
+      if (event.key === "ArrowLeft" || event.key === "ArrowRight") {
+        event.preventDefault();
+        switchTab(event.key === "ArrowRight" ? 1 : -1);
+      }
+      return;
+    }
+    if (help && help.open && event.key !== "?") return;
     if (event.key === "ArrowLeft" || event.key === "ArrowRight") {
       // Not while the reader has clicked into the trajectory: there the arrows move through the text.
       const caret = document.getSelection();
@@ -239,6 +305,12 @@
     } else if (event.key === "j" || event.key === "k") {
       event.preventDefault();
       moveStep(event.key === "j" ? 1 : -1);
+    } else if (event.key === "[" || event.key === "]") {
+      event.preventDefault();
+      switchTab(event.key === "]" ? 1 : -1);
+    } else if (event.key === "?") {
+      event.preventDefault();
+      toggleHelp();
     } else if (event.key === "/") {
       const search = document.querySelector('.toolbar input[type="search"]');
       if (search) {

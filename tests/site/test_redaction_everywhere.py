@@ -58,7 +58,8 @@ def test_the_secret_is_only_in_the_raw_pack(client, tmp_path, caplog, capsys, dj
     responses = {}
     for url in every_get_url(trial, imp):
         responses[url] = client.get(url)
-    tabs = ["trajectory", "context", "permissions", "verifier", "artifacts", "logs", "exception", "config", "events"]
+    tabs = ["trajectory", "context", "permissions", "verifier", "artifacts", "logs", "agent-logs"]
+    tabs += ["exception", "config", "events"]
     for tab in tabs:
         responses[f"tab {tab}"] = client.get(f"/trials/{trial.pk}/", {"tab": tab})
     responses["search page"] = client.get(f"/trials/{trial.pk}/", {"q": "sk-demo"})  # a prefix: no echo of it all
@@ -461,3 +462,29 @@ def test_events_imported_before_their_trial_join_it_and_their_redaction_applies(
     download = b"".join(client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/").streaming_content)
     assert b"LEAKCANARY" not in step and b"LEAKCANARY" not in download
     assert Trajectory.objects.get().withheld
+
+
+def test_an_artifact_preview_is_scrubbed_by_the_trials_redactions(tmp_path, client_logged_in):
+    """Artifacts are stored as imported; their preview on the page withholds what a redaction names."""
+    from tests.builders import import_path, write_trial
+
+    trial_dir = write_trial(tmp_path)
+    events = [
+        {"type": "context.item.added", "eventId": "e1", "sessionId": "s1",
+         "payload": {"item": {"item_id": "item-2", "content": "LEAKCANARY-7777", "redaction_state": "none"}}},
+        {"type": "context.redaction.applied", "eventId": "e2", "sessionId": "s1",
+         "payload": {"redaction_id": "r1", "item_id": "item-2", "redacted_fields": ["content"], "reason": "pii"}},
+    ]  # fmt: skip
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(b"\n".join(json.dumps(e).encode() for e in events))
+    copy = {"item_id": "item-2", "content": "LEAKCANARY-7777"}
+    self_marked = {"item_id": "item-9", "content": "LEAKCANARY-9999", "redaction_state": "masked"}
+    (trial_dir / "artifacts" / "context.json").write_text(json.dumps({"items": [copy, self_marked]}))
+    (trial_dir / "artifacts" / "context.jsonl").write_text(json.dumps(copy) + "\nplain line\n")
+    manifest = [{"source": f"/app/{n}", "destination": n, "type": "file", "status": "ok"}
+                for n in ("context.json", "context.jsonl")]  # fmt: skip
+    (trial_dir / "artifacts" / "manifest.json").write_text(json.dumps(manifest))
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    body = client_logged_in.get(f"/trials/{trial.pk}/", {"tab": "artifacts"}).content.decode()
+    assert "LEAKCANARY" not in body
+    assert body.count("[redacted]") >= 3 and "plain line" in body  # previewed, not dropped

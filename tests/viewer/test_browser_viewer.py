@@ -12,7 +12,14 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from tests.builders import crafted_trial_dir, demo_jobs, import_path, import_trial_dir, long_trajectory
+from tests.builders import (
+    crafted_trial_dir,
+    demo_jobs,
+    import_demo,
+    import_path,
+    import_trial_dir,
+    long_trajectory,
+)
 from trials.models import Trial
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls are still sync.
@@ -260,3 +267,126 @@ def test_j_and_k_walk_the_steps_with_their_permalinks_and_open_the_next_window(p
     page.wait_for_url(re.compile(r"page=2"))
     expect(page.locator("#step-51")).to_be_visible()
     assert page.errors == []
+
+
+# --- issue 23: keyboard review, the transcript, the timeline ------------------------------------
+
+
+def focused_step(page) -> str:
+    return page.evaluate("document.querySelector('article.step.focused')?.id || ''")
+
+
+def test_a_keyboard_only_review_of_five_trials_lands_on_the_trajectory_and_keeps_the_tab(page, tmp_path):
+    import_demo(tmp_path, tasks=3, attempts=2)
+    names = sorted(Trial.objects.values_list("name", flat=True))
+    assert len(names) >= 6
+    first = Trial.objects.get(name=names[0])
+    page.goto(reverse("trial-detail", args=[first.pk]) + "?list=sort%3Dname")
+    legend = page.locator("#key-legend").bounding_box()
+    assert legend["height"] < 24  # one line
+    for i in range(5):
+        expect(page.locator("h1")).to_contain_text(names[i])
+        expect(page.locator("#trial-position")).to_have_text(f"{i + 1} / {len(names)}")
+        if i == 0:  # opened from the list: j starts at the first step
+            page.keyboard.press("j")
+        # arrived by →: the first step has the focus and is on screen, not the page top
+        expect(page.locator("#step-1")).to_have_class(re.compile(r"\bfocused\b"))
+        expect(page.locator("#step-1")).to_be_in_viewport()
+        assert i == 0 or page.evaluate("document.activeElement.id") == "step-1"
+        page.keyboard.press("j")
+        expect(page.locator("#step-2")).to_have_class(re.compile(r"\bfocused\b"))
+        page.keyboard.press("j")
+        page.keyboard.press("k")
+        expect(page.locator("#step-2")).to_have_class(re.compile(r"\bfocused\b"))
+        assert page.url.endswith("#step-2")
+        page.keyboard.press("ArrowRight")
+    expect(page.locator("h1")).to_contain_text(names[5])
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("h1")).to_contain_text(names[4])
+    # ] opens the next tab; ← / → keep it and land on its panel; [ goes back
+    page.keyboard.press("]")
+    expect(page.locator('.tabs a.active[data-tab="context"]')).to_have_count(1)
+    page.keyboard.press("Alt+ArrowRight")
+    expect(page.locator('.tabs a.active[data-tab="permissions"]')).to_have_count(1)
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("h1")).to_contain_text(names[3])
+    expect(page.locator('.tabs a.active[data-tab="permissions"]')).to_have_count(1)
+    expect(page.locator("#tab-permissions")).to_be_in_viewport()
+    page.keyboard.press("[")
+    expect(page.locator('.tabs a.active[data-tab="context"]')).to_have_count(1)
+    page.keyboard.press("Alt+ArrowLeft")
+    expect(page.locator('.tabs a.active[data-tab="trajectory"]')).to_have_count(1)
+    expect(page.locator("#step-1")).to_have_class(re.compile(r"\bfocused\b"))
+    assert page.errors == []
+
+
+def test_j_past_the_end_of_a_window_opens_the_next_on_its_first_step(page, tmp_path):
+    trial = long_trajectory(tmp_path, 60)
+    page.goto(reverse("trial-detail", args=[trial.pk]) + "#step-50")
+    expect(page.locator("#step-50")).to_have_class(re.compile(r"\bfocused\b"))
+    page.keyboard.press("j")
+    expect(page.locator("#step-51")).to_have_class(re.compile(r"\bfocused\b"))
+    assert "page=2" in page.url
+    page.keyboard.press("k")
+    expect(page.locator("#step-50")).to_have_class(re.compile(r"\bfocused\b"))
+
+
+def test_question_mark_lists_every_shortcut(page, tmp_path):
+    trial = long_trajectory(tmp_path, 3)
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    help_box = page.locator("#key-help")
+    expect(help_box).to_be_hidden()
+    page.keyboard.press("?")
+    expect(help_box).to_be_visible()
+    for key in ("←", "→", "j", "k", "[", "]", "⌥←", "/", "n", "N", "?"):
+        expect(help_box.locator("kbd", has_text=key).first).to_be_visible()
+    page.keyboard.press("j")  # keys wait while the list is open
+    assert focused_step(page) == ""
+    page.keyboard.press("Escape")
+    expect(help_box).to_be_hidden()
+
+
+def test_the_transcript_filters_hide_each_kind_of_record(page, tmp_path):
+    trial = import_trial_dir(crafted_trial_dir(tmp_path))
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    kinds = {"runtime": "#steps .tx-runtime", "permissions": "#steps .permission", "context": "#steps .ctx-refs"}
+    for hide, selector in kinds.items():
+        expect(page.locator(selector).first).to_be_visible()
+        page.uncheck(f'input[data-hide="{hide}"]')
+        expect(page.locator(selector).first).to_be_hidden()
+        assert hide in page.url
+        page.check(f'input[data-hide="{hide}"]')
+        expect(page.locator(selector).first).to_be_visible()
+    page.uncheck('input[data-hide="messages"]')
+    expect(page.locator("#steps .msg").first).to_be_hidden()
+
+
+def test_a_timeline_segment_goes_to_its_step(page, tmp_path):
+    trial = long_trajectory(tmp_path, 120)
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    in_window = page.locator('#timeline a.seg[data-number="31"]')
+    in_window.click()
+    expect(page.locator("#step-31")).to_have_class(re.compile(r"\bfocused\b"))
+    expect(page.locator("#step-31")).to_be_in_viewport()
+    later = page.locator("#timeline a.seg").nth(-3)
+    number = later.get_attribute("data-number")
+    later.click()
+    expect(page.locator(f"#step-{number}")).to_have_class(re.compile(r"\bfocused\b"))
+    assert f"/steps/{number}/" in page.url
+    assert page.errors == []
+
+
+def test_collapse_all_folds_every_long_block_and_a_click_opens_one(page, tmp_path):
+    prompt = "\n".join(f"rule {n}: be careful" for n in range(60))  # a 60-line system prompt
+    trial = import_trial_dir(crafted_trial_dir(tmp_path, message=prompt))
+    page.goto(reverse("trial-detail", args=[trial.pk]))
+    block = page.locator("article.step.src-user pre.text").first
+    assert block.bounding_box()["height"] > 600
+    page.click("#collapse-all")
+    expect(block).to_have_class(re.compile(r"\bfolded\b"))
+    assert block.bounding_box()["height"] < 100
+    block.click()
+    expect(block).not_to_have_class(re.compile(r"\bfolded\b"))
+    page.click("#collapse-all")
+    page.click("#expand-all")
+    expect(page.locator("#steps pre.folded")).to_have_count(0)

@@ -146,8 +146,9 @@ def test_a_trial_knows_its_position_and_neighbours_in_its_list(client_logged_in,
     assert '<span id="trial-position">2 / 4</span>' in html
     prev_pk = Trial.objects.get(name=names[0]).pk
     next_pk = Trial.objects.get(name=names[2]).pk
-    assert f'id="prev-trial" data-key="ArrowLeft" href="/trials/{prev_pk}/?list=sort%3Dname&amp;tab=verifier"' in html
-    assert f'id="next-trial" data-key="ArrowRight" href="/trials/{next_pk}/?list=sort%3Dname&amp;tab=verifier"' in html
+    kept = "?list=sort%3Dname&amp;tab=verifier#tab-verifier"  # the list, the tab, and landing on its panel
+    assert f'id="prev-trial" data-key="ArrowLeft" href="/trials/{prev_pk}/{kept}"' in html
+    assert f'id="next-trial" data-key="ArrowRight" href="/trials/{next_pk}/{kept}"' in html
 
 
 def test_the_first_trial_of_a_list_has_no_previous(client_logged_in, demo):

@@ -25,7 +25,8 @@ from trials.models import Trial
 
 pytestmark = pytest.mark.django_db
 
-TABS = ("trajectory", "context", "permissions", "verifier", "artifacts", "logs", "exception", "config", "events")
+TABS = ("trajectory", "context", "permissions", "verifier", "artifacts", "logs", "agent-logs")
+TABS += ("exception", "config", "events")
 
 
 @pytest.fixture
@@ -110,7 +111,7 @@ def test_each_step_shows_source_time_model_tokens_and_tool_calls_with_their_resu
     assert step_numbers(html) == list(range(1, demo_trial.step_count + 1))
     assert 'data-source="system"' in html and 'data-source="user"' in html and 'data-source="agent"' in html
     assert "gpt-5.4" in html
-    assert re.search(r"\d+ in · \d+ cached · \d+ out", html)
+    assert re.search(r"[\d,]+ in · [\d,]+ cached · [\d,]+ out", html)
     assert 'class="call part"' in html and 'class="call-result"' in html
     assert "&quot;command&quot;:" in html  # pretty JSON arguments, escaped
     assert re.search(r"\+\d", html)  # time since the previous step

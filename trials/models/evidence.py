@@ -32,6 +32,10 @@ class PermissionDecision(models.Model):
     resolved_at = models.DateTimeField(null=True, blank=True)
     raw = JSONField(default=dict, blank=True)
 
+    class Meta:
+        # the trial page's transcript reads a window's time range of them
+        indexes = [models.Index(fields=["trial", "requested_at"], name="permission_trial_time")]
+
     def __str__(self) -> str:
         return f"{self.action_id}: {self.decision}"
 
@@ -99,6 +103,8 @@ class RuntimeEvent(models.Model):
 
     class Meta:
         ordering = ["sequence", "timestamp", "pk"]
+        # the trial page's transcript reads a window's time range of them
+        indexes = [models.Index(fields=["trial", "timestamp"], name="event_trial_time")]
 
     def __str__(self) -> str:
         return self.type

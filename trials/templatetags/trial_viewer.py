@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime
 from typing import Any
 
 from django import template
 from django.http import QueryDict
+from django.utils import dateformat, timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from trials.viewer import text
 
@@ -52,6 +56,21 @@ def seconds(value: Any) -> str:
         hours, minutes = divmod(minutes, 60)
         shown = f"{minutes} min {secs} s" if not hours else f"{hours} h {minutes} min"
     return shown.replace(" ", "\u00a0")
+
+
+DATETIME_FORMAT = "Y-m-d H:i:s T"  # one format on every page: 2026-11-26 04:12:33 UTC
+
+
+@register.filter
+def when(value: Any) -> SafeString | str:
+    """A date-time in the one format of every page, in the site's zone, named; "–" for none."""
+    if isinstance(value, datetime):
+        local = timezone.localtime(value) if timezone.is_aware(value) else value
+        shown = dateformat.format(local, DATETIME_FORMAT if timezone.is_aware(value) else "Y-m-d H:i:s")
+        return format_html('<time datetime="{}">{}</time>', value.isoformat(), shown.strip())
+    if isinstance(value, date):
+        return format_html('<time datetime="{}">{}</time>', value.isoformat(), value.isoformat())
+    return "–" if value in (None, "") else str(value)
 
 
 @register.filter

@@ -14,7 +14,7 @@ from benchviewer.ids import parse_pk
 from trials import search
 from trials.ingest.formats.atif import names_trajectory
 from trials.models import ContextRecord, ObservationResult, PermissionDecision, Step, ToolCall, Trajectory, Trial
-from trials.viewer.text import ARGUMENTS_PREVIEW, TEXT_PREVIEW, pretty_json, scrub, scrub_json
+from trials.viewer.text import ARGUMENTS_PREVIEW, TEXT_PREVIEW, argument_blocks, pretty_json, scrub, scrub_json
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -59,10 +59,20 @@ def window_start(step_number: int) -> int:
 
 
 @dataclass
+class ArgumentBlock:
+    """A multi-line string argument shown as text (its preview, and whether it was cut)."""
+
+    name: str
+    text: str
+    truncated: bool
+
+
+@dataclass
 class ToolCallView:
     call: ToolCall
     arguments_text: str
     arguments_truncated: bool
+    blocks: list[ArgumentBlock] = field(default_factory=list)
     observation: ObservationResult | None = None
     permissions: list[PermissionDecision] = field(default_factory=list)
     context: list[ContextRecord] = field(default_factory=list)
@@ -87,6 +97,7 @@ class StepView:
     token_pct: dict[str, float]
     tokens_label: str = ""
     permalink: str = ""
+    records_before: list[Any] = field(default_factory=list)  # runtime events, permissions timed before it
 
     @property
     def flagged(self) -> bool:
@@ -231,7 +242,8 @@ def _step_view(
     calls = []
     claimed: set[int] = set()
     for call in step.tool_calls.all():
-        args = pretty_json(call.arguments) if call.arguments is not None else ""
+        rest, blocks = argument_blocks(call.arguments)
+        args = pretty_json(rest) if rest is not None and (rest or not blocks) else ""
         obs = by_call.get(call.tool_call_id)
         if obs is not None:
             claimed.add(obs.pk)
@@ -242,6 +254,7 @@ def _step_view(
                 call=call,
                 arguments_text=args[:ARGUMENTS_PREVIEW],
                 arguments_truncated=len(args) > ARGUMENTS_PREVIEW,
+                blocks=[ArgumentBlock(n, t[:ARGUMENTS_PREVIEW], len(t) > ARGUMENTS_PREVIEW) for n, t in blocks],
                 observation=obs,
                 permissions=call_perms,
                 context=call_ctx,
@@ -277,9 +290,9 @@ def _step_view(
         tokens_label=" · ".join(
             part
             for part in (
-                f"{prompt} in",
-                f"{cached} cached" if step.cached_tokens is not None else "",  # not "0" when the file says nothing
-                f"{completion} out",
+                f"{prompt:,} in",
+                f"{cached:,} cached" if step.cached_tokens is not None else "",  # not "0" when the file says nothing
+                f"{completion:,} out",
             )
             if part
         ),

@@ -221,13 +221,22 @@ def record_summary(record: ContextRecord) -> dict[str, Any]:
 
 
 def log_texts(trial: Trial) -> list[tuple[str, str]]:
-    """trial.log, agent logs and verifier logs (exception.txt has its own tab)."""
+    """trial.log and the verifier's logs (exception.txt and the agent's logs have their own tabs)."""
+    texts = trial.texts or {}
+    keys = [k for k in texts if k != "exception.txt" and not k.startswith("agent/")]
+    return [(k, scrub(texts[k])) for k in sorted(keys, key=lambda k: (k != "trial.log", k))]
+
+
+def agent_log_texts(trial: Trial) -> list[tuple[str, str]]:
+    """The agent's own logs: agent/*.txt, then agent/command-N/ files in command order."""
     texts = trial.texts or {}
 
-    def order(key: str) -> tuple[int, str]:
-        return (0 if key == "trial.log" else 1 if key.startswith("agent/") else 2, key)
+    def order(key: str) -> tuple[int, int, str]:
+        folder = key.split("/")[1] if key.count("/") >= 2 else ""
+        number = folder.removeprefix("command-")
+        return (1 if folder else 0, int(number) if number.isdigit() else -1, key)
 
-    return [(k, scrub(texts[k])) for k in sorted(texts, key=order) if k != "exception.txt"]
+    return [(k, scrub(texts[k])) for k in sorted((k for k in texts if k.startswith("agent/")), key=order)]
 
 
 def config_documents(trial: Trial) -> list[tuple[str, str]]:

@@ -92,3 +92,16 @@ def pretty_json(value: Any, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         return text[:limit] + f"\n… [{len(text) - limit} more characters]"
     return text
+
+
+def argument_blocks(arguments: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """A tool call's arguments split for reading: its multi-line strings (a file's content, a
+    script, a command) as (name, text) blocks with their line breaks, and the rest as it was.
+
+    Only top-level strings of an object are lifted out; the rest is printed as JSON, in order.
+    """
+    if not isinstance(arguments, dict):
+        return arguments, []
+    blocks = [(str(k), scrub(v)) for k, v in arguments.items() if isinstance(v, str) and "\n" in v.strip()]
+    lifted = {name for name, _ in blocks}
+    return {k: v for k, v in arguments.items() if str(k) not in lifted}, blocks

@@ -339,6 +339,7 @@ def _read_texts(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
     candidates = [trial_dir / name for name in TEXT_FILES]
     candidates += sorted((trial_dir / "verifier").glob("*.txt")) if (trial_dir / "verifier").is_dir() else []
     candidates += sorted((trial_dir / "agent").glob("*.txt")) if (trial_dir / "agent").is_dir() else []
+    candidates += _command_files(trial_dir / "agent")
     for path in candidates:
         if path.is_file():
             key = path.relative_to(trial_dir).as_posix()
@@ -350,6 +351,18 @@ def _read_texts(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
             trial.texts[key] = text
     if "exception.txt" in trial.texts and not trial.exception_traceback:
         trial.exception_traceback = trial.texts["exception.txt"]
+
+
+AGENT_COMMANDS_KEPT = 200  # agent/command-N/ folders read (each file up to TEXT_LIMIT): the rest stay in the pack
+
+
+def _command_files(agent_dir: Path) -> list[Path]:
+    """The files of agent/command-0/, command-1/, … (what each command the agent ran printed), in number order."""
+    if not agent_dir.is_dir():
+        return []
+    folders = [p for p in agent_dir.glob("command-*") if p.is_dir() and p.name.removeprefix("command-").isdigit()]
+    folders.sort(key=lambda p: int(p.name.removeprefix("command-")))
+    return [f for folder in folders[:AGENT_COMMANDS_KEPT] for f in sorted(folder.iterdir()) if f.is_file()]
 
 
 def _read_trajectories(trial: ParsedTrial, base: Path, rel: str, step_name: str = "") -> None:

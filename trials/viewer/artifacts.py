@@ -1,0 +1,86 @@
+"""Artifacts previewed on the trial page: text and JSON shown as text, images inline, up to a cap."""
+
+from __future__ import annotations
+
+import mimetypes
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import orjson
+
+from trials.ingest import redaction
+from trials.models import Artifact, ContextRecord, RuntimeEvent, Trial
+from trials.viewer.text import pretty_json, scrub
+
+PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
+PREVIEWS_PER_PAGE = 20  # the tab reads at most this many blobs
+IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}  # (no SVG: it can carry script)
+
+
+@dataclass
+class ArtifactRow:
+    artifact: Artifact
+    kind: str = ""  # "text", "json", "image", or "" when there is no preview
+    text: str = ""
+    why_not: str = ""  # why there is no preview, when there is none
+
+
+def file_name(artifact: Artifact) -> str:
+    return PurePosixPath(artifact.destination or artifact.source).name or f"artifact-{artifact.pk}"
+
+
+def image_type(artifact: Artifact) -> str | None:
+    """The image media type an artifact is served inline as, or None."""
+    guessed = mimetypes.guess_type(file_name(artifact))[0]
+    return guessed if guessed in IMAGE_TYPES else None
+
+
+def artifact_rows(trial: Trial, artifacts: list[Artifact]) -> list[ArtifactRow]:
+    """Each artifact with its preview: the first PREVIEWS_PER_PAGE small ones are read.
+
+    An artifact's bytes are stored as imported, so a preview is scrubbed here by the trial's
+    redactions (as the import scrubs its logs), then masked like any text.
+    """
+    rows = []
+    named: dict[str, dict] | None = None
+    read = 0
+    for artifact in artifacts:
+        row = ArtifactRow(artifact)
+        rows.append(row)
+        blob = artifact.blob
+        if blob is None:
+            row.why_not = "bytes not in pack"
+        elif blob.size > PREVIEW_BYTES:
+            row.why_not = "too large to preview"
+        elif image_type(artifact):
+            row.kind = "image"
+        elif read >= PREVIEWS_PER_PAGE:
+            row.why_not = f"only the first {PREVIEWS_PER_PAGE} are previewed"
+        else:
+            read += 1
+            named = trial_redactions(trial) if named is None else named
+            row.kind, row.text = _text_preview(blob.read(), file_name(artifact), named)
+            row.why_not = "" if row.kind else "not text (or not UTF-8) and not an image"
+    return rows
+
+
+def trial_redactions(trial: Trial) -> dict[str, dict]:
+    """The redactions the trial's runtime events, context records and documents declare."""
+    raws = list(RuntimeEvent.objects.filter(trial=trial).values_list("raw", flat=True))
+    data = list(ContextRecord.objects.filter(trial=trial).values_list("data", flat=True))
+    return redaction.collect_redactions([*raws, *data, trial.documents])
+
+
+def _text_preview(data: bytes, name: str, named: dict[str, dict]) -> tuple[str, str]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "", ""
+    if "\x00" in text:  # decodes, but is binary
+        return "", ""
+    if name.lower().endswith(".json"):
+        try:
+            return "json", pretty_json(redaction.scrub_tree(orjson.loads(data), named))
+        except orjson.JSONDecodeError:
+            pass
+    return "text", scrub(redaction.scrub_text(text, named) if named else text)
