@@ -3,6 +3,7 @@ from django import forms
 
 from benchviewer.ids import parse_pk
 from trials.models import Configuration, Import, Pack, Task, Trial
+from trials.triage.signatures import FLAG_CHOICES
 
 
 class TrialFilter(django_filters.FilterSet):
@@ -20,6 +21,9 @@ class TrialFilter(django_filters.FilterSet):
         choices=[("true", "complete"), ("false", "incomplete")], method="filter_complete", label="Evidence"
     )  # an empty first choice ("any"): a list page must not filter until asked
     source_format = django_filters.CharFilter()
+    flag = django_filters.ChoiceFilter(
+        choices=[("any", "any safety flag"), *FLAG_CHOICES], method="filter_flag", label="Safety flag"
+    )
     # Set by the import page's links, and kept (hidden) when the list is filtered further.
     pack = django_filters.ModelChoiceFilter(queryset=Pack.objects.all(), method="filter_pack", widget=forms.HiddenInput)
     import_id = django_filters.UUIDFilter(method="filter_import", widget=forms.HiddenInput, label="Import")
@@ -54,6 +58,11 @@ class TrialFilter(django_filters.FilterSet):
 
     def filter_pack(self, queryset, name, value):
         return queryset.held_by([value.pk])
+
+    def filter_flag(self, queryset, name, value):
+        """Trials a safety signal flagged (trials.triage.signatures), whatever their reward."""
+        flagged = queryset.filter(is_flagged=True)
+        return flagged if value == "any" else flagged.filter(safety_flags__icontains=f'"{value}"')
 
     def filter_complete(self, queryset, name, value):
         return queryset.filter(is_complete=value == "true")

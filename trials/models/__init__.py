@@ -13,7 +13,16 @@ from trials.models.fields import CharField, JSONField, NulSafeJSONEncoder, TextF
 from trials.models.imports import Blob, Import, Pack, PackFile
 from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
 from trials.models.trial import Trial, TrialQuerySet
-from trials.triage.models import AuditEntry, Comment, FailureMode, QCItem, QCScenario, Severity, TriageAssignment
+from trials.triage.models import (
+    AuditEntry,
+    Comment,
+    FailureCluster,
+    FailureMode,
+    QCItem,
+    QCScenario,
+    Severity,
+    TriageAssignment,
+)
 
 __all__ = [
     "Artifact",
@@ -25,6 +34,7 @@ __all__ = [
     "ContextRecord",
     "Dataset",
     "Document",
+    "FailureCluster",
     "FailureMode",
     "Import",
     "JSONField",
