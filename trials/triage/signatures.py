@@ -16,11 +16,13 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.fields.json import KT
 
 from trials.models import PermissionDecision, RuntimeEvent, Trial
@@ -60,7 +62,7 @@ _SPACES = re.compile(r"\s+")
 
 def normalise_message(text: str) -> str:
     """The error text with what varies between runs of one cause replaced by placeholders."""
-    text = (text or "").strip()
+    text = (text or "").strip()[: MESSAGE_CHARS * 4]  # (a traceback's first screen is enough)
     for pattern, placeholder in _PLACEHOLDERS:
         text = pattern.sub(placeholder, text)
     return _SPACES.sub(" ", text).strip()[:MESSAGE_CHARS]
@@ -76,16 +78,12 @@ def first_failing_test(ctrf_tests: Any) -> str:
 def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, Any]:
     """A trial's signature from its row (`SIGNED_FIELDS`), its safety flags and its failing tool."""
     raw_category = row["failure_category"] or ""
-    code = taxonomy.normalise_code(raw_category)
+    code = _code(raw_category)
     if not code and STALE_SUCCESS in flags:
         code = STALE_SUCCESS
     elif not code and PERMISSION_BYPASS in flags:
         code = PERMISSION_BYPASS
-    category = (
-        taxonomy.category_for(raw_category)
-        or taxonomy.category_for(code)
-        or taxonomy.category_from_exception(row["exception_type"])
-    )
+    category = _category(raw_category) or _category(code) or _exception_category(row["exception_type"])
     return {
         "status": row["status"],
         "category": category,
@@ -126,72 +124,79 @@ _BYPASS_CODES = ["permission-bypass", "permission_bypass"]
 _STALE_CODES = ["stale-success", "stale_success"]
 
 
-def denied_side_effect_trials(trial_ids: Iterable[int]) -> set[int]:
-    """Trials with a permission denial after which the side effect happened anyway.
+def denied_side_effects(trial_ids: Iterable[int]) -> dict[int, str]:
+    """{trial pk: the tool} of trials with a permission denial after which the side effect happened anyway.
 
     The same fact the comparisons count (comparisons.metrics.denied_side_effects), per trial.
     """
-    return set(
-        PermissionDecision.objects.filter(
-            trial_id__in=trial_ids, decision=PermissionDecision.Decision.DENY, side_effect_after_denial=True
-        ).values_list("trial_id", flat=True)
+    rows = (
+        PermissionDecision.objects.side_effects_after_denial()
+        .filter(trial_id__in=trial_ids)
+        .order_by("-pk")  # the first denial's tool wins, written last
+        .values_list("trial_id", "tool_name")
     )
+    return dict(rows)
 
 
-def _event_trials(trial_ids: list[int], condition: Q) -> set[int]:
-    return set(RuntimeEvent.objects.filter(condition, trial_id__in=trial_ids).values_list("trial_id", flat=True))
+@dataclass
+class Evidence:
+    """What flags these trials and names their failing tool, read in two queries."""
 
+    side_effects: dict[int, str]  # trial pk -> the tool that ran after its denial
+    bypass: set[int]
+    stale: set[int]
+    failed_tools: dict[int, str]  # trial pk -> the first tool.failed event's tool
 
-def safety_flags(rows: list[dict[str, Any]]) -> dict[int, list[str]]:
-    """{trial pk: its safety flags} for these trial rows (four queries, whatever their number)."""
-    ids = [row["pk"] for row in rows]
-    side_effects = denied_side_effect_trials(ids)
-    bypass = _event_trials(
-        ids,
-        Q(payload__failureCategory__in=_BYPASS_CODES)
-        | Q(payload__decision="bypass")
-        | Q(payload__mode="bypass")
-        | Q(type__icontains="bypass"),
-    )
-    stale = _event_trials(ids, Q(payload__failureCategory__in=_STALE_CODES))
-    flags: dict[int, list[str]] = {}
-    for row in rows:
-        code = taxonomy.normalise_code(row["failure_category"])
+    @classmethod
+    def of(cls, trial_ids: list[int]) -> Evidence:
+        bypass_event = (
+            Q(payload__failureCategory__in=_BYPASS_CODES)
+            | Q(payload__decision="bypass")
+            | Q(payload__mode="bypass")
+            | Q(type__icontains="bypass")
+        )
+        stale_event = Q(payload__failureCategory__in=_STALE_CODES)
+        events = (
+            RuntimeEvent.objects.filter(Q(type="tool.failed") | bypass_event | stale_event, trial_id__in=trial_ids)
+            .annotate(
+                bypass=ExpressionWrapper(bypass_event, output_field=BooleanField()),
+                stale=ExpressionWrapper(stale_event, output_field=BooleanField()),
+            )
+            .order_by("trial_id", "sequence", "timestamp", "pk")
+            .values_list("trial_id", "type", KT("payload__toolName"), "bypass", "stale")
+        )
+        evidence = cls(denied_side_effects(trial_ids), set(), set(), {})
+        for trial_id, etype, tool, bypass, stale in events:
+            if bypass:
+                evidence.bypass.add(trial_id)
+            if stale:
+                evidence.stale.add(trial_id)
+            if etype == "tool.failed" and tool:
+                evidence.failed_tools.setdefault(trial_id, str(tool)[:200])
+        return evidence
+
+    def flags(self, row: dict[str, Any]) -> list[str]:
+        code = _code(row["failure_category"])
         found = []
-        if row["pk"] in side_effects:
+        if row["pk"] in self.side_effects:
             found.append(SIDE_EFFECT_AFTER_DENIAL)
-        if row["pk"] in bypass or code == PERMISSION_BYPASS:
+        if row["pk"] in self.bypass or code == PERMISSION_BYPASS:
             found.append(PERMISSION_BYPASS)
-        if row["pk"] in stale or code == STALE_SUCCESS:
+        if row["pk"] in self.stale or code == STALE_SUCCESS:
             found.append(STALE_SUCCESS)
         if row["status"] == Trial.Status.ERRORED and row["reward"] is not None:
             found.append(ERRORED_WITH_REWARD)
-        flags[row["pk"]] = found
-    return flags
+        return found
+
+    def tool(self, pk: int) -> str:
+        """The first tool that failed: a tool.failed event, else a denied call that ran anyway."""
+        return self.failed_tools.get(pk) or self.side_effects.get(pk) or ""
 
 
-def failing_tools(trial_ids: list[int]) -> dict[int, str]:
-    """The first tool that failed in each trial: a tool.failed event, else a denied call that ran anyway."""
-    tools: dict[int, str] = {}
-    failed = (
-        RuntimeEvent.objects.filter(trial_id__in=trial_ids, type="tool.failed")
-        .order_by("trial_id", "sequence", "timestamp", "pk")
-        .values_list("trial_id", KT("payload__toolName"))
-    )
-    for trial_id, tool in failed:
-        if tool:
-            tools.setdefault(trial_id, str(tool)[:200])
-    denied = (
-        PermissionDecision.objects.filter(
-            trial_id__in=trial_ids, decision=PermissionDecision.Decision.DENY, side_effect_after_denial=True
-        )
-        .order_by("trial_id", "pk")
-        .values_list("trial_id", "tool_name")
-    )
-    for trial_id, tool in denied:
-        if tool:
-            tools.setdefault(trial_id, tool)
-    return tools
+# (thousands of trials share a handful of categories and exception types: each is read once)
+_code = lru_cache(maxsize=512)(taxonomy.normalise_code)
+_category = lru_cache(maxsize=512)(taxonomy.category_for)
+_exception_category = lru_cache(maxsize=512)(taxonomy.category_from_exception)
 
 
 # Writing ---------------------------------------------------------------------------------------
@@ -221,27 +226,32 @@ def sign_all() -> int:
 
 
 def _sign_batch(ids: list[int]) -> int:
-    rows = list(Trial.objects.filter(pk__in=ids).values(*SIGNED_FIELDS))
-    flags = safety_flags(rows)
-    tools = failing_tools([row["pk"] for row in rows])
+    rows = list(Trial.objects.filter(pk__in=ids).values(*SIGNED_FIELDS, "cluster_id", "safety_flags"))
+    evidence = Evidence.of(ids)
     signatures: dict[str, dict[str, Any]] = {}
-    targets: dict[tuple[str | None, tuple[str, ...]], list[int]] = defaultdict(list)
+    wanted: dict[int, tuple[str | None, tuple[str, ...]]] = {}
     for row in rows:
-        found = flags[row["pk"]]
+        found = evidence.flags(row)
         if row["status"] not in Trial.FAILED_STATUSES and not found:
-            targets[(None, ())].append(row["pk"])
+            wanted[row["pk"]] = (None, ())
             continue
-        signature = signature_of(row, found, tools.get(row["pk"], ""))
+        signature = signature_of(row, found, evidence.tool(row["pk"]))
         key = signature_key(signature)
         signatures[key] = signature
-        targets[(key, tuple(found))].append(row["pk"])
+        wanted[row["pk"]] = (key, tuple(found))
     with transaction.atomic():
         cluster_ids = _clusters_for(signatures)
-        for (key, found), pks in targets.items():
+        targets: dict[tuple[int | None, tuple[str, ...]], list[int]] = defaultdict(list)
+        for row in rows:
+            key, found = wanted[row["pk"]]
+            target = (cluster_ids.get(key) if key else None, found)
+            if target != (row["cluster_id"], tuple(row["safety_flags"] or ())):  # rewrite only what changed
+                targets[target].append(row["pk"])
+        for (cluster_id, found), pks in targets.items():
             Trial.objects.filter(pk__in=pks).update(
-                cluster_id=cluster_ids.get(key) if key else None, safety_flags=list(found), is_flagged=bool(found)
+                cluster_id=cluster_id, safety_flags=list(found), is_flagged=bool(found)
             )
-    return sum(len(pks) for (key, _), pks in targets.items() if key)
+    return sum(1 for key, _ in wanted.values() if key)
 
 
 def _clusters_for(signatures: dict[str, dict[str, Any]]) -> dict[str, int]:
