@@ -203,7 +203,7 @@ class ClusterFeedbackForm(FeedbackForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         kinds = [choice for choice in QCItem.Kind.choices if choice[0] != QCItem.Kind.WAIVER]
-        self.fields["kind"].choices = kinds  # type: ignore[attr-defined]
+        self.fields["kind"].choices = kinds
 
     def clean(self):
         data = super().clean()

@@ -190,7 +190,7 @@ class ClusterSerializer(serializers.Serializer):
     """A failure cluster (trials.triage.clusters.ClusterRow): counts follow the query's filters."""
 
     id = serializers.IntegerField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # (a field, as Serializer.label is not)
     signature = ClusterSignatureSerializer()
     description = serializers.CharField(help_text="the signature in words")
     count = serializers.IntegerField()

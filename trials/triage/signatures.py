@@ -243,13 +243,13 @@ def _sign_batch(ids: list[int]) -> int:
         cluster_ids = _clusters_for(signatures)
         targets: dict[tuple[int | None, tuple[str, ...]], list[int]] = defaultdict(list)
         for row in rows:
-            key, found = wanted[row["pk"]]
-            target = (cluster_ids.get(key) if key else None, found)
+            cluster_key, flags = wanted[row["pk"]]
+            target = (cluster_ids.get(cluster_key) if cluster_key else None, flags)
             if target != (row["cluster_id"], tuple(row["safety_flags"] or ())):  # rewrite only what changed
                 targets[target].append(row["pk"])
-        for (cluster_id, found), pks in targets.items():
+        for (cluster_id, flags), pks in targets.items():
             Trial.objects.filter(pk__in=pks).update(
-                cluster_id=cluster_id, safety_flags=list(found), is_flagged=bool(found)
+                cluster_id=cluster_id, safety_flags=list(flags), is_flagged=bool(flags)
             )
     return sum(1 for key, _ in wanted.values() if key)
 
