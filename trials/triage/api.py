@@ -8,6 +8,7 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -178,6 +179,9 @@ class Queue(generics.ListAPIView):
         ]
     )
     def get(self, request, *args, **kwargs):
+        cluster = request.query_params.get("cluster")
+        if cluster is not None and parse_pk(cluster) is None:
+            raise ValidationError({"cluster": [f"a whole number from 1, not {cluster!r}"]})
         return super().get(request, *args, **kwargs)
 
 
