@@ -204,3 +204,14 @@ def test_the_cluster_pages_link_every_number_to_its_trials(client, triager):
     detail = client.get(f"/qc/clusters/{shared[0].cluster_id}/?configuration={shared[1].configuration_id}")
     assert {t.pk for t in detail.context["page"]} == {shared[1].pk, shared[2].pk}
     assert detail.context["example"].trial == shared[0]
+
+
+def test_a_cluster_its_trials_left_is_gone_with_its_signature(client, triager):
+    (trial,) = signed(errored("token sk-live-abcdef leaked in /tmp/x"))
+    old = trial.cluster_id
+    Trial.objects.filter(pk=trial.pk).update(exception_message="token [REDACTED] leaked in /tmp/x")  # a rescrub
+    (trial,) = signed(trial)
+    assert trial.cluster_id != old and not FailureCluster.objects.filter(pk=old).exists()
+    client.force_login(triager)
+    assert client.get(f"/api/qc/clusters/{old}/").status_code == 404
+    assert "sk-live" not in client.get("/api/qc/clusters/").content.decode()

@@ -251,6 +251,10 @@ def _sign_batch(ids: list[int]) -> int:
             Trial.objects.filter(pk__in=pks).update(
                 cluster_id=cluster_id, safety_flags=list(flags), is_flagged=bool(flags)
             )
+        left = {row["cluster_id"] for row in rows if row["cluster_id"]} - set(cluster_ids.values())
+        # A cluster its last trial left (a later redaction scrubbed its text, a re-score): its
+        # signature may hold what is no longer anywhere else, so it goes.
+        FailureCluster.objects.filter(pk__in=left, trials__isnull=True).delete()
     return sum(1 for key, _ in wanted.values() if key)
 
 
