@@ -154,12 +154,14 @@ def test_filing_a_cluster_makes_one_item_citing_every_trial_and_one_audit_entry(
     assert response.status_code == 201, response.content
     item = QCItem.objects.get()
     assert set(item.cited_trials.all()) == set(shared) and item.cluster_id == shared[0].cluster_id
-    assert {r["ref"] for r in item.evidence_refs if r["kind"] == "trial"} == {str(t.pk) for t in shared}
+    cited = {c.trial_id: c.evidence_refs for c in item.citations.all()}
+    assert cited == {t.pk: [{"kind": "trial", "ref": t.key}] for t in shared}
     entries = AuditEntry.objects.filter(item=item)
     assert [(e.action, e.actor) for e in entries] == [("filed for a cluster", triager)]
     assert entries[0].changes["trials"] == [None, [t.pk for t in shared]]
     for trial in shared:
         assert item.label in client.get(f"/trials/{trial.pk}/").content.decode()
+    assert "Cites 3 trials" in client.get(item.get_absolute_url()).content.decode()
     assert not Trial.objects.untriaged().filter(pk__in=[t.pk for t in shared]).exists()
 
 

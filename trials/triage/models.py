@@ -20,6 +20,7 @@ __all__ = [
     "FailureCluster",
     "FailureMode",
     "QCItem",
+    "QCItemCitation",
     "QCScenario",
     "Severity",
     "TriageAssignment",
@@ -155,7 +156,9 @@ class QCItem(models.Model):
     cluster = models.ForeignKey(
         "trials.FailureCluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="qc_items"
     )
-    cited_trials = models.ManyToManyField("trials.Trial", blank=True, related_name="cited_qc_items")
+    cited_trials = models.ManyToManyField(
+        "trials.Trial", blank=True, through="QCItemCitation", related_name="cited_qc_items"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -192,6 +195,21 @@ class QCItem(models.Model):
 
     def active_waiver(self) -> QCItem | None:
         return self.waivers.active_waivers().order_by("-expires_at").first()
+
+
+class QCItemCitation(models.Model):
+    """A trial an item filed on a failure cluster cites, with its own evidence refs."""
+
+    item = models.ForeignKey(QCItem, on_delete=models.CASCADE, related_name="citations")
+    trial = models.ForeignKey("trials.Trial", on_delete=models.CASCADE, related_name="qc_citations")
+    evidence_refs = models.JSONField(default=list, blank=True)  # as QCItem.evidence_refs
+
+    class Meta:
+        ordering = ["item", "trial"]
+        constraints = [models.UniqueConstraint(fields=["item", "trial"], name="unique_qc_item_citation")]
+
+    def __str__(self) -> str:
+        return f"{self.item} cites {self.trial}"
 
 
 class FailureCluster(models.Model):

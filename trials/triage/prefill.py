@@ -148,8 +148,6 @@ def ref_text(ref: dict[str, str], trial: Trial) -> str:
     """An evidence ref as one string for the Lime evidence pack."""
     if ref.get("kind") == "trial":
         return f"trial:{ref['ref']}"
-    if ref.get("trial"):  # a cluster's item cites the steps of trials other than its own by their id
-        return f"trial:{ref['trial']}#{ref.get('kind')}:{ref.get('ref')}"
     return f"trial:{trial.key}#{ref.get('kind')}:{ref.get('ref')}"
 
 

@@ -22,6 +22,7 @@ from trials.triage.models import (
     FailureCluster,
     FailureMode,
     QCItem,
+    QCItemCitation,
     QCScenario,
     Severity,
     TriageAssignment,
@@ -81,12 +82,17 @@ def file_cluster(user, cluster: FailureCluster, trials: list[Trial], data: dict[
     """One QC item for a whole failure cluster: filed on its first trial (the representative, whose
     evidence the form offered), citing every trial with its own evidence refs; one audit entry."""
     representative = trials[0]
-    own = [parse_ref(v) for v in data.get("evidence_refs") or []]
     steps = failing_step_refs(trials, cluster.signature.get("tool") or "")
-    cited = [{"kind": "trial", "ref": str(t.pk)} for t in trials]
-    cited += [{"kind": "step", "ref": ref, "trial": str(pk)} for pk, ref in steps.items() if pk != representative.pk]
-    item = _create_item(user, representative, data, cluster=cluster, evidence_refs=own + cited)
-    item.cited_trials.set(trials)
+    item = _create_item(user, representative, data, cluster=cluster)
+    QCItemCitation.objects.bulk_create(
+        QCItemCitation(
+            item=item,
+            trial=trial,
+            evidence_refs=[{"kind": "trial", "ref": trial.key}]
+            + ([{"kind": "step", "ref": steps[trial.pk]}] if trial.pk in steps else []),
+        )
+        for trial in trials
+    )
     changes = _filed_changes(item) | {
         "cluster": (None, cluster.label),
         "trials": (None, [t.pk for t in trials]),

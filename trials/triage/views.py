@@ -28,6 +28,7 @@ from trials.triage.taxonomy import Category
 
 PAGE_SIZE = 50
 QUEUE_PAGE_SIZE = 100  # a queue page is dense rows, not cards
+CITATIONS_SHOWN = 50  # of an item filed on a failure cluster; its cluster page lists them all
 
 
 def _step_for(trial: Trial, wanted: str | None, trajectory: str | None, choices: list[tuple[str, str]]) -> str:
@@ -363,6 +364,8 @@ def item_detail(request, pk: int):
             "comments": item.comments.select_related("author"),
             "comment_form": CommentForm(),
             "waivers": item.waivers.select_related("approver"),
+            "citations": item.citations.select_related("trial")[:CITATIONS_SHOWN],
+            "citation_count": item.citations.count(),
         },
     )
 
