@@ -17,6 +17,11 @@ class TrialAdmin(admin.ModelAdmin):
     raw_id_fields = ["pack", "job", "dataset", "task", "configuration", "cluster"]
 
 
+@admin.register(models.QCItemCitation)
+class QCItemCitationAdmin(admin.ModelAdmin):
+    raw_id_fields = ["item", "trial"]
+
+
 for model in (
     models.Blob,
     models.Pack,
