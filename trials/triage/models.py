@@ -156,7 +156,7 @@ class QCItem(models.Model):
     cluster = models.ForeignKey(
         "trials.FailureCluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="qc_items"
     )
-    cited_trials = models.ManyToManyField(
+    cited_trials = models.ManyToManyField(  # type: ignore[var-annotated]  # (stubs: a through model named later)
         "trials.Trial", blank=True, through="QCItemCitation", related_name="cited_qc_items"
     )
     created_at = models.DateTimeField(auto_now_add=True)
