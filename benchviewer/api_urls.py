@@ -66,6 +66,10 @@ urlpatterns += [
     path("qc/waivers/", triage.WaiverList.as_view(), name="api-qc-waivers"),
     path("qc/waivers/<int:pk>/", triage.WaiverDetail.as_view(), name="api-qc-waiver"),
     path("qc/export/", triage.QCExport.as_view(), name="api-qc-export"),
+    path("qc/clusters/", triage.ClusterList.as_view(), name="api-qc-clusters"),
+    path("qc/clusters/<int:pk>/", triage.ClusterDetail.as_view(), name="api-qc-cluster"),
+    path("qc/clusters/<int:pk>/feedback/", triage.ClusterFeedback.as_view(), name="api-qc-cluster-feedback"),
+    path("qc/queue/", triage.Queue.as_view(), name="api-qc-queue"),
 ]
 
 urlpatterns += [

@@ -91,9 +91,7 @@ def _reward_key_means(cells: Any) -> dict[str, float]:
 def denied_side_effects(side: Side) -> int:
     """Permission denials after which the side effect happened anyway."""
     filters = {"trial__job_id" if side.kind == SideKind.JOB else "trial__configuration_id": side.id}
-    return PermissionDecision.objects.filter(
-        decision=PermissionDecision.Decision.DENY, side_effect_after_denial=True, **filters
-    ).count()
+    return PermissionDecision.objects.side_effects_after_denial().filter(**filters).count()
 
 
 def p0_qc_gate_regressions(candidate_trial_ids: Any) -> int:

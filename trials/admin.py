@@ -14,7 +14,12 @@ class TrialAdmin(admin.ModelAdmin):
     list_display = ["name", "source_format", "status", "reward", "failure_category", "is_complete"]
     list_filter = ["source_format", "status", "is_complete"]
     search_fields = ["name", "key"]
-    raw_id_fields = ["pack", "job", "dataset", "task", "configuration"]
+    raw_id_fields = ["pack", "job", "dataset", "task", "configuration", "cluster"]
+
+
+@admin.register(models.QCItemCitation)
+class QCItemCitationAdmin(admin.ModelAdmin):
+    raw_id_fields = ["item", "trial"]
 
 
 for model in (
@@ -37,6 +42,7 @@ for model in (
     models.QCScenario,
     models.FailureMode,
     models.QCItem,
+    models.FailureCluster,
     models.TriageAssignment,
     models.Comment,
     models.AuditEntry,

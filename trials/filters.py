@@ -4,6 +4,7 @@ from django.db.models import Q
 
 from benchviewer.ids import parse_pk
 from trials.models import Configuration, Import, Pack, PermissionDecision, Task, Trial
+from trials.triage.signatures import FLAG_CHOICES
 
 
 class TrialFilter(django_filters.FilterSet):
@@ -21,6 +22,9 @@ class TrialFilter(django_filters.FilterSet):
         choices=[("true", "complete"), ("false", "incomplete")], method="filter_complete", label="Evidence"
     )  # an empty first choice ("any"): a list page must not filter until asked
     source_format = django_filters.CharFilter()
+    flag = django_filters.ChoiceFilter(
+        choices=[("any", "any safety flag"), *FLAG_CHOICES], method="filter_flag", label="Safety flag"
+    )
     # Set by the import page's links, and kept (hidden) when the list is filtered further.
     pack = django_filters.ModelChoiceFilter(queryset=Pack.objects.all(), method="filter_pack", widget=forms.HiddenInput)
     import_id = django_filters.UUIDFilter(method="filter_import", widget=forms.HiddenInput, label="Import")
@@ -59,6 +63,11 @@ class TrialFilter(django_filters.FilterSet):
     def filter_pack(self, queryset, name, value):
         return queryset.held_by([value.pk])
 
+    def filter_flag(self, queryset, name, value):
+        """Trials a safety signal flagged (trials.triage.signatures), whatever their reward."""
+        flagged = queryset.filter(is_flagged=True)
+        return flagged if value == "any" else flagged.filter(safety_flags__icontains=f'"{value}"')
+
     def filter_complete(self, queryset, name, value):
         return queryset.filter(is_complete=value == "true")
 
@@ -69,9 +78,7 @@ class TrialFilter(django_filters.FilterSet):
 
     def filter_denied_side_effect(self, queryset, name, value):
         """Trials with a side effect after a denied permission (comparisons.metrics.denied_side_effects)."""
-        denied = PermissionDecision.objects.filter(
-            decision=PermissionDecision.Decision.DENY, side_effect_after_denial=True
-        ).values("trial_id")
+        denied = PermissionDecision.objects.side_effects_after_denial().values("trial_id")
         return queryset.filter(pk__in=denied) if value else queryset.exclude(pk__in=denied)
 
     def filter_task(self, queryset, name, value):

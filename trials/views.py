@@ -15,8 +15,9 @@ from benchviewer.ids import parse_pk
 from trials.forms import UploadForm
 from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
-from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
+from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
 from trials.triage.forms import CommentForm
+from trials.triage.signatures import FLAG_LABELS
 from trials.viewer import artifacts, lists, steps, tabs, text, transcript
 
 PAGE_SIZE = 50
@@ -40,6 +41,15 @@ INLINE_MEDIA_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"} | {
 }
 
 
+def flag_counts() -> list[tuple[str, str, int]]:
+    """(flag, its reason, trials it flags, passing ones too): failures whatever the reward."""
+    flagged = Trial.objects.filter(is_flagged=True)
+    counts = flagged.aggregate(
+        **{flag: Count("pk", filter=Q(safety_flags__icontains=f'"{flag}"')) for flag in FLAG_LABELS}
+    )
+    return [(flag, label, counts[flag]) for flag, label in FLAG_LABELS.items() if counts[flag]]
+
+
 def home(request):
     failures = Trial.objects.failed().values("failure_category").annotate(n=Count("id")).order_by("-n")
     untriaged = Trial.objects.for_list().untriaged().order_by("-pk")
@@ -52,6 +62,7 @@ def home(request):
             "datasets": Dataset.objects.annotate(n_trials=Count("trial"))[:20],
             "configurations": Configuration.objects.annotate(n_trials=Count("trials"))[:20],
             "failures": failures,
+            "flagged": flag_counts(),
             "untriaged": untriaged[:10],
             "untriaged_count": untriaged.count(),
             "incomplete_count": Trial.objects.filter(is_complete=False).count(),
@@ -174,7 +185,7 @@ def trial_detail(request, pk, number: int | None = None):
             "denied_side_effects": trial.permissions.filter(side_effect_after_denial=True).count(),
         },
         # QC items and comments (triage/_trial_qc.html): reviewers comment here, triagers also file
-        "items": trial.qc_items.select_related("scenario", "failure_mode", "assignee").order_by("-pk"),
+        "items": QCItem.objects.about(trial).select_related("scenario", "failure_mode", "assignee").order_by("-pk"),
         "comments": trial.qc_comments.select_related("author"),
         "comment_form": CommentForm(),
     }

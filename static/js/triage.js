@@ -2,7 +2,7 @@
 // similar failure mode. Without JavaScript every fieldset stays visible and the form still works.
 (function () {
   "use strict";
-  var form = document.getElementById("feedback-form");
+  var form = document.getElementById("feedback-form") || document.getElementById("cluster-form");
   if (!form) return;
 
   function chosenKind() {
@@ -31,4 +31,26 @@
     });
   });
   showKind();
+})();
+
+// The triage queue: "n" claims the next untriaged trial, the header box picks every row.
+(function () {
+  "use strict";
+  var table = document.getElementById("queue-table");
+  if (!table) return;
+  var all = document.getElementById("pick-all");
+  if (all) {
+    all.addEventListener("change", function () {
+      table.querySelectorAll('input[name="trials"]').forEach(function (box) {
+        box.checked = all.checked;
+      });
+    });
+  }
+  document.addEventListener("keydown", function (event) {
+    var target = event.target;
+    if (event.key !== "n" || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (target && (target.isContentEditable || /^(INPUT|SELECT|TEXTAREA)$/.test(target.tagName))) return;
+    var next = document.getElementById("next-form");
+    if (next) next.submit();
+  });
 })();

@@ -19,6 +19,7 @@ from trials.models import (
     Configuration,
     ContextRecord,
     Dataset,
+    FailureCluster,
     Import,
     Job,
     ObservationResult,
@@ -44,6 +45,7 @@ def natural_rows() -> dict[str, list[str]]:
     labels: dict[type[models.Model], dict[int, object]] = {
         Blob: dict(Blob.objects.values_list("pk", "sha256")),
         Pack: dict(Pack.objects.values_list("pk", "sha256")),
+        FailureCluster: dict(FailureCluster.objects.values_list("pk", "key")),  # a trial's, by its signature
     }
     natural = {
         Dataset: ("name", "version"),

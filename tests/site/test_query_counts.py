@@ -20,7 +20,8 @@ from django.utils import timezone
 from tests.builders import import_path
 from trials.demo import write_job
 from trials.models import Configuration, Dataset, Import, Job, Task, Trial
-from trials.triage.models import AuditEntry, QCItem, QCScenario, TriageAssignment
+from trials.triage import signatures
+from trials.triage.models import AuditEntry, FailureCluster, QCItem, QCScenario, TriageAssignment
 
 N = 12  # 4N = 48 rows still fit on one page, so every row is rendered both times
 STATUSES = ("passed", "failed", "errored", "timeout")
@@ -87,6 +88,7 @@ class Data:
                         )
                     )
         trials = Trial.objects.bulk_create(rows)
+        signatures.sign_trials([t.pk for t in trials])  # as an import does: failure clusters
         extra = range(len(trials) // 4)
         Job.objects.bulk_create(
             [Job(key=f"extra-{self.batches}-{i}", name="extra", source_format="harbor") for i in extra]
@@ -181,6 +183,26 @@ def test_failed_trials_of_a_configuration_query_count_does_not_grow(client_logge
 
 def test_trial_list_by_task_and_minimum_reward_query_count_does_not_grow(client_logged_in, data):
     assert_flat(client_logged_in, data, lambda d: "/trials/?task=task-0001&reward_min=0.5")
+
+
+def test_sorted_triage_queue_query_count_does_not_grow(client_logged_in, data):
+    assert_flat(client_logged_in, data, lambda d: "/triage/?sort=-job")
+
+
+def test_queue_api_query_count_does_not_grow(client_logged_in, data):
+    assert_flat(client_logged_in, data, lambda d: "/api/qc/queue/?sort=assignee")
+
+
+def test_cluster_list_query_count_does_not_grow(client_logged_in, data):
+    assert_flat(client_logged_in, data, lambda d: "/qc/clusters/")
+
+
+def test_cluster_api_query_count_does_not_grow(client_logged_in, data):
+    assert_flat(client_logged_in, data, lambda d: f"/api/qc/clusters/?configuration={d.candidate.pk}")
+
+
+def test_cluster_page_query_count_does_not_grow(client_logged_in, data):
+    assert_flat(client_logged_in, data, lambda d: f"/qc/clusters/{FailureCluster.objects.order_by('pk').first().pk}/")
 
 
 def test_trial_api_list_query_count_does_not_grow(client_logged_in, data):

@@ -23,17 +23,18 @@ def _file(user, trial, **data) -> QCItem:
     return services.file_item(user, trial, form.cleaned_data)
 
 
-def test_the_queue_groups_untriaged_failed_trials_by_category_and_task(client, failed, triager):
+def test_the_queue_is_one_table_of_untriaged_failed_trials(client, failed, triager):
     client.force_login(triager)
     _file(triager, failed[0])
     page = client.get("/triage/")
     assert page.status_code == 200
-    queued = {t["pk"] for group in page.context["groups"] for t in group["trials"]}
-    assert queued == {t.pk for t in failed[1:]}
+    assert {t.pk for t in page.context["page"]} == {t.pk for t in failed[1:]}
     assert page.context["total"] == len(failed) - 1
-    for group in page.context["groups"]:
-        assert {t["task__name"] for t in group["trials"]} == {group["task"]}
-        assert group["category"] in ("runtime", "tool", "verifier", "environment", "model", "gui-projection")
+    html = page.content.decode()
+    assert html.count('id="queue-table"') == 1 and html.count('<form method="post" action="/triage/assign/"') == 1
+    for trial in page.context["page"]:
+        assert trial.category in ("runtime", "tool", "verifier", "environment", "model", "gui-projection")
+        assert trial.reasons[0].startswith(trial.status)
 
 
 def test_assigning_trials_shows_progress_per_assignee(client, failed, triager):

@@ -39,7 +39,7 @@ def test_untriaged_means_no_qc_item_on_the_dashboard_the_list_and_the_queue(clie
     from trials.triage import services as triage
     from trials.triage.forms import FeedbackForm
 
-    triaged, *others = Trial.objects.failed().order_by("pk")
+    triaged, *others = Trial.objects.failures().order_by("pk")  # failed, or flagged whatever the reward
     triager = make_user("tina", "triager")
     data = {"kind": "release-blocker", "category": "runtime", "severity": "P1"}
     data["evidence_refs"] = [f"trial:{triaged.key}"]

@@ -55,11 +55,13 @@ from trials.models import (
     Import,
     Pack,
     PackFile,
+    RuntimeEvent,
     Trial,
 )
 from trials.storage.backend import remove_stale_partials, sha256_of_file
 from trials.storage.blobs import store_file, store_files
 from trials.storage.sqlite_wal import checkpoints_in_background
+from trials.triage import signatures
 
 log = logging.getLogger(__name__)
 
@@ -454,6 +456,8 @@ class ImportRun:
             counts["inferred"] = infer_job_configuration(job)
         if parsed.events or parsed.context_records:
             counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
+        joined = RuntimeEvent.objects.filter(pack=pack, trial__isnull=False).values_list("trial_id", flat=True)
+        signatures.sign_trials([*made, *held, *earlier, *joined.distinct()])  # their failure clusters and flags
         if not per_trial_progress:
             self.advance()
         return counts

@@ -13,7 +13,17 @@ from trials.models.fields import CharField, JSONField, NulSafeJSONEncoder, TextF
 from trials.models.imports import Blob, Import, Pack, PackFile
 from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
 from trials.models.trial import Trial, TrialQuerySet
-from trials.triage.models import AuditEntry, Comment, FailureMode, QCItem, QCScenario, Severity, TriageAssignment
+from trials.triage.models import (
+    AuditEntry,
+    Comment,
+    FailureCluster,
+    FailureMode,
+    QCItem,
+    QCItemCitation,
+    QCScenario,
+    Severity,
+    TriageAssignment,
+)
 
 __all__ = [
     "Artifact",
@@ -25,6 +35,7 @@ __all__ = [
     "ContextRecord",
     "Dataset",
     "Document",
+    "FailureCluster",
     "FailureMode",
     "Import",
     "JSONField",
@@ -36,6 +47,7 @@ __all__ = [
     "PackFile",
     "PermissionDecision",
     "QCItem",
+    "QCItemCitation",
     "QCScenario",
     "RewardCriterion",
     "RuntimeEvent",

@@ -9,6 +9,13 @@ from trials.models.imports import Blob, Pack
 from trials.models.trial import Trial
 
 
+class PermissionDecisionQuerySet(models.QuerySet):
+    def side_effects_after_denial(self):
+        """Denials after which the side effect happened anyway: what the comparisons count, and a
+        safety flag that puts the trial in triage whatever its reward (trials.triage.signatures)."""
+        return self.filter(decision=PermissionDecision.Decision.DENY, side_effect_after_denial=True)
+
+
 class PermissionDecision(models.Model):
     class Decision(models.TextChoices):
         APPROVE = "approve"
@@ -31,6 +38,8 @@ class PermissionDecision(models.Model):
     requested_at = models.DateTimeField(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
     raw = JSONField(default=dict, blank=True)
+
+    objects = PermissionDecisionQuerySet.as_manager()
 
     class Meta:
         # the trial page's transcript reads a window's time range of them

@@ -19,9 +19,13 @@ class TrialQuerySet(models.QuerySet):
     def failed(self):
         return self.filter(status__in=Trial.FAILED_STATUSES)
 
+    def failures(self):
+        """Failed trials and those a safety signal flagged whatever their reward: what triage counts."""
+        return self.filter(models.Q(status__in=Trial.FAILED_STATUSES) | models.Q(is_flagged=True))
+
     def untriaged(self):
-        """Failed trials no QC item has been filed on: the triage queue."""
-        return self.failed().filter(qc_items__isnull=True)
+        """Failures no QC item has been filed on: the triage queue."""
+        return self.failures().filter(qc_items__isnull=True, cited_qc_items__isnull=True)
 
     def held_by(self, pack_ids):
         """The trials of these packs: the ones they brought, and the ones they found already there."""
@@ -85,6 +89,13 @@ class Trial(models.Model):
     texts = JSONField(default=dict, blank=True)  # logs, stdout, exception.txt (path -> text)
     ctrf_tests = JSONField(default=list, blank=True)
     problems = JSONField(default=list, blank=True)
+    # Triage (trials.triage.signatures): the failure cluster of a failed or flagged trial, and
+    # the safety signals that flag it whatever its reward (["side-effect-after-denial", ...]).
+    cluster = models.ForeignKey(
+        "trials.FailureCluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="trials"
+    )
+    safety_flags = JSONField(default=list, blank=True)
+    is_flagged = models.BooleanField(default=False, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)  # a later join or re-score: cached comparisons go stale
 

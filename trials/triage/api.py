@@ -1,28 +1,32 @@
-"""Triage API: file feedback on a trial; read scenarios, blockers, waivers; export QC evidence."""
+"""Triage API: file feedback on a trial or a failure cluster; read clusters, the queue, scenarios,
+blockers, waivers; export QC evidence."""
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from benchviewer import roles
 from benchviewer.ids import parse_pk
 from trials.models import Trial
-from trials.triage import export, prefill, queries, services
-from trials.triage.forms import FeedbackForm
-from trials.triage.models import QCItem
+from trials.triage import clusters, export, prefill, queries, services
+from trials.triage.forms import ClusterFeedbackForm, FeedbackForm
+from trials.triage.models import FailureCluster, QCItem
 from trials.triage.serializers import (
     BlockerSerializer,
+    ClusterSerializer,
     FeedbackRequestSerializer,
     QCItemDetailSerializer,
     QCItemSerializer,
     QCScenarioDetailSerializer,
     QCScenarioSerializer,
+    QueueRowSerializer,
 )
 
 
@@ -80,20 +84,105 @@ class TrialFeedback(RoleAPIView):
     def post(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
         data = _form_data(request.data)
-        not_one_value = {  # a form field takes one value: a list or an object is refused, not read as text
-            key: [{"message": "Give one value, not a list or an object.", "code": "invalid"}]
-            for key, value in data.items()
-            if key != "evidence_refs" and isinstance(value, list | dict)
-        }
-        if not_one_value:
-            return Response(not_one_value, status=status.HTTP_400_BAD_REQUEST)
-        if data.get("kind") == QCItem.Kind.WAIVER and not roles.has_right(request.user, roles.WAIVE):
-            return Response({"detail": "Only an approver can grant a waiver."}, status=status.HTTP_403_FORBIDDEN)
+        if (refused := _feedback_errors(request, data)) is not None:
+            return refused
         form = FeedbackForm(data=data, trial=trial, user=request.user)
         if not form.is_valid():
             return Response(form.errors.get_json_data(), status=status.HTTP_400_BAD_REQUEST)
         item = services.file_item(request.user, trial, form.cleaned_data)
         return Response(QCItemSerializer(item).data, status=status.HTTP_201_CREATED)
+
+
+def _feedback_errors(request, data: dict) -> Response | None:
+    """The refusals both feedback endpoints give before the form reads the body."""
+    not_one_value = {  # a form field takes one value: a list or an object is refused, not read as text
+        key: [{"message": "Give one value, not a list or an object.", "code": "invalid"}]
+        for key, value in data.items()
+        if key != "evidence_refs" and isinstance(value, list | dict)
+    }
+    if not_one_value:
+        return Response(not_one_value, status=status.HTTP_400_BAD_REQUEST)
+    if data.get("kind") == QCItem.Kind.WAIVER and not roles.has_right(request.user, roles.WAIVE):
+        return Response({"detail": "Only an approver can grant a waiver."}, status=status.HTTP_403_FORBIDDEN)
+    return None
+
+
+_CLUSTER_FILTERS = [
+    OpenApiParameter(name, str, description=f"only its trials of this {name} (id or name)")
+    for name in ("job", "configuration", "dataset", "task")
+]
+
+
+class ClusterList(generics.ListAPIView):
+    """Failure clusters, the biggest first; counts, trial ids and per-configuration counts follow the filters."""
+
+    permission_classes = [roles.RolePermission]
+    serializer_class = ClusterSerializer
+
+    def get_queryset(self):
+        return clusters.cluster_rows(self.request.query_params)
+
+    @extend_schema(parameters=_CLUSTER_FILTERS)
+    def get(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.get_queryset())
+        rows = clusters.with_details(list(page or []), request.query_params)
+        return self.get_paginated_response(ClusterSerializer(rows, many=True).data)
+
+
+class ClusterDetail(RoleAPIView):
+    @extend_schema(parameters=_CLUSTER_FILTERS, responses={200: ClusterSerializer})
+    def get(self, request, pk: int):
+        cluster = get_object_or_404(FailureCluster, pk=pk)
+        return Response(ClusterSerializer(clusters.cluster_row(cluster, request.query_params)).data)
+
+
+class ClusterFeedback(RoleAPIView):
+    """POST: file one QC item for the whole cluster (the body of a trial's feedback); 201, or 400 with field errors."""
+
+    required_right = roles.FILE_QC
+
+    @extend_schema(request=FeedbackRequestSerializer, responses={201: QCItemSerializer})
+    def post(self, request, pk: int):
+        cluster = get_object_or_404(FailureCluster, pk=pk)
+        trials = list(Trial.objects.filter(cluster=cluster).order_by("pk"))
+        if not trials:
+            return Response({"detail": f"{cluster.label} has no trial."}, status=status.HTTP_400_BAD_REQUEST)
+        data = _form_data(request.data)
+        if (refused := _feedback_errors(request, data)) is not None:
+            return refused
+        form = ClusterFeedbackForm(data=data, trial=trials[0], user=request.user)
+        if not form.is_valid():
+            return Response(form.errors.get_json_data(), status=status.HTTP_400_BAD_REQUEST)
+        item = services.file_cluster(request.user, cluster, trials, form.cleaned_data)
+        return Response(QCItemSerializer(item).data, status=status.HTTP_201_CREATED)
+
+
+class Queue(generics.ListAPIView):
+    """Untriaged failures (failed, or flagged whatever the reward): the triage queue's rows."""
+
+    permission_classes = [roles.RolePermission]
+    serializer_class = QueueRowSerializer
+
+    def get_queryset(self):
+        return queries.queue(self.request.query_params, self.request.user)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("cluster", int, description="a failure cluster's id"),
+            OpenApiParameter("category", str, description="failure category (the trial's or its cluster's)"),
+            OpenApiParameter("job", str, description="job id or name"),
+            OpenApiParameter("configuration", str, description="configuration id or key"),
+            OpenApiParameter("task", str, description="task id or name"),
+            OpenApiParameter("assignee", str, description='a user name, "me", or "none"'),
+            OpenApiParameter("flag", str, description='a safety flag, or "any"'),
+            OpenApiParameter("sort", str, description=f"{', '.join(queries.QUEUE_SORTS)}; '-' first: descending"),
+        ]
+    )
+    def get(self, request, *args, **kwargs):
+        cluster = request.query_params.get("cluster")
+        if cluster is not None and parse_pk(cluster) is None:
+            raise ValidationError({"cluster": [f"a whole number from 1, not {cluster!r}"]})
+        return super().get(request, *args, **kwargs)
 
 
 class ScenarioList(generics.ListAPIView):

@@ -15,9 +15,10 @@ from collections import defaultdict
 from datetime import UTC
 from typing import Any
 
+from django.db.models import Prefetch
 from django.utils import timezone
 
-from trials.triage.models import QCItem, QCScenario, Severity
+from trials.triage.models import QCItem, QCItemCitation, QCScenario, Severity
 from trials.triage.prefill import ref_text
 
 
@@ -55,7 +56,7 @@ def build_evidence(*, repo: str = "benchviewer", ref: str = "qc-triage", diff_ba
     facts = list(
         QCItem.objects.facts()
         .select_related("trial", "trial__task", "scenario", "failure_mode", "assignee")
-        .prefetch_related("waivers")
+        .prefetch_related("waivers", Prefetch("citations", QCItemCitation.objects.select_related("trial")))
         .order_by("pk")
     )
     groups: dict[str, list[QCItem]] = defaultdict(list)
@@ -150,6 +151,8 @@ def _scenario_result(scenario_id: str, scenario: QCScenario | None, items: list[
     for item in items:
         refs.append(f"benchviewer:qc-item/{item.pk}")
         refs.extend(ref_text(r, item.trial) for r in item.evidence_refs)
+        for citation in item.citations.all():  # an item filed on a failure cluster: each trial it cites
+            refs.extend(ref_text(r, citation.trial) for r in citation.evidence_refs)
     result: dict[str, Any] = {
         "scenarioId": scenario_id,
         "status": status,

@@ -196,6 +196,21 @@ class FeedbackForm(forms.ModelForm):
             self.add_error("expires_at", "The expiry must be in the future.")
 
 
+class ClusterFeedbackForm(FeedbackForm):
+    """One QC item for a whole failure cluster: the form of its representative trial, no waiver
+    (a waiver covers one item), and no evidence ref required (the item cites every trial)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        kinds = [choice for choice in QCItem.Kind.choices if choice[0] != QCItem.Kind.WAIVER]
+        self.fields["kind"].choices = kinds
+
+    def clean(self):
+        data = super().clean()
+        self.errors.pop("evidence_refs", None)
+        return data
+
+
 class ItemEditForm(forms.ModelForm):
     """Status, severity, assignee and note; waivers also reason, scope and expiry (approvers)."""
 
@@ -237,7 +252,7 @@ class ItemEditForm(forms.ModelForm):
 
 
 class AssignForm(forms.Form):
-    trials = forms.ModelMultipleChoiceField(queryset=Trial.objects.failed(), widget=forms.MultipleHiddenInput)
+    trials = forms.ModelMultipleChoiceField(queryset=Trial.objects.failures(), widget=forms.MultipleHiddenInput)
     assignee = UserChoiceField(
         queryset=roles.users_with_right(roles.FILE_QC), required=False, empty_label="(unassigned)"
     )

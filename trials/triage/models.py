@@ -14,7 +14,17 @@ from django.utils import timezone
 
 from trials.triage.taxonomy import CODE_CHOICES, Category
 
-__all__ = ["AuditEntry", "Comment", "FailureMode", "QCItem", "QCScenario", "Severity", "TriageAssignment"]
+__all__ = [
+    "AuditEntry",
+    "Comment",
+    "FailureCluster",
+    "FailureMode",
+    "QCItem",
+    "QCItemCitation",
+    "QCScenario",
+    "Severity",
+    "TriageAssignment",
+]
 
 
 class Severity(models.TextChoices):
@@ -90,6 +100,10 @@ class QCItemQuerySet(models.QuerySet):
         """Everything but waivers: the things a waiver can cover."""
         return self.exclude(kind=QCItem.Kind.WAIVER)
 
+    def about(self, trial):
+        """Items filed on this trial, and those filed on a failure cluster that cite it."""
+        return self.filter(models.Q(trial=trial) | models.Q(pk__in=trial.cited_qc_items.values("pk")))
+
     def unwaived(self):
         """Open facts that no active waiver covers (an expired waiver covers nothing)."""
         covered = QCItem.objects.active_waivers().values("waived_item")
@@ -138,6 +152,13 @@ class QCItem(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="filed_qc_items"
     )
+    # An item filed on a failure cluster cites every trial of it (`trial` is its representative).
+    cluster = models.ForeignKey(
+        "trials.FailureCluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="qc_items"
+    )
+    cited_trials = models.ManyToManyField(  # type: ignore[var-annotated]  # (stubs: a through model named later)
+        "trials.Trial", blank=True, through="QCItemCitation", related_name="cited_qc_items"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -174,6 +195,46 @@ class QCItem(models.Model):
 
     def active_waiver(self) -> QCItem | None:
         return self.waivers.active_waivers().order_by("-expires_at").first()
+
+
+class QCItemCitation(models.Model):
+    """A trial an item filed on a failure cluster cites, with its own evidence refs."""
+
+    item = models.ForeignKey(QCItem, on_delete=models.CASCADE, related_name="citations")
+    trial = models.ForeignKey("trials.Trial", on_delete=models.CASCADE, related_name="qc_citations")
+    evidence_refs = models.JSONField(default=list, blank=True)  # as QCItem.evidence_refs
+
+    class Meta:
+        ordering = ["item", "trial"]
+        constraints = [models.UniqueConstraint(fields=["item", "trial"], name="unique_qc_item_citation")]
+
+    def __str__(self) -> str:
+        return f"{self.item} cites {self.trial}"
+
+
+class FailureCluster(models.Model):
+    """Failed or flagged trials that share a signature (trials.triage.signatures).
+
+    Trials point here (Trial.cluster), so counting a cluster's trials is a GROUP BY on an
+    indexed column, never a pass over their bodies.
+    """
+
+    key = models.CharField(max_length=64, unique=True)  # sha256 of the signature
+    signature = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"cluster {self.pk}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("qc-cluster", args=[self.pk])
+
+    @property
+    def label(self) -> str:
+        return f"C-{self.pk}"
 
 
 class TriageAssignment(models.Model):

@@ -1,4 +1,4 @@
-"""Reads several pages share: the triage queue and progress, P0 items and the QC fingerprint
+"""Reads several pages share: the triage queue (filtered, sorted), progress, P0 items and the QC fingerprint
 of a set of trials (the comparisons use them), blockers, waivers, scenarios and failure modes.
 """
 
@@ -8,12 +8,15 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Case, Count, IntegerField, Max, Prefetch, Q, QuerySet, Value, When
+from django.db.models import Case, Count, F, IntegerField, Max, Prefetch, Q, QuerySet, Value, When
+from django.http import QueryDict
 from django.utils import timezone
 
+from benchviewer.ids import parse_pk
+from trials.filters import TrialFilter
 from trials.models import Trial
+from trials.triage import signatures
 from trials.triage.models import QCItem, QCScenario, Severity, TriageAssignment
-from trials.triage.prefill import queue_category
 
 EXPIRING_SOON = timedelta(days=14)
 
@@ -40,30 +43,69 @@ def qc_fingerprint_for_trials(trial_ids) -> list[Any]:
     return [agg["n"], agg["last"].isoformat() if agg["last"] else None, p0_qc_items_for_trials(trial_ids)]
 
 
-def queue_groups(limit: int = 1000) -> list[dict[str, Any]]:
-    """Failed trials without a QC item, grouped by failure category and task."""
-    rows = (
-        Trial.objects.untriaged()
-        .order_by("task__name", "-pk")
-        .values(
-            "pk",
-            "name",
-            "status",
-            "failure_category",
-            "exception_type",
-            "task__name",
-            "configuration__key",
-            "configuration__role",
-            "triage_assignment__assignee__username",
-        )[:limit]
+QUEUE_SORTS: dict[str, str] = {
+    "trial": "pk",
+    "name": "name",
+    "task": "task__name",
+    "job": "job__name",
+    "configuration": "configuration__key",
+    "category": "failure_category",
+    "cluster": "cluster_id",
+    "status": "status",
+    "reward": "reward",
+    "assignee": "triage_assignment__assignee__username",
+}
+QUEUE_FILTERS = ("cluster", "category", "job", "configuration", "task", "assignee", "flag")
+UNASSIGNED = "none"
+
+
+def queue(params: QueryDict | dict[str, Any], user=None) -> QuerySet[Trial]:
+    """Untriaged failures (failed, or flagged whatever their reward), filtered and sorted.
+
+    Filters: cluster (its id), category (the trial's or its cluster's), job, configuration,
+    task (as on the trial list), assignee (a user name, "me", or "none"), flag (one of
+    signatures.FLAG_LABELS, or "any"). `sort` is a QUEUE_SORTS key, "-" first for descending.
+    """
+    trial_filters = QueryDict(mutable=True)
+    for key in ("job", "configuration", "task"):
+        if value := params.get(key):
+            trial_filters[key] = value
+    qs = TrialFilter(trial_filters, queryset=Trial.objects.untriaged()).qs
+    if cluster := params.get("cluster"):
+        qs = qs.filter(cluster_id=parse_pk(cluster) or 0)
+    if category := params.get("category"):
+        qs = qs.filter(Q(failure_category__iexact=category) | Q(cluster__signature__category=category.lower()))
+    if assignee := params.get("assignee"):
+        if assignee == UNASSIGNED:
+            qs = qs.filter(triage_assignment__isnull=True)
+        else:
+            name = user.get_username() if assignee == "me" and user is not None else assignee
+            qs = qs.filter(triage_assignment__assignee__username=name)
+    if flag := params.get("flag"):
+        # (a JSON list: its text holds the flag in quotes, on SQLite and PostgreSQL alike)
+        qs = qs.filter(is_flagged=True) if flag == "any" else qs.filter(safety_flags__icontains=f'"{flag}"')
+    sort = params.get("sort") or "trial"
+    column = QUEUE_SORTS.get(sort.removeprefix("-"), "pk")
+    ordering = F(column).desc(nulls_last=True) if sort.startswith("-") else F(column).asc(nulls_last=True)
+    return qs.select_related("task", "job", "configuration", "cluster", "triage_assignment__assignee").order_by(
+        ordering, "-pk"
     )
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        groups[(queue_category(row), row["task__name"] or "(no task)")].append(row)
-    return [
-        {"category": category, "task": task, "trials": trials}
-        for (category, task), trials in sorted(groups.items(), key=lambda kv: (kv[0][0] == "unclassified", kv[0]))
-    ]
+
+
+def next_untriaged(user, params: QueryDict | dict[str, Any]) -> Trial | None:
+    """A triager's next trial: the first of the queue (as filtered) already theirs, else the first nobody has."""
+    rows = queue({k: v for k, v in params.items() if k != "assignee"}, user)
+    mine = rows.filter(triage_assignment__assignee=user).first()
+    return mine or rows.filter(triage_assignment__isnull=True).first()
+
+
+def queue_reasons(trial: Trial) -> list[str]:
+    """Why a trial is in the queue: its failed status (with its exception) and its safety flags."""
+    reasons = []
+    if trial.status in Trial.FAILED_STATUSES:
+        reasons.append(f"{trial.status}: {trial.exception_type}" if trial.exception_type else trial.status)
+    reasons += [signatures.FLAG_LABELS.get(flag, flag) for flag in trial.safety_flags or []]
+    return reasons
 
 
 def assignee_progress() -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario
+from trials.triage.queries import queue_reasons
 
 
 # Choice fields are rendered as plain strings: the shared Severity / Status choice sets
@@ -172,3 +173,57 @@ class FeedbackRequestSerializer(serializers.ModelSerializer):
                   "scenario", "new_failure_mode", "new_scenario_id", "new_scenario_title", "create_anyway",
                   "target_name", "waived_item", "approver", "reason", "scope", "expires_at"]  # fmt: skip
         extra_kwargs = {"severity": {"required": True}}  # (the form has no default for it)
+
+
+class ClusterSignatureSerializer(serializers.Serializer):
+    status = serializers.CharField()
+    category = serializers.CharField()
+    code = serializers.CharField()
+    exceptionType = serializers.CharField()
+    message = serializers.CharField(help_text="the error text, numbers, paths, ids, hex and timestamps as placeholders")
+    tool = serializers.CharField(help_text="the first tool that failed")
+    test = serializers.CharField(help_text="the first failing verifier test")
+    flags = serializers.ListField(child=serializers.CharField(), help_text="safety flags")
+
+
+class ClusterSerializer(serializers.Serializer):
+    """A failure cluster (trials.triage.clusters.ClusterRow): counts follow the query's filters."""
+
+    id = serializers.IntegerField()
+    label = serializers.CharField()  # type: ignore[assignment]  # (a field, as Serializer.label is not)
+    signature = ClusterSignatureSerializer()
+    description = serializers.CharField(help_text="the signature in words")
+    count = serializers.IntegerField()
+    trials = serializers.ListField(child=serializers.IntegerField(), help_text="trial ids (the first 1000)")
+    by_configuration = serializers.DictField(child=serializers.IntegerField())
+    by_job = serializers.DictField(child=serializers.IntegerField())
+    first_seen = serializers.DateTimeField(allow_null=True)
+    last_seen = serializers.DateTimeField(allow_null=True)
+    new_in_candidate = serializers.BooleanField(help_text="candidate trials hit it, no baseline trial did")
+
+    def to_representation(self, instance):
+        return super().to_representation(instance.as_json())
+
+
+class QueueRowSerializer(serializers.Serializer):
+    """A trial in the triage queue."""
+
+    trial = serializers.IntegerField(source="pk")
+    name = serializers.CharField()
+    status = _text()
+    reward = serializers.FloatField(allow_null=True)
+    reasons = serializers.SerializerMethodField()
+    flags = serializers.ListField(child=serializers.CharField(), source="safety_flags")
+    cluster = serializers.IntegerField(source="cluster_id", allow_null=True)
+    category = serializers.CharField(source="failure_category")
+    task = serializers.CharField(source="task.name", default=None, allow_null=True)
+    job = serializers.CharField(source="job.name", default=None, allow_null=True)
+    configuration = serializers.CharField(source="configuration.key", default=None, allow_null=True)
+    assignee = serializers.SerializerMethodField()
+
+    def get_reasons(self, trial) -> list[str]:
+        return queue_reasons(trial)
+
+    def get_assignee(self, trial) -> str | None:
+        assignment = getattr(trial, "triage_assignment", None)
+        return assignment.assignee.get_username() if assignment else None

@@ -14,10 +14,20 @@ from django.db import transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
-from trials.models import Document, RuntimeEvent, Trial, nul_free
+from trials.models import Document, RuntimeEvent, ToolCall, Trial, nul_free
 from trials.triage import taxonomy
-from trials.triage.models import AuditEntry, Comment, FailureMode, QCItem, QCScenario, Severity, TriageAssignment
-from trials.triage.prefill import parse_ref
+from trials.triage.models import (
+    AuditEntry,
+    Comment,
+    FailureCluster,
+    FailureMode,
+    QCItem,
+    QCItemCitation,
+    QCScenario,
+    Severity,
+    TriageAssignment,
+)
+from trials.triage.prefill import parse_ref, step_ref, trajectory_names
 
 LIME_SCHEMA_VERSION = "lime-profile-0.4.0"
 
@@ -61,36 +71,90 @@ def _apply(obj, values: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
 @transaction.atomic
 def file_item(user, trial: Trial, data: dict[str, Any]) -> QCItem:
     """Create a QC item from a valid FeedbackForm's cleaned_data (and what it implies)."""
+    item = _create_item(user, trial, data)
+    audit(user, "filed", item=item, changes=_filed_changes(item))
+    _after_filing(user, trial, item)
+    return item
+
+
+@transaction.atomic
+def file_cluster(user, cluster: FailureCluster, trials: list[Trial], data: dict[str, Any]) -> QCItem:
+    """One QC item for a whole failure cluster: filed on its first trial (the representative, whose
+    evidence the form offered), citing every trial with its own evidence refs; one audit entry."""
+    representative = trials[0]
+    steps = failing_step_refs(trials, cluster.signature.get("tool") or "")
+    item = _create_item(user, representative, data, cluster=cluster)
+    QCItemCitation.objects.bulk_create(
+        QCItemCitation(
+            item=item,
+            trial=trial,
+            evidence_refs=[{"kind": "trial", "ref": trial.key}]
+            + ([{"kind": "step", "ref": steps[trial.pk]}] if trial.pk in steps else []),
+        )
+        for trial in trials
+    )
+    changes = _filed_changes(item) | {
+        "cluster": (None, cluster.label),
+        "trials": (None, [t.pk for t in trials]),
+    }
+    audit(user, "filed for a cluster", item=item, changes=changes)
+    _after_filing(user, representative, item)
+    return item
+
+
+def failing_step_refs(trials: list[Trial], tool: str) -> dict[int, str]:
+    """{trial pk: the step ref of its first call of the failing `tool`} (one query for them all)."""
+    if not tool:
+        return {}
+    calls = (
+        ToolCall.objects.filter(trial__in=trials, function_name=tool)
+        .order_by("trial_id", "step__trajectory__position", "step__index")
+        .values_list("trial_id", "step__step_id", "step__trajectory_id")
+    )
+    refs: dict[int, str] = {}
+    names: dict[int, dict[int, str]] = {}
+    by_pk = {t.pk: t for t in trials}
+    for trial_id, step_id, trajectory_id in calls:
+        if trial_id in refs:
+            continue
+        if trial_id not in names:
+            names[trial_id] = trajectory_names(by_pk[trial_id])
+        refs[trial_id] = step_ref(step_id, names[trial_id].get(trajectory_id, ""))
+    return refs
+
+
+def _create_item(user, trial: Trial, data: dict[str, Any], **extra: Any) -> QCItem:
     kind = data["kind"]
     scenario = data.get("scenario")
     failure_mode = data.get("failure_mode")
     if kind == QCItem.Kind.FAILURE_MODE:
         scenario, failure_mode = _scenario_and_mode(user, trial, data)
-    item = QCItem.objects.create(
-        kind=kind,
-        trial=trial,
-        step_id=data.get("step_id") or "",
-        category=data["category"],
-        code=data.get("code") or "",
-        severity=data.get("severity") or Severity.P2,
-        evidence_refs=[parse_ref(v) for v in data.get("evidence_refs") or []],
-        note=nul_free(data.get("note") or ""),
-        scenario=scenario,
-        failure_mode=failure_mode,
-        target_name=nul_free(data.get("target_name") or ""),
-        assignee=data.get("assignee"),
-        waived_item=data.get("waived_item") if kind == QCItem.Kind.WAIVER else None,
-        approver=data.get("approver") if kind == QCItem.Kind.WAIVER else None,
-        reason=nul_free(data.get("reason") or ""),
-        scope=nul_free(data.get("scope") or ""),
-        expires_at=data.get("expires_at") if kind == QCItem.Kind.WAIVER else None,
-        created_by=user,
-    )
-    audit(
-        user,
-        "filed",
-        item=item,
-        changes={
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "trial": trial,
+        "step_id": data.get("step_id") or "",
+        "category": data["category"],
+        "code": data.get("code") or "",
+        "severity": data.get("severity") or Severity.P2,
+        "evidence_refs": [parse_ref(v) for v in data.get("evidence_refs") or []],
+        "note": nul_free(data.get("note") or ""),
+        "scenario": scenario,
+        "failure_mode": failure_mode,
+        "target_name": nul_free(data.get("target_name") or ""),
+        "assignee": data.get("assignee"),
+        "waived_item": data.get("waived_item") if kind == QCItem.Kind.WAIVER else None,
+        "approver": data.get("approver") if kind == QCItem.Kind.WAIVER else None,
+        "reason": nul_free(data.get("reason") or ""),
+        "scope": nul_free(data.get("scope") or ""),
+        "expires_at": data.get("expires_at") if kind == QCItem.Kind.WAIVER else None,
+        "created_by": user,
+    }
+    return QCItem.objects.create(**(fields | extra))
+
+
+def _filed_changes(item: QCItem) -> dict[str, tuple[Any, Any]]:
+    return (
+        {
             f: (None, getattr(item, f))
             for f in ("kind", "category", "code", "severity", "step_id", "scenario", "failure_mode", "target_name")
             if getattr(item, f)
@@ -100,13 +164,16 @@ def file_item(user, trial: Trial, data: dict[str, Any]) -> QCItem:
             {f: (None, getattr(item, f)) for f in ("waived_item", "approver", "reason", "scope", "expires_at")}
             if item.is_waiver
             else {}
-        ),
+        )
     )
-    if scenario is not None and kind != QCItem.Kind.WAIVER and scenario.status == QCScenario.Status.FIXED:
+
+
+def _after_filing(user, trial: Trial, item: QCItem) -> None:
+    scenario = item.scenario
+    if scenario is not None and not item.is_waiver and scenario.status == QCScenario.Status.FIXED:
         # A new failure on a scenario marked fixed reopens it.
         _set_scenario_status(user, scenario, QCScenario.Status.OPEN, action="reopened by a new failure")
     write_missing_events(trial, item)
-    return item
 
 
 def _scenario_and_mode(user, trial: Trial, data: dict[str, Any]) -> tuple[QCScenario, FailureMode]:

@@ -7,17 +7,28 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from benchviewer import roles
 from benchviewer.ids import parse_pk
 from trials.models import Document, Step, Trial
-from trials.triage import export, prefill, queries, services
-from trials.triage.forms import AssignForm, CommentForm, FeedbackForm, ItemEditForm, ScenarioStatusForm
-from trials.triage.models import AuditEntry, QCItem, QCScenario
+from trials.triage import clusters, export, prefill, queries, services, signatures
+from trials.triage.forms import (
+    AssignForm,
+    ClusterFeedbackForm,
+    CommentForm,
+    FeedbackForm,
+    ItemEditForm,
+    ScenarioStatusForm,
+)
+from trials.triage.models import AuditEntry, FailureCluster, QCItem, QCScenario
+from trials.triage.taxonomy import Category
 
 PAGE_SIZE = 50
+QUEUE_PAGE_SIZE = 100  # a queue page is dense rows, not cards
+CITATIONS_SHOWN = 50  # of an item filed on a failure cluster; its cluster page lists them all
 
 
 def _step_for(trial: Trial, wanted: str | None, trajectory: str | None, choices: list[tuple[str, str]]) -> str:
@@ -73,7 +84,7 @@ def feedback(request, pk: int):
             "form": form,
             "guess": guess,
             "similar": form.similar or similar,
-            "items": trial.qc_items.select_related("scenario", "failure_mode").order_by("-pk"),
+            "items": QCItem.objects.about(trial).select_related("scenario", "failure_mode").order_by("-pk"),
             "comments": trial.qc_comments.select_related("author"),
             "comment_form": CommentForm(),
         },
@@ -82,17 +93,40 @@ def feedback(request, pk: int):
 
 @roles.require_right(roles.READ)
 def queue(request):
-    groups = queries.queue_groups()
+    rows = queries.queue(request.GET, request.user)
+    page = Paginator(rows, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    for trial in page:
+        signature = trial.cluster.signature if trial.cluster else {}
+        trial.category = signature.get("category") or prefill.queue_category(vars(trial))
+        trial.reasons = queries.queue_reasons(trial)
+    kept = request.GET.copy()
+    kept.pop("page", None)
+    sort = request.GET.get("sort") or "trial"
     return render(
         request,
         "triage/queue.html",
         {
-            "groups": groups,
+            "page": page,
             "total": Trial.objects.untriaged().count(),
+            "filters": {key: request.GET.get(key, "") for key in queries.QUEUE_FILTERS},
+            "sort": sort,
+            # (the task is in the trial's name: sortable by the API and ?sort=task, not a column)
+            "sorts": [(key, f"-{key}" if sort == key else key) for key in queries.QUEUE_SORTS if key != "task"],
+            "query": _without(request.GET, "page", "sort"),
+            "page_query": _without(request.GET, "page"),
+            "flags": signatures.FLAG_CHOICES,
+            "categories": Category.choices,
             "progress": queries.assignee_progress(),
             "assignees": roles.users_with_right(roles.FILE_QC),
         },
     )
+
+
+def _without(params, *keys: str) -> str:
+    kept = params.copy()
+    for key in keys:
+        kept.pop(key, None)
+    return kept.urlencode()
 
 
 @require_POST
@@ -104,7 +138,106 @@ def assign(request):
         messages.success(request, f"Assigned {count} trial(s).")
     else:
         messages.error(request, "Pick failed trials and a triager: " + "; ".join(form.errors.get("trials", [])))
-    return redirect("triage-queue")
+    return _back_to_queue(request)
+
+
+@require_POST
+@roles.require_right(roles.ASSIGN)
+def claim(request, pk: int):
+    """ "Assign to me": the trial is the triager's until they file it or hand it on."""
+    trial = get_object_or_404(Trial.objects.failures(), pk=pk)
+    services.assign_trials(request.user, [trial], request.user)
+    messages.success(request, f"{trial.name} is yours.")
+    return _back_to_queue(request)
+
+
+@require_POST
+@roles.require_right(roles.FILE_QC)
+def next_untriaged(request):
+    """Claim the next untriaged trial of the queue (as filtered) and open its feedback form."""
+    trial = queries.next_untriaged(request.user, request.POST)
+    if trial is None:
+        messages.info(request, "Nothing left to triage under these filters.")
+        return _back_to_queue(request)
+    if roles.has_right(request.user, roles.ASSIGN):
+        services.assign_trials(request.user, [trial], request.user)
+    return redirect("triage-feedback", trial.pk)
+
+
+def _back_to_queue(request):
+    query = request.POST.get("query") or ""
+    return redirect(f"{reverse('triage-queue')}?{query}" if query else reverse("triage-queue"))
+
+
+@roles.require_right(roles.READ)
+def cluster_list(request):
+    page = Paginator(clusters.cluster_rows(request.GET), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "triage/cluster_list.html",
+        {
+            "page": page,
+            "rows": clusters.with_details(list(page), request.GET),
+            "filters": {key: request.GET.get(key, "") for key in clusters.FILTER_KEYS},
+            "query": _without(request.GET, "page"),
+        },
+    )
+
+
+@roles.require_right(roles.READ)
+def cluster_detail(request, pk: int):
+    cluster = get_object_or_404(FailureCluster, pk=pk)
+    return _cluster_page(request, cluster, form=None)
+
+
+def _cluster_page(request, cluster: FailureCluster, form):
+    example = clusters.representative(cluster)
+    if form is None and example is not None and roles.has_right(request.user, roles.FILE_QC):
+        signature = cluster.signature
+        form = ClusterFeedbackForm(trial=example.trial, user=request.user)
+        form.initial = {
+            "kind": QCItem.Kind.FAILURE_MODE,
+            "category": signature.get("category") or "",
+            "code": signature.get("code") or "",
+            "severity": "P1",
+        }
+    trials = (
+        clusters.clustered_trials(request.GET)
+        .filter(cluster=cluster)
+        .select_related("task", "job", "configuration", "triage_assignment__assignee")
+    )
+    page = Paginator(trials.order_by("-pk"), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "triage/cluster_detail.html",
+        {
+            "cluster": cluster,
+            "row": clusters.cluster_row(cluster, request.GET),
+            "breakdown": clusters.breakdown(cluster, request.GET),
+            "example": example,
+            "page": page,
+            "form": form,
+            "items": cluster.qc_items.select_related("scenario", "failure_mode", "assignee", "trial").order_by("-pk"),
+            "filters": {key: request.GET.get(key, "") for key in clusters.FILTER_KEYS},
+            "page_query": _without(request.GET, "page"),
+        },
+    )
+
+
+@require_POST
+@roles.require_right(roles.FILE_QC)
+def cluster_file(request, pk: int):
+    cluster = get_object_or_404(FailureCluster, pk=pk)
+    trials = list(Trial.objects.filter(cluster=cluster).order_by("pk"))
+    if not trials:
+        messages.error(request, f"{cluster.label} has no trial left to file.")
+        return redirect(cluster)
+    form = ClusterFeedbackForm(request.POST, trial=trials[0], user=request.user)
+    if not form.is_valid():
+        return _cluster_page(request, cluster, form)
+    item = services.file_cluster(request.user, cluster, trials, form.cleaned_data)
+    messages.success(request, f"Filed {item.label} for {len(trials)} trial(s) of {cluster.label}.")
+    return redirect(item)
 
 
 @roles.require_right(roles.READ)
@@ -231,6 +364,8 @@ def item_detail(request, pk: int):
             "comments": item.comments.select_related("author"),
             "comment_form": CommentForm(),
             "waivers": item.waivers.select_related("approver"),
+            "citations": item.citations.select_related("trial")[:CITATIONS_SHOWN],
+            "citation_count": item.citations.count(),
         },
     )
 

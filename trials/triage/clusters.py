@@ -1,0 +1,182 @@
+"""Reading failure clusters: the list (one GROUP BY over Trial.cluster), one cluster's breakdown
+by job and configuration, its representative trial and failing step. Signatures are written
+by trials.triage.signatures; filing a cluster is trials.triage.services.file_cluster.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models.functions import Coalesce
+from django.http import QueryDict
+
+from trials.filters import TrialFilter
+from trials.models import Configuration, Step, ToolCall, Trial
+from trials.triage import signatures
+from trials.triage.models import FailureCluster
+
+TRIAL_IDS_LISTED = 1000  # per cluster in the API list: `count` says how many there are in all
+FILTER_KEYS = ("job", "configuration", "dataset", "task", "role")
+
+
+def clustered_trials(params: QueryDict | dict[str, Any] | None = None) -> QuerySet[Trial]:
+    """Trials in a cluster, filtered like the trial list (job, configuration, dataset, task, role)."""
+    data = QueryDict(mutable=True)
+    for key in FILTER_KEYS:
+        if value := (params or {}).get(key):
+            data[key] = value
+    return TrialFilter(data, queryset=Trial.objects.filter(cluster__isnull=False)).qs
+
+
+def cluster_rows(params: QueryDict | dict[str, Any] | None = None) -> QuerySet:
+    """One row per cluster with trials under the filters: its count, when it was first and last
+    seen, and how many of its trials are candidate's and baseline's; the biggest first."""
+    seen = Coalesce("started_at", "created_at")
+    role = "configuration__role"
+    return (
+        clustered_trials(params)
+        .order_by()
+        .values("cluster_id")
+        .annotate(
+            count=Count("pk"),
+            first_seen=Min(seen),
+            last_seen=Max(seen),
+            candidates=Count("pk", filter=Q(**{role: Configuration.Role.CANDIDATE})),
+            baselines=Count("pk", filter=Q(**{role: Configuration.Role.BASELINE})),
+        )
+        .order_by("-count", "cluster_id")
+    )
+
+
+@dataclass
+class ClusterRow:
+    cluster: FailureCluster
+    count: int
+    first_seen: Any
+    last_seen: Any
+    candidates: int
+    baselines: int
+    trial_ids: list[int] = field(default_factory=list)
+    by_configuration: dict[str, int] = field(default_factory=dict)
+    by_job: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pk(self) -> int:
+        return self.cluster.pk
+
+    @property
+    def signature(self) -> dict[str, Any]:
+        return self.cluster.signature
+
+    @property
+    def description(self) -> str:
+        return signatures.describe(self.cluster.signature)
+
+    @property
+    def new_in_candidate(self) -> bool:
+        """Candidate trials hit it and no baseline trial did."""
+        return self.candidates > 0 and self.baselines == 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.pk,
+            "label": self.cluster.label,
+            "signature": self.signature,
+            "description": self.description,
+            "count": self.count,
+            "trials": self.trial_ids,
+            "by_configuration": self.by_configuration,
+            "by_job": self.by_job,
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "new_in_candidate": self.new_in_candidate,
+        }
+
+
+def with_details(rows: list[dict[str, Any]], params: QueryDict | dict[str, Any] | None = None) -> list[ClusterRow]:
+    """A page of `cluster_rows` with each cluster's signature, trial ids and counts per
+    configuration and job: three queries for the page, whatever its size."""
+    ids = [row["cluster_id"] for row in rows]
+    clusters = FailureCluster.objects.in_bulk(ids)
+    trial_ids: dict[int, list[int]] = defaultdict(list)
+    by_configuration: dict[int, Counter[str]] = defaultdict(Counter)
+    by_job: dict[int, Counter[str]] = defaultdict(Counter)
+    trials = clustered_trials(params).filter(cluster_id__in=ids)
+    for cluster_id, pk in trials.order_by("cluster_id", "pk").values_list("cluster_id", "pk"):
+        if len(trial_ids[cluster_id]) < TRIAL_IDS_LISTED:
+            trial_ids[cluster_id].append(pk)
+    groups = trials.order_by().values("cluster_id", "configuration__key", "job__name").annotate(n=Count("pk"))
+    for group in groups:
+        by_configuration[group["cluster_id"]][group["configuration__key"] or "(none)"] += group["n"]
+        by_job[group["cluster_id"]][group["job__name"] or "(none)"] += group["n"]
+    return [
+        ClusterRow(
+            cluster=clusters[row["cluster_id"]],
+            count=row["count"],
+            first_seen=row["first_seen"],
+            last_seen=row["last_seen"],
+            candidates=row["candidates"],
+            baselines=row["baselines"],
+            trial_ids=trial_ids[row["cluster_id"]],
+            by_configuration=dict(by_configuration[row["cluster_id"]].most_common()),
+            by_job=dict(by_job[row["cluster_id"]].most_common()),
+        )
+        for row in rows
+        if row["cluster_id"] in clusters
+    ]
+
+
+def cluster_row(cluster: FailureCluster, params: QueryDict | dict[str, Any] | None = None) -> ClusterRow:
+    rows = list(cluster_rows(params).filter(cluster_id=cluster.pk))
+    if not rows:  # no trial of it under these filters
+        return ClusterRow(cluster=cluster, count=0, first_seen=None, last_seen=None, candidates=0, baselines=0)
+    return with_details(rows, params)[0]
+
+
+def breakdown(cluster: FailureCluster, params: QueryDict | dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Its trials per job and configuration, the biggest group first."""
+    return list(
+        clustered_trials(params)
+        .filter(cluster=cluster)
+        .order_by()
+        .values("job_id", "job__name", "configuration_id", "configuration__key", "configuration__role")
+        .annotate(n=Count("pk"))
+        .order_by("-n", "job__name", "configuration__key")
+    )
+
+
+@dataclass
+class Representative:
+    trial: Trial
+    step_number: int | None  # 1-based, in its first trajectory: the trial page's step permalink
+    step_id: str
+
+
+def representative(cluster: FailureCluster) -> Representative | None:
+    """Its first trial, and the step that called the failing tool first (else its last step)."""
+    trial = Trial.objects.for_list().filter(cluster=cluster).order_by("pk").first()
+    if trial is None:
+        return None
+    tool = cluster.signature.get("tool") or ""
+    steps = Step.objects.filter(trial=trial, trajectory__position=trial_first_position(trial))
+    step = None
+    if tool:
+        call = (
+            ToolCall.objects.filter(step__in=steps, function_name=tool)
+            .order_by("step__index")
+            .values_list("step__index", "step__step_id")
+            .first()
+        )
+        step = call
+    if step is None:
+        step = steps.order_by("-index").values_list("index", "step_id").first()
+    if step is None:
+        return Representative(trial, None, "")
+    return Representative(trial, step[0] + 1, step[1])
+
+
+def trial_first_position(trial: Trial) -> int:
+    return trial.trajectories.order_by("position").values_list("position", flat=True).first() or 0
