@@ -10,6 +10,7 @@ from rest_framework.authtoken.views import obtain_auth_token
 
 from comparisons import api as comparisons
 from trials import api as trials
+from trials.live import api as live
 from trials.triage import api as triage
 
 urlpatterns = [
@@ -54,6 +55,16 @@ urlpatterns += [
     path("qc/waivers/", triage.WaiverList.as_view(), name="api-qc-waivers"),
     path("qc/waivers/<int:pk>/", triage.WaiverDetail.as_view(), name="api-qc-waiver"),
     path("qc/export/", triage.QCExport.as_view(), name="api-qc-export"),
+]
+
+# Live runs: the runner's commands (seed 000) and what a live trial's page polls
+urlpatterns += [
+    path("commands/start_benchmark_trial/", live.StartTrial.as_view(), name="api-command-start-trial"),
+    path("commands/record_benchmark_reward/", live.RecordReward.as_view(), name="api-command-record-reward"),
+    path("commands/complete_benchmark_trial/", live.CompleteTrial.as_view(), name="api-command-complete-trial"),
+    path("commands/compare_benchmark_runs/", live.CompareRuns.as_view(), name="api-command-compare-runs"),
+    path("trials/<int:pk>/events/", live.TrialEvents.as_view(), name="api-trial-events"),
+    path("trials/<int:pk>/live/", live.TrialLive.as_view(), name="api-trial-live"),
 ]
 
 urlpatterns += [

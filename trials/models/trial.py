@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.fields import CharField, JSONField, TextField
 from trials.models.imports import Pack
+
+
+def stall_cutoff() -> datetime:
+    return timezone.now() - timedelta(seconds=settings.LIVE_STALL_SECONDS)
 
 
 class TrialQuerySet(models.QuerySet):
@@ -18,6 +26,13 @@ class TrialQuerySet(models.QuerySet):
 
     def failed(self):
         return self.filter(status__in=Trial.FAILED_STATUSES)
+
+    def running(self):
+        return self.filter(status=Trial.Status.RUNNING)
+
+    def stalled(self):
+        """Running trials no event has reached for LIVE_STALL_SECONDS: their runner may be gone."""
+        return self.running().filter(live_seen_at__lt=stall_cutoff())
 
     def untriaged(self):
         """Failed trials no QC item has been filed on: the triage queue."""
@@ -37,6 +52,7 @@ class Trial(models.Model):
         TIMEOUT = "timeout"
         SKIPPED = "skipped"
         UNKNOWN = "unknown"
+        RUNNING = "running"  # a live trial a runner reports to (trials/live/)
 
     FAILED_STATUSES = ("failed", "errored", "timeout")
 
@@ -85,6 +101,8 @@ class Trial(models.Model):
     texts = JSONField(default=dict, blank=True)  # logs, stdout, exception.txt (path -> text)
     ctrf_tests = JSONField(default=list, blank=True)
     problems = JSONField(default=list, blank=True)
+    # When a runner last reported (an event, a step, a command): a running trial silent longer is stalled.
+    live_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)  # a later join or re-score: cached comparisons go stale
 
@@ -105,6 +123,11 @@ class Trial(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("trial-detail", args=[self.pk])
+
+    @property
+    def is_stalled(self) -> bool:
+        seen = self.live_seen_at
+        return self.status == self.Status.RUNNING and seen is not None and seen < stall_cutoff()
 
     @property
     def is_failure(self) -> bool:
