@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import orjson
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from comparisons.models import SavedComparison
+from tests.builders import build_side, make_user
 from tests.live.helpers import event, runner_client, spine, step
 from trials.models import RuntimeEvent, Step, Trial
 
@@ -48,8 +51,6 @@ def test_a_start_without_a_trial_id_is_refused_by_name(runner):
 
 
 def test_a_viewer_may_not_start_trials_and_anonymous_callers_are_refused(client, db):
-    from tests.builders import make_user
-
     client.force_login(make_user("vic", "viewer"))
     assert client.post(START, spine(), content_type="application/json").status_code == 403
     client.logout()
@@ -99,8 +100,6 @@ def test_a_bad_item_is_named_and_the_good_ones_are_kept(runner):
 
 def test_a_json_lines_body_names_its_bad_lines(runner):
     pk = start(runner)
-    import orjson
-
     lines = b"\n".join([orjson.dumps(event(1)), b"{not json", orjson.dumps({"type": "x"}), orjson.dumps(event(2))])
     response = runner.generic("POST", f"/api/trials/{pk}/events/", lines, content_type="application/x-ndjson")
     assert response.status_code == 400
@@ -182,3 +181,17 @@ def test_the_live_endpoint_returns_the_steps_after_the_last_one_shown(runner):
     runner.post(f"/api/trials/{pk}/events/", {"steps": [step(n) for n in range(1, 6)]}, format="json")
     data = runner.get(f"/api/trials/{pk}/live/?after=3").json()
     assert [s["number"] for s in data["steps"]] == [4, 5] and data["step_count"] == 5
+
+
+def test_comparing_runs_saves_the_comparison_event(runner):
+    base = build_side("base", {f"t{i}": [0.0 if i < 4 else 1.0, 1.0] for i in range(12)}, role="baseline")
+    cand = build_side("cand", {f"t{i}": [1.0, 1.0] for i in range(12)}, role="candidate")
+    body = {"baseline": base.pk, "candidate": cand.pk}
+    response = runner.post("/api/commands/compare_benchmark_runs/", body, format="json")
+    assert response.status_code == 201, response.content
+    data = response.json()
+    assert data["event"]["type"] == "benchmark.comparison.completed"
+    assert data["event"]["eventId"] == SavedComparison.objects.get().event_id
+    assert data["event"]["comparison"]["decision"] == "promote"  # every task better, none worse
+    assert data["comparison"]["status"] == "done" and data["comparison"]["id"]
+    assert runner.post("/api/commands/compare_benchmark_runs/", {"baseline": base.pk}, format="json").status_code == 400

@@ -73,8 +73,7 @@ def derive_trajectory(events: list[dict[str, Any]], *, session_id: str = "", age
             text = _text(payload, "text", "input", "message", "content", "inputRef")
             steps.append({"source": "user", "message": text, "timestamp": stamp})
         elif kind in REASONING:
-            reasoning.append(_text(payload, "text", "summary", "delta", "content"))
-            continue
+            reasoning.append(_text(payload, "text", "summary", "delta", "content"))  # (the next agent step's)
         elif kind in MODEL_OUTPUT:
             model_name = _text(payload, "modelName", "model", "model_name") or model_name
             step: dict[str, Any] = {
