@@ -253,9 +253,10 @@ def live_trajectory(trial: Trial) -> Trajectory:
     if trajectory is None:
         agent = as_dict(trial.provenance.get("live", {}).get("agent"))
         config = trial.configuration
+        session_id = trial.session_id or f"benchviewer-trial-{trial.pk}"
         header = {
             "schema_version": SCHEMA_VERSION,
-            "session_id": trial.session_id or f"benchviewer-trial-{trial.pk}",
+            "session_id": session_id,
             "agent": {
                 "name": str(agent.get("name") or (config.agent_name if config else "") or "unknown"),
                 "version": str(agent.get("version") or (config.agent_version if config else "") or "unknown"),
@@ -267,7 +268,7 @@ def live_trajectory(trial: Trial) -> Trajectory:
             path=TRAJECTORY_PATH,
             role="main",
             schema_version=SCHEMA_VERSION,
-            session_id=header["session_id"],
+            session_id=session_id,
             agent=header["agent"],
             header=header,
         )
@@ -395,9 +396,11 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
         _store_atif_file(trajectory)
     elif not trial.trajectories.exists():
         derive_from_events(trial)
-    Job.objects.filter(pk=trial.job_id, finished_at__isnull=True).exclude(trials__status=Trial.Status.RUNNING).update(
-        finished_at=now
-    )
+    if trial.job_id is not None:  # the job is finished once none of its trials runs
+        running = Trial.objects.filter(job_id=trial.job_id, status=Trial.Status.RUNNING)
+        Job.objects.filter(pk=trial.job_id, finished_at__isnull=True).exclude(pk__in=running.values("job_id")).update(
+            finished_at=now
+        )
 
 
 def _store_atif_file(trajectory: Trajectory) -> None:

@@ -45,5 +45,9 @@ class Migration(migrations.Migration):
             name="derived",
             field=models.BooleanField(default=False),
         ),
+        migrations.AddIndex(
+            model_name="runtimeevent",
+            index=models.Index(fields=["trial", "event_id"], name="trials_runt_trial_i_222871_idx"),
+        ),
         migrations.RunPython(create_runner_group, remove_runner_group),
     ]

@@ -99,6 +99,7 @@ class RuntimeEvent(models.Model):
 
     class Meta:
         ordering = ["sequence", "timestamp", "pk"]
+        indexes = [models.Index(fields=["trial", "event_id"])]  # a live trial's events, kept once by id
 
     def __str__(self) -> str:
         return self.type
