@@ -79,8 +79,8 @@ def test_events_and_steps_are_kept_once_and_in_order(runner):
     page = runner.get(f"/api/trials/{pk}/steps/").json()
     assert [s["message"] for s in page["steps"]] == ["step 1 says hello", "step 2 says hello", "step 3 says hello"]
     # the ATIF of a running trial: its header and the steps so far
-    atif = b"".join(runner.get(f"/api/trials/{pk}/trajectory/").streaming_content)
-    assert b'"step_id":3' in atif and atif.startswith(b'{"schema_version":"ATIF-v1.6"')
+    atif = orjson.loads(b"".join(runner.get(f"/api/trials/{pk}/trajectory/").streaming_content))
+    assert atif["schema_version"] == "ATIF-v1.6" and [s["step_id"] for s in atif["steps"]] == [1, 2, 3]
 
 
 def test_a_bad_item_is_named_and_the_good_ones_are_kept(runner):
@@ -195,3 +195,11 @@ def test_comparing_runs_saves_the_comparison_event(runner):
     assert data["event"]["comparison"]["decision"] == "promote"  # every task better, none worse
     assert data["comparison"]["status"] == "done" and data["comparison"]["id"]
     assert runner.post("/api/commands/compare_benchmark_runs/", {"baseline": base.pk}, format="json").status_code == 400
+
+
+def test_a_request_of_too_many_items_is_refused_whole(runner, settings):
+    settings.LIVE_MAX_ITEMS = 3
+    pk = start(runner)
+    response = runner.post(f"/api/trials/{pk}/events/", {"events": [event(n) for n in range(1, 5)]}, format="json")
+    assert response.status_code == 400 and "at most 3" in response.json()["detail"]
+    assert not RuntimeEvent.objects.filter(trial_id=pk, event_id="evt_1").exists()

@@ -108,12 +108,11 @@ def test_a_killed_runner_leaves_the_trial_stalled_and_a_new_one_continues_it(
     wait_for(lambda: Step.objects.filter(trial=trial).count() >= 40)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=10)
-    sent = Step.objects.filter(trial=trial).count()
     writer.join()
-    time.sleep(1.5)
+    time.sleep(1.5)  # (a request the killed runner had sent may still land meanwhile)
     trial.refresh_from_db()
     assert trial.is_stalled and trial.status == "running"
-    assert Step.objects.filter(trial=trial).count() == sent  # (nobody else sends)
+    sent = Step.objects.filter(trial=trial).count()
 
     # a new runner starts over on the same file: what the first sent is kept once, the rest added
     second = runner(live_server.url, token, feed, "--trial", str(trial.pk), "--complete", "completed")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.db.models import Count
 from django.db.models.functions import Substr
 from django.shortcuts import get_object_or_404
@@ -227,7 +228,7 @@ class TrialEvents(APIView):
                 except orjson.JSONDecodeError as exc:
                     errors.append({"path": f"line {number}", "error": f"not JSON: {exc}"})
                     events.append(None)  # (keeps the line numbers; named above, skipped below)
-            steps: list[Any] = []
+            _within_limit(len(events))
             accepted = service.add_items(trial, [e for e in events if e is not None], [], where="line {}")
             if errors:  # line numbers of the good lines shifted by the bad ones: name them from the body
                 accepted.errors = errors + _renumbered(accepted.errors, events)
@@ -238,9 +239,17 @@ class TrialEvents(APIView):
             for key, value in (("events", events), ("steps", steps)):
                 if not isinstance(value, list):
                     raise ValidationError({key: [f"a list, not {type(value).__name__}"]})
+            _within_limit(len(events) + len(steps))
             accepted = service.add_items(trial, events, steps)
         body = accepted.as_dict()
         return Response(body, status=status.HTTP_400_BAD_REQUEST if accepted.errors else status.HTTP_200_OK)
+
+
+def _within_limit(count: int) -> None:
+    if count > settings.LIVE_MAX_ITEMS:
+        raise ValidationError(
+            {"detail": f"{count} items in one request; send at most {settings.LIVE_MAX_ITEMS} a request"}
+        )
 
 
 def _renumbered(errors: list[dict[str, str]], events: list[Any]) -> list[dict[str, str]]:
