@@ -6,6 +6,7 @@
   if (!panel) return;
   const api = panel.dataset.liveApi;
   const body = panel.querySelector("#live-steps tbody");
+  const stepBase = panel.dataset.stepUrl.replace(/0\/$/, ""); // + number + "/": the step's permalink
   const KEEP = 500; // rows kept in the table: the trajectory tab has them all
   let after = 0; // the last step number shown
   let status = "running";
@@ -27,7 +28,10 @@
     for (const step of data.steps) {
       const row = document.createElement("tr");
       row.dataset.step = step.number;
-      cell(row, step.number);
+      const link = document.createElement("a");
+      link.href = stepBase + step.number + "/";
+      link.textContent = step.number;
+      row.appendChild(document.createElement("td")).appendChild(link);
       cell(row, step.source);
       cell(row, step.message);
       cell(row, step.tool_calls || "");
@@ -35,6 +39,8 @@
       after = Math.max(after, step.number);
     }
     while (body.rows.length > KEEP) body.deleteRow(0);
+    const scroller = panel.querySelector(".live-scroll");
+    if (data.steps.length && scroller) scroller.scrollTop = scroller.scrollHeight; // follow the newest
   }
 
   async function poll() {
