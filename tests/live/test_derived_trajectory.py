@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from io import StringIO
 from pathlib import Path
 
 import orjson
+from django.core.management import call_command
 from django.urls import reverse
 from jsonschema import Draft202012Validator
 
+from tests.factories import TrialFactory
 from tests.live.helpers import event, runner_client, spine
 from trials.ingest.formats.atif_checks import validate_header, validate_step
 from trials.live.derive import derive_trajectory
-from trials.models import Trial
+from trials.models import RuntimeEvent, Trial
 
 ATIF_SCHEMA = Path("/work/shared/spec/harbor-0.25/atif-trajectory.schema.json")
 
@@ -73,3 +76,16 @@ def test_a_trial_completed_with_events_and_no_steps_gets_a_derived_trajectory(db
     assert [t["derived"] for t in detail["trajectories"]] == [True]
     page = client_logged_in.get(reverse("trial-detail", args=[pk])).content.decode()
     assert 'id="derived-note"' in page and "read_file" in page
+
+
+def test_the_command_derives_a_trajectory_for_an_imported_trial_with_events_only(db):
+    trial = TrialFactory()
+    for raw in runtime_events():
+        RuntimeEvent.objects.create(trial=trial, type=raw["type"], event_id=raw["eventId"], raw=raw)
+    untouched = TrialFactory()  # no events: nothing to derive
+    out = StringIO()
+    call_command("derive_trajectories", stdout=out)
+    assert "1 trajectory derived" in out.getvalue()
+    assert trial.trajectories.get().derived and not untouched.trajectories.exists()
+    call_command("derive_trajectories", stdout=StringIO())  # again: it has one now
+    assert trial.trajectories.count() == 1
