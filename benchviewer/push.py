@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 import os
 import sys
 import time
@@ -214,6 +215,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    logging.basicConfig(format="benchviewer-push: %(message)s")  # urllib3 says when it retries, and why
     if not args.token:
         raise SystemExit("benchviewer-push: give a token (--token or BENCHVIEWER_TOKEN)")
     server = Server(args.server, args.token, retries=args.retries)

@@ -1,6 +1,7 @@
 """A real runner process (benchviewer-push, a subprocess) streams a trial to a live server:
 a browser watches the steps appear; a runner killed with SIGKILL leaves the trial stalled and
-loses nothing, and a new runner on the same file continues it."""
+loses nothing, and a new runner on the same file continues it; a server that goes away and
+comes back mid-stream gets every event once through the runner's retries."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import urllib3
 from django.contrib.auth import get_user_model
 from django.test import Client
 from playwright.sync_api import expect
@@ -123,3 +126,69 @@ def test_a_killed_runner_leaves_the_trial_stalled_and_a_new_one_continues_it(
     assert sent < 150 and steps == [str(n) for n in range(1, 151)]  # nothing lost, nothing twice
     runtime = RuntimeEvent.objects.filter(trial=trial, type="tool.progress")
     assert runtime.count() == 150 and runtime.values("event_id").distinct().count() == 150
+
+
+class Forward(BaseHTTPRequestHandler):
+    """Passes each request on to the live server: a server the test can stop and start again."""
+
+    target = ""
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
+        answer = urllib3.request(self.command, self.target + self.path, body=body, headers=headers, retries=False)
+        self.send_response(answer.status)
+        self.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
+        self.send_header("Content-Length", str(len(answer.data)))
+        self.end_headers()
+        self.wfile.write(answer.data)
+
+    def log_message(self, *args):
+        pass
+
+
+def serve_forward(port: int) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), Forward)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_the_runner_retries_through_a_server_restart_and_lands_every_event_once(live_server, token, trial, tmp_path):
+    Forward.target = live_server.url
+    front = serve_forward(0)
+    port = front.server_address[1]
+    feed = tmp_path / "trial.jsonl"
+    feed.touch()
+    writer = threading.Thread(target=write_slowly, args=(feed, lines(1, 100), 0.01))
+    writer.start()
+    process = runner(
+        f"http://127.0.0.1:{port}",
+        token,
+        feed,
+        "--trial",
+        str(trial.pk),
+        "--follow",
+        "--idle-exit",
+        "2",
+        "--batch",
+        "10",
+        "--complete",
+        "completed",
+    )
+    wait_for(lambda: Step.objects.filter(trial=trial).count() >= 20)
+    front.shutdown()
+    front.server_close()  # down: the runner's requests are refused, and retried with backoff
+    time.sleep(1.5)
+    front = serve_forward(port)  # back
+    writer.join()
+    try:
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        front.shutdown()
+        front.server_close()
+    assert process.returncode == 0, stderr
+    assert "Retrying" in stderr  # (urllib3's warning: a request was refused while the server was down)
+    steps = list(Step.objects.filter(trial=trial).order_by("index").values_list("step_id", flat=True))
+    assert steps == [str(n) for n in range(1, 101)]
+    assert RuntimeEvent.objects.filter(trial=trial, type="tool.progress").count() == 100
+    assert Trial.objects.get(pk=trial.pk).status == "passed"

@@ -392,7 +392,9 @@ class TrialLive(APIView):
     )
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial.objects.only("status", "live_seen_at", "step_count"), pk=pk)
-        after = parse_pk(request.query_params.get("after", "0")) or 0
+        wanted = request.query_params.get("after", "0")
+        if (after := parse_pk(wanted)) is None:
+            raise ValidationError({"after": [f"a step number (a whole number), not {wanted!r}"]})
         trajectory = trial.trajectories.filter(path=service.TRAJECTORY_PATH).first()
         rows = []
         if trajectory is not None:
