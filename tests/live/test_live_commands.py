@@ -203,3 +203,14 @@ def test_a_request_of_too_many_items_is_refused_whole(runner, settings):
     response = runner.post(f"/api/trials/{pk}/events/", {"events": [event(n) for n in range(1, 5)]}, format="json")
     assert response.status_code == 400 and "at most 3" in response.json()["detail"]
     assert not RuntimeEvent.objects.filter(trial_id=pk, event_id="evt_1").exists()
+
+
+def test_steps_sent_after_the_completion_are_added_to_its_file(runner):
+    pk = start(runner)
+    runner.post(f"/api/trials/{pk}/events/", {"steps": [step(1, "user")]}, format="json")
+    runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "completed"}, format="json")
+    again = runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "failed"}, format="json")
+    assert again.json()["status"] == "passed"  # the first completion stands
+    runner.post(f"/api/trials/{pk}/events/", {"steps": [step(2)]}, format="json")  # a late retry
+    atif = orjson.loads(Trial.objects.get(pk=pk).trajectories.get().blob.read())
+    assert [s["step_id"] for s in atif["steps"]] == [1, 2]

@@ -209,18 +209,22 @@ def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "e
             good_steps.append(item)
     with transaction.atomic():
         Trial.objects.select_for_update().filter(pk=trial.pk).first()  # one writer per trial at a time
+        new_events: list[dict[str, Any]] = []
         if good_events:
-            accepted.events, duplicates = _store_events(trial, good_events)
-            accepted.duplicates += duplicates
+            new_events = _store_events(trial, good_events)
+            accepted.events = len(new_events)
+            accepted.duplicates += len(good_events) - len(new_events)
         if good_steps:
             accepted.steps, duplicates = _store_steps(trial, good_steps)
             accepted.duplicates += duplicates
         Trial.objects.filter(pk=trial.pk).update(live_seen_at=timezone.now())
-        _apply_benchmark_events(trial, [e for e in good_events if e["type"].startswith("benchmark.")])
+        # (an event sent again changes nothing: the first completion of a trial is its completion)
+        _apply_benchmark_events(trial, [e for e in new_events if e["type"].startswith("benchmark.")])
     return accepted
 
 
-def _store_events(trial: Trial, items: list[dict[str, Any]]) -> tuple[int, int]:
+def _store_events(trial: Trial, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store the events not stored before; those, as sent."""
     unique = {item["eventId"][:200]: item for item in reversed(items)}  # the first of repeats in one POST
     known = set(RuntimeEvent.objects.filter(trial=trial, event_id__in=list(unique)).values_list("event_id", flat=True))
     new = [item for event_id, item in unique.items() if event_id not in known]
@@ -244,7 +248,7 @@ def _store_events(trial: Trial, items: list[dict[str, Any]]) -> tuple[int, int]:
             }
         )
     insert_rows(RuntimeEvent, rows)
-    return len(rows), len(items) - len(rows)
+    return new
 
 
 def live_trajectory(trial: Trial) -> Trajectory:
@@ -291,6 +295,8 @@ def _store_steps(trial: Trial, items: list[dict[str, Any]]) -> tuple[int, int]:
     finally:
         bodies.discard()
     _refresh_counts(trial, trajectory, new)
+    if trajectory.blob_id is not None:  # steps arriving after the completion: its file again, with them
+        _store_atif_file(trajectory)
     return len(new), len(items) - len(new)
 
 
