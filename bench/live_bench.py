@@ -63,6 +63,11 @@ def setup_django(url: str, data_dir: str) -> tuple[str, str]:
 
 
 def serve(url: str, data_dir: str, port: int) -> subprocess.Popen:
+    try:
+        urllib3.request("GET", f"http://127.0.0.1:{port}/", timeout=1, retries=False)
+        raise SystemExit(f"something already answers on port {port}: stop it, or give --port")
+    except urllib3.exceptions.HTTPError:
+        pass  # free
     env = {**os.environ, "DATABASE_URL": url, "DATA_DIR": data_dir, "DEBUG": "0"}
     env.pop("REDIS_URL", None)
     command = [
