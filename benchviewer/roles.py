@@ -1,7 +1,7 @@
 """Roles and rights: the one place that says which group may do what.
 
-Groups (created by migrations 0003 and 0022): viewer (read-only), runner (reads, and
-reports live trials: trials/live/), reviewer (reads, comments, imports packs, saves
+Groups (created by migrations 0003 and 0022): viewer (read-only), runner (reads, imports
+packs and reports live trials: trials/live/), reviewer (reads, comments, imports packs, saves
 comparisons, runs the runner commands), triager (reviewer + files and edits QC items,
 assigns), approver (triager + grants waivers, decides promotions). Superusers have every
 right. Any logged-in user may read.
@@ -49,7 +49,7 @@ GROUP_RIGHTS: dict[str, frozenset[str]] = {
     REVIEWER: frozenset(_REVIEWER),
     TRIAGER: frozenset(_TRIAGER),
     APPROVER: frozenset(_APPROVER),
-    RUNNER: frozenset({READ, RUN}),
+    RUNNER: frozenset({READ, RUN, IMPORT}),  # benchviewer-push: live trials, and finished folders
 }
 ALL_RIGHTS = frozenset(_APPROVER)
 WRITE_RIGHTS = ALL_RIGHTS - {READ}

@@ -21,8 +21,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from playwright.sync_api import expect
 
+from tests.builders import write_trial
 from tests.live.helpers import event, runner_client, spine, step
-from trials.models import RuntimeEvent, Step, Trial
+from trials.models import Import, RuntimeEvent, Step, Trial
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop in this thread
 expect.set_options(timeout=20_000)
@@ -192,3 +193,23 @@ def test_the_runner_retries_through_a_server_restart_and_lands_every_event_once(
     assert steps == [str(n) for n in range(1, 101)]
     assert RuntimeEvent.objects.filter(trial=trial, type="tool.progress").count() == 100
     assert Trial.objects.get(pk=trial.pk).status == "passed"
+
+
+def test_the_runner_uploads_a_finished_trial_folder_as_an_import(live_server, token, tmp_path):
+    folder = write_trial(tmp_path / "jobs", "task-up__AAAAAAA")
+    command = [
+        sys.executable,
+        "-m",
+        "benchviewer.push",
+        "--server",
+        live_server.url,
+        "--token",
+        token,
+        "upload",
+        str(folder),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    imported = Import.objects.get(pk=json.loads(done.stdout)["id"])
+    assert imported.origin == Import.Origin.API
+    wait_for(lambda: Trial.objects.filter(name="task-up__AAAAAAA").exists())
