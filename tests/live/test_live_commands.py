@@ -214,3 +214,17 @@ def test_steps_sent_after_the_completion_are_added_to_its_file(runner):
     runner.post(f"/api/trials/{pk}/events/", {"steps": [step(2)]}, format="json")  # a late retry
     atif = orjson.loads(Trial.objects.get(pk=pk).trajectories.get().blob.read())
     assert [s["step_id"] for s in atif["steps"]] == [1, 2]
+
+
+def test_a_completed_trial_gets_the_permission_decisions_its_events_record(runner):
+    pk = start(runner)
+    ids = {"actionId": "act_1", "toolCallId": "call_1"}
+    events = [
+        {**event(1, "action.required", actionType="tool_permission", toolName="write_file"), **ids},
+        {**event(2, "action.resolved", decision="deny", decidedBy="reviewer"), **ids},
+        {**event(3, "tool.started", toolName="write_file"), **ids, "stepId": "2"},
+    ]
+    runner.post(f"/api/trials/{pk}/events/", {"events": events}, format="json")
+    runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "completed"}, format="json")
+    decision = Trial.objects.get(pk=pk).permissions.get()
+    assert (decision.action_id, decision.decision, decision.side_effect_after_denial) == ("act_1", "deny", True)

@@ -17,10 +17,17 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from trials.imports.rows import apply_completeness, get_configuration, get_dataset, get_task, step_tokens
+from trials.imports.rows import (
+    apply_completeness,
+    get_configuration,
+    get_dataset,
+    get_task,
+    step_tokens,
+    write_permissions,
+)
 from trials.imports.steps import write_steps, write_trajectory
 from trials.ingest.formats import atif, lime
 from trials.ingest.formats.atif_checks import validate_step
@@ -397,6 +404,7 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
     trial.input_tokens, trial.output_tokens, trial.cached_tokens = totals["p"], totals["c"], totals["k"]
     trial.cost_usd = totals["cost"] if totals["cost"] is not None else trial.cost_usd
     trial.save()
+    _write_permissions(trial)
     trajectory = trial.trajectories.filter(path=TRAJECTORY_PATH).first()
     if trajectory is not None and trajectory.step_count:
         _store_atif_file(trajectory)
@@ -407,6 +415,15 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
         Job.objects.filter(pk=trial.job_id, finished_at__isnull=True).exclude(pk__in=running.values("job_id")).update(
             finished_at=now
         )
+
+
+def _write_permissions(trial: Trial) -> None:
+    """The permission decisions its action and permission events record, as an import writes them."""
+    kinds = Q(type__startswith="action.") | Q(type__startswith="permission.") | Q(type__startswith="tool.")
+    rows = trial.events.filter(kinds).order_by("sequence", "timestamp", "pk").values_list("raw", flat=True)
+    events = [lime.parse_event(raw, "events") for raw in rows if isinstance(raw, dict)]
+    trial.permissions.all().delete()
+    write_permissions(trial, lime.permissions_from_events(events))
 
 
 def _store_atif_file(trajectory: Trajectory) -> None:
