@@ -12,7 +12,7 @@ from django.utils import timezone
 from comparisons.models import SavedComparison
 from tests.builders import build_side, make_user
 from tests.live.helpers import event, runner_client, spine, step
-from trials.models import RuntimeEvent, Step, Trial
+from trials.models import Blob, RuntimeEvent, Step, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -228,3 +228,12 @@ def test_a_completed_trial_gets_the_permission_decisions_its_events_record(runne
     runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "completed"}, format="json")
     decision = Trial.objects.get(pk=pk).permissions.get()
     assert (decision.action_id, decision.decision, decision.side_effect_after_denial) == ("act_1", "deny", True)
+
+
+def test_each_post_of_steps_leaves_one_copy_of_the_bodies(runner):
+    pk = start(runner)
+    for n in range(1, 6):
+        runner.post(f"/api/trials/{pk}/events/", {"steps": [step(n)]}, format="json")
+    trajectory = Trial.objects.get(pk=pk).trajectories.get()
+    assert Blob.objects.count() == 1 and Blob.objects.get().pk == trajectory.step_bodies_id
+    assert [s.raw["step_id"] for s in trajectory.steps.order_by("index")] == [1, 2, 3, 4, 5]

@@ -35,8 +35,8 @@ from trials.ingest.records import ParsedStep
 from trials.ingest.redaction import without_redacted_context
 from trials.ingest.values import as_dict, parse_iso
 from trials.live.derive import SCHEMA_VERSION, derive_trajectory
-from trials.models import Job, RewardCriterion, RuntimeEvent, Trajectory, Trial
-from trials.storage.backend import open_blob
+from trials.models import Blob, Job, RewardCriterion, RuntimeEvent, Trajectory, Trial
+from trials.storage.backend import blob_storage, open_blob
 from trials.storage.blobs import StepBodies, store_file
 from trials.storage.bulk_insert import insert_rows
 
@@ -294,6 +294,7 @@ def _store_steps(trial: Trial, items: list[dict[str, Any]]) -> tuple[int, int]:
     if not new:
         return 0, len(items)
     bodies = StepBodies(spool())
+    before = trajectory.step_bodies_id
     try:
         if trajectory.step_bodies is not None:  # the bodies so far, then the new ones: old offsets stay
             bodies.add(_read_all(trajectory))
@@ -302,9 +303,32 @@ def _store_steps(trial: Trial, items: list[dict[str, Any]]) -> tuple[int, int]:
     finally:
         bodies.discard()
     _refresh_counts(trial, trajectory, new)
+    if before is not None:
+        release_blob(before)
     if trajectory.blob_id is not None:  # steps arriving after the completion: its file again, with them
         _store_atif_file(trajectory)
     return len(new), len(items) - len(new)
+
+
+def release_blob(blob_id: int) -> None:
+    """Forget a blob nothing points to any more: the step bodies a POST of steps replaced.
+
+    Without this a trial streamed a step at a time would keep every copy of its bodies
+    (its size squared, halved). Its row goes now; a pack object it alone filled is removed
+    by the storage sweep (blobs.remove_unnamed_packs), a file of its own once this commits.
+    """
+    blob = Blob.objects.filter(pk=blob_id).first()
+    if blob is None:
+        return
+    for relation in Blob._meta.related_objects:  # (every row that may point to a blob: files, artifacts…)
+        model = relation.related_model
+        assert not isinstance(model, str)  # (resolved once the apps are loaded)
+        if model._default_manager.filter(**{relation.field.name: blob_id}).exists():
+            return  # (the same bytes elsewhere: content-addressed)
+    blob.delete()
+    if not blob.pack:
+        name = blob.storage_name
+        transaction.on_commit(lambda: blob_storage().delete(name))
 
 
 def _read_all(trajectory: Trajectory) -> bytes:
