@@ -11,6 +11,7 @@ from rest_framework.authtoken.views import obtain_auth_token
 from comparisons import api as comparisons
 from comparisons import family_api
 from trials import api as trials
+from trials.live import api as live
 from trials.triage import api as triage
 
 urlpatterns = [
@@ -70,6 +71,16 @@ urlpatterns += [
     path("qc/clusters/<int:pk>/", triage.ClusterDetail.as_view(), name="api-qc-cluster"),
     path("qc/clusters/<int:pk>/feedback/", triage.ClusterFeedback.as_view(), name="api-qc-cluster-feedback"),
     path("qc/queue/", triage.Queue.as_view(), name="api-qc-queue"),
+]
+
+# Live runs: the runner's commands (seed 000) and what a live trial's page polls
+urlpatterns += [
+    path("commands/start_benchmark_trial/", live.StartTrial.as_view(), name="api-command-start-trial"),
+    path("commands/record_benchmark_reward/", live.RecordReward.as_view(), name="api-command-record-reward"),
+    path("commands/complete_benchmark_trial/", live.CompleteTrial.as_view(), name="api-command-complete-trial"),
+    path("commands/compare_benchmark_runs/", live.CompareRuns.as_view(), name="api-command-compare-runs"),
+    path("trials/<int:pk>/events/", live.TrialEvents.as_view(), name="api-trial-events"),
+    path("trials/<int:pk>/live/", live.TrialLive.as_view(), name="api-trial-live"),
 ]
 
 urlpatterns += [

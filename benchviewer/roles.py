@@ -1,7 +1,8 @@
 """Roles and rights: the one place that says which group may do what.
 
-Groups (created by migration 0003): viewer (read-only), reviewer (reads, comments,
-imports packs, saves comparisons), triager (reviewer + files and edits QC items,
+Groups (created by migrations 0003 and 0022): viewer (read-only), runner (reads, imports
+packs and reports live trials: trials/live/), reviewer (reads, comments, imports packs, saves
+comparisons, runs the runner commands), triager (reviewer + files and edits QC items,
 assigns), approver (triager + grants waivers, decides promotions). Superusers have every
 right. Any logged-in user may read.
 
@@ -27,7 +28,8 @@ from django.utils.functional import SimpleLazyObject
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 VIEWER, REVIEWER, TRIAGER, APPROVER = "viewer", "reviewer", "triager", "approver"
-GROUPS = (REVIEWER, TRIAGER, APPROVER, VIEWER)
+RUNNER = "runner"  # a benchmark runner's account: reports live trials (migration 0022)
+GROUPS = (REVIEWER, TRIAGER, APPROVER, VIEWER, RUNNER)
 
 READ = "read"
 COMMENT = "comment"
@@ -37,8 +39,9 @@ FILE_QC = "file_qc"  # file and edit QC items, import scenarios from a manifest
 ASSIGN = "assign"
 WAIVE = "waive"  # grant waivers
 PROMOTE = "promote"  # decide candidate promotions
+RUN = "run"  # the runner commands: start trials, send their events, rewards, completions, compare
 
-_REVIEWER = {READ, COMMENT, IMPORT, SAVE_COMPARISON}
+_REVIEWER = {READ, COMMENT, IMPORT, SAVE_COMPARISON, RUN}
 _TRIAGER = _REVIEWER | {FILE_QC, ASSIGN}
 _APPROVER = _TRIAGER | {WAIVE, PROMOTE}
 GROUP_RIGHTS: dict[str, frozenset[str]] = {
@@ -46,6 +49,7 @@ GROUP_RIGHTS: dict[str, frozenset[str]] = {
     REVIEWER: frozenset(_REVIEWER),
     TRIAGER: frozenset(_TRIAGER),
     APPROVER: frozenset(_APPROVER),
+    RUNNER: frozenset({READ, RUN, IMPORT}),  # benchviewer-push: live trials, and finished folders
 }
 ALL_RIGHTS = frozenset(_APPROVER)
 WRITE_RIGHTS = ALL_RIGHTS - {READ}
@@ -92,7 +96,7 @@ def role_of(user) -> str:
     if user.is_authenticated and user.is_superuser:
         return "superuser"
     names = set(user.groups.values_list("name", flat=True)) if user.is_authenticated else set()
-    for name in (APPROVER, TRIAGER, REVIEWER, VIEWER):
+    for name in (APPROVER, TRIAGER, REVIEWER, RUNNER, VIEWER):
         if name in names:
             return name
     return "none"

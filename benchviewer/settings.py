@@ -195,6 +195,11 @@ IMPORT_MAX_ARCHIVE_MEMBERS = env_int("IMPORT_MAX_ARCHIVE_MEMBERS", 200_000)
 IMPORT_BATCH_BYTES = env_int("IMPORT_BATCH_BYTES", 8 * 1024 * 1024)
 IMPORT_SPOOL_DIR = DATA_DIR / "spool"
 
+# Live runs (trials/live/): a running trial no event has reached for this long is shown as stalled.
+LIVE_STALL_SECONDS = env_int("LIVE_STALL_SECONDS", 120)
+# Items one POST of events and steps may carry (a runner sends more in several).
+LIVE_MAX_ITEMS = env_int("LIVE_MAX_ITEMS", 10_000)
+
 # Celery: Redis when REDIS_URL is set; otherwise tasks run in-process (eager).
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CELERY_BROKER_URL = REDIS_URL or "memory://"

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from comparisons.models import Comparison, SavedComparison
+from comparisons.models import Comparison, GridResult, SavedComparison
 
 
 @admin.register(Comparison)
@@ -14,3 +14,9 @@ class ComparisonAdmin(admin.ModelAdmin):
 class SavedComparisonAdmin(admin.ModelAdmin):
     list_display = ("event_id", "title", "decision", "created_by", "created_at")
     list_filter = ("decision",)
+
+
+@admin.register(GridResult)
+class GridResultAdmin(admin.ModelAdmin):
+    list_display = ("id", "key", "compute_ms", "updated_at")
+    exclude = ("result",)  # large JSON: read it through the API

@@ -90,6 +90,8 @@ class TrialTrajectory(APIView):
             raise Http404(f"trial {trial.pk} has no trajectory {wanted!r}")
         if trajectory is None:
             raise Http404("this trial has no trajectory")
+        if trajectory.blob is None and trajectory.schema_version.startswith("ATIF"):  # a live trial, still running
+            return StreamingHttpResponse(trajectory.withheld_atif(), content_type="application/json")
         if trajectory.blob is None:  # steps read from another format (AgentV output messages)
             raise Http404("this trial's steps come from its result row, not an ATIF file: see /steps/")
         if trajectory.withheld:  # the file holds values a redaction withholds: its scrubbed copy instead

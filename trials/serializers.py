@@ -117,6 +117,7 @@ class TrialListSerializer(serializers.ModelSerializer):
 class TrialDetailSerializer(TrialListSerializer):
     completeness = serializers.SerializerMethodField()
     trajectories = serializers.SerializerMethodField()
+    stalled = serializers.BooleanField(source="is_stalled", read_only=True, help_text="running, and silent too long")
 
     class Meta(TrialListSerializer.Meta):
         fields = TrialListSerializer.Meta.fields + [
@@ -130,6 +131,8 @@ class TrialDetailSerializer(TrialListSerializer):
             "problems",
             "completeness",
             "trajectories",
+            "live_seen_at",
+            "stalled",
         ]
 
     def get_completeness(self, obj: Trial) -> dict:
@@ -143,6 +146,7 @@ class TrialDetailSerializer(TrialListSerializer):
                 "role": t.role,
                 "schema_version": t.schema_version,
                 "step_count": t.step_count,
+                "derived": t.derived,  # made from the trial's runtime events, not written by the agent
                 "valid": t.is_valid,
                 "problems": t.problems,
                 "url": f"{reverse('api-trial-trajectory', args=[obj.pk])}?trajectory={t.pk}",  # the ATIF file

@@ -16,6 +16,7 @@ from trials.forms import UploadForm
 from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
+from trials.models.trial import stall_cutoff
 from trials.triage.forms import CommentForm
 from trials.triage.signatures import FLAG_LABELS
 from trials.viewer import artifacts, lists, steps, tabs, text, transcript
@@ -117,8 +118,13 @@ def job_detail(request, pk):
     for row in page:
         row["exception_types"] = exceptions.get(row["task_id"], [])
     totals = job.trials.aggregate(
-        n=Count("pk"), n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)), mean_reward=Avg("reward")
+        n=Count("pk"),
+        n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)),
+        mean_reward=Avg("reward"),
+        n_running=Count("pk", filter=Q(status=Trial.Status.RUNNING)),  # live trials (trials/live/)
+        n_stalled=Count("pk", filter=Q(status=Trial.Status.RUNNING, live_seen_at__lt=stall_cutoff())),
     )
+    totals["n_finished"] = totals["n"] - totals["n_running"]
     return render(
         request,
         "trials/job_detail.html",

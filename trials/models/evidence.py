@@ -112,8 +112,10 @@ class RuntimeEvent(models.Model):
 
     class Meta:
         ordering = ["sequence", "timestamp", "pk"]
-        # the trial page's transcript reads a window's time range of them
-        indexes = [models.Index(fields=["trial", "timestamp"], name="event_trial_time")]
+        indexes = [
+            models.Index(fields=["trial", "timestamp"], name="event_trial_time"),  # the transcript's time window
+            models.Index(fields=["trial", "event_id"]),  # a live trial's events, kept once by id
+        ]
 
     def __str__(self) -> str:
         return self.type

@@ -32,6 +32,8 @@ class Trajectory(models.Model):
     # A redaction withheld values in it (trials.ingest.redaction.withhold_redacted): its header and step
     # bodies are scrubbed copies, and its ATIF is made of them, never the file's bytes.
     withheld = models.BooleanField(default=False)
+    # Made by Benchviewer from the trial's runtime events (trials/live/derive.py), not written by the agent.
+    derived = models.BooleanField(default=False)
     schema_version = CharField(max_length=40, blank=True)
     session_id = CharField(max_length=200, blank=True)
     trajectory_id = CharField(max_length=200, blank=True)

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.fields import CharField, JSONField, TextField
 from trials.models.imports import Pack
+
+
+def stall_cutoff() -> datetime:
+    return timezone.now() - timedelta(seconds=settings.LIVE_STALL_SECONDS)
 
 
 class TrialQuerySet(models.QuerySet):
@@ -22,6 +30,13 @@ class TrialQuerySet(models.QuerySet):
     def failures(self):
         """Failed trials and those a safety signal flagged whatever their reward: what triage counts."""
         return self.filter(models.Q(status__in=Trial.FAILED_STATUSES) | models.Q(is_flagged=True))
+
+    def running(self):
+        return self.filter(status=Trial.Status.RUNNING)
+
+    def stalled(self):
+        """Running trials no event has reached for LIVE_STALL_SECONDS: their runner may be gone."""
+        return self.running().filter(live_seen_at__lt=stall_cutoff())
 
     def untriaged(self):
         """Failures no QC item has been filed on: the triage queue."""
@@ -41,6 +56,7 @@ class Trial(models.Model):
         TIMEOUT = "timeout"
         SKIPPED = "skipped"
         UNKNOWN = "unknown"
+        RUNNING = "running"  # a live trial a runner reports to (trials/live/)
 
     FAILED_STATUSES = ("failed", "errored", "timeout")
 
@@ -96,6 +112,9 @@ class Trial(models.Model):
     )
     safety_flags = JSONField(default=list, blank=True)
     is_flagged = models.BooleanField(default=False, db_index=True)
+
+    # When a runner last reported (an event, a step, a command): a running trial silent longer is stalled.
+    live_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)  # a later join or re-score: cached comparisons go stale
 
@@ -116,6 +135,11 @@ class Trial(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("trial-detail", args=[self.pk])
+
+    @property
+    def is_stalled(self) -> bool:
+        seen = self.live_seen_at
+        return self.status == self.Status.RUNNING and seen is not None and seen < stall_cutoff()
 
     @property
     def is_failure(self) -> bool:

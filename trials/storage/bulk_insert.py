@@ -56,10 +56,11 @@ def _converter(field: models.Field) -> Callable[[Any], Any] | None:
 
         return to_text
     if isinstance(field, models.JSONField):
-        encoder = field.encoder or json.JSONEncoder  # (None: json.dumps' own, as Django's get_prep_value)
+        # (None: json.dumps' own, as Django's get_prep_value); one encoder for every row of the insert
+        encode = (field.encoder or json.JSONEncoder)().encode
 
         def to_json(value: Any) -> Any:
-            return None if value is None else encoder().encode(value)
+            return None if value is None else encode(value)
 
         return to_json
     if isinstance(field, models.DateTimeField):

@@ -21,7 +21,7 @@ PASSWORD_ENV = "BENCHVIEWER_PASSWORD"
 
 
 class Command(BaseCommand):
-    help = "Create a user in a group (reviewer, triager, approver, viewer)."
+    help = "Create a user in a group (reviewer, triager, approver, viewer, runner)."
 
     def add_arguments(self, parser):
         parser.add_argument("username")

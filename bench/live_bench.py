@@ -1,0 +1,220 @@
+"""Benchmark of live runs: events accepted per second through the API, and the delay from POST to the page.
+
+Usage: .venv/bin/python bench/live_bench.py [--events 50000] [--batch 1000] [--steps 2000] [--page-steps 10]
+       [--database-url postgres://postgres@127.0.0.1:5432/wt26a_live_bench] [--port 8777]
+
+A fresh PostgreSQL database, migrated; one gunicorn worker (sync) serving Benchviewer; a
+runner's token. Then, from one client in this process (urllib3, keep-alive):
+  - events: `--events` runtime events (300-byte payloads) POSTed to /api/trials/<id>/events/
+    in batches of `--batch`, one after another: events stored per second;
+  - steps: `--steps` ATIF steps in batches of 50 (a runner streaming a 2,000-step trial);
+  - delay: one step POSTed at a time while a browser (Playwright, system Chromium) shows the
+    trial's page; the time until its row is on the page (the page polls every 2 s), and the
+    time until the poll endpoint returns it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+import urllib3
+from timing import p95  # bench/timing.py: this folder is on sys.path when run as a script
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def fresh_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_django(url: str, data_dir: str) -> tuple[str, str]:
+    """Migrate; a runner's token and a logged-in session id."""
+    os.environ.update(DATABASE_URL=url, DATA_DIR=data_dir, DJANGO_SETTINGS_MODULE="benchviewer.settings")
+    os.environ.pop("REDIS_URL", None)
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+    from rest_framework.authtoken.models import Token
+
+    from benchviewer import roles
+
+    call_command("migrate", verbosity=0)
+    user = get_user_model().objects.create_user("bench-runner", password="pw-bench-1")
+    roles.add_to_group(user, roles.RUNNER)
+    client = Client()
+    client.force_login(user)
+    return Token.objects.create(user=user).key, client.cookies["sessionid"].value
+
+
+def serve(url: str, data_dir: str, port: int) -> subprocess.Popen:
+    try:
+        urllib3.request("GET", f"http://127.0.0.1:{port}/", timeout=1, retries=False)
+        raise SystemExit(f"something already answers on port {port}: stop it, or give --port")
+    except urllib3.exceptions.HTTPError:
+        pass  # free
+    env = {**os.environ, "DATABASE_URL": url, "DATA_DIR": data_dir, "DEBUG": "0"}
+    env.pop("REDIS_URL", None)
+    command = [
+        str(REPO / ".venv/bin/gunicorn"),
+        "benchviewer.wsgi",
+        "--workers",
+        "1",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "warning",
+    ]
+    process = subprocess.Popen(command, cwd=REPO, env=env)
+    http = urllib3.PoolManager()
+    for _ in range(100):
+        try:
+            http.request("GET", f"http://127.0.0.1:{port}/", timeout=1, retries=False)
+            return process
+        except urllib3.exceptions.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise SystemExit("gunicorn did not start")
+
+
+def runtime_event(n: int) -> dict:
+    return {
+        "type": "tool.progress",
+        "eventId": f"evt_bench_{n}",
+        "sequence": n,
+        "sessionId": "sess_bench",
+        "threadId": "thread_bench",
+        "turnId": "turn_bench",
+        "stepId": str(n // 10),
+        "toolCallId": f"call_{n // 10}",
+        "timestamp": "2026-11-26T04:00:00Z",
+        "payload": {"output": "x" * 300, "done": n},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=1_000)
+    parser.add_argument("--steps", type=int, default=2_000)
+    parser.add_argument("--page-steps", type=int, default=10)
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/wt26a_live_bench")
+    parser.add_argument("--port", type=int, default=8777)
+    args = parser.parse_args()
+
+    fresh_database(args.database_url)
+    data_dir = tempfile.mkdtemp(prefix="live-bench-")
+    token, session = setup_django(args.database_url, data_dir)
+    server = serve(args.database_url, data_dir, args.port)
+    base = f"http://127.0.0.1:{args.port}"
+    http = urllib3.PoolManager(maxsize=2)
+    headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+
+    def post(path: str, body: bytes) -> dict:
+        response = http.request("POST", base + path, body=body, headers=headers)
+        assert response.status in (200, 201), (response.status, response.data[:500])
+        return json.loads(response.data)
+
+    try:
+        spine = {"benchmark": {"trialId": "bench-trial", "taskId": "bench-task", "harborJobRef": "jobs/bench"}}
+        trial = post("/api/commands/start_benchmark_trial/", json.dumps(spine).encode())["trial_id"]
+        events_url = f"/api/trials/{trial}/events/"
+
+        bodies = [
+            json.dumps({"events": [runtime_event(n) for n in range(i, min(i + args.batch, args.events))]}).encode()
+            for i in range(0, args.events, args.batch)
+        ]
+        per_request = []
+        started = time.perf_counter()
+        for body in bodies:
+            t = time.perf_counter()
+            post(events_url, body)
+            per_request.append((time.perf_counter() - t) * 1000)
+        seconds = time.perf_counter() - started
+        print(
+            f"events: {args.events:,} in {seconds:.2f} s = {args.events / seconds:,.0f} events/s "
+            f"(batches of {args.batch}: median {statistics.median(per_request):.0f} ms, p95 {p95(per_request):.0f} ms)"
+        )
+        again = time.perf_counter()
+        post(events_url, bodies[0])
+        print(f"a batch sent again (all duplicates): {(time.perf_counter() - again) * 1000:.0f} ms")
+
+        step_batch = 50
+        started = time.perf_counter()
+        for first in range(1, args.steps + 1, step_batch):
+            steps = [
+                {"step_id": n, "source": "agent", "message": f"step {n} " + "y" * 500}
+                for n in range(first, min(first + step_batch, args.steps + 1))
+            ]
+            post(events_url, json.dumps({"steps": steps}).encode())
+        seconds = time.perf_counter() - started
+        print(
+            f"steps: {args.steps:,} in batches of {step_batch}: {seconds:.2f} s = {args.steps / seconds:,.0f} steps/s"
+        )
+
+        page_delay(args, base, session, trial, post, events_url, http)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def page_delay(args, base: str, session: str, trial: int, post, events_url: str, http) -> None:
+    from playwright.sync_api import sync_playwright
+
+    first = args.steps + 1
+    api_ms, page_ms = [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--no-sandbox", "--headless", "--disable-gpu"]
+        )
+        context = browser.new_context(base_url=base)
+        context.add_cookies([{"name": "sessionid", "value": session, "url": base}])
+        page = context.new_page()
+        page.goto(f"/trials/{trial}/")
+        page.wait_for_selector(f"#live-steps tbody tr[data-step='{args.steps}']", timeout=30_000)
+        for n in range(first, first + args.page_steps):
+            started = time.perf_counter()
+            post(
+                events_url, json.dumps({"steps": [{"step_id": n, "source": "agent", "message": f"late {n}"}]}).encode()
+            )
+            while True:
+                live = json.loads(
+                    http.request(
+                        "GET",
+                        f"{base}/api/trials/{trial}/live/?after={n - 1}",
+                        headers={"Cookie": f"sessionid={session}"},
+                    ).data
+                )
+                if live["steps"]:
+                    api_ms.append((time.perf_counter() - started) * 1000)
+                    break
+            page.wait_for_selector(f"#live-steps tbody tr[data-step='{n}']", timeout=10_000)
+            page_ms.append((time.perf_counter() - started) * 1000)
+        browser.close()
+    print(
+        f"POST to the poll endpoint returning the step: median {statistics.median(api_ms):.0f} ms, "
+        f"p95 {p95(api_ms):.0f} ms (n={len(api_ms)})"
+    )
+    print(
+        f"POST to the step's row on the page (polls every 2 s): median {statistics.median(page_ms):.0f} ms, "
+        f"max {max(page_ms):.0f} ms (n={len(page_ms)})"
+    )
+
+
+if __name__ == "__main__":
+    main()

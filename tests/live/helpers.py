@@ -1,0 +1,54 @@
+"""Small hand-built live-run payloads: the seed's spine, runtime events, ATIF steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from benchviewer import roles
+
+
+def spine(trial_id: str = "trial-live-1", job: str = "jobs/live-candidate") -> dict[str, Any]:
+    return {
+        "benchmark": {
+            "datasetId": "lime-tasks",
+            "datasetVersion": "2026-05",
+            "taskId": "fix-readme",
+            "trialId": trial_id,
+            "configurationId": "candidate-live",
+            "role": "candidate",
+            "harborJobRef": job,
+        },
+        "runtimeCorrelation": {"sessionId": "sess_1", "threadId": "thread_1", "turnId": "turn_1", "runId": "run_1"},
+        "refs": {"trajectoryRef": "/logs/agent/trajectory.json"},
+    }
+
+
+def event(n: int, kind: str = "tool.progress", **payload: Any) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "eventId": f"evt_{n}",
+        "sequence": n,
+        "sessionId": "sess_1",
+        "threadId": "thread_1",
+        "turnId": "turn_1",
+        "timestamp": f"2026-05-17T09:{n // 60 % 60:02d}:{n % 60:02d}Z",
+        "payload": payload,
+    }
+
+
+def step(n: int, source: str = "agent", message: str = "") -> dict[str, Any]:
+    return {"step_id": n, "source": source, "message": message or f"step {n} says hello"}
+
+
+def runner_client(db: Any = None, name: str = "runner-1") -> tuple[APIClient, str]:
+    """An API client authenticated by the token of a user of the runner group."""
+    user = get_user_model().objects.create_user(name, password="pw-runner-1")
+    roles.add_to_group(user, roles.RUNNER)
+    token = Token.objects.create(user=user).key
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return client, token

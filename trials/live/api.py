@@ -1,0 +1,425 @@
+"""The runner's commands (seed 000's control plane) and what a live trial's page polls.
+
+Token-authenticated like the rest of the API (`POST /api/token/`); each command needs the
+`run` right (the runner group, reviewers and above: benchviewer/roles.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db.models import Count
+from django.db.models.functions import Substr
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.parsers import BaseParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from benchviewer import roles
+from benchviewer.ids import parse_pk
+from comparisons import services as comparisons
+from comparisons.api import broker_unreachable
+from comparisons.sides import SideError, parse_sides
+from trials.live import service
+from trials.models import Trial
+from trials.viewer.text import scrub
+
+SPINE = {
+    "benchmark": {
+        "datasetId": "lime-internal-agent-runtime-tasks",
+        "datasetVersion": "2026-05-frozen",
+        "taskId": "tool-approval-sandbox-boundary",
+        "trialId": "trial-tool-approval-candidate-1",
+        "configurationId": "candidate-feedback-v2",
+        "role": "candidate",
+        "harborJobRef": "jobs/lime-runtime-candidate-feedback-v2",
+        "harborTrialRef": "jobs/lime-runtime-candidate-feedback-v2/trial-tool-approval-candidate-1",
+    },
+    "runtimeCorrelation": {
+        "runtimeId": "lime_runtime_local",
+        "sessionId": "sess_123",
+        "threadId": "thread_123",
+        "turnId": "turn_123",
+        "taskId": "task_123",
+        "runId": "run_123",
+    },
+    "refs": {
+        "trajectoryRef": "/logs/agent/trajectory.json",
+        "rewardDetailsRef": "/logs/verifier/reward-details.json",
+        "artifactManifestRef": "/logs/artifacts/manifest.json",
+    },
+}
+
+TRIAL_ID = inline_serializer("LiveTrialId", {"trial_id": serializers.IntegerField()})
+ACCEPTED = inline_serializer(
+    "LiveAccepted",
+    {
+        "events": serializers.IntegerField(help_text="new events stored"),
+        "steps": serializers.IntegerField(help_text="new steps stored"),
+        "duplicates": serializers.IntegerField(help_text="items sent before (same eventId / step_id), skipped"),
+        "errors": serializers.ListField(child=serializers.DictField(), help_text="{path, error} of each bad item"),
+    },
+)
+COMMAND_EVENT = inline_serializer(
+    "LiveCommandEvent",
+    {
+        "trial_id": serializers.IntegerField(),
+        "status": serializers.CharField(),
+        "event": serializers.DictField(),
+    },
+)
+
+
+class CommandView(APIView):
+    required_right = roles.RUN
+
+    def body(self, request) -> dict[str, Any]:
+        data = request.data
+        if not isinstance(data, dict):
+            raise ValidationError({"detail": "the body must be a JSON object"})
+        return data
+
+    def trial(self, data: dict[str, Any]) -> Trial:
+        """The trial the body names: `trial_id` (Benchviewer's id) or `benchmark.trialId` (the runner's)."""
+        if data.get("trial_id") is not None:
+            pk = parse_pk(str(data["trial_id"]))
+            if pk is None:
+                raise ValidationError({"trial_id": [f"a whole number, not {data['trial_id']!r}"]})
+            return get_object_or_404(Trial, pk=pk)
+        bench = data.get("benchmark")
+        trial_id = bench.get("trialId") if isinstance(bench, dict) else None
+        if not trial_id:
+            raise ValidationError({"trial_id": ["name the trial: trial_id, or benchmark.trialId as started"]})
+        return get_object_or_404(Trial, key=f"lime:{trial_id}")
+
+    def record(self, trial: Trial, event: dict[str, Any]) -> Response:
+        accepted = service.add_items(trial, [event], [])
+        if accepted.errors:  # (the event is built here: a bad one is ours)
+            raise ValidationError({"errors": accepted.errors})
+        trial.refresh_from_db(fields=["status"])
+        return Response({"trial_id": trial.pk, "status": trial.status, "event": event})
+
+
+class StartTrial(CommandView):
+    """Start (or find again) the trial the spine's `benchmark.trialId` names; it shows as running."""
+
+    @extend_schema(
+        operation_id="commands_start_benchmark_trial",
+        request=inline_serializer(
+            "StartBenchmarkTrial",
+            {
+                "benchmark": serializers.DictField(
+                    help_text="datasetId, taskId, trialId (required), configurationId, role, harborJobRef…"
+                ),
+                "runtimeCorrelation": serializers.DictField(required=False),
+                "refs": serializers.DictField(required=False),
+                "attempt": serializers.IntegerField(required=False),
+                "timeoutSec": serializers.IntegerField(required=False),
+                "sandbox": serializers.DictField(required=False),
+                "agent": serializers.DictField(required=False, help_text="name, version, model_name"),
+            },
+        ),
+        responses={201: TRIAL_ID, 200: OpenApiResponse(TRIAL_ID, description="started before: the same trial")},
+        examples=[
+            OpenApiExample(
+                "the seed's spine",
+                value={
+                    **SPINE,
+                    "attempt": 1,
+                    "timeoutSec": 300,
+                    "agent": {"name": "lime", "version": "0.4.0", "model_name": "gpt-5"},
+                },
+                request_only=True,
+            )
+        ],
+    )
+    def post(self, request):
+        try:
+            trial, created = service.start_trial(self.body(request))
+        except service.SpineError as exc:
+            raise ValidationError({"benchmark.trialId": [str(exc)]}) from exc
+        return Response({"trial_id": trial.pk}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class JSONLinesParser(BaseParser):
+    """A body of runtime events, one JSON object a line (kept as bytes: the view names bad lines)."""
+
+    media_type = "application/x-ndjson"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read()
+
+
+class FastJSONParser(BaseParser):
+    """JSON through orjson: a POST of thousands of events spends its time parsing them."""
+
+    media_type = "application/json"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return orjson.loads(stream.read())
+        except orjson.JSONDecodeError as exc:
+            raise ParseError(f"the body is not JSON: {exc}") from exc
+
+
+class JSONLinesAlias(JSONLinesParser):
+    media_type = "application/jsonl"
+
+
+class TrialEvents(APIView):
+    """Runtime events and ATIF steps of a live trial, as they happen: `{"events": [...], "steps": [...]}`
+    (either key) or a JSON-lines body of events. Idempotent by `eventId` and `step_id`; kept in
+    `sequence` / `step_id` order whatever the order they arrive in. A bad item: 400 naming it
+    (`events[3]`, `steps[0]`, `line 7`), and every good one is kept."""
+
+    required_right = roles.RUN
+    parser_classes = [FastJSONParser, JSONLinesParser, JSONLinesAlias]
+
+    @extend_schema(
+        operation_id="trials_events_create",
+        request=inline_serializer(
+            "LiveEvents",
+            {
+                "events": serializers.ListField(child=serializers.DictField(), required=False),
+                "steps": serializers.ListField(child=serializers.DictField(), required=False),
+            },
+        ),
+        responses={200: ACCEPTED, 400: OpenApiResponse(ACCEPTED, description="bad items, named; the good ones kept")},
+        examples=[
+            OpenApiExample(
+                "a tool call and its step",
+                request_only=True,
+                value={
+                    "events": [
+                        {
+                            "type": "tool.started",
+                            "eventId": "evt_tool_1",
+                            "sequence": 43,
+                            "sessionId": "sess_123",
+                            "threadId": "thread_123",
+                            "turnId": "turn_123",
+                            "stepId": "2",
+                            "toolCallId": "call_1",
+                            "timestamp": "2026-05-17T09:00:05Z",
+                            "payload": {"toolName": "read_file", "args": {"path": "README.md"}},
+                        }
+                    ],
+                    "steps": [{"step_id": 1, "source": "user", "message": "Fix the failing test."}],
+                },
+            )
+        ],
+    )
+    def post(self, request, pk: int):
+        trial = get_object_or_404(Trial, pk=pk)
+        data = request.data
+        errors: list[dict[str, str]] = []
+        if isinstance(data, bytes):  # JSON lines
+            events: list[Any] = []
+            for number, line in enumerate(data.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    events.append(orjson.loads(line))
+                except orjson.JSONDecodeError as exc:
+                    errors.append({"path": f"line {number}", "error": f"not JSON: {exc}"})
+                    events.append(None)  # (keeps the line numbers; named above, skipped below)
+            _within_limit(len(events))
+            accepted = service.add_items(trial, [e for e in events if e is not None], [], where="line {}")
+            if errors:  # line numbers of the good lines shifted by the bad ones: name them from the body
+                accepted.errors = errors + _renumbered(accepted.errors, events)
+        else:
+            if not isinstance(data, dict) or not ({"events", "steps"} & data.keys()):
+                raise ValidationError({"detail": 'send {"events": [...], "steps": [...]} or JSON lines of events'})
+            events, steps = data.get("events", []), data.get("steps", [])
+            for key, value in (("events", events), ("steps", steps)):
+                if not isinstance(value, list):
+                    raise ValidationError({key: [f"a list, not {type(value).__name__}"]})
+            _within_limit(len(events) + len(steps))
+            accepted = service.add_items(trial, events, steps)
+        body = accepted.as_dict()
+        return Response(body, status=status.HTTP_400_BAD_REQUEST if accepted.errors else status.HTTP_200_OK)
+
+
+def _within_limit(count: int) -> None:
+    if count > settings.LIVE_MAX_ITEMS:
+        raise ValidationError(
+            {"detail": f"{count} items in one request; send at most {settings.LIVE_MAX_ITEMS} a request"}
+        )
+
+
+def _renumbered(errors: list[dict[str, str]], events: list[Any]) -> list[dict[str, str]]:
+    """Errors named by place among the parsed lines, named by their line in the body instead."""
+    lines = [n for n, e in enumerate(events, start=1) if e is not None]
+    return [{**e, "path": f"line {lines[int(e['path'].split()[1]) - 1]}"} for e in errors]
+
+
+class RecordReward(CommandView):
+    """Record the trial's reward: writes `benchmark.reward.recorded` (again: replaces the reward)."""
+
+    @extend_schema(
+        operation_id="commands_record_benchmark_reward",
+        request=inline_serializer(
+            "RecordBenchmarkReward",
+            {
+                "trial_id": serializers.IntegerField(required=False),
+                "benchmark": serializers.DictField(required=False),
+                "reward": serializers.JSONField(help_text="a number, or reward keys {name: number}"),
+                "rewardDetails": serializers.JSONField(required=False),
+                "criteria": serializers.ListField(required=False),
+                "verifierStatus": serializers.CharField(required=False),
+                "failureCategory": serializers.CharField(required=False),
+                "drift": serializers.JSONField(required=False),
+                "oracleSanity": serializers.JSONField(required=False),
+            },
+        ),
+        responses={200: COMMAND_EVENT},
+        examples=[
+            OpenApiExample(
+                "a reward",
+                request_only=True,
+                value={
+                    "benchmark": {"trialId": "trial-tool-approval-candidate-1"},
+                    "reward": 1,
+                    "criteria": [{"name": "approval-denial-facts", "score": 1}],
+                    "verifierStatus": "passed",
+                    "failureCategory": "none",
+                },
+            )
+        ],
+    )
+    def post(self, request):
+        data = self.body(request)
+        trial = self.trial(data)
+        try:
+            event = service.reward_event(trial, data)
+        except service.SpineError as exc:
+            raise ValidationError({"reward": [str(exc)]}) from exc
+        return self.record(trial, event)
+
+
+class CompleteTrial(CommandView):
+    """Finish the trial: writes `benchmark.trial.completed` or `benchmark.trial.failed`."""
+
+    @extend_schema(
+        operation_id="commands_complete_benchmark_trial",
+        request=inline_serializer(
+            "CompleteBenchmarkTrial",
+            {
+                "trial_id": serializers.IntegerField(required=False),
+                "benchmark": serializers.DictField(required=False),
+                "status": serializers.ChoiceField(["completed", "failed"]),
+                "failureCategory": serializers.CharField(required=False),
+                "reason": serializers.CharField(required=False),
+            },
+        ),
+        responses={200: COMMAND_EVENT},
+        examples=[
+            OpenApiExample(
+                "a failure",
+                request_only=True,
+                value={
+                    "trial_id": 42,
+                    "status": "failed",
+                    "failureCategory": "tool-result-missing",
+                    "reason": "the verifier found no tool result for call_7",
+                },
+            )
+        ],
+    )
+    def post(self, request):
+        data = self.body(request)
+        trial = self.trial(data)
+        try:
+            event = service.completion_event(trial, data)
+        except service.SpineError as exc:
+            raise ValidationError({"status": [str(exc)]}) from exc
+        return self.record(trial, event)
+
+
+class CompareRuns(CommandView):
+    """Compare a baseline and a candidate (configuration ids, or `baseline_job` / `candidate_job`) and save
+    the comparison's `benchmark.comparison.completed` event. 202 while a worker computes it: ask again."""
+
+    @extend_schema(
+        operation_id="commands_compare_benchmark_runs",
+        request=inline_serializer(
+            "CompareBenchmarkRuns",
+            {
+                "baseline": serializers.IntegerField(required=False),
+                "candidate": serializers.IntegerField(required=False),
+                "baseline_job": serializers.IntegerField(required=False),
+                "candidate_job": serializers.IntegerField(required=False),
+            },
+        ),
+        responses={
+            201: inline_serializer(
+                "ComparedRuns", {"comparison": serializers.DictField(), "event": serializers.DictField()}
+            ),
+            202: OpenApiResponse(description="being computed: POST again"),
+        },
+        examples=[OpenApiExample("two jobs", request_only=True, value={"baseline_job": 3, "candidate_job": 4})],
+    )
+    def post(self, request):
+        try:
+            baseline, candidate = parse_sides(self.body(request))
+        except SideError as exc:
+            raise ValidationError({"detail": str(exc)}) from exc
+        try:
+            comparison = comparisons.get_or_compute(baseline, candidate)
+        except comparisons.BrokerUnreachable as exc:
+            return broker_unreachable(exc)
+        if comparison.status != comparison.Status.DONE:
+            return Response({"id": comparison.pk, "status": comparison.status}, status=status.HTTP_202_ACCEPTED)
+        saved = comparisons.save_comparison(comparison, request.user)
+        body = {"id": comparison.pk, "status": comparison.status, **(comparison.result or {})}
+        return Response({"comparison": body, "event": saved.event}, status=status.HTTP_201_CREATED)
+
+
+LIVE_STEPS = 500  # steps one poll (every 2 s) returns at most; the rest come with the next
+
+
+class TrialLive(APIView):
+    """What a live trial's page polls: its status, counts, and the steps after `?after=` (a step number)."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("after", int, description="the last step number the page has")],
+        responses={200: OpenApiResponse(description="status, counts, stalled, and up to 500 new steps")},
+    )
+    def get(self, request, pk: int):
+        trial = get_object_or_404(Trial.objects.only("status", "live_seen_at", "step_count"), pk=pk)
+        wanted = request.query_params.get("after", "0")
+        if (after := parse_pk(wanted)) is None:
+            raise ValidationError({"after": [f"a step number (a whole number), not {wanted!r}"]})
+        trajectory = trial.trajectories.filter(path=service.TRAJECTORY_PATH).first()
+        rows = []
+        if trajectory is not None:
+            rows = list(
+                trajectory.steps.filter(index__gte=after)
+                .order_by("index")
+                .annotate(head=Substr("message_text", 1, 300))
+                .values("index", "source", "head", "tool_call_count")[:LIVE_STEPS]
+            )
+        events = trial.events.aggregate(n=Count("pk"))
+        return Response(
+            {
+                "status": trial.status,
+                "stalled": trial.is_stalled,
+                "last_seen": trial.live_seen_at,
+                "step_count": trial.step_count,
+                "event_count": events["n"],
+                "steps": [
+                    {
+                        "number": r["index"] + 1,
+                        "source": r["source"],
+                        "message": scrub(r["head"]),
+                        "tool_calls": r["tool_call_count"],
+                    }
+                    for r in rows
+                ],
+            }
+        )

@@ -1,0 +1,493 @@
+"""Live trials: every write a runner's commands make (start, events and steps, reward, completion).
+
+A live trial is stored like an imported one: a Trial keyed as its Lime evidence pack would
+be (`lime:<trialId>`, so a pack imported later joins it), RuntimeEvent rows, and one main
+Trajectory whose Step rows point into a blob of step bodies (rewritten, appended to, on
+each POST of steps). On completion its ATIF file is written as a blob, as if imported; a
+trial with events and no steps gets a trajectory derived from its events (derive.py).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from trials.imports.rows import (
+    apply_completeness,
+    get_configuration,
+    get_dataset,
+    get_task,
+    step_tokens,
+    write_permissions,
+)
+from trials.imports.steps import write_steps, write_trajectory
+from trials.ingest.formats import atif, lime
+from trials.ingest.formats.atif_checks import validate_step
+from trials.ingest.records import ParsedStep
+from trials.ingest.redaction import without_redacted_context
+from trials.ingest.values import as_dict, parse_iso
+from trials.live.derive import SCHEMA_VERSION, derive_trajectory
+from trials.models import Blob, Job, RewardCriterion, RuntimeEvent, Trajectory, Trial
+from trials.storage.backend import blob_storage, open_blob
+from trials.storage.blobs import StepBodies, store_file
+from trials.storage.bulk_insert import insert_rows
+
+LIVE_FORMAT = "live"
+TRAJECTORY_PATH = "agent/trajectory.json"
+DERIVED_PATH = "agent/trajectory.derived.json"
+PROFILE = "lime-profile-0.4.0"
+
+
+class SpineError(ValueError):
+    """The request lacks what the command needs (the message names the JSON path)."""
+
+
+def spool() -> Path:
+    return Path(settings.IMPORT_SPOOL_DIR) / "live"
+
+
+def now_iso() -> str:
+    return timezone.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# ---------------------------------------------------------------- start
+
+
+def start_trial(data: dict[str, Any]) -> tuple[Trial, bool]:
+    """The trial the spine's `benchmark.trialId` names, created running on first call; (trial, created)."""
+    bench = as_dict(data.get("benchmark"))
+    trial_id = str(bench.get("trialId") or "").strip()
+    if not trial_id:
+        raise SpineError("benchmark.trialId is required (the trial's id in the runner)")
+    key = f"lime:{trial_id}"[:500]
+    if (existing := Trial.objects.filter(key=key).first()) is not None:
+        return existing, False
+    parsed = lime.parse_evidence_pack(
+        {
+            "benchmark": bench,
+            "runtimeCorrelation": data.get("runtimeCorrelation") or {},
+            "refs": data.get("refs") or {},
+        },
+        "start_benchmark_trial",
+    )
+    agent = as_dict(data.get("agent"))
+    if parsed.configuration is not None and agent:
+        parsed.configuration.agent_name = str(agent.get("name") or "")
+        parsed.configuration.agent_version = str(agent.get("version") or "")
+        parsed.configuration.model_name = str(agent.get("model_name") or agent.get("modelName") or "")
+    job_ref = str(bench.get("harborJobRef") or bench.get("configurationId") or "unassigned")
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            job, _ = Job.objects.get_or_create(
+                key=f"live:{job_ref}"[:300],
+                defaults={
+                    "name": job_ref.rstrip("/").rpartition("/")[2][:300] or job_ref,
+                    "source_format": LIVE_FORMAT,
+                    "started_at": now,
+                },
+            )
+            dataset = get_dataset(parsed.dataset)
+            trial = Trial(
+                key=key,
+                source_format=LIVE_FORMAT,
+                name=trial_id[:300],
+                job=job,
+                dataset=dataset,
+                task=get_task(dataset, parsed.task),
+                configuration=get_configuration(parsed.configuration),
+                attempt=lime.to_attempt(data.get("attempt", bench.get("attempt"))),
+                status=Trial.Status.RUNNING,
+                started_at=now,
+                live_seen_at=now,
+                benchmark=bench,
+                runtime_correlation=parsed.runtime_correlation,
+                refs=parsed.refs,
+                session_id=str(parsed.runtime_correlation.get("sessionId") or "")[:200],
+                run_id=str(parsed.runtime_correlation.get("runId") or "")[:200],
+                provenance={"live": {k: data[k] for k in ("timeoutSec", "sandbox", "agent") if k in data}},
+            )
+            apply_completeness(trial)
+            trial.save(force_insert=True)
+            started = _command_event(
+                trial,
+                "benchmark.trial.started",
+                "started",
+                {
+                    "attempt": trial.attempt,
+                    "timeoutSec": data.get("timeoutSec"),
+                    "sandbox": data.get("sandbox"),
+                    "agent": agent or None,
+                },
+            )
+            add_items(trial, [started], [])
+    except IntegrityError:  # another request started the same trial first
+        return Trial.objects.get(key=key), False
+    return trial, True
+
+
+def _command_event(trial: Trial, kind: str, name: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark.* event in the seed's envelope, with an id a repeated command repeats."""
+    correlation = trial.runtime_correlation or {}
+    return {
+        "type": kind,
+        "eventId": f"evt_benchviewer_{name}_{trial.pk}",
+        "schemaVersion": PROFILE,
+        "runtimeId": correlation.get("runtimeId") or "benchviewer",
+        "sessionId": trial.session_id or f"benchviewer-trial-{trial.pk}",
+        **{k: correlation[k] for k in ("threadId", "turnId", "taskId", "runId") if correlation.get(k)},
+        "timestamp": now_iso(),
+        "benchmark": trial.benchmark,
+        "refs": trial.refs,
+        "payload": {k: v for k, v in payload.items() if v is not None},
+    }
+
+
+# ---------------------------------------------------------------- events and steps
+
+
+@dataclass
+class Accepted:
+    events: int = 0  # new ones stored
+    steps: int = 0
+    duplicates: int = 0  # sent before (same eventId / step_id): kept as they were
+    errors: list[dict[str, str]] = field(default_factory=list)  # {"path": "events[3]", "error": ...}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"events": self.events, "steps": self.steps, "duplicates": self.duplicates, "errors": self.errors}
+
+
+def event_problem(item: Any) -> str:
+    if not isinstance(item, dict):
+        return f"an event must be a JSON object, not {type(item).__name__}"
+    if not isinstance(item.get("type"), str) or not item["type"]:
+        return "type is required (a string such as tool.started)"
+    if not isinstance(item.get("eventId"), str) or not item["eventId"]:
+        return "eventId is required (a string): events are kept once by it"
+    if item.get("sequence") is not None and not isinstance(item.get("sequence"), int):
+        return f"sequence must be a whole number, not {item.get('sequence')!r}"
+    return ""
+
+
+def step_problem(item: Any) -> str:
+    if not isinstance(item, dict):
+        return f"a step must be a JSON object, not {type(item).__name__}"
+    step_id = item.get("step_id")
+    if not isinstance(step_id, int) or isinstance(step_id, bool) or step_id < 1:
+        return f"step_id must be a whole number from 1 (its place in the trajectory), not {step_id!r}"
+    if item.get("source") not in ("system", "user", "agent"):
+        return f"source must be system, user or agent, not {item.get('source')!r}"
+    errors = [p for p in validate_step(item, step_id - 1, "step") if p.severity == "error"]
+    return (
+        f"{errors[0].json_path.removeprefix(f'steps[{step_id - 1}]').lstrip('.')}: {errors[0].message}"
+        if errors
+        else ""
+    )
+
+
+def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "events[{}]") -> Accepted:
+    """Store the new events and steps of a live trial; a bad item is named in `errors`, the good ones kept.
+
+    Idempotent: an event already stored (same eventId) or a step (same step_id) is skipped.
+    Order comes from `sequence` and `step_id`, not from the order of arrival.
+    `where`: how an event's place is named ("events[{}]", or "line {}" for a JSON-lines body).
+    """
+    accepted = Accepted()
+    good_events = []
+    for index, item in enumerate(events):
+        if problem := event_problem(item):
+            place = index + 1 if where.startswith("line") else index  # (lines count from 1)
+            accepted.errors.append({"path": where.format(place), "error": problem})
+        else:
+            good_events.append(item)
+    good_steps = []
+    for index, item in enumerate(steps):
+        if problem := step_problem(item):
+            accepted.errors.append({"path": f"steps[{index}]", "error": problem})
+        else:
+            good_steps.append(item)
+    with transaction.atomic():
+        Trial.objects.select_for_update().filter(pk=trial.pk).first()  # one writer per trial at a time
+        new_events: list[dict[str, Any]] = []
+        if good_events:
+            new_events = _store_events(trial, good_events)
+            accepted.events = len(new_events)
+            accepted.duplicates += len(good_events) - len(new_events)
+        if good_steps:
+            accepted.steps, duplicates = _store_steps(trial, good_steps)
+            accepted.duplicates += duplicates
+        Trial.objects.filter(pk=trial.pk).update(live_seen_at=timezone.now())
+        # (an event sent again changes nothing: the first completion of a trial is its completion)
+        _apply_benchmark_events(trial, [e for e in new_events if e["type"].startswith("benchmark.")])
+    return accepted
+
+
+def _store_events(trial: Trial, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store the events not stored before; those, as sent."""
+    unique = {item["eventId"][:200]: item for item in reversed(items)}  # the first of repeats in one POST
+    known = set(RuntimeEvent.objects.filter(trial=trial, event_id__in=list(unique)).values_list("event_id", flat=True))
+    new = [item for event_id, item in unique.items() if event_id not in known]
+    rows = []
+    for obj in without_redacted_context(new):  # a redacted context value never reaches a row
+        event = lime.parse_event(obj, "events")
+        rows.append(
+            {
+                "trial_id": trial.pk,
+                "pack_id": None,
+                "type": event.type[:100],
+                "event_id": event.event_id[:200],
+                "timestamp": event.timestamp,
+                "sequence": event.sequence,
+                "session_id": str(event.correlation.get("sessionId") or "")[:200],
+                "run_id": str(event.correlation.get("runId") or "")[:200],
+                "correlation": event.correlation,
+                "payload": event.payload,
+                "refs": event.refs,
+                "raw": event.raw,
+            }
+        )
+    insert_rows(RuntimeEvent, rows)
+    return new
+
+
+def live_trajectory(trial: Trial) -> Trajectory:
+    """The trial's main trajectory, made on the first steps sent."""
+    trajectory = trial.trajectories.filter(path=TRAJECTORY_PATH).first()
+    if trajectory is None:
+        agent = as_dict(trial.provenance.get("live", {}).get("agent"))
+        config = trial.configuration
+        session_id = trial.session_id or f"benchviewer-trial-{trial.pk}"
+        header = {
+            "schema_version": SCHEMA_VERSION,
+            "session_id": session_id,
+            "agent": {
+                "name": str(agent.get("name") or (config.agent_name if config else "") or "unknown"),
+                "version": str(agent.get("version") or (config.agent_version if config else "") or "unknown"),
+                **({"model_name": str(agent["model_name"])} if agent.get("model_name") else {}),
+            },
+        }
+        trajectory = Trajectory.objects.create(
+            trial=trial,
+            path=TRAJECTORY_PATH,
+            role="main",
+            schema_version=SCHEMA_VERSION,
+            session_id=session_id,
+            agent=header["agent"],
+            header=header,
+        )
+    return trajectory
+
+
+def _store_steps(trial: Trial, items: list[dict[str, Any]]) -> tuple[int, int]:
+    trajectory = live_trajectory(trial)
+    unique = {item["step_id"]: item for item in reversed(items)}
+    known = set(trajectory.steps.filter(index__in=[n - 1 for n in unique]).values_list("index", flat=True))
+    new = [atif.parse_step(unique[n], n - 1) for n in sorted(unique) if n - 1 not in known]
+    if not new:
+        return 0, len(items)
+    bodies = StepBodies(spool())
+    before = trajectory.step_bodies_id
+    try:
+        if trajectory.step_bodies is not None:  # the bodies so far, then the new ones: old offsets stay
+            bodies.add(_read_all(trajectory))
+        write_steps([(trajectory, new, bodies)])
+        trajectory.step_bodies_id = bodies.store()
+    finally:
+        bodies.discard()
+    _refresh_counts(trial, trajectory, new)
+    if before is not None:
+        release_blob(before)
+    if trajectory.blob_id is not None:  # steps arriving after the completion: its file again, with them
+        _store_atif_file(trajectory)
+    return len(new), len(items) - len(new)
+
+
+def release_blob(blob_id: int) -> None:
+    """Forget a blob nothing points to any more: the step bodies a POST of steps replaced.
+
+    Without this a trial streamed a step at a time would keep every copy of its bodies
+    (its size squared, halved). Its row goes now; a pack object it alone filled is removed
+    by the storage sweep (blobs.remove_unnamed_packs), a file of its own once this commits.
+    """
+    blob = Blob.objects.filter(pk=blob_id).first()
+    if blob is None:
+        return
+    for relation in Blob._meta.related_objects:  # (every row that may point to a blob: files, artifacts…)
+        model = relation.related_model
+        assert not isinstance(model, str)  # (resolved once the apps are loaded)
+        if model._default_manager.filter(**{relation.field.name: blob_id}).exists():
+            return  # (the same bytes elsewhere: content-addressed)
+    blob.delete()
+    if not blob.pack:
+        name = blob.storage_name
+        transaction.on_commit(lambda: blob_storage().delete(name))
+
+
+def _read_all(trajectory: Trajectory) -> bytes:
+    assert trajectory.step_bodies is not None
+    with open_blob(trajectory.step_bodies) as f:
+        return f.read()
+
+
+def _refresh_counts(trial: Trial, trajectory: Trajectory, new: list[ParsedStep]) -> None:
+    totals = trajectory.steps.aggregate(n=Count("pk"), calls=Sum("tool_call_count"))
+    trajectory.step_count = totals["n"]
+    trajectory.max_step_tokens = max(trajectory.max_step_tokens or 0, *(step_tokens(s) for s in new)) or None
+    trajectory.save(update_fields=["step_bodies", "step_count", "max_step_tokens"])
+    Trial.objects.filter(pk=trial.pk).update(step_count=totals["n"], tool_call_count=totals["calls"] or 0)
+
+
+# ---------------------------------------------------------------- reward and completion
+
+
+def reward_event(trial: Trial, data: dict[str, Any]) -> dict[str, Any]:
+    """benchmark.reward.recorded from the command's body; raises SpineError on a reward that is not one."""
+    reward = data.get("reward")
+    if isinstance(reward, bool) or not isinstance(reward, (int, float, dict)):
+        raise SpineError('reward must be a number or an object of reward keys ({"reward": 1, ...})')
+    if isinstance(reward, dict) and not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in reward.values()
+    ):
+        raise SpineError("reward: every reward key needs a number")
+    keys = ("rewardDetails", "criteria", "verifierStatus", "failureCategory", "drift", "oracleSanity")
+    payload = {"reward": reward, **{k: data[k] for k in keys if k in data}}
+    return _command_event(trial, "benchmark.reward.recorded", "reward", payload)
+
+
+def completion_event(trial: Trial, data: dict[str, Any]) -> dict[str, Any]:
+    status = data.get("status")
+    if status not in ("completed", "failed"):
+        raise SpineError(f"status must be completed or failed, not {status!r}")
+    payload = {k: data[k] for k in ("failureCategory", "reason") if k in data}
+    return _command_event(trial, f"benchmark.trial.{status}", "completed", {"status": status, **payload})
+
+
+def _apply_benchmark_events(trial: Trial, events: list[dict[str, Any]]) -> None:
+    """What benchmark.reward.recorded and benchmark.trial.completed / .failed say about the trial."""
+    for event in sorted(events, key=lambda e: e["type"] != "benchmark.reward.recorded"):  # reward first
+        payload = as_dict(event.get("payload"))
+        trial.refresh_from_db()
+        if event["type"] == "benchmark.reward.recorded":
+            _record_reward(trial, payload)
+        elif event["type"] in ("benchmark.trial.completed", "benchmark.trial.failed"):
+            _finish(trial, event, payload)
+
+
+def _record_reward(trial: Trial, payload: dict[str, Any]) -> None:
+    reward = payload.get("reward")
+    rewards = reward if isinstance(reward, dict) else {"reward": reward}
+    value = rewards.get("reward", next(iter(rewards.values()), None)) if rewards else None
+    trial.rewards = rewards
+    trial.reward = float(value) if isinstance(value, (int, float)) else None
+    category = lime.clean_category(payload.get("failureCategory"))
+    if category:
+        trial.failure_category = category
+    trial.provenance = {**trial.provenance, "reward": {k: v for k, v in payload.items() if k != "reward"}}
+    if trial.status != Trial.Status.RUNNING:
+        trial.status = lime._pack_status(trial.reward, {})
+    trial.save(update_fields=["rewards", "reward", "failure_category", "provenance", "status"])
+    criteria = payload.get("criteria")
+    if isinstance(criteria, list):
+        trial.criteria.all().delete()
+        RewardCriterion.objects.bulk_create(
+            RewardCriterion(
+                trial=trial,
+                name=str(c.get("name") if isinstance(c, dict) else c)[:300],
+                score=lime.to_float(c.get("score")) if isinstance(c, dict) else None,
+                raw=c if isinstance(c, dict) else {"name": c},
+            )
+            for c in criteria
+        )
+
+
+def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> None:
+    now = timezone.now()
+    category = lime.clean_category(payload.get("failureCategory"))
+    if event["type"] == "benchmark.trial.failed":
+        trial.status = Trial.Status.TIMEOUT if category == "timeout" else Trial.Status.FAILED
+        trial.failure_category = category or trial.failure_category or "unknown"
+        trial.exception_message = str(payload.get("reason") or "")
+    else:
+        trial.status = lime._pack_status(trial.reward, {})
+        if trial.status == Trial.Status.UNKNOWN:
+            trial.status = Trial.Status.PASSED if trial.reward is None else trial.status
+    trial.finished_at = parse_iso(event.get("timestamp")) or now
+    if trial.started_at:
+        trial.duration_sec = (trial.finished_at - trial.started_at).total_seconds()
+    totals = trial.steps.aggregate(
+        p=Sum("prompt_tokens"), c=Sum("completion_tokens"), k=Sum("cached_tokens"), cost=Sum("cost_usd")
+    )
+    trial.input_tokens, trial.output_tokens, trial.cached_tokens = totals["p"], totals["c"], totals["k"]
+    trial.cost_usd = totals["cost"] if totals["cost"] is not None else trial.cost_usd
+    trial.save()
+    _write_permissions(trial)
+    trajectory = trial.trajectories.filter(path=TRAJECTORY_PATH).first()
+    if trajectory is not None and trajectory.step_count:
+        _store_atif_file(trajectory)
+    elif not trial.trajectories.exists():
+        derive_from_events(trial)
+    if trial.job_id is not None:  # the job is finished once none of its trials runs
+        running = Trial.objects.filter(job_id=trial.job_id, status=Trial.Status.RUNNING)
+        Job.objects.filter(pk=trial.job_id, finished_at__isnull=True).exclude(pk__in=running.values("job_id")).update(
+            finished_at=now
+        )
+
+
+def _write_permissions(trial: Trial) -> None:
+    """The permission decisions its action and permission events record, as an import writes them."""
+    kinds = Q(type__startswith="action.") | Q(type__startswith="permission.") | Q(type__startswith="tool.")
+    rows = trial.events.filter(kinds).order_by("sequence", "timestamp", "pk").values_list("raw", flat=True)
+    events = [lime.parse_event(raw, "events") for raw in rows if isinstance(raw, dict)]
+    trial.permissions.all().delete()
+    write_permissions(trial, lime.permissions_from_events(events))
+
+
+def _store_atif_file(trajectory: Trajectory) -> None:
+    """The finished trajectory's ATIF file, stored as a blob like an imported file's bytes."""
+    with tempfile.NamedTemporaryFile(dir=_spool_dir(), suffix=".json", delete=False) as f:
+        for piece in trajectory.withheld_atif():  # (its header and step bodies, in order)
+            f.write(piece)
+    path = Path(f.name)
+    try:
+        trajectory.blob = store_file(path)
+    finally:
+        path.unlink(missing_ok=True)
+    trajectory.save(update_fields=["blob"])
+
+
+def _spool_dir() -> Path:
+    spool().mkdir(parents=True, exist_ok=True)
+    return spool()
+
+
+def derive_from_events(trial: Trial) -> Trajectory | None:
+    """A trajectory made from the trial's runtime events, stored as an imported ATIF file would be."""
+    raws = list(trial.events.values_list("raw", flat=True))
+    if not raws:
+        return None
+    agent = as_dict(trial.provenance.get("live", {}).get("agent"))
+    data = derive_trajectory(raws, session_id=trial.session_id, agent_name=str(agent.get("name") or ""))
+    folder = Path(tempfile.mkdtemp(dir=_spool_dir()))
+    path = folder / "trajectory.json"
+    path.write_bytes(orjson.dumps(data))
+    try:
+        blob = store_file(path)
+        parsed = atif.read_trajectory(path, DERIVED_PATH)
+        position = trial.trajectories.count()
+        written = write_trajectory(trial, parsed, position, {DERIVED_PATH: blob.pk}, folder)
+    finally:
+        path.unlink(missing_ok=True)
+        folder.rmdir()
+    trajectory = trial.trajectories.get(path=DERIVED_PATH)
+    trajectory.derived = True
+    trajectory.save(update_fields=["derived"])
+    Trial.objects.filter(pk=trial.pk).update(step_count=written.steps, tool_call_count=written.tool_calls)
+    return trajectory
