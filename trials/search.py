@@ -82,12 +82,17 @@ def index_pending(max_trials: int | None = None) -> int:
 
 def search_text(step: ParsedStep) -> str:
     """What a search looks in: the step's message, reasoning, tool calls and observations, lower-cased."""
+    return step_text(step).lower()
+
+
+def step_text(step: ParsedStep) -> str:
+    """The step's message, reasoning, tool calls and observations as written (a search hit's snippet)."""
     parts = [step.message_text, step.reasoning]
     for call in step.tool_calls:
         parts.append(call.function_name)
         parts.append(dumps_text(call.arguments) if call.arguments is not None else "")
     parts.extend(o.content_text for o in step.observations)
-    return "\n".join(parts).lower()
+    return "\n".join(parts)
 
 
 def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
@@ -183,6 +188,28 @@ def matching(trial, needle: str):
             [trial.pk, f"({query}) | {TOO_MANY_WORDS}"],
         )
     return exact.filter(id__in=found)
+
+
+def matching_everywhere(needle: str):
+    """The search texts (`StepText`) of every indexed trial's steps holding `needle` (lower-cased) at a word start.
+
+    Only through the index, so a rare word costs the same however many steps there are: a
+    needle with no word in it finds nothing (a scan of every step would), and a trial not
+    yet indexed is not searched (`Trial.step_text_indexed`).
+    """
+    words = [word[:MAX_WORD] for word in WORD.findall(needle)]
+    texts = StepText.objects.filter(text__contains=needle)  # the exact needle, in order
+    if not words or not has_index():
+        return texts.none()
+    if connection.vendor == "sqlite":
+        query = " AND ".join([f'"{word}"' for word in words[:-1]] + [f'"{words[-1]}"*'])
+        found = RawSQL("SELECT rowid FROM trials_step_fts WHERE trials_step_fts MATCH %s", [query])
+    else:  # (a word past MAX_WORD is kept cut: its cut prefix finds it, the exact filter checks the rest)
+        query = " & ".join([f"'{word}'" for word in words[:-1]] + [f"'{words[-1]}':*"])
+        found = RawSQL(
+            "SELECT step_id FROM trials_stepwords WHERE words @@ %s::tsquery", [f"({query}) | {TOO_MANY_WORDS}"]
+        )
+    return texts.filter(step_id__in=found)
 
 
 def unindex(trial) -> None:

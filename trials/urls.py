@@ -13,4 +13,5 @@ urlpatterns = [
     path("trials/<int:pk>/steps/<int:number>/", views.trial_step, name="trial-step"),
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/", views.artifact_download, name="trial-artifact"),
     path("trials/<int:pk>/file/", views.trial_file, name="trial-file"),
+    path("search/", views.search, name="search"),
 ]

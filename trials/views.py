@@ -17,7 +17,7 @@ from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage.forms import CommentForm
-from trials.viewer import lists, steps, tabs, text
+from trials.viewer import lists, search_hits, steps, tabs, text
 
 PAGE_SIZE = 50
 TABS = [
@@ -136,6 +136,12 @@ def trial_list(request):
             "from_pack": chosen.get("pack"),
         },
     )
+
+
+def search(request):
+    """Search across trials: the steps of every trial that hold the words, with the list's filters."""
+    found = search_hits.search_trials(request.GET) if request.GET.get("q", "").strip() else None
+    return render(request, "trials/search.html", {"found": found, "filters": search_hits.FILTER_KEYS})
 
 
 def trial_detail(request, pk, number: int | None = None):
