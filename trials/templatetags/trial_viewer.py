@@ -6,6 +6,7 @@ from typing import Any
 
 from django import template
 from django.http import QueryDict
+from django.utils.html import format_html
 
 from trials.viewer import text
 
@@ -22,6 +23,24 @@ def url_q(context, base: str, **changes: Any) -> str:
             params[key] = str(value)
     query = params.urlencode()
     return f"{base}?{query}" if query else base
+
+
+@register.simple_tag(takes_context=True)
+def sort_header(context, label: str, key: str) -> str:
+    """A column header that sorts the list by `key`, ascending first, then descending; the arrow says which."""
+    current = context["request"].GET.get("sort", "")
+    descending = current == f"-{key}"
+    wanted = key if descending or current != key else f"-{key}"
+    arrow = " ▲" if current == key else " ▼" if descending else ""
+    sort = "ascending" if current == key else "descending" if descending else "none"
+    return format_html(
+        '<a href="{}" aria-sort="{}" data-sort="{}">{}{}</a>',
+        url_q(context, "", sort=wanted, page=None),
+        sort,
+        wanted,
+        label,
+        arrow,
+    )
 
 
 @register.filter
