@@ -44,6 +44,15 @@ def sort_header(context, label: str, key: str) -> str:
 
 
 @register.filter
+def required_for(field: Any) -> str:
+    """ "always" when a form field is required, the kinds it is required for (`data-required-for`), or ""."""
+    attrs = field.field.widget.attrs
+    if field.field.required or attrs.get("required"):
+        return "always"
+    return attrs.get("data-required-for", "")
+
+
+@register.filter
 def scrub(value: Any) -> str:
     """Mask anything shaped like a credential (defence in depth; parsers scrub first)."""
     return text.scrub(value)
