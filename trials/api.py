@@ -202,7 +202,7 @@ class Search(APIView):
     """Steps of every trial whose tool names, arguments, outputs or messages hold `?q=` where a word starts.
 
     Narrowed by `job`, `configuration`, `task` (an id, or part of a name, as the trial list) and
-    `tool` (a tool name); 50 hits a `?page=`, newest trials first. Each hit has its trial, job,
+    `tool` (a tool name); 50 hits a `?page=`, the newest steps first. Each hit has its trial, job,
     task and configuration, a snippet (`snippet_html`: escaped, the match in `<mark>`) and its
     step's permalink. Through the word index only: `pending_trials` were not searched yet.
     """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import QueryDict
 from django.urls import reverse
 from django.utils.html import escape
@@ -56,19 +56,27 @@ def matching_texts(params: QueryDict) -> QuerySet[StepText]:
     if wanted:  # the trial list's own filters: a part of a name, or an id
         texts = texts.filter(trial__in=TrialFilter(wanted, queryset=Trial.objects.all()).qs.values("pk"))
     if tool := params.get("tool", "").strip():
-        texts = texts.filter(step_id__in=ToolCall.objects.filter(function_name=tool).values("step_id"))
+        # EXISTS, per hit through the tool call's step index: an IN list would hold every call of a common tool
+        texts = texts.filter(Exists(ToolCall.objects.filter(step_id=OuterRef("step_id"), function_name=tool)))
     return texts
 
 
 def search_trials(params: QueryDict) -> Hits:
-    """One page (`?page=`, HITS_PAGE hits) of the steps matching `?q=`, newest trials first."""
+    """One page (`?page=`, HITS_PAGE hits) of the steps matching `?q=`, the newest steps first.
+
+    The page's step ids first, from the index alone (joining every hit of a common word to
+    its trial before the sort cost three times as much), then their facts; within the page,
+    a trial's hits in step order.
+    """
     query = params.get("q", "").strip()
     page = requested_page(params.get("page"))
     start = (page - 1) * HITS_PAGE
-    rows = list(
-        matching_texts(params)
-        .order_by("-trial_id", "step_id")
-        .values(
+    ids = list(
+        matching_texts(params).order_by("-step_id").values_list("step_id", flat=True)[start : start + HITS_PAGE + 1]
+    )
+    more, ids = len(ids) > HITS_PAGE, ids[:HITS_PAGE]
+    rows = sorted(
+        StepText.objects.filter(step_id__in=ids).values(
             "step_id",
             "trial_id",
             "step__index",
@@ -81,9 +89,9 @@ def search_trials(params: QueryDict) -> Hits:
             "trial__task__name",
             "trial__configuration_id",
             "trial__configuration__key",
-        )[start : start + HITS_PAGE + 1]
+        ),
+        key=lambda r: (-r["trial_id"], r["step_id"]),
     )
-    more, rows = len(rows) > HITS_PAGE, rows[:HITS_PAGE]
     snippets = _snippets([r["step_id"] for r in rows], needle_of(query))
     permalinks = _permalinks(rows)
     hits = [
