@@ -22,10 +22,10 @@ def evidence_links(trial: Trial, refs: list[dict[str, str]], item_step: str = ""
     by_name = {name: pk for pk, name in trajectory_names(trial).items()}
     step_refs = {r["ref"] for r in refs if r.get("kind") == "step"} | ({item_step} if item_step else set())
     wanted: dict[tuple[int, str], str] = {}  # (trajectory pk, step_id) -> the ref naming it
-    for ref in step_refs:
-        step_id, _, name = ref.partition("@")
+    for step_ref in step_refs:
+        step_id, _, name = step_ref.partition("@")
         if name in by_name:
-            wanted[(by_name[name], step_id)] = ref
+            wanted[(by_name[name], step_id)] = step_ref
     steps = Step.objects.filter(trial=trial, step_id__in={step_id for _, step_id in wanted}).values_list(
         "trajectory_id", "step_id", "index"
     )

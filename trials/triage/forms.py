@@ -268,7 +268,7 @@ class WaiveForm(forms.Form):
 
 # Fields the feedback form needs for some kinds only (its `clean` says so after a submit): marked
 # before one, with `data-required-for` (triage.js sets `required` when that kind is picked).
-REQUIRED_FOR_KINDS = {
+REQUIRED_FOR_KINDS: dict[str, list[str]] = {
     "evidence_refs": [k for k in QCItem.Kind.values if k != QCItem.Kind.WAIVER],
     "target_name": [QCItem.Kind.REPLAY_FIXTURE, QCItem.Kind.VERIFIER_CRITERION],
     **{name: [QCItem.Kind.WAIVER] for name in ("waived_item", "approver", "reason", "scope", "expires_at")},

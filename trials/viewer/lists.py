@@ -118,8 +118,8 @@ def job_task_rows(job: Job, params: QueryDict) -> QuerySet:
     qs = job.trials.all()
     if params.get("q"):
         qs = qs.filter(task__name__icontains=params["q"])
-    if params.get("role"):
-        qs = qs.filter(role_q(params["role"]))
+    if role := str(params.get("role", "")):
+        qs = qs.filter(role_q(role))
     rows = (
         qs.annotate(task_name=Coalesce("task__name", Value("(no task)")))
         .values("task_name", "task_id")

@@ -8,7 +8,9 @@ step permalink. A page costs the same few queries whatever the number of steps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import QueryDict
@@ -48,14 +50,14 @@ def requested_page(value: str | None) -> int:
 
 def matching_texts(params: QueryDict) -> QuerySet[StepText]:
     """The search texts matching `q`, narrowed by the trial filters (job, configuration, task) and `tool`."""
-    texts = search.matching_everywhere(needle_of(params.get("q", "")))
+    texts = search.matching_everywhere(needle_of(str(params.get("q", ""))))
     wanted = QueryDict(mutable=True)
     for key in FILTER_KEYS:
-        if params.get(key, "").strip():
-            wanted[key] = params[key].strip()
+        if value := str(params.get(key, "")).strip():
+            wanted[key] = value
     if wanted:  # the trial list's own filters: a part of a name, or an id
         texts = texts.filter(trial__in=TrialFilter(wanted, queryset=Trial.objects.all()).qs.values("pk"))
-    if tool := params.get("tool", "").strip():
+    if tool := str(params.get("tool", "")).strip():
         # EXISTS, per hit through the tool call's step index: an IN list would hold every call of a common tool
         texts = texts.filter(Exists(ToolCall.objects.filter(step_id=OuterRef("step_id"), function_name=tool)))
     return texts
@@ -68,7 +70,7 @@ def search_trials(params: QueryDict) -> Hits:
     its trial before the sort cost three times as much), then their facts; within the page,
     a trial's hits in step order.
     """
-    query = params.get("q", "").strip()
+    query = str(params.get("q", "")).strip()
     page = requested_page(params.get("page"))
     start = (page - 1) * HITS_PAGE
     ids = list(
@@ -119,7 +121,7 @@ def search_trials(params: QueryDict) -> Hits:
     return Hits(query=query, page=page, hits=hits, has_more=more, pending_trials=pending)
 
 
-def _permalinks(rows: list[dict]) -> dict[int, str]:
+def _permalinks(rows: Sequence[Mapping[str, Any]]) -> dict[int, str]:
     """Each hit's step permalink: /trials/<id>/steps/<n>/, with ?t= when the step is not in the main trajectory."""
     trajectories: dict[int, list[Trajectory]] = {}
     for t in Trajectory.objects.filter(trial_id__in={r["trial_id"] for r in rows}).order_by("position", "pk"):
