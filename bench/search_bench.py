@@ -239,13 +239,15 @@ def main() -> int:
     parser.add_argument("--rare", type=int, default=12, help="steps holding the rare word")
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--postgres", metavar="DATABASE", help="run on PostgreSQL in this (new, dropped) database")
-    parser.add_argument("--keep", metavar="DIR", help="SQLite: build in DIR and keep it; built already: time only")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="build in DIR (and the database) and keep them; built already: time only"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="search-bench-") as temporary:
         data_dir = args.keep or temporary
-        built = bool(args.keep) and (Path(args.keep) / "benchviewer.sqlite3").exists()
-        if args.postgres:
+        built = bool(args.keep) and (Path(args.keep) / "built").exists()
+        if args.postgres and not built:
             psql(f"DROP DATABASE IF EXISTS {args.postgres}")
             psql(f"CREATE DATABASE {args.postgres}")
         try:
@@ -255,6 +257,8 @@ def main() -> int:
             print(f"{connection.vendor}: {args.trials:,} trials x {args.steps:,} steps", flush=True)
             for phase, seconds in ({} if built else build(args.trials, args.steps, args.rare)).items():
                 print(f"built {phase}: {seconds:.1f} s", flush=True)
+            if args.keep:
+                (Path(args.keep) / "built").touch()
             times = time_searches(args.repeat)
             print(f"\n| {connection.vendor}, {args.trials * args.steps:,} steps | median ms | p95 ms |")
             print("|---|---:|---:|")
@@ -263,7 +267,7 @@ def main() -> int:
             rare = statistics.median(times[f"rare word ({RARE})"])
             print(f"\nrare word median {rare:.1f} ms: {'met' if rare < TARGET_MS else 'MISSED'} (< {TARGET_MS:.0f} ms)")
         finally:
-            if args.postgres:
+            if args.postgres and not args.keep:
                 from django.db import connections
 
                 connections.close_all()

@@ -40,6 +40,7 @@ WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps as a toke
 MAX_WORD = 255  # PostgreSQL keeps longer words cut to this: a prefix query still finds them
 MAX_WORDS_BYTES = 512 * 1024  # a tsvector holds at most 1 MB; a step past this is always scanned
 CLAIM_BATCH = 200  # trials indexed per transaction: one each was a commit (and an fsync) per trial
+CANDIDATES = 2000  # steps a search across trials lists outright (`matching_everywhere`)
 TOO_MANY_WORDS = "'_too_many_words_'"  # no WORD has "_": every query asks for this lexeme too
 
 
@@ -195,7 +196,9 @@ def matching_everywhere(needle: str):
 
     Only through the index, so a rare word costs the same however many steps there are: a
     needle with no word in it finds nothing (a scan of every step would), and a trial not
-    yet indexed is not searched (`Trial.step_text_indexed`).
+    yet indexed is not searched (`Trial.step_text_indexed`). The index is asked first for
+    up to CANDIDATES steps: when that is all, they are listed outright, as PostgreSQL, asked
+    for the newest hits of a word it cannot tell is rare, walked the step table from its end.
     """
     words = [word[:MAX_WORD] for word in WORD.findall(needle)]
     texts = StepText.objects.filter(text__contains=needle)  # the exact needle, in order
@@ -203,13 +206,17 @@ def matching_everywhere(needle: str):
         return texts.none()
     if connection.vendor == "sqlite":
         query = " AND ".join([f'"{word}"' for word in words[:-1]] + [f'"{words[-1]}"*'])
-        found = RawSQL("SELECT rowid FROM trials_step_fts WHERE trials_step_fts MATCH %s", [query])
+        sql, params = "SELECT rowid FROM trials_step_fts WHERE trials_step_fts MATCH %s", [query]
     else:  # (a word past MAX_WORD is kept cut: its cut prefix finds it, the exact filter checks the rest)
         query = " & ".join([f"'{word}'" for word in words[:-1]] + [f"'{words[-1]}':*"])
-        found = RawSQL(
-            "SELECT step_id FROM trials_stepwords WHERE words @@ %s::tsquery", [f"({query}) | {TOO_MANY_WORDS}"]
-        )
-    return texts.filter(step_id__in=found)
+        sql = "SELECT step_id FROM trials_stepwords WHERE words @@ %s::tsquery"
+        params = [f"({query}) | {TOO_MANY_WORDS}"]
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} LIMIT {CANDIDATES + 1}", params)
+        candidates = [row[0] for row in cursor.fetchall()]
+    if len(candidates) <= CANDIDATES:
+        return texts.filter(step_id__in=candidates)
+    return texts.filter(step_id__in=RawSQL(sql, params))
 
 
 def unindex(trial) -> None:

@@ -173,3 +173,12 @@ def test_a_page_of_hits_costs_the_same_queries_however_many_trials_match(
     search.index_pending()
     with django_assert_max_num_queries(12):
         assert len(api(client_logged_in, q="zebrafish")["results"]) == 9
+
+
+@pytest.mark.parametrize("candidates", [1, 2000], ids=["more candidates than listed", "listed outright"])
+def test_a_word_too_common_to_list_is_found_the_same_through_the_index(
+    client_logged_in, trials, monkeypatch, candidates
+):
+    monkeypatch.setattr(search, "CANDIDATES", candidates)
+    assert hit_trials(api(client_logged_in, q="zebrafish")) == set(trials)
+    assert hit_trials(api(client_logged_in, q="zebrafish", job="alpha", tool="python")) == {"fix-git-hooks__B"}
