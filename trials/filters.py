@@ -33,7 +33,7 @@ class TrialFilter(django_filters.FilterSet):
     job = django_filters.CharFilter(method="filter_job")
     dataset = django_filters.CharFilter(method="filter_dataset")
     configuration = django_filters.CharFilter(method="filter_configuration")
-    role = django_filters.ChoiceFilter(choices=ROLE_CHOICES, method="filter_role")
+    role = django_filters.ChoiceFilter(choices=ROLE_CHOICES, method="filter_role", label="Role")
     task = django_filters.CharFilter(method="filter_task")
     # distinct=False: status is a column of the trial itself, so no row can repeat.
     status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices, distinct=False)
