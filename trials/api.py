@@ -220,6 +220,9 @@ class Search(APIView):
         responses={200: OpenApiResponse(description="a page of matching steps")},
     )
     def get(self, request):
+        page = request.query_params.get("page")
+        if page is not None and ((number := parse_pk(page)) is None or number < 1):
+            raise ValidationError({"page": [f"a whole number from 1, not {page!r}"]})
         found = search_hits.search_trials(request.query_params)
         return Response(
             {
