@@ -24,7 +24,7 @@ from trials.serializers import (
     TrialDetailSerializer,
     TrialListSerializer,
 )
-from trials.viewer import steps, tabs, text
+from trials.viewer import search_hits, steps, tabs, text
 
 
 class ImportListCreate(generics.ListCreateAPIView):
@@ -254,6 +254,43 @@ class TrialSearch(APIView):
                 "has_more": found.more,
                 "next_offset": offset + len(found.matches),
                 "word_starts_only": found.word_starts_only,
+            }
+        )
+
+
+class Search(APIView):
+    """Steps of every trial whose tool names, arguments, outputs or messages hold `?q=` where a word starts.
+
+    Narrowed by `job`, `configuration`, `task` (an id, or part of a name, as the trial list) and
+    `tool` (a tool name); 50 hits a `?page=`, the newest steps first. Each hit has its trial, job,
+    task and configuration, a snippet (`snippet_html`: escaped, the match in `<mark>`) and its
+    step's permalink. Through the word index only: `pending_trials` were not searched yet.
+    """
+
+    @extend_schema(
+        operation_id="search_list",
+        parameters=[
+            OpenApiParameter("q", str, description="the words to find (the last one as a prefix)"),
+            OpenApiParameter("job", str, description="a job id, or part of its name"),
+            OpenApiParameter("configuration", str, description="a configuration id, or part of its key"),
+            OpenApiParameter("task", str, description="a task id, or part of its name"),
+            OpenApiParameter("tool", str, description="steps with a call of this tool"),
+            OpenApiParameter("page", int, description="from 1"),
+        ],
+        responses={200: OpenApiResponse(description="a page of matching steps")},
+    )
+    def get(self, request):
+        page = request.query_params.get("page")
+        if page is not None and ((number := parse_pk(page)) is None or number < 1):
+            raise ValidationError({"page": [f"a whole number from 1, not {page!r}"]})
+        found = search_hits.search_trials(request.query_params)
+        return Response(
+            {
+                "q": found.query,
+                "page": found.page,
+                "results": found.hits,
+                "has_more": found.has_more,
+                "pending_trials": found.pending_trials,
             }
         )
 

@@ -1,21 +1,44 @@
+"""The trial list's filters (the page, the API and cross-trial search share them).
+
+A text filter matches part of a name, case-insensitively ("git" finds "fix-git-hooks"),
+unless some row bears exactly that name: then only that one, so the links that name a
+task, job or category list exactly what they counted.
+"""
+
 import django_filters
 from django import forms
 from django.db.models import Q
 
 from benchviewer.ids import parse_pk
-from trials.models import Configuration, Import, Pack, PermissionDecision, Task, Trial
+from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
 from trials.triage.signatures import FLAG_CHOICES
+
+# Role "" (no role) is a value the empty choice ("any") cannot carry: it goes as "unassigned".
+UNASSIGNED = "unassigned"
+ROLE_CHOICES = [(value, label) for value, label in Configuration.Role.choices if value] + [(UNASSIGNED, "unassigned")]
+
+
+def role_q(value: str, prefix: str = "") -> Q:
+    """Trials (or rows reaching a trial through `prefix`) whose configuration has this role; "unassigned": none."""
+    if value == UNASSIGNED:
+        return Q(**{f"{prefix}configuration__isnull": True}) | Q(**{f"{prefix}configuration__role": ""})
+    return Q(**{f"{prefix}configuration__role": value})
+
+
+def name_q(field: str, value: str, exact_exists: bool) -> Q:
+    """Exactly the name when a row bears it; otherwise every name holding it, case-insensitively."""
+    return Q(**{field: value}) if exact_exists else Q(**{f"{field}__icontains": value})
 
 
 class TrialFilter(django_filters.FilterSet):
     job = django_filters.CharFilter(method="filter_job")
     dataset = django_filters.CharFilter(method="filter_dataset")
     configuration = django_filters.CharFilter(method="filter_configuration")
-    role = django_filters.ChoiceFilter(field_name="configuration__role", choices=Configuration.Role.choices)
+    role = django_filters.ChoiceFilter(choices=ROLE_CHOICES, method="filter_role", label="Role")
     task = django_filters.CharFilter(method="filter_task")
     # distinct=False: status is a column of the trial itself, so no row can repeat.
     status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices, distinct=False)
-    failure_category = django_filters.CharFilter()
+    failure_category = django_filters.CharFilter(method="filter_failure_category")
     reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte")
     reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte")
     complete = django_filters.ChoiceFilter(
@@ -37,10 +60,17 @@ class TrialFilter(django_filters.FilterSet):
         fields = ["job", "dataset", "configuration", "role", "task", "status"]
 
     def filter_job(self, queryset, name, value):
-        """A job id, or its name."""
+        """A job id, or (part of) its name."""
         if (pk := parse_pk(value)) is not None:
             return queryset.filter(job_id=pk)
-        return queryset.filter(job__name=value)
+        return queryset.filter(name_q("job__name", value, Job.objects.filter(name=value).exists()))
+
+    def filter_role(self, queryset, name, value):
+        return queryset.filter(role_q(value))
+
+    def filter_failure_category(self, queryset, name, value):
+        exact = Trial.objects.filter(failure_category=value).exists()
+        return queryset.filter(name_q("failure_category", value, exact))
 
     def filter_dataset(self, queryset, name, value):
         """A dataset id, or its name (optionally name@version)."""
@@ -53,7 +83,8 @@ class TrialFilter(django_filters.FilterSet):
     def filter_configuration(self, queryset, name, value):
         if (pk := parse_pk(value)) is not None:
             return queryset.filter(configuration_id=pk)
-        return queryset.filter(configuration__key=value)
+        exact = Configuration.objects.filter(key=value).exists()
+        return queryset.filter(name_q("configuration__key", value, exact))
 
     def filter_import(self, queryset, name, value):
         """The trials of the packs an import read (imported then, or already there)."""
@@ -82,8 +113,9 @@ class TrialFilter(django_filters.FilterSet):
         return queryset.filter(pk__in=denied) if value else queryset.exclude(pk__in=denied)
 
     def filter_task(self, queryset, name, value):
-        """A task's name, or its id. (Names first: links give names, and some tasks are named by a
-        number, as AgentV's test ids.)"""
-        if (pk := parse_pk(value)) is not None and not Task.objects.filter(name=value).exists():
+        """A task's name (or part of it), or its id. (Names first: links give names, and some tasks are
+        named by a number, as AgentV's test ids.)"""
+        exact = Task.objects.filter(name=value).exists()
+        if (pk := parse_pk(value)) is not None and not exact:
             return queryset.filter(task_id=pk)
-        return queryset.filter(task__name=value)
+        return queryset.filter(name_q("task__name", value, exact))

@@ -40,6 +40,7 @@ WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps as a toke
 MAX_WORD = 255  # PostgreSQL keeps longer words cut to this: a prefix query still finds them
 MAX_WORDS_BYTES = 512 * 1024  # a tsvector holds at most 1 MB; a step past this is always scanned
 CLAIM_BATCH = 200  # trials indexed per transaction: one each was a commit (and an fsync) per trial
+CANDIDATES = 2000  # steps a search across trials lists outright (`matching_everywhere`)
 TOO_MANY_WORDS = "'_too_many_words_'"  # no WORD has "_": every query asks for this lexeme too
 
 
@@ -82,12 +83,17 @@ def index_pending(max_trials: int | None = None) -> int:
 
 def search_text(step: ParsedStep) -> str:
     """What a search looks in: the step's message, reasoning, tool calls and observations, lower-cased."""
+    return step_text(step).lower()
+
+
+def step_text(step: ParsedStep) -> str:
+    """The step's message, reasoning, tool calls and observations as written (a search hit's snippet)."""
     parts = [step.message_text, step.reasoning]
     for call in step.tool_calls:
         parts.append(call.function_name)
         parts.append(dumps_text(call.arguments) if call.arguments is not None else "")
     parts.extend(o.content_text for o in step.observations)
-    return "\n".join(parts).lower()
+    return "\n".join(parts)
 
 
 def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
@@ -183,6 +189,38 @@ def matching(trial, needle: str):
             [trial.pk, f"({query}) | {TOO_MANY_WORDS}"],
         )
     return exact.filter(id__in=found)
+
+
+def matching_everywhere(needle: str):
+    """The search texts (`StepText`) of every indexed trial's steps holding `needle` (lower-cased) at a word start.
+
+    Only through the index, so a rare word costs the same however many steps there are: a
+    needle with no word in it finds nothing (a scan of every step would), and a trial not
+    yet indexed is not searched (`Trial.step_text_indexed`). The index is asked first for
+    up to CANDIDATES steps: when that is all, they are listed outright, as PostgreSQL, asked
+    for the newest hits of a word it cannot tell is rare (the last word is a prefix), walked
+    the step table from its end; a commoner word keeps that walk, which suits it.
+    """
+    words = [word[:MAX_WORD] for word in WORD.findall(needle)]
+    texts = StepText.objects.filter(text__contains=needle)  # the exact needle, in order
+    if not words or not has_index():
+        return texts.none()
+    if connection.vendor == "sqlite":
+        query = " AND ".join([f'"{word}"' for word in words[:-1]] + [f'"{words[-1]}"*'])
+        sql, params = "SELECT rowid FROM trials_step_fts WHERE trials_step_fts MATCH %s", [query]
+    else:  # (a word past MAX_WORD is kept cut: its cut prefix finds it, the exact filter checks the rest)
+        query = " & ".join([f"'{word}'" for word in words[:-1]] + [f"'{words[-1]}':*"])
+        sql = "SELECT step_id FROM trials_stepwords WHERE words @@ %s::tsquery"
+        params = [f"({query}) | {TOO_MANY_WORDS}"]
+    probe = f"{sql} LIMIT {CANDIDATES + 1}"
+    if connection.vendor == "postgresql":  # planned alone: with the LIMIT a prefix word looked common (a seq scan)
+        probe = f"WITH found AS MATERIALIZED ({sql}) SELECT step_id FROM found LIMIT {CANDIDATES + 1}"
+    with connection.cursor() as cursor:
+        cursor.execute(probe, params)
+        candidates = [row[0] for row in cursor.fetchall()]
+    if len(candidates) <= CANDIDATES:
+        return texts.filter(step_id__in=candidates)
+    return texts.filter(step_id__in=RawSQL(sql, params))
 
 
 def unindex(trial) -> None:

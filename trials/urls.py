@@ -14,4 +14,5 @@ urlpatterns = [
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/", views.artifact_download, name="trial-artifact"),
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/preview/", views.artifact_preview, name="trial-artifact-preview"),
     path("trials/<int:pk>/file/", views.trial_file, name="trial-file"),
+    path("search/", views.search, name="search"),
 ]

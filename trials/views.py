@@ -19,7 +19,7 @@ from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFil
 from trials.models.trial import stall_cutoff
 from trials.triage.forms import CommentForm
 from trials.triage.signatures import FLAG_LABELS
-from trials.viewer import artifacts, lists, steps, tabs, text, transcript
+from trials.viewer import artifacts, lists, search_hits, steps, tabs, text, transcript
 
 PAGE_SIZE = 50
 TABS = [
@@ -156,6 +156,12 @@ def trial_list(request):
             "chosen": chosen,
         },
     )
+
+
+def search(request):
+    """Search across trials: the steps of every trial that hold the words, with the list's filters."""
+    found = search_hits.search_trials(request.GET) if request.GET.get("q", "").strip() else None
+    return render(request, "trials/search.html", {"found": found, "filters": search_hits.FILTER_KEYS})
 
 
 def trial_detail(request, pk, number: int | None = None):

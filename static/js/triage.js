@@ -16,6 +16,14 @@
       var kinds = (fieldset.getAttribute("data-kind") || "").split(" ");
       fieldset.hidden = kind !== "" && kinds.indexOf(kind) === -1;
     });
+    // Fields required for some kinds only: `required` (and their marker) when that kind is picked.
+    form.querySelectorAll(".field[data-required-for]").forEach(function (field) {
+      var needed = kind === "" || field.getAttribute("data-required-for").split(" ").indexOf(kind) !== -1;
+      field.classList.toggle("not-required-now", !needed);
+      field.querySelectorAll("input, select, textarea").forEach(function (input) {
+        if (input.type !== "checkbox" && input.type !== "radio") input.required = needed && kind !== "";
+      });
+    });
   }
 
   form.querySelectorAll('input[name="kind"]').forEach(function (radio) {

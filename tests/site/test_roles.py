@@ -211,6 +211,13 @@ def writes(ids: dict[str, Any], users: dict[str, Any]) -> list[tuple[str, dict, 
             True,
             {"approver"},
         ),
+        (
+            "qc-item-waive",
+            {"pk": ids["item"]},
+            {"reason": "accepted", "scope": "beta", "expires_at": "2999-01-01T00:00"},
+            False,
+            {"approver"},
+        ),
         ("imports", {}, {}, False, {"reviewer", "triager", "approver"}),
         ("api-imports", {}, {}, False, {"reviewer", "triager", "approver"}),
     ]

@@ -28,6 +28,33 @@ def url_q(context, base: str, **changes: Any) -> str:
     return f"{base}?{query}" if query else base
 
 
+@register.simple_tag(takes_context=True)
+def sort_header(context, label: str, key: str) -> str:
+    """A column header that sorts the list by `key`, ascending first, then descending; the arrow says which."""
+    current = context["request"].GET.get("sort", "")
+    descending = current == f"-{key}"
+    wanted = key if descending or current != key else f"-{key}"
+    arrow = " ▲" if current == key else " ▼" if descending else ""
+    sort = "ascending" if current == key else "descending" if descending else "none"
+    return format_html(
+        '<a href="{}" aria-sort="{}" data-sort="{}">{}{}</a>',
+        url_q(context, "", sort=wanted, page=None),
+        sort,
+        wanted,
+        label,
+        arrow,
+    )
+
+
+@register.filter
+def required_for(field: Any) -> str:
+    """ "always" when a form field is required, the kinds it is required for (`data-required-for`), or ""."""
+    attrs = field.field.widget.attrs
+    if field.field.required or attrs.get("required"):
+        return "always"
+    return attrs.get("data-required-for", "")
+
+
 @register.filter
 def scrub(value: Any) -> str:
     """Mask anything shaped like a credential (defence in depth; parsers scrub first)."""

@@ -108,6 +108,7 @@ class FeedbackForm(forms.ModelForm):
         self.fields["waived_item"].queryset = trial.qc_items.open().facts()  # type: ignore[attr-defined]
         self.fields["kind"].choices = QCItem.Kind.choices  # type: ignore[attr-defined]  # no blank radio
         self.fields["category"].choices = [("", "—"), *taxonomy.Category.choices]  # type: ignore[attr-defined]
+        mark_required(self, REQUIRED_FOR_KINDS)
 
     def clean_evidence_refs(self) -> list[str]:
         # Choices already limit values to this trial's refs; keep the order of the page.
@@ -231,6 +232,7 @@ class ItemEditForm(forms.ModelForm):
         if not self.instance.is_waiver:
             for name in ("reason", "scope", "expires_at"):
                 del self.fields[name]
+        mark_required(self, {}, always=("status", "severity", "reason", "scope", "expires_at"))
 
     def clean(self):
         data = super().clean()
@@ -249,6 +251,53 @@ class ItemEditForm(forms.ModelForm):
             ):
                 self.add_error("expires_at", "The expiry must be in the future.")
         return data
+
+
+class WaiveForm(forms.Form):
+    """A waiver granted from the page of the item it waives (a release blocker): the rest comes from the item.
+
+    Checked as the feedback form checks a waiver (`waiver_feedback`), so both give the same errors.
+    """
+
+    expires_at = forms.DateTimeField(
+        label="Expires at", widget=DATETIME_WIDGET, help_text="A waiver never outlives its expiry."
+    )
+    scope = forms.CharField(label="Scope", max_length=QCItem._meta.get_field("scope").max_length)
+    reason = forms.CharField(label="Reason", widget=forms.Textarea(attrs={"rows": 3}))
+
+    def waiver_feedback(self, item: QCItem, user) -> FeedbackForm:
+        """The feedback form of the waiver, bound to what this one holds and what the item says."""
+        data = {
+            "kind": QCItem.Kind.WAIVER,
+            "category": item.category,
+            "code": item.code,
+            "severity": item.severity,
+            "waived_item": item.pk,
+            "approver": user.pk,
+            "reason": self.cleaned_data["reason"],
+            "scope": self.cleaned_data["scope"],
+            "expires_at": self.cleaned_data["expires_at"],
+        }
+        return FeedbackForm(data=data, trial=item.trial, user=user)
+
+
+# Fields the feedback form needs for some kinds only (its `clean` says so after a submit): marked
+# before one, with `data-required-for` (triage.js sets `required` when that kind is picked).
+REQUIRED_FOR_KINDS: dict[str, list[str]] = {
+    "evidence_refs": [k for k in QCItem.Kind.values if k != QCItem.Kind.WAIVER],
+    "target_name": [QCItem.Kind.REPLAY_FIXTURE, QCItem.Kind.VERIFIER_CRITERION],
+    **{name: [QCItem.Kind.WAIVER] for name in ("waived_item", "approver", "reason", "scope", "expires_at")},
+}
+
+
+def mark_required(form: forms.BaseForm, required_for: dict[str, list[str]], always: tuple[str, ...] = ()) -> None:
+    """HTML `required` on `always` (and on the form's own required fields); `data-required-for` on the others."""
+    for name in always:
+        if name in form.fields:
+            form.fields[name].widget.attrs["required"] = True
+    for name, kinds in required_for.items():
+        if name in form.fields:
+            form.fields[name].widget.attrs["data-required-for"] = " ".join(kinds)
 
 
 class AssignForm(forms.Form):

@@ -22,4 +22,5 @@ urlpatterns = [
     path("qc/blockers/", views.blocker_board, name="qc-blockers"),
     path("qc/waivers/", views.waiver_list, name="qc-waivers"),
     path("qc/items/<int:pk>/", views.item_detail, name="qc-item"),
+    path("qc/items/<int:pk>/waive/", views.waive_item, name="qc-item-waive"),
 ]

@@ -15,6 +15,7 @@ from benchviewer import roles
 from benchviewer.ids import parse_pk
 from trials.models import Document, Step, Trial
 from trials.triage import clusters, export, prefill, queries, services, signatures
+from trials.triage.evidence_links import evidence_links
 from trials.triage.forms import (
     AssignForm,
     ClusterFeedbackForm,
@@ -22,6 +23,7 @@ from trials.triage.forms import (
     FeedbackForm,
     ItemEditForm,
     ScenarioStatusForm,
+    WaiveForm,
 )
 from trials.triage.models import AuditEntry, FailureCluster, QCItem, QCScenario
 from trials.triage.taxonomy import Category
@@ -337,10 +339,7 @@ def waiver_list(request):
 
 @roles.require_right(roles.READ)
 def item_detail(request, pk: int):
-    item = get_object_or_404(
-        QCItem.objects.select_related("trial", "trial__task", "scenario", "failure_mode", "waived_item", "approver"),
-        pk=pk,
-    )
+    item = _item_with_facts(pk)
     form = None
     if roles.has_right(request.user, roles.FILE_QC) and (
         not item.is_waiver or roles.has_right(request.user, roles.WAIVE)
@@ -354,12 +353,57 @@ def item_detail(request, pk: int):
             changed = services.update_item(request.user, item, form.cleaned_data)
             messages.success(request, f"Saved {item.label}: {', '.join(changed) or 'nothing changed'}.")
             return redirect(item)
+    return _item_page(request, item, form, WaiveForm() if _may_waive_here(request.user, item) else None)
+
+
+@require_POST
+@roles.require_right(roles.WAIVE)
+def waive_item(request, pk: int):
+    """Grant a waiver of this item from its own page (a release blocker's): filed as the feedback form files one."""
+    item = _item_with_facts(pk)
+    if not _may_waive_here(request.user, item):
+        messages.error(request, f"{item.label} is not an open item a waiver can cover.")
+        return redirect(item)
+    waive_form = WaiveForm(request.POST)
+    if waive_form.is_valid():
+        feedback = waive_form.waiver_feedback(item, request.user)
+        if feedback.is_valid():
+            waiver = services.file_item(request.user, item.trial, feedback.cleaned_data)
+            until = f"{waiver.expires_at:%Y-%m-%d %H:%M}"
+            messages.success(request, f"Granted {waiver.label}: a waiver of {item.label} until {until}.")
+            return redirect(item)
+        for name, errors in feedback.errors.items():
+            for error in errors:
+                waive_form.add_error(name if name in waive_form.fields else None, error)
+    edit_form = ItemEditForm(instance=item, user=request.user)
+    return _item_page(request, item, edit_form, waive_form, status=400)
+
+
+def _item_with_facts(pk: int) -> QCItem:
+    return get_object_or_404(
+        QCItem.objects.select_related("trial", "trial__task", "scenario", "failure_mode", "waived_item", "approver"),
+        pk=pk,
+    )
+
+
+def _may_waive_here(user, item: QCItem) -> bool:
+    """An approver, on an open release blocker."""
+    return (
+        roles.has_right(user, roles.WAIVE)
+        and item.kind == QCItem.Kind.RELEASE_BLOCKER
+        and item.status == QCItem.Status.OPEN
+    )
+
+
+def _item_page(request, item: QCItem, form, waive_form, status: int = 200):
     return render(
         request,
         "triage/item_detail.html",
         {
             "item": item,
             "form": form,
+            "waive_form": waive_form,
+            "evidence": evidence_links(item.trial, item.evidence_refs, item.step_id),
             "history": item.history.select_related("actor"),
             "comments": item.comments.select_related("author"),
             "comment_form": CommentForm(),
@@ -367,6 +411,7 @@ def item_detail(request, pk: int):
             "citations": item.citations.select_related("trial")[:CITATIONS_SHOWN],
             "citation_count": item.citations.count(),
         },
+        status=status,
     )
 
 

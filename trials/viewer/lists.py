@@ -8,37 +8,35 @@ from django.db.models import Avg, Count, F, FloatField, OrderBy, Q, QuerySet, Su
 from django.db.models.functions import Coalesce
 from django.http import QueryDict
 
-from trials.filters import TrialFilter
+from trials.filters import TrialFilter, role_q
 from trials.models import Job, Trial
 
 TRIAL_SORTS: dict[str, tuple[str | OrderBy, ...]] = {
     "newest": ("-pk",),
     "oldest": ("pk",),
     "name": ("name", "pk"),
+    "-name": ("-name", "-pk"),
+    "job": ("job__name", "pk"),
+    "-job": ("-job__name", "-pk"),
     "task": ("task__name", "attempt", "pk"),
+    "-task": ("-task__name", "attempt", "pk"),
+    "configuration": ("configuration__key", "pk"),
+    "-configuration": ("-configuration__key", "-pk"),
+    "status": ("status", "pk"),
+    "-status": ("-status", "-pk"),
     "reward": (F("reward").asc(nulls_first=True), "pk"),
     "-reward": (F("reward").desc(nulls_last=True), "pk"),
     "duration": (F("duration_sec").asc(nulls_first=True), "pk"),
     "-duration": (F("duration_sec").desc(nulls_last=True), "pk"),
     "cost": (F("cost_usd").asc(nulls_first=True), "pk"),
     "-cost": (F("cost_usd").desc(nulls_last=True), "pk"),
-    "status": ("status", "pk"),
+    "failure": ("failure_category", "pk"),
+    "-failure": ("-failure_category", "-pk"),
 }
 
 
-SORT_LABELS = {
-    "newest": "newest first",
-    "oldest": "oldest first",
-    "name": "name",
-    "task": "task",
-    "reward": "reward ↑",
-    "-reward": "reward ↓",
-    "duration": "duration ↑",
-    "-duration": "duration ↓",
-    "cost": "cost ↑",
-    "-cost": "cost ↓",
-    "status": "status",
-}
+SORT_LABELS = {key: f"{key.lstrip('-')} {'↓' if key[0] == '-' else '↑'}" for key in TRIAL_SORTS}
+SORT_LABELS |= {"newest": "newest first", "oldest": "oldest first"}
 
 
 def trial_list(params: QueryDict) -> tuple[TrialFilter, QuerySet[Trial]]:
@@ -120,8 +118,8 @@ def job_task_rows(job: Job, params: QueryDict) -> QuerySet:
     qs = job.trials.all()
     if params.get("q"):
         qs = qs.filter(task__name__icontains=params["q"])
-    if params.get("role"):
-        qs = qs.filter(configuration__role=params["role"])
+    if role := str(params.get("role", "")):
+        qs = qs.filter(role_q(role))
     rows = (
         qs.annotate(task_name=Coalesce("task__name", Value("(no task)")))
         .values("task_name", "task_id")
