@@ -20,7 +20,9 @@
   function show(data) {
     document.getElementById("live-step-count").textContent = data.step_count;
     document.getElementById("live-event-count").textContent = data.event_count;
-    if (data.last_seen) document.getElementById("live-seen").textContent = new Date(data.last_seen).toLocaleTimeString();
+    // the one date-time format of every page (the `when` filter; the site's zone is UTC)
+    if (data.last_seen)
+      document.getElementById("live-seen").textContent = new Date(data.last_seen).toISOString().slice(0, 19).replace("T", " ") + " UTC";
     const badge = document.getElementById("live-status");
     const label = data.status !== "running" ? data.status : data.stalled ? "stalled" : "running";
     badge.textContent = label;
