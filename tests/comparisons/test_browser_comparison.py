@@ -58,7 +58,7 @@ def test_the_comparison_page_renders_its_charts_and_a_cell_opens_its_trials(live
     # Follow the candidate cell of one task to the trials list, filtered to that task.
     page.click(f'#matrix a.cell-link[href="/trials/?configuration={cand.pk}&task=task-03"]')
     page.wait_for_url(re.compile(r".*/trials/\?configuration=\d+&task=task-03$"))
-    tasks_shown = page.locator("table.trial-rows tbody tr td:nth-child(2)").all_text_contents()
+    tasks_shown = page.locator("table.trial-rows tbody tr td.task").all_text_contents()
     assert tasks_shown and set(tasks_shown) == {"task-03"}
     assert len(tasks_shown) == cand.trials.filter(task__name="task-03").count()
 

@@ -55,7 +55,7 @@ def test_picking_three_sides_shows_the_grid_and_a_cell_opens_its_trials(live_ser
     assert "+0.500" in page.text_content(f"#grid-sides tr[data-side='{b.pk}']")
     page.click(f'#task-grid a.cell-link[href="/trials/?configuration={b.pk}&task=task-2"]')
     page.wait_for_url(re.compile(rf".*/trials/\?configuration={b.pk}&task=task-2$"))
-    shown = page.locator("table.trial-rows tbody tr td:nth-child(2)").all_text_contents()
+    shown = page.locator("table.trial-rows tbody tr td.task").all_text_contents()
     assert shown == ["task-2", "task-2"]
 
 
