@@ -17,7 +17,7 @@ from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, Trial
 from trials.triage.forms import CommentForm
-from trials.viewer import lists, steps, tabs, text
+from trials.viewer import lists, side_by_side, steps, tabs, text
 
 PAGE_SIZE = 50
 TABS = [
@@ -278,6 +278,23 @@ TAB_CONTEXT = {
 def trial_step(request, pk, number: int):
     """The stable URL of a step: the trial page at the window holding it, scrolled to it."""
     return trial_detail(request, pk, number=number)
+
+
+def trial_side_by_side(request, pk, other):
+    """Two trials of one task, their steps aligned row by row; opens at the first divergence."""
+    left, right = (
+        get_object_or_404(Trial.objects.for_list(), pk=pk),
+        get_object_or_404(Trial.objects.for_list(), pk=other),
+    )
+    try:
+        s = side_by_side.sides(left, right)
+    except side_by_side.NotComparable as exc:
+        return render(
+            request, "trials/side_by_side.html", {"left": left, "right": right, "error": str(exc)}, status=400
+        )
+    numbers = [parse_pk(request.GET.get(k)) for k in ("left", "right")]
+    view = side_by_side.page(s, numbers[0], numbers[1])
+    return render(request, "trials/side_by_side.html", {"left": left, "right": right, "page": view})
 
 
 def artifact_download(request, pk, artifact_pk):
