@@ -233,7 +233,7 @@ class TrialAlignment(APIView):
     """Trial `pk`'s main trajectory aligned with trial `other`'s, step by step (both of one task).
 
     A window at a time: `?left=` / `?right=` the step numbers it starts at (default 1),
-    `?size=` steps of each side (default 100, at most 1000); `next` is the next window's URL.
+    `?size=` steps of each side (default 50, at most 1000); `next` is the next window's URL.
     Steps are named by their number (from 1, as in `/api/trials/<pk>/steps/<number>/`).
     """
 
@@ -242,7 +242,7 @@ class TrialAlignment(APIView):
         parameters=[
             OpenApiParameter("left", int, description="first step number of the left window (default 1)"),
             OpenApiParameter("right", int, description="first step number of the right window (default 1)"),
-            OpenApiParameter("size", int, description="steps of each side aligned (default 100, at most 1000)"),
+            OpenApiParameter("size", int, description="steps of each side aligned (default 50, at most 1000)"),
         ],
         responses={
             200: OpenApiResponse(description="pairs of step numbers with their status, and the first divergence"),

@@ -286,15 +286,14 @@ def trial_side_by_side(request, pk, other):
         get_object_or_404(Trial.objects.for_list(), pk=pk),
         get_object_or_404(Trial.objects.for_list(), pk=other),
     )
+    context = {"left": left, "right": right, "sides": [(left, "Left", None), (right, "Right", None)]}
     try:
         s = side_by_side.sides(left, right)
     except side_by_side.NotComparable as exc:
-        return render(
-            request, "trials/side_by_side.html", {"left": left, "right": right, "error": str(exc)}, status=400
-        )
+        return render(request, "trials/side_by_side.html", context | {"error": str(exc)}, status=400)
+    context["sides"] = [(left, "Left", s.left_steps.step_count), (right, "Right", s.right_steps.step_count)]
     numbers = [parse_pk(request.GET.get(k)) for k in ("left", "right")]
-    view = side_by_side.page(s, numbers[0], numbers[1])
-    return render(request, "trials/side_by_side.html", {"left": left, "right": right, "page": view})
+    return render(request, "trials/side_by_side.html", context | {"page": side_by_side.page(s, *numbers)})
 
 
 def artifact_download(request, pk, artifact_pk):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.builders import import_trial_dir, write_trial
+from tests.builders import import_trial_dir, tool_step, write_trial
 from trials.ingest.signatures import step_signature
 from trials.models import Step
 from trials.viewer.align import Signed, align, align_window
@@ -113,17 +113,6 @@ def test_a_window_stops_at_its_last_pair_so_the_next_one_can_match_past_it():
 # Through an import, the API and the page --------------------------------------------------------
 
 
-def tool_step(number, tool, arguments, result="ok"):
-    call = f"c{number}"
-    return {
-        "step_id": number,
-        "source": "agent",
-        "message": f"step {number}",
-        "tool_calls": [{"tool_call_id": call, "function_name": tool, "arguments": arguments}],
-        "observation": {"results": [{"source_call_id": call, "content": result}]},
-    }
-
-
 def trajectory_steps(extra=None, edit="x = 1\n"):
     steps = [
         {"step_id": 1, "source": "user", "message": "fix the bug"},
@@ -221,3 +210,15 @@ def test_the_page_refuses_trials_of_different_tasks(client_logged_in, pair_of_tr
     page = client_logged_in.get(reverse("trial-side-by-side", args=[left.pk, other_task.pk]))
     assert page.status_code == 400
     assert "not of the same task" in page.content.decode()
+
+
+def test_the_first_divergence_deep_in_a_long_pair_is_found_from_the_prefix_hashes(client_logged_in, tmp_path):
+    steps = [tool_step(n, "bash", {"cmd": f"echo {n}"}) for n in range(1, 301)]
+    left = import_trial_dir(write_trial(tmp_path / "l", "task-a__LLLLLLL", steps=steps))
+    steps[236] = tool_step(237, "bash", {"cmd": "echo other"})
+    right = import_trial_dir(write_trial(tmp_path / "r", "task-a__RRRRRRR", steps=steps))
+    answer = client_logged_in.get(reverse("api-trial-align", args=[left.pk, right.pk]), {"left": 230, "right": 230})
+    answer = answer.json()
+    assert answer["identical_prefix"] == 236
+    assert answer["first_divergence"] == {"left": 237, "right": 237}
+    assert [p["status"] for p in answer["pairs"][:9]] == ["same"] * 7 + ["changed", "same"]

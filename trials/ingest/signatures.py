@@ -6,7 +6,7 @@ Each step gets three short hashes, stored on its row at import:
 - `signature`: what makes the pair `same`: the tool names with their normalised arguments and
   results, or the source with the message text;
 - `chain`: the signature of the whole prefix up to this step, so the first divergence of two
-  trajectories is found by a binary search on the step index instead of reading every step.
+  trajectories is found by a search on the step index instead of reading every step.
 
 They are computed from what the step rows keep (arguments whole, results as their stored
 preview and size), so a trajectory imported before these columns gets the same values from
