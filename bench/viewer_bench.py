@@ -3,9 +3,9 @@
 Imports a 50-step and a 50,000-step trajectory into a throw-away SQLite database, then
 times (server side, through django.test.Client) the trial page, a deep link to step
 40,000 (step 40 for the short one: the same relative place), and a search, N times each.
-Each is imported twice, the twin with other arguments in one tool call at nine tenths, as
-two attempts of one task: the side-by-side page (opening at that divergence) and the align
-API are timed on the pair.
+Each is imported twice, the twin with other arguments in one tool call a tenth in (step 5
+of 50, 5,000 of 50,000: the 50-step page's window is full too), as two attempts of one
+task: the side-by-side page (opening at that divergence) and the align API are timed on the pair.
 
     .venv/bin/python bench/viewer_bench.py [--steps 50000] [--repeat 30]
 
@@ -50,14 +50,20 @@ def import_trajectory(out: Path, steps: int, observation_bytes: int, twin: bool 
 
     session = f"bench-{steps}{'-twin' if twin else ''}"
     path = out / f"{session}.trajectory.json"
-    write_trajectory(
-        path, steps=steps, observation_bytes=observation_bytes, seed=0, session_id=session, model="openai/gpt-5.4"
+    write_trajectory(  # (the twin the same steps: the session id is written into them)
+        path,
+        steps=steps,
+        observation_bytes=observation_bytes,
+        seed=0,
+        session_id=f"bench-{steps}",
+        model="openai/gpt-5.4",
     )
     # A needle only one step near the end has: the worst case for a search (no early stop).
     data = orjson.loads(path.read_bytes())
     data["steps"][steps * 9 // 10]["message"] += "\nbench-needle-7f3a"
-    if twin:  # the first tool call from nine tenths on gets other arguments: the first divergence
-        step = next(s for s in data["steps"][steps * 9 // 10 :] if s.get("tool_calls"))
+    data["session_id"] = session
+    if twin:  # the first tool call from a tenth on gets other arguments: the first divergence
+        step = next(s for s in data["steps"][steps // 10 :] if s.get("tool_calls"))
         step["tool_calls"][0]["arguments"] = {"bench": "other arguments"}
     path.write_bytes(orjson.dumps(data))
     started = time.perf_counter()

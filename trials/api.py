@@ -230,7 +230,7 @@ class TrialContext(APIView):
 
 
 class TrialAlignment(APIView):
-    """Trial `pk`'s main trajectory aligned with trial `other`'s, step by step (both of one task).
+    """The trial's main trajectory aligned with trial `other`'s, step by step (both of one task).
 
     A window at a time: `?left=` / `?right=` the step numbers it starts at (default 1),
     `?size=` steps of each side (default 50, at most 1000); `next` is the next window's URL.
@@ -250,13 +250,14 @@ class TrialAlignment(APIView):
         },
     )
     def get(self, request, pk: int, other: int):
+        wanted = {name: _number_from_one(request, name) for name in ("left", "right", "size")}
         try:
             trials = Trial.objects.select_related("task")
             s = side_by_side.sides(get_object_or_404(trials, pk=pk), get_object_or_404(trials, pk=other))
         except side_by_side.NotComparable as exc:
             raise ValidationError({"trials": [str(exc)]}) from exc
-        left, right = (max(1, parse_pk(request.query_params.get(k)) or 1) for k in ("left", "right"))
-        size = min(max(1, parse_pk(request.query_params.get("size")) or side_by_side.WINDOW), side_by_side.MAX_WINDOW)
+        left, right = wanted["left"] or 1, wanted["right"] or 1
+        size = min(wanted["size"] or side_by_side.WINDOW, side_by_side.MAX_WINDOW)
         prefix = side_by_side.common_prefix(s.left_steps, s.right_steps)
         divergence = side_by_side.divergence(s, prefix)
         settled = side_by_side.align_from(s, left - 1, right - 1, size)
@@ -278,6 +279,16 @@ class TrialAlignment(APIView):
                 "next": request.build_absolute_uri(next_url) if next_url else None,
             }
         )
+
+
+def _number_from_one(request, name: str) -> int | None:
+    """`?name=` as a whole number from 1 (None when absent); anything else is refused."""
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    if not (number := parse_pk(value)):
+        raise ValidationError({name: [f"a whole number from 1, not {value!r}"]})
+    return number
 
 
 def viewer_step_url(trial: Trial, number: int, trajectory, trajectories) -> str:
