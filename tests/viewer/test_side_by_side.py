@@ -222,3 +222,19 @@ def test_the_first_divergence_deep_in_a_long_pair_is_found_from_the_prefix_hashe
     assert answer["identical_prefix"] == 236
     assert answer["first_divergence"] == {"left": 237, "right": 237}
     assert [p["status"] for p in answer["pairs"][:9]] == ["same"] * 7 + ["changed", "same"]
+
+
+def test_arguments_nested_past_what_orjson_writes_still_sign_and_show(client_logged_in, tmp_path):
+    def trial_with(name, bottom):
+        steps = [tool_step(1, "bash", {"cmd": "DEEP"}), tool_step(2, "bash", {"cmd": "BIG"})]
+        folder = write_trial(tmp_path / name, f"task-a__{name * 7}", steps=steps)
+        path = folder / "agent" / "trajectory.json"  # orjson writes neither: 600 levels, 71 bits
+        deep = b"[" * 600 + f'"{bottom}"'.encode() + b"]" * 600
+        path.write_bytes(path.read_bytes().replace(b'"DEEP"', deep).replace(b'"BIG"', str(2**70).encode()))
+        return import_trial_dir(folder)
+
+    left, right = trial_with("L", "bottom"), trial_with("R", "bottom-2")
+    answer = client_logged_in.get(reverse("api-trial-align", args=[left.pk, right.pk])).json()
+    assert [p["status"] for p in answer["pairs"]] == ["changed", "same"]
+    page = client_logged_in.get(reverse("trial-side-by-side", args=[left.pk, right.pk]))
+    assert page.status_code == 200 and "bash([[[[" in page.content.decode()

@@ -34,25 +34,46 @@ def digest(*parts: bytes) -> str:
     return hashlib.blake2b(b"\x1f".join(parts), digest_size=8).hexdigest()
 
 
-def normalised(value: Any) -> Any:
-    """Arguments as compared: keys sorted (by orjson), whitespace runs as one space, JSON strings parsed."""
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in ("{", "["):
-            try:
-                return normalised(orjson.loads(stripped))
-            except orjson.JSONDecodeError:
-                pass
-        return " ".join(value.split())
-    if isinstance(value, dict):
-        return {str(k): normalised(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalised(v) for v in value]
-    return value
-
-
 def encoded(value: Any) -> bytes:
-    return orjson.dumps(normalised(value), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    """Arguments as compared: keys sorted, whitespace runs as one space, strings holding JSON parsed.
+
+    A walk with a stack, not recursion: arguments nest as deep as a file does (orjson writes
+    only 255 levels, Python recurses about 1,000), and integers may pass 64 bits.
+    """
+    out: list[bytes] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bytes):  # (a closing bracket or separator pushed below)
+            out.append(item)
+        elif isinstance(item, str):
+            stripped = item.strip()
+            parsed = _json_in(stripped) if stripped[:1] in ("{", "[") else None
+            if parsed is not None:
+                stack.append(parsed)
+            else:
+                out.append(orjson.dumps(" ".join(item.split())))
+        elif isinstance(item, dict):
+            out.append(b"{")
+            stack.append(b"}")
+            for n, key in enumerate(sorted(item, key=str, reverse=True)):
+                stack += ([b","] if n else []) + [item[key], orjson.dumps(str(key)) + b":"]
+        elif isinstance(item, list):
+            out.append(b"[")
+            stack.append(b"]")
+            for n, element in enumerate(reversed(item)):
+                stack += ([b","] if n else []) + [element]
+        else:  # numbers, true, false, null
+            out.append(b"null" if item is None else str(item).lower().encode())
+    return b"".join(out)
+
+
+def _json_in(text: str) -> dict | list | None:
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
 
 
 def step_signature(

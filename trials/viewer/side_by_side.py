@@ -7,6 +7,7 @@ search on the prefix hashes (log32 n queries), and a window aligns
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -132,11 +133,18 @@ def step_cells(trajectory: Trajectory, numbers: list[int]) -> dict[int, StepCell
     tool_calls = ToolCall.objects.filter(step_id__in=[pk for pk, *_ in rows]).order_by("pk")
     for step_id, name, arguments in tool_calls.values_list("step_id", "function_name", "arguments"):
         # Masked before it is cut: a key cut short would no longer look like one.
-        calls[step_id].append(f"{name}({scrub(orjson.dumps(arguments).decode())[:LINE]})")
+        calls[step_id].append(f"{name}({scrub(_compact(arguments))[:LINE]})")
     return {
         index + 1: StepCell(index + 1, source, "; ".join(calls[pk])[: 2 * LINE], scrub(head)[:LINE])
         for pk, index, source, head in rows
     }
+
+
+def _compact(value: object) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # integers past 64 bits, or nested past orjson's 255 levels
+        return json.dumps(value, ensure_ascii=False, default=str)
 
 
 FOLD = 4  # a run of at least this many identical pairs is folded on the page
