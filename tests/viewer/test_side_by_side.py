@@ -237,4 +237,4 @@ def test_arguments_nested_past_what_orjson_writes_still_sign_and_show(client_log
     answer = client_logged_in.get(reverse("api-trial-align", args=[left.pk, right.pk])).json()
     assert [p["status"] for p in answer["pairs"]] == ["changed", "same"]
     page = client_logged_in.get(reverse("trial-side-by-side", args=[left.pk, right.pk]))
-    assert page.status_code == 200 and "bash([[[[" in page.content.decode()
+    assert page.status_code == 200 and "bash({&quot;cmd&quot;: [[[[" in page.content.decode()
