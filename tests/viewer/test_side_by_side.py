@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.builders import import_trial_dir, tool_step, write_trial
+from tests.builders import import_trial_dir, migrate_to, tool_step, write_trial
 from trials.ingest.signatures import step_signature
 from trials.models import Step
 from trials.viewer.align import Signed, align, align_window
@@ -238,3 +238,17 @@ def test_arguments_nested_past_what_orjson_writes_still_sign_and_show(client_log
     assert [p["status"] for p in answer["pairs"]] == ["changed", "same"]
     page = client_logged_in.get(reverse("trial-side-by-side", args=[left.pk, right.pk]))
     assert page.status_code == 200 and "bash({&quot;cmd&quot;: [[[[" in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_signs_steps_imported_before_it_as_the_import_does(tmp_path):
+    long_result = "line\n" * 1000  # a result longer than the preview its row keeps
+    steps = trajectory_steps(tool_step(0, "bash", {"cmd": "cat log"}, long_result))
+    trial = import_trial_dir(write_trial(tmp_path, "task-a__MMMMMMM", steps=steps))
+    signed = list(Step.objects.filter(trial=trial).order_by("index").values_list("align_key", "signature", "chain"))
+    migrate_to(("trials", "0021_trajectories_withhold_redacted_values"))
+    migrate_to()
+    assert (
+        list(Step.objects.filter(trial=trial).order_by("index").values_list("align_key", "signature", "chain"))
+        == signed
+    )
