@@ -1,8 +1,8 @@
 """Two trials of one task side by side: their main trajectories aligned a window at a time.
 
 Reads only the steps' stored hashes (trials.ingest.signatures): the first divergence is a
-search on the prefix hashes (log32 n queries), and a window aligns
-`WINDOW` steps of each side, so the cost is the same at 50 and at 50,000 steps.
+search on the prefix hashes (log32 n queries), and a window aligns `WINDOW` steps of each
+side, so the cost is about the same at 50 and at 50,000 steps (bench/viewer_bench.py).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ WINDOW = 50  # steps of each side one answer aligns (as many as a window of the 
 PROBES = 32  # prefix hashes a round of the search reads (four rounds at 50,000; 256 read slower than 4 x 32)
 MAX_WINDOW = 1000
 BEFORE_DIVERGENCE = 3  # identical steps the page shows above the first divergence
-COMPARE_WITH = 30
-LINE = 200  # characters of a step's tool calls or message on its row  # trials a trial page offers to compare with
+COMPARE_WITH = 30  # trials a trial page offers to compare with
+LINE = 200  # characters of a step's tool calls or message on its row
 
 
 class NotComparable(Exception):
@@ -182,12 +182,15 @@ class Page:
 def page(s: Sides, left_number: int | None, right_number: int | None) -> Page:
     """One window of the page: by default starting a few steps above the first divergence."""
     prefix = common_prefix(s.left_steps, s.right_steps)
-    divergence_pair = divergence(s, prefix)
     if left_number is None or right_number is None:
         left_start = right_start = max(0, prefix - BEFORE_DIVERGENCE)
+        settled = align_from(s, left_start, right_start)
+        # the window holds the divergence, marked as the page aligns it (unless the window stops before it)
+        divergence_pair = first_divergence(settled.pairs) or divergence(s, prefix)
     else:
         left_start, right_start = max(0, left_number - 1), max(0, right_number - 1)
-    settled = align_from(s, left_start, right_start)
+        settled = align_from(s, left_start, right_start)
+        divergence_pair = divergence(s, prefix)
     left_cells = step_cells(s.left_steps, [p.left for p in settled.pairs if p.left is not None])
     right_cells = step_cells(s.right_steps, [p.right for p in settled.pairs if p.right is not None])
     for trial, cells in ((s.left, left_cells), (s.right, right_cells)):
