@@ -252,3 +252,14 @@ def test_the_migration_signs_steps_imported_before_it_as_the_import_does(tmp_pat
         list(Step.objects.filter(trial=trial).order_by("index").values_list("align_key", "signature", "chain"))
         == signed
     )
+
+
+def test_the_page_opens_at_a_divergence_after_which_nothing_pairs(client_logged_in, tmp_path):
+    common = [tool_step(n, "read_file", {"path": f"{n}.py"}) for n in range(1, 11)]
+    left_steps = common + [tool_step(n, "bash", {"cmd": str(n)}) for n in range(11, 80)]
+    right_steps = common + [tool_step(n, "write_file", {"path": str(n)}) for n in range(11, 80)]
+    left = import_trial_dir(write_trial(tmp_path / "l", "task-a__LLLLLLL", steps=left_steps))
+    right = import_trial_dir(write_trial(tmp_path / "r", "task-a__RRRRRRR", steps=right_steps))
+    html = client_logged_in.get(reverse("trial-side-by-side", args=[left.pk, right.pk])).content.decode()
+    assert 'class="pair status-only_left" tabindex="-1" id="first-divergence"' in html
+    assert f'href="/trials/{left.pk}/steps/11/#step-11">11</a>' in html

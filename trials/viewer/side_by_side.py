@@ -185,8 +185,11 @@ def page(s: Sides, left_number: int | None, right_number: int | None) -> Page:
     if left_number is None or right_number is None:
         left_start = right_start = max(0, prefix - BEFORE_DIVERGENCE)
         settled = align_from(s, left_start, right_start)
-        # the window holds the divergence, marked as the page aligns it (unless the window stops before it)
-        divergence_pair = first_divergence(settled.pairs) or divergence(s, prefix)
+        # the divergence as this window aligns it; a window that stops before it starts there instead
+        if first_divergence(settled.pairs) is None and left_start < prefix:
+            left_start = right_start = prefix
+            settled = align_from(s, left_start, right_start)
+        divergence_pair = first_divergence(settled.pairs)
     else:
         left_start, right_start = max(0, left_number - 1), max(0, right_number - 1)
         settled = align_from(s, left_start, right_start)
