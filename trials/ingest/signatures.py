@@ -35,11 +35,20 @@ def digest(*parts: bytes) -> str:
 
 
 def encoded(value: Any) -> bytes:
-    """Arguments as compared: keys sorted, whitespace runs as one space, strings holding JSON parsed.
+    """Arguments as compared: keys sorted, whitespace runs as one space, arguments sent as a JSON string parsed."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        value = _json_in(value.strip()) or value
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # nested past orjson's 255 levels, or integers past 64 bits
+        return _walked(value)
+    # Runs of spaces and of JSON's escaped whitespace as one space (bytes.replace: a regex took 3x as long).
+    return b" ".join(text.replace(b"\\n", b" ").replace(b"\\t", b" ").replace(b"\\r", b" ").split())
 
-    A walk with a stack, not recursion: arguments nest as deep as a file does (orjson writes
-    only 255 levels, Python recurses about 1,000), and integers may pass 64 bits.
-    """
+
+def _walked(value: Any) -> bytes:
+    """`encoded` by a walk with a stack, not recursion: arguments nest as deep as a file does
+    (orjson writes only 255 levels, Python recurses about 1,000), and integers may pass 64 bits."""
     out: list[bytes] = []
     stack: list[Any] = [value]
     while stack:
