@@ -3,6 +3,9 @@
 Imports a 50-step and a 50,000-step trajectory into a throw-away SQLite database, then
 times (server side, through django.test.Client) the trial page, a deep link to step
 40,000 (step 40 for the short one: the same relative place), and a search, N times each.
+Each is imported twice, the twin with other arguments in one tool call a tenth in (step 5
+of 50, 5,000 of 50,000: the 50-step page's window is full too), as two attempts of one
+task: the side-by-side page (opening at that divergence) and the align API are timed on the pair.
 
     .venv/bin/python bench/viewer_bench.py [--steps 50000] [--repeat 30]
 
@@ -37,21 +40,31 @@ def setup_django(data_dir: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def import_trajectory(out: Path, steps: int, observation_bytes: int):
+def import_trajectory(out: Path, steps: int, observation_bytes: int, twin: bool = False):
+    # (imported once Django is set up: the models need it)
     from trials import search
     from trials.demo import write_trajectory
     from trials.imports.queue import create_import  # (after django.setup(): they load models)
     from trials.imports.service import run_import
     from trials.models import Import, Trial
 
-    session = f"bench-{steps}"
+    session = f"bench-{steps}{'-twin' if twin else ''}"
     path = out / f"{session}.trajectory.json"
-    write_trajectory(
-        path, steps=steps, observation_bytes=observation_bytes, seed=0, session_id=session, model="openai/gpt-5.4"
+    write_trajectory(  # (the twin the same steps: the session id is written into them)
+        path,
+        steps=steps,
+        observation_bytes=observation_bytes,
+        seed=0,
+        session_id=f"bench-{steps}",
+        model="openai/gpt-5.4",
     )
     # A needle only one step near the end has: the worst case for a search (no early stop).
     data = orjson.loads(path.read_bytes())
     data["steps"][steps * 9 // 10]["message"] += "\nbench-needle-7f3a"
+    data["session_id"] = session
+    if twin:  # the first tool call from a tenth on gets other arguments: the first divergence
+        step = next(s for s in data["steps"][steps // 10 :] if s.get("tool_calls"))
+        step["tool_calls"][0]["arguments"] = {"bench": "other arguments"}
     path.write_bytes(orjson.dumps(data))
     started = time.perf_counter()
     imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
@@ -87,6 +100,14 @@ def main() -> int:
         client.force_login(get_user_model().objects.create_user("bench", password="bench-password"))
 
         trials = {n: import_trajectory(Path(tmp), n, args.observation_bytes) for n in (args.small, args.steps)}
+        twins = {
+            n: import_trajectory(Path(tmp), n, args.observation_bytes, twin=True) for n in (args.small, args.steps)
+        }
+        from trials.models import Task, Trial
+
+        for n in trials:  # two attempts of one task (a standalone trajectory names none)
+            task = Task.objects.create(name=f"bench-task-{n}")
+            Trial.objects.filter(pk__in=[trials[n].pk, twins[n].pk]).update(task=task)
         from django.db import connection
 
         if connection.vendor == "postgresql":  # statistics, as autovacuum gathers soon after an import
@@ -95,7 +116,12 @@ def main() -> int:
 
         def cases(trial, n: int) -> dict[str, str]:
             page = reverse("trial-detail", args=[trial.pk])
+            align = reverse("api-trial-align", args=[trial.pk, twins[n].pk])
+            near = n * 9 // 10 - 10  # a window just before the divergence
             return {
+                "side by side (at divergence)": reverse("trial-side-by-side", args=[trial.pk, twins[n].pk]),
+                "align API, from step 1": align,
+                "align API, at 9/10": f"{align}?left={near}&right={near}",
                 "trial page": page,
                 "deep link to step 4/5": reverse("trial-step", args=[trial.pk, n * 4 // 5]),  # 40,000 of 50,000
                 "search, common word": page + "?q=read_file",
@@ -131,7 +157,7 @@ def main() -> int:
         page_median = statistics.median(results["trial page"][large])
         print()
         print(f"trial page median at {large} steps: {page_median:.1f} ms (target < 100 ms)")
-        print(f"worst page / deep-link ratio: {worst:.2f} (target <= 1.5)")
+        print(f"worst page / deep-link / side-by-side ratio: {worst:.2f} (target <= 1.5)")
     return 0
 
 

@@ -48,6 +48,7 @@ urlpatterns += [
     path("trials/<int:pk>/search/", trials.TrialSearch.as_view(), name="api-trial-search"),
     path("trials/<int:pk>/permissions/", trials.TrialPermissions.as_view(), name="api-trial-permissions"),
     path("trials/<int:pk>/context/", trials.TrialContext.as_view(), name="api-trial-context"),
+    path("trials/<int:pk>/align/<int:other>/", trials.TrialAlignment.as_view(), name="api-trial-align"),
     path("search/", trials.Search.as_view(), name="api-search"),
 ]
 

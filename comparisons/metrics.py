@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from django.db.models.fields.json import KT
+from django.urls import reverse
 
 from comparisons import stats
 from comparisons.models import SideKind
@@ -168,6 +169,12 @@ def task_matrix(base: SideData, cand: SideData) -> list[dict[str, Any]]:
                 "baselineUrl": base.side.trials_url(task=name),
                 "candidateUrl": cand.side.trials_url(task=name),
                 "checksumsDiffer": bool(b and c and b.checksums != c.checksums),
+                # the first attempt of each side, their trajectories aligned (trials/viewer/side_by_side.py)
+                "sideBySideUrl": (
+                    reverse("trial-side-by-side", args=[min(b.trial_ids), min(c.trial_ids)])
+                    if b and c and b.trial_ids and c.trial_ids
+                    else None
+                ),
             }
         )
     return rows

@@ -96,6 +96,18 @@ def good_steps() -> list[dict]:
     ]
 
 
+def tool_step(number: int, tool: str, arguments: Any, result: str = "ok") -> dict:
+    """An ATIF agent step making one tool call, with its result."""
+    call = f"c{number}"
+    return {
+        "step_id": number,
+        "source": "agent",
+        "message": f"step {number}",
+        "tool_calls": [{"tool_call_id": call, "function_name": tool, "arguments": arguments}],
+        "observation": {"results": [{"source_call_id": call, "content": result}]},
+    }
+
+
 def write_trial(root: Path, name: str = "task-a__AAAAAAA", steps: list[dict] | None = None, **parts) -> Path:
     trial = root / name
     (trial / "agent").mkdir(parents=True)

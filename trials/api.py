@@ -24,7 +24,7 @@ from trials.serializers import (
     TrialDetailSerializer,
     TrialListSerializer,
 )
-from trials.viewer import search_hits, steps, tabs, text
+from trials.viewer import search_hits, side_by_side, steps, tabs, text
 
 
 class ImportListCreate(generics.ListCreateAPIView):
@@ -324,6 +324,68 @@ class TrialContext(APIView):
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
         return Response({"records": tabs.context_records(trial, request.query_params.get("kind"))})
+
+
+class TrialAlignment(APIView):
+    """The trial's main trajectory aligned with trial `other`'s, step by step (both of one task).
+
+    A window at a time: `?left=` / `?right=` the step numbers it starts at (default 1),
+    `?size=` steps of each side (default 50, at most 1000); `next` is the next window's URL.
+    Steps are named by their number (from 1, as in `/api/trials/<pk>/steps/<number>/`).
+    """
+
+    @extend_schema(
+        operation_id="trials_align_retrieve",
+        parameters=[
+            OpenApiParameter("left", int, description="first step number of the left window (default 1)"),
+            OpenApiParameter("right", int, description="first step number of the right window (default 1)"),
+            OpenApiParameter("size", int, description="steps of each side aligned (default 50, at most 1000)"),
+        ],
+        responses={
+            200: OpenApiResponse(description="pairs of step numbers with their status, and the first divergence"),
+            400: OpenApiResponse(description="the trials are not of one task, or one has no trajectory"),
+        },
+    )
+    def get(self, request, pk: int, other: int):
+        wanted = {name: _number_from_one(request, name) for name in ("left", "right", "size")}
+        try:
+            trials = Trial.objects.select_related("task")
+            s = side_by_side.sides(get_object_or_404(trials, pk=pk), get_object_or_404(trials, pk=other))
+        except side_by_side.NotComparable as exc:
+            raise ValidationError({"trials": [str(exc)]}) from exc
+        left, right = wanted["left"] or 1, wanted["right"] or 1
+        size = min(wanted["size"] or side_by_side.WINDOW, side_by_side.MAX_WINDOW)
+        prefix = side_by_side.common_prefix(s.left_steps, s.right_steps)
+        divergence = side_by_side.divergence(s, prefix)
+        settled = side_by_side.align_from(s, left - 1, right - 1, size)
+        next_left, next_right = left + settled.left_used, right + settled.right_used
+        more = next_left <= s.left_steps.step_count or next_right <= s.right_steps.step_count
+        next_url = f"{request.path}?left={next_left}&right={next_right}&size={size}" if more else None
+        return Response(
+            {
+                "left_trial": s.left.pk,
+                "right_trial": s.right.pk,
+                "left_steps": s.left_steps.step_count,
+                "right_steps": s.right_steps.step_count,
+                "identical_prefix": prefix,
+                "first_divergence": {
+                    "left": divergence.left if divergence else None,
+                    "right": divergence.right if divergence else None,
+                },
+                "pairs": [pair._asdict() for pair in settled.pairs],
+                "next": request.build_absolute_uri(next_url) if next_url else None,
+            }
+        )
+
+
+def _number_from_one(request, name: str) -> int | None:
+    """`?name=` as a whole number from 1 (None when absent); anything else is refused."""
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    if not (number := parse_pk(value)):
+        raise ValidationError({name: [f"a whole number from 1, not {value!r}"]})
+    return number
 
 
 def viewer_step_url(trial: Trial, number: int, trajectory, trajectories) -> str:

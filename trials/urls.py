@@ -11,6 +11,7 @@ urlpatterns = [
     path("trials/", views.trial_list, name="trial-list"),
     path("trials/<int:pk>/", views.trial_detail, name="trial-detail"),
     path("trials/<int:pk>/steps/<int:number>/", views.trial_step, name="trial-step"),
+    path("trials/<int:pk>/side-by-side/<int:other>/", views.trial_side_by_side, name="trial-side-by-side"),
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/", views.artifact_download, name="trial-artifact"),
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/preview/", views.artifact_preview, name="trial-artifact-preview"),
     path("trials/<int:pk>/file/", views.trial_file, name="trial-file"),

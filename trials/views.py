@@ -19,7 +19,7 @@ from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFil
 from trials.models.trial import stall_cutoff
 from trials.triage.forms import CommentForm
 from trials.triage.signatures import FLAG_LABELS
-from trials.viewer import artifacts, lists, search_hits, steps, tabs, text, transcript
+from trials.viewer import artifacts, lists, search_hits, side_by_side, steps, tabs, text, transcript
 
 PAGE_SIZE = 50
 TABS = [
@@ -315,6 +315,22 @@ TAB_CONTEXT = {
 def trial_step(request, pk, number: int):
     """The stable URL of a step: the trial page at the window holding it, scrolled to it."""
     return trial_detail(request, pk, number=number)
+
+
+def trial_side_by_side(request, pk, other):
+    """Two trials of one task, their steps aligned row by row; opens at the first divergence."""
+    left, right = (
+        get_object_or_404(Trial.objects.for_list(), pk=pk),
+        get_object_or_404(Trial.objects.for_list(), pk=other),
+    )
+    context = {"left": left, "right": right, "sides": [(left, "Left", None), (right, "Right", None)]}
+    try:
+        s = side_by_side.sides(left, right)
+    except side_by_side.NotComparable as exc:
+        return render(request, "trials/side_by_side.html", context | {"error": str(exc)}, status=400)
+    context["sides"] = [(left, "Left", s.left_steps.step_count), (right, "Right", s.right_steps.step_count)]
+    numbers = [parse_pk(request.GET.get(k)) for k in ("left", "right")]
+    return render(request, "trials/side_by_side.html", context | {"page": side_by_side.page(s, *numbers)})
 
 
 def artifact_download(request, pk, artifact_pk):

@@ -172,6 +172,15 @@ def test_a_different_task_checksum_makes_the_comparison_invalid():
     assert "same task contracts were not used for every compared library" in result["comparison"]["headlineReasons"]
 
 
+def test_each_task_in_both_sides_links_the_first_attempts_side_by_side():
+    base = build_side("base", {"a": [1.0, 0.0], "b": [1.0]})
+    cand = build_side("cand", {"a": [0.0], "c": [1.0]})
+    rows = {r["task"]: r for r in compare(base, cand, resamples=100)["tasks"]}
+    first = {side.key: min(side.trials.filter(task__name="a").values_list("pk", flat=True)) for side in (base, cand)}
+    assert rows["a"]["sideBySideUrl"] == f"/trials/{first['base']}/side-by-side/{first['cand']}/"
+    assert rows["b"]["sideBySideUrl"] is None and rows["c"]["sideBySideUrl"] is None
+
+
 def test_different_task_sets_are_invalid_and_list_the_tasks_on_one_side():
     base = build_side("base", {"a": [1.0], "b": [1.0], "c": [0.0]})
     cand = build_side("cand", {"b": [1.0], "c": [1.0], "d": [1.0]})

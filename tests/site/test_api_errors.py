@@ -30,7 +30,7 @@ def test_every_integer_query_parameter_refuses_a_value_that_is_not_a_whole_numbe
     sides = {"baseline": base.pk, "candidate": cand.pk}
     checked = []
     for path, name in integer_query_parameters(schema):
-        url = path.replace("{id}", str(trial.pk)).replace("{chart}", "heatmap")
+        url = path.replace("{id}", str(trial.pk)).replace("{other}", str(trial.pk)).replace("{chart}", "heatmap")
         params = {**(sides if "comparisons" in path else {}), name: "x"}
         if name.endswith("_job"):  # a job side instead of a configuration side
             params.pop(name.removesuffix("_job"), None)

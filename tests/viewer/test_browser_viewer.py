@@ -19,6 +19,8 @@ from tests.builders import (
     import_path,
     import_trial_dir,
     long_trajectory,
+    tool_step,
+    write_trial,
 )
 from trials.models import Trial
 
@@ -390,3 +392,32 @@ def test_collapse_all_folds_every_long_block_and_a_click_opens_one(page, tmp_pat
     page.click("#collapse-all")
     page.click("#expand-all")
     expect(page.locator("#steps pre.folded")).to_have_count(0)
+
+
+def test_the_side_by_side_page_opens_at_the_first_divergence_and_walks_it_by_keyboard(page, tmp_path):
+    """Two attempts of one task of 120 steps; the right one runs another command at step 100."""
+    steps = [tool_step(n, "bash", {"cmd": f"echo {n}"}) for n in range(1, 121)]
+    left = import_trial_dir(write_trial(tmp_path / "l", "task-a__LLLLLLL", steps=steps))
+    steps[99] = tool_step(100, "bash", {"cmd": "rm -rf build"})
+    right = import_trial_dir(write_trial(tmp_path / "r", "task-a__RRRRRRR", steps=steps))
+    page.goto(reverse("trial-detail", args=[left.pk]))
+    page.click("#compare-with summary")
+    page.click(f'#compare-with a[href="{reverse("trial-side-by-side", args=[left.pk, right.pk])}"]')
+    divergence = page.locator("#first-divergence")
+    expect(divergence).to_be_in_viewport()
+    expect(divergence).to_have_class(re.compile(r"\bcurrent\b"))
+    expect(divergence).to_contain_text("changed")
+    expect(divergence.locator("td.num a").first).to_have_attribute("href", f"/trials/{left.pk}/steps/100/#step-100")
+    expect(page.locator("#pairs")).to_contain_text("Steps 1–96 identical")
+    page.keyboard.press("k")  # the identical step above it
+    expect(page.locator("tr.pair.current")).to_contain_text("echo 99")
+    page.keyboard.press("n")  # back to the only difference
+    expect(divergence).to_have_class(re.compile(r"\bcurrent\b"))
+    folded = page.locator("tbody.run.folded")  # the 20 identical steps after it
+    expect(folded).to_be_hidden()
+    page.keyboard.press("o")
+    expect(folded).to_be_visible()
+    page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(rf"/trials/{left.pk}/steps/101/#step-101$"))
+    assert page.errors == []

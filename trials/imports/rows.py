@@ -21,6 +21,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
+from trials.ingest.signatures import StepSignature, step_signature
 from trials.ingest.values import seconds_between
 from trials.models import (
     Artifact,
@@ -192,7 +193,7 @@ def _aware(value: datetime | None) -> datetime | None:
     return value if value is None or value.tzinfo is not None else None
 
 
-def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int) -> dict[str, Any]:
+def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int, signed: StepSignature) -> dict[str, Any]:
     return {
         "trajectory_id": trajectory.pk,
         "trial_id": trajectory.trial_id,
@@ -213,7 +214,21 @@ def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int) -
         "tool_call_count": len(step.tool_calls),
         "body_offset": offset,
         "size": size,
+        "align_key": signed.align_key,
+        "signature": signed.signature,
+        "chain": signed.chain,
     }
+
+
+def sign_step(step: ParsedStep, previous_chain: str) -> StepSignature:
+    """The step's alignment hashes, from what its rows keep (trials.ingest.signatures)."""
+    return step_signature(
+        step.source,
+        step.message_text,
+        [(call.function_name[:200], call.arguments) for call in step.tool_calls],
+        [obs.content_text for obs in step.observations],
+        previous_chain,
+    )
 
 
 def step_tokens(step: ParsedStep) -> int:

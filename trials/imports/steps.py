@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from django.db import transaction
 
-from trials.imports.rows import column_count, step_row, step_tokens
+from trials.imports.rows import column_count, sign_step, step_row, step_tokens
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.records import (
@@ -81,6 +81,13 @@ def write_trajectory(
             bodies.discard()
 
 
+def previous_chain(trajectory: Trajectory, index: int) -> str:
+    """The prefix signature a run of steps from `index` continues (a batch after the first reads it back)."""
+    if index == 0:
+        return ""
+    return trajectory.steps.filter(index=index - 1).values_list("chain", flat=True).first() or ""
+
+
 def file_blob(parsed: ParsedTrajectory, blobs: dict[str, int]) -> int | None:
     """The blob of the trajectory's file (an embedded subagent's: its parent's file)."""
     return blobs.get(parsed.path.partition(EMBEDDED_MARK)[0])
@@ -120,6 +127,7 @@ def write_steps(chunks: list[StepChunk]) -> None:
         return
     rows = []
     for trajectory, parsed_steps, bodies in chunks:
+        chain = previous_chain(trajectory, parsed_steps[0].index)
         for step in parsed_steps:
             if bodies is None:
                 assert step.span is not None  # (no bodies: every step's span in the file is known)
@@ -127,7 +135,9 @@ def write_steps(chunks: list[StepChunk]) -> None:
             else:
                 body = dumps_bytes(step.raw)
                 offset, size = bodies.add(body), len(body)
-            rows.append(step_row(trajectory, step, offset, size))
+            signed = sign_step(step, chain)
+            chain = signed.chain
+            rows.append(step_row(trajectory, step, offset, size, signed))
     insert_rows(Step, rows)
     step_pks = {
         (trajectory_id, index): pk

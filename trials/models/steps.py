@@ -103,6 +103,11 @@ class Step(models.Model):
     tool_call_count = models.PositiveIntegerField(default=0)
     body_offset = models.BigIntegerField(default=0)  # where the step's JSON starts in trajectory.step_bodies
     size = models.PositiveIntegerField(default=0)  # bytes of the step's JSON
+    # What aligns it with another trial's step (trials.ingest.signatures): what may pair it, what makes
+    # the pair the same, and the signature of its whole prefix (a search on it finds the first divergence).
+    align_key = CharField(max_length=16, blank=True)
+    signature = CharField(max_length=16, blank=True)
+    chain = CharField(max_length=16, blank=True)
 
     class Meta:
         ordering = ["trajectory", "index"]

@@ -11,7 +11,7 @@ from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from trials.viewer import text
+from trials.viewer import side_by_side, text
 
 register = template.Library()
 
@@ -134,3 +134,9 @@ def as_text(value: Any) -> str:
 def listed(value: Any) -> Any:
     """A list as "a, b, c" (a QC item's evidence refs in its history), anything else as it is."""
     return ", ".join(str(v) for v in value) if isinstance(value, list) else value
+
+
+@register.simple_tag
+def compare_with(trial: Any) -> Any:
+    """Other trials of the trial's task, for its "compare with…" menu (one query)."""
+    return side_by_side.compare_with(trial)
