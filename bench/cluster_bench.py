@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import p95  # bench/timing.py: this folder is on sys.path when run as a script
+from timing import describe, timed  # bench/timing.py: this folder is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -106,19 +106,6 @@ def create_failed_trials(count: int, seed: int = 0) -> list[int]:
         ]
     )
     return [t.pk for t in trials]
-
-
-def timed(fn, runs: int) -> list[float]:
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return out
-
-
-def describe(name: str, ms: list[float]) -> str:
-    return f"{name:<52} median {statistics.median(ms):8.1f} ms   p95 {p95(ms):8.1f} ms   (n={len(ms)})"
 
 
 def main() -> None:

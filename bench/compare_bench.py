@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from timing import p95  # bench/timing.py: this folder is on sys.path when run as a script
+from timing import describe, timed  # bench/timing.py: this folder is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -95,19 +94,6 @@ def create_trials(tasks: int, attempts: int, sides: int = 2, seed: int = 0) -> l
         Trial.objects.bulk_create(trials, batch_size=2_000)
         ids.append(conf.pk)
     return ids
-
-
-def timed(fn, runs: int) -> list[float]:
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return out
-
-
-def describe(name: str, ms: list[float]) -> str:
-    return f"{name:<44} median {statistics.median(ms):8.1f} ms   p95 {p95(ms):8.1f} ms   (n={len(ms)})"
 
 
 def main() -> None:

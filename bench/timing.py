@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections.abc import Callable
 
 
 def measure(client, urls: dict[str, str], repeat: int) -> dict[str, list[float]]:
@@ -23,3 +25,17 @@ def measure(client, urls: dict[str, str], repeat: int) -> dict[str, list[float]]
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def timed(fn: Callable[[], object], runs: int) -> list[float]:
+    """Milliseconds of each of `runs` calls of `fn`."""
+    out = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def describe(name: str, ms: list[float]) -> str:
+    return f"{name:<52} median {statistics.median(ms):8.1f} ms   p95 {p95(ms):8.1f} ms   (n={len(ms)})"
