@@ -274,7 +274,7 @@ class Search(APIView):
             OpenApiParameter("job", str, description="a job id, or part of its name"),
             OpenApiParameter("configuration", str, description="a configuration id, or part of its key"),
             OpenApiParameter("task", str, description="a task id, or part of its name"),
-            OpenApiParameter("tool", str, description="steps with a call of this tool"),
+            OpenApiParameter("tool", str, description="steps with a call of a tool whose name holds this, any case"),
             OpenApiParameter("page", int, description="from 1"),
         ],
         responses={200: OpenApiResponse(description="a page of matching steps")},

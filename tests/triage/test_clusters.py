@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.builders import make_user
 from tests.factories import ConfigurationFactory, JobFactory, PermissionDecisionFactory, TrialFactory
-from trials.models import RuntimeEvent, Trial
+from trials.models import RuntimeEvent, Step, ToolCall, Trajectory, Trial
 from trials.triage import signatures
 from trials.triage.models import AuditEntry, FailureCluster, QCItem
 
@@ -217,3 +219,34 @@ def test_a_cluster_its_trials_left_is_gone_with_its_signature(client, triager):
     client.force_login(triager)
     assert client.get(f"/api/qc/clusters/{old}/").status_code == 404
     assert "sk-live" not in client.get("/api/qc/clusters/").content.decode()
+
+
+def failing_write(message: str) -> Trial:
+    """An errored trial whose write_file call failed in its second trajectory (a subagent's)."""
+    trial = errored(message)
+    Trajectory.objects.create(trial=trial, path="agent/trajectory.json", role="main", position=0)
+    sub = Trajectory.objects.create(
+        trial=trial, path="agent/subagents/fix/trajectory.json", role="subagent", position=1
+    )
+    step = Step.objects.create(trial=trial, trajectory=sub, index=1, step_id="2", source="agent")
+    ToolCall.objects.create(trial=trial, step=step, tool_call_id="c2", function_name="write_file")
+    RuntimeEvent.objects.create(trial=trial, type="tool.failed", sequence=3, payload={"toolName": "write_file"})
+    return trial
+
+
+def test_filing_a_cluster_costs_the_same_queries_for_2_trials_as_for_8(client, triager):
+    small = signed(*(failing_write("disk full") for _ in range(2)))
+    large = signed(*(failing_write("socket closed") for _ in range(8)))
+    assert small[0].cluster.signature["tool"] == "write_file" and small[0].cluster_id != large[0].cluster_id
+    client.force_login(triager)
+    body = {"kind": "release-blocker", "category": "environment", "severity": "P0", "note": "x"}
+    counts = []
+    for cluster in (small, large):
+        with CaptureQueriesContext(connection) as queries:
+            url = f"/api/qc/clusters/{cluster[0].cluster_id}/feedback/"
+            assert client.post(url, body, content_type="application/json").status_code == 201
+        counts.append(len(queries))
+        item = QCItem.objects.get(cluster_id=cluster[0].cluster_id)
+        refs = {c.trial_id: c.evidence_refs[1:] for c in item.citations.all()}
+        assert refs == {t.pk: [{"kind": "step", "ref": "2@fix/trajectory.json"}] for t in cluster}
+    assert counts[0] == counts[1]

@@ -94,6 +94,9 @@ def test_the_snippet_is_escaped_and_highlights_the_match(client_logged_in, trial
         ({"configuration": "cand"}, {"fix-git-hooks__B", "parse-logs__C"}),
         ({"task": "git"}, {"fix-git-hooks__A", "fix-git-hooks__B"}),
         ({"tool": "python"}, {"fix-git-hooks__B"}),
+        ({"tool": "PYTH"}, {"fix-git-hooks__B"}),  # the tool too: part of its name, any case
+        ({"tool": "as"}, {"fix-git-hooks__A"}),
+        ({"tool": "perl"}, set()),
         ({"job": "beta", "configuration": "claude-cand"}, {"parse-logs__C"}),
         ({"job": "gamma"}, set()),
     ],

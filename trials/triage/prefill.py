@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from trials.models import Artifact, RewardCriterion, Step, ToolCall, Trial
+from trials.models import Artifact, RewardCriterion, Step, ToolCall, Trajectory, Trial
 from trials.triage import taxonomy
 from trials.triage.models import FailureMode, QCScenario
 
@@ -77,10 +77,24 @@ def queue_category(trial_values: dict[str, Any]) -> str:
 
 
 def trajectory_names(trial: Trial) -> dict[int, str]:
-    """Trajectory pk -> its name in a step ref: "" for the trial's first trajectory; for the others
-    (continuations, subagents, multi-step parts, whose step ids repeat the first's) the shortest
-    end of its path that no other trajectory of the trial ends with."""
-    paths = dict(trial.trajectories.order_by("position").values_list("pk", "path"))
+    """Trajectory pk -> its name in a step ref (see names_of_paths)."""
+    return names_of_paths(dict(trial.trajectories.order_by("position").values_list("pk", "path")))
+
+
+def trajectory_names_of(trial_pks: list[int]) -> dict[int, dict[int, str]]:
+    """{trial pk: trajectory_names(trial)} for many trials in one query (filing a cluster)."""
+    paths: dict[int, dict[int, str]] = {pk: {} for pk in trial_pks}
+    rows = Trajectory.objects.filter(trial__in=trial_pks).order_by("trial_id", "position")
+    for trial_id, pk, path in rows.values_list("trial_id", "pk", "path"):
+        paths[trial_id][pk] = path
+    return {trial_id: names_of_paths(of_trial) for trial_id, of_trial in paths.items()}
+
+
+def names_of_paths(paths: dict[int, str]) -> dict[int, str]:
+    """Trajectory pk -> its name in a step ref, from one trial's {pk: path} in position order:
+    "" for the trial's first trajectory; for the others (continuations, subagents, multi-step
+    parts, whose step ids repeat the first's) the shortest end of its path that no other
+    trajectory of the trial ends with."""
     names = {}
     for i, (pk, path) in enumerate(paths.items()):
         parts = path.split("/")

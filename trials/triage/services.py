@@ -27,7 +27,7 @@ from trials.triage.models import (
     Severity,
     TriageAssignment,
 )
-from trials.triage.prefill import parse_ref, step_ref, trajectory_names
+from trials.triage.prefill import parse_ref, step_ref, trajectory_names_of
 
 LIME_SCHEMA_VERSION = "lime-profile-0.4.0"
 
@@ -103,7 +103,7 @@ def file_cluster(user, cluster: FailureCluster, trials: list[Trial], data: dict[
 
 
 def failing_step_refs(trials: list[Trial], tool: str) -> dict[int, str]:
-    """{trial pk: the step ref of its first call of the failing `tool`} (one query for them all)."""
+    """{trial pk: the step ref of its first call of the failing `tool`} (two queries for them all)."""
     if not tool:
         return {}
     calls = (
@@ -111,16 +111,14 @@ def failing_step_refs(trials: list[Trial], tool: str) -> dict[int, str]:
         .order_by("trial_id", "step__trajectory__position", "step__index")
         .values_list("trial_id", "step__step_id", "step__trajectory_id")
     )
-    refs: dict[int, str] = {}
-    names: dict[int, dict[int, str]] = {}
-    by_pk = {t.pk: t for t in trials}
+    first: dict[int, tuple[str, int]] = {}
     for trial_id, step_id, trajectory_id in calls:
-        if trial_id in refs:
-            continue
-        if trial_id not in names:
-            names[trial_id] = trajectory_names(by_pk[trial_id])
-        refs[trial_id] = step_ref(step_id, names[trial_id].get(trajectory_id, ""))
-    return refs
+        first.setdefault(trial_id, (step_id, trajectory_id))
+    names = trajectory_names_of(list(first))  # one query, not one per trial
+    return {
+        trial_id: step_ref(step_id, names[trial_id].get(trajectory_id, ""))
+        for trial_id, (step_id, trajectory_id) in first.items()
+    }
 
 
 def _create_item(user, trial: Trial, data: dict[str, Any], **extra: Any) -> QCItem:

@@ -112,8 +112,7 @@ def queue(request):
             "total": Trial.objects.untriaged().count(),
             "filters": {key: request.GET.get(key, "") for key in queries.QUEUE_FILTERS},
             "sort": sort,
-            # (the task is in the trial's name: sortable by the API and ?sort=task, not a column)
-            "sorts": [(key, f"-{key}" if sort == key else key) for key in queries.QUEUE_SORTS if key != "task"],
+            "sorts": [(key, f"-{key}" if sort == key else key) for key in queries.QUEUE_SORTS],
             "query": _without(request.GET, "page", "sort"),
             "page_query": _without(request.GET, "page"),
             "flags": signatures.FLAG_CHOICES,

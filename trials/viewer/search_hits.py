@@ -58,8 +58,10 @@ def matching_texts(params: QueryDict) -> QuerySet[StepText]:
     if wanted:  # the trial list's own filters: a part of a name, or an id
         texts = texts.filter(trial__in=TrialFilter(wanted, queryset=Trial.objects.all()).qs.values("pk"))
     if tool := str(params.get("tool", "")).strip():
-        # EXISTS, per hit through the tool call's step index: an IN list would hold every call of a common tool
-        texts = texts.filter(Exists(ToolCall.objects.filter(step_id=OuterRef("step_id"), function_name=tool)))
+        # part of the name, any case, as the other filters; EXISTS per hit through the tool call's step
+        # index: an IN list would hold every call of a common tool
+        calls = ToolCall.objects.filter(step_id=OuterRef("step_id"), function_name__icontains=tool)
+        texts = texts.filter(Exists(calls))
     return texts
 
 
