@@ -2,6 +2,8 @@
 // No inline script (a strict CSP comes later); text is inserted with textContent.
 // This file runs before plotly.js (which is deferred): it asks for every figure at once, so the
 // server answers while the browser is still reading plotly.js, and draws once plotly.js is there.
+// A chart is drawn when it nears the viewport: drawing is most of the cost, and the first screen
+// should not wait for charts below it.
 (function () {
   "use strict";
 
@@ -56,19 +58,33 @@
   const charts = Array.from(document.querySelectorAll("[data-chart-url]"));
   const figures = charts.map(function (el) { return figureOf(el, 0); });
 
-  function drawAll() {
-    charts.forEach(function (el, i) {
-      if (!window.Plotly) {
-        showMessage(el, "plotly.js did not load.");
-        return;
-      }
-      figures[i]
-        .then(function (figure) { return draw(el, figure); })
-        .catch(function (error) { showMessage(el, "Chart unavailable: " + error.message); });
-    });
+  function drawOne(el, i) {
+    if (!window.Plotly) {
+      showMessage(el, "plotly.js did not load.");
+      return;
+    }
+    figures[i]
+      .then(function (figure) { return draw(el, figure); })
+      .catch(function (error) { showMessage(el, "Chart unavailable: " + error.message); });
+  }
+
+  // Charts within 200 px of the viewport are drawn now, the others as they scroll near it.
+  function drawWhenNear() {
+    if (!("IntersectionObserver" in window)) {
+      charts.forEach(drawOne);
+      return;
+    }
+    const observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (!entry.isIntersecting) return;
+        observer.unobserve(entry.target);
+        drawOne(entry.target, charts.indexOf(entry.target));
+      });
+    }, { rootMargin: "200px 0px" });
+    charts.forEach(function (el) { observer.observe(el); });
   }
 
   // Deferred scripts (plotly.js) have run by DOMContentLoaded.
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", drawAll);
-  else drawAll();
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", drawWhenNear);
+  else drawWhenNear();
 })();
