@@ -47,6 +47,9 @@ TIMINGS_JS = """() => {
     {name: "HTML received", ms: nav.responseEnd},
     {name: "DOMContentLoaded", ms: nav.domContentLoadedEventEnd},
   ];
+  for (const m of performance.getEntriesByType("measure")) {
+    out.push({name: m.name + " (duration)", ms: m.duration});
+  }
   for (const r of performance.getEntriesByType("resource")) {
     const path = new URL(r.name).pathname;
     const name = path.includes("/charts/") ? "chart JSON " + path.split("/").slice(-2, -1)[0] : path;
@@ -156,7 +159,8 @@ def main() -> None:
     for name, ms in rows:
         print(f"{name:<22} median {statistics.median(ms):7.1f} ms   p95 {p95(ms):7.1f} ms")
     for name, ms in parts.items():
-        print(f"  {name:<40} ends at median {statistics.median(ms):7.1f} ms")
+        verb = "takes" if name.endswith("(duration)") else "ends at"
+        print(f"  {name:<40} {verb:>7} median {statistics.median(ms):7.1f} ms")
     print(f"plotly.js on the wire: {max(plotly_bytes):,} bytes (encoded body)")
 
 
