@@ -1,7 +1,10 @@
 // Comparison charts: each chart div names its JSON endpoint in data-chart-url.
 // No inline script (a strict CSP comes later); text is inserted with textContent.
-// This file runs before plotly.js (which is deferred): it asks for every figure at once, so the
-// server answers while the browser is still reading plotly.js, and draws once plotly.js is there.
+// It asks for every figure at once; the comparison page has it fetch plotly.js (data-plotly-src)
+// after the load event, so running 1.2 MB of plotly.js does not hold the first screen (the grid
+// and trend pages load plotly.js themselves, before this file).
+// A chart is drawn when it nears the viewport: drawing is most of the cost, and the first screen
+// should not wait for charts below it.
 (function () {
   "use strict";
 
@@ -26,7 +29,9 @@
 
   function draw(el, figure) {
     const config = { responsive: true, displaylogo: false };
+    const start = performance.now();
     return window.Plotly.newPlot(el, figure.data, figure.layout, config).then(function () {
+      performance.measure("draw " + el.id, { start: start });  // read by bench/page_load_bench.py
       el.dataset.rendered = "true";
       el.on("plotly_click", function (event) {
         const point = event.points && event.points[0];
@@ -53,22 +58,55 @@
       });
   }
 
+  const plotlySrc = document.currentScript && document.currentScript.dataset.plotlySrc;
+  let plotly = null;
+
+  function plotlyLoaded() {
+    if (!plotly) {
+      plotly = new Promise(function (resolve, reject) {
+        if (window.Plotly || !plotlySrc) {
+          resolve();
+          return;
+        }
+        const script = document.createElement("script");
+        script.src = plotlySrc;
+        script.onload = resolve;
+        script.onerror = function () { reject(new Error("plotly.js did not load")); };
+        document.head.appendChild(script);
+      });
+    }
+    return plotly;
+  }
+
   const charts = Array.from(document.querySelectorAll("[data-chart-url]"));
   const figures = charts.map(function (el) { return figureOf(el, 0); });
 
-  function drawAll() {
-    charts.forEach(function (el, i) {
-      if (!window.Plotly) {
-        showMessage(el, "plotly.js did not load.");
-        return;
-      }
-      figures[i]
-        .then(function (figure) { return draw(el, figure); })
-        .catch(function (error) { showMessage(el, "Chart unavailable: " + error.message); });
-    });
+  function drawOne(el, i) {
+    Promise.all([plotlyLoaded(), figures[i]])
+      .then(function (loaded) {
+        if (!window.Plotly) throw new Error("plotly.js did not load");
+        return draw(el, loaded[1]);
+      })
+      .catch(function (error) { showMessage(el, "Chart unavailable: " + error.message); });
   }
 
-  // Deferred scripts (plotly.js) have run by DOMContentLoaded.
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", drawAll);
-  else drawAll();
+  // Charts within 200 px of the viewport are drawn now, the others as they scroll near it.
+  function drawWhenNear() {
+    if (!("IntersectionObserver" in window)) {
+      charts.forEach(drawOne);
+      return;
+    }
+    const observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (!entry.isIntersecting) return;
+        observer.unobserve(entry.target);
+        drawOne(entry.target, charts.indexOf(entry.target));
+      });
+    }, { rootMargin: "200px 0px" });
+    charts.forEach(function (el) { observer.observe(el); });
+  }
+
+  drawWhenNear();
+  if (document.readyState === "complete") plotlyLoaded();
+  else window.addEventListener("load", function () { plotlyLoaded(); });
 })();

@@ -47,6 +47,7 @@ def test_the_comparison_page_renders_its_charts_and_a_cell_opens_its_trials(live
 
     page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}")
     for chart in CHARTS:
+        page.locator(f"#chart-{chart}").scroll_into_view_if_needed()  # charts are drawn as they near the viewport
         page.wait_for_selector(f"#chart-{chart} .main-svg", state="attached")
     assert page.locator(".chart .main-svg").count() >= len(CHARTS)
     assert page.text_content("#decision .value").strip() in {"promote", "hold", "revert"}
@@ -63,12 +64,40 @@ def test_the_comparison_page_renders_its_charts_and_a_cell_opens_its_trials(live
     assert len(tasks_shown) == cand.trials.filter(task__name="task-03").count()
 
 
+# Each chart's id, whether it lies over 200 px below the viewport, and whether it is drawn.
+CHART_STATES_JS = """() => Array.from(document.querySelectorAll("[data-chart-url]")).map((el) => ({
+  id: el.id,
+  far: el.getBoundingClientRect().top > window.innerHeight + 200,
+  drawn: el.querySelector(".main-svg") !== null,
+}))"""
+
+
+def test_charts_far_below_the_viewport_are_drawn_only_when_scrolled_near(live_server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 600})
+    page.set_default_timeout(20_000)
+    base = build_side("baseline-v1", {"t1": [0.0, 1.0], "t2": [1.0, 1.0]}, role="baseline")
+    cand = build_side("candidate-v2", {"t1": [1.0, 1.0], "t2": [0.0, 1.0]}, role="candidate")
+    _login(page, live_server.url)
+    page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}", wait_until="networkidle")
+    page.locator(f"#chart-{CHARTS[0]}").scroll_into_view_if_needed()
+    page.wait_for_selector(f"#chart-{CHARTS[0]} .main-svg", state="attached")  # plotly.js ran, figures came
+
+    far = [chart for chart in page.evaluate(CHART_STATES_JS) if chart["far"]]
+    assert far, "the test needs a chart well below the viewport"
+    assert not any(chart["drawn"] for chart in far)
+    for chart in far:
+        page.locator(f"#{chart['id']}").scroll_into_view_if_needed()
+        page.wait_for_selector(f"#{chart['id']} .main-svg", state="attached")
+    page.close()
+
+
 def test_clicking_a_bar_opens_the_trials_behind_it(live_server, browser_page):
     page = browser_page
     base = build_side("baseline-v1", {"only-task": [0.0, 0.0]}, role="baseline")
     cand = build_side("candidate-v2", {"only-task": [1.0, 1.0]}, role="candidate")
     _login(page, live_server.url)
     page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}")
+    page.locator("#chart-reward_delta").scroll_into_view_if_needed()  # drawn as it nears the viewport
     page.wait_for_selector("#chart-reward_delta .main-svg", state="attached")
     bar = page.locator("#chart-reward_delta g.point path").first
     bar.wait_for(state="attached")

@@ -25,6 +25,24 @@ def saved(client_logged_in, user):
     return {"row": SavedComparison.objects.get(), "base": base, "cand": cand, "user": user}
 
 
+VIEWS = {
+    "/comparisons/": "Baseline vs candidate",
+    "/comparisons/grid/": "Compare 2 to 12 sides",
+    "/comparisons/trend/": "Trend over time",
+    "/comparisons/saved/": "Saved comparisons",
+}
+
+
+@pytest.mark.parametrize("path", VIEWS)
+def test_every_comparison_page_links_the_other_views_and_marks_its_own(client_logged_in, path):
+    html = client_logged_in.get(path).content.decode()
+    nav = re.search(r'<nav class="subnav" id="more-sides".*?</nav>', html, re.S).group(0)
+    assert f'<strong aria-current="page">{VIEWS[path]}</strong>' in nav
+    for other, label in VIEWS.items():
+        if other != path:
+            assert f'<a href="{other}"' in nav and f">{label}</a>" in nav
+
+
 def test_the_saved_list_api_says_who_saved_when_the_sides_and_the_decision(client_logged_in, saved):
     body = client_logged_in.get("/api/comparisons/saved/").json()
     assert body["count"] == 1
