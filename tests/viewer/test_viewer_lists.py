@@ -88,7 +88,7 @@ def test_the_job_pages_pass_counts_link_to_the_trials_they_count(client_logged_i
     html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
     href = re.search(r'id="passed-count" href="([^"]+)"', html).group(1).replace("&amp;", "&")
     passed = job.trials.filter(status=Trial.Status.PASSED)
-    assert passed.exists() and ">%d passed</a>" % passed.count() in html
+    assert passed.exists() and f">{passed.count()} passed</a>" in html
     assert sorted(trial_links(client_logged_in.get(href).content.decode())) == sorted(t.name for t in passed)
     task = passed.first().task
     row = re.search(r'href="([^"]+status=passed[^"]+)">(\d+)</a> / ', html[html.index(f">{task.name}</a>") :])
