@@ -92,9 +92,11 @@ def changes(then: dict[str, Any], now: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def shown(value: Any) -> list[str]:
-    """A figure as lines of text: a list one item a line, a number to 4 decimals, unknown as —."""
+    """A figure as lines of text: a list one item a line, a number to 4 decimals, yes / no, unknown as —."""
     if value is None:
         return ["—"]
+    if isinstance(value, bool):  # not Python's True / False on a page
+        return ["yes" if value else "no"]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value or ["none"]
     if isinstance(value, list):

@@ -279,6 +279,17 @@
   }
   document.querySelectorAll("[data-opens=key-help]").forEach((b) => b.addEventListener("click", toggleHelp));
 
+  // --- "compare with…" floats over the tabs: a click elsewhere or Esc folds it away
+  const compareWith = document.getElementById("compare-with");
+  if (compareWith) {
+    document.addEventListener("click", (event) => {
+      if (compareWith.open && !compareWith.contains(event.target)) compareWith.open = false;
+    });
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && compareWith.open) compareWith.open = false;
+    });
+  }
+
   // --- keyboard: ← / → between trials (keeping the tab), j / k between steps, / to search,
   // n / N between search matches, [ / ] between tabs, ? for the list of keys
   document.addEventListener("keydown", (event) => {

@@ -271,6 +271,9 @@ def test_trend_page_lists_the_points_with_their_links(client_logged_in, family):
     assert html.index("agent-v1") < html.index("agent-v2") < html.index("agent-v3")
     assert f'href="/trials/?configuration={v2.pk}&amp;dataset=' in html
     assert 'id="chart-trend"' in html
+    # The first trial's time in the one date-time format of every page, not the stored ISO text.
+    first = v1.trials.filter(dataset__name="known-answer/tasks").order_by("started_at").first().started_at
+    assert f'<time datetime="{first.isoformat()}">{first:%Y-%m-%d %H:%M:%S} UTC</time>' in html
 
 
 def test_the_trend_is_stored_until_a_trial_of_its_family_changes(client_logged_in, family):

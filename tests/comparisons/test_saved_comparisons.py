@@ -70,6 +70,8 @@ def test_a_saved_comparison_reopens_unchanged_while_its_data_is_the_same(client_
     assert body["changes"] == []
     html = client_logged_in.get(f"/comparisons/saved/{saved['row'].pk}/").content.decode()
     assert 'id="unchanged"' in html
+    as_saved = re.search(r'<section class="card" id="as-saved">.*?</section>', html, re.S).group(0)
+    assert "<th>Valid</th><td><div>yes</div>" in as_saved and "True" not in as_saved and "False" not in as_saved
 
 
 def test_a_saved_comparison_shows_what_changed_since_it_was_saved(client_logged_in, saved):

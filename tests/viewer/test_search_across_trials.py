@@ -77,6 +77,13 @@ def test_each_hit_has_its_trial_job_task_configuration_and_step_permalink(client
     assert page.status_code == 200 and b"zebrafish" in page.content
 
 
+def test_the_task_of_a_hit_links_to_that_tasks_trials(client_logged_in, trials):
+    html = client_logged_in.get("/search/", {"q": "commit"}).content.decode()
+    assert '<a href="/trials/?task=fix-git-hooks">fix-git-hooks</a>' in html
+    listed = client_logged_in.get("/trials/", {"task": "fix-git-hooks"}).content.decode()
+    assert "fix-git-hooks__A" in listed and "fix-git-hooks__B" in listed and "parse-logs__C" not in listed
+
+
 def test_the_snippet_is_escaped_and_highlights_the_match(client_logged_in, trials):
     hit = api(client_logged_in, q="zebrafish", task="fix-git-hooks", configuration="cand")["results"][0]
     assert "<script>" in hit["snippet"]  # the plain text is as written…

@@ -194,6 +194,9 @@ def test_the_page_marks_the_first_divergence_and_links_each_step(client_logged_i
     html = page.content.decode()
     assert page.status_code == 200
     assert 'class="pair status-only_right" tabindex="-1" id="first-divergence"' in html
+    # People read the status and the divergence in words, not as the API's identifiers.
+    assert ">right only</span>" in html and ">only_right<" not in html
+    assert 'First divergence: <a href="#first-divergence">no left step · right #3</a>' in html
     assert f'href="/trials/{right.pk}/steps/3/#step-3"' in html
     assert f'href="/trials/{left.pk}/steps/3/#step-3"' in html
 

@@ -78,9 +78,22 @@ def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
     table = html[html.index('id="task-results"') :]
     for trial in job.trials.all():
         assert trial.task.name in table
-    assert re.search(r"<td>\d / \d</td>", table)  # pass count
+    assert re.search(r"<td><a href=[^>]+>\d</a> / \d</td>", table)  # pass count
     errored = job.trials.exclude(exception_type="").first()
     assert f"<code>{errored.exception_type}</code>" in table
+
+
+def test_the_job_pages_pass_counts_link_to_the_trials_they_count(client_logged_in, demo):
+    job = Job.objects.get(name="candidate-job")
+    html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
+    href = re.search(r'id="passed-count" href="([^"]+)"', html).group(1).replace("&amp;", "&")
+    passed = job.trials.filter(status=Trial.Status.PASSED)
+    assert passed.exists() and f">{passed.count()} passed</a>" in html
+    assert sorted(trial_links(client_logged_in.get(href).content.decode())) == sorted(t.name for t in passed)
+    task = passed.first().task
+    row = re.search(r'href="([^"]+status=passed[^"]+)">(\d+)</a> / ', html[html.index(f">{task.name}</a>") :])
+    counted = client_logged_in.get(row.group(1).replace("&amp;", "&")).content.decode()
+    assert len(trial_links(counted)) == int(row.group(2)) == passed.filter(task=task).count()
 
 
 def test_the_job_page_filters_and_sorts_from_the_url(client_logged_in, demo):

@@ -101,6 +101,15 @@ def when(value: Any) -> SafeString | str:
 
 
 @register.filter
+def when_iso(value: str | None) -> SafeString | str:
+    """`when` for a time kept as ISO text (a stored JSON result); text that isn't one is shown as is."""
+    try:
+        return when(datetime.fromisoformat(value)) if value else "–"
+    except ValueError:
+        return value or "–"
+
+
+@register.filter
 def thousands(value: Any) -> Any:
     """12345 -> "12,345"; anything but a whole number as it is."""
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value
