@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from django.db.models import QuerySet
 from django.urls import reverse
 
+from comparisons.formatting import formatted
 from comparisons.models import SavedComparison
 from comparisons.sides import Side
 
@@ -34,6 +35,17 @@ FIGURE_LABELS = {
     "headlineEligible": "Headline-eligible",
     "headlineReasons": "Headline reasons",
     "remainingRisk": "Remaining risk",
+}
+
+
+# How a figure reads (comparisons.formatting kinds); the rest as `shown` says.
+FIGURE_KINDS = {
+    "meanRewardDelta": "delta",
+    "meanRewardDeltaCi95": "delta",
+    "passRateDelta": "dpct",
+    "timeoutRateDelta": "dpct",
+    "evidenceCompletenessRate": "pct",
+    "baselineEvidenceCompletenessRate": "pct",
 }
 
 
@@ -79,7 +91,7 @@ def side_summary(saved: SavedComparison) -> dict[str, Any]:
 
 def figures(then: dict[str, Any]) -> list[dict[str, Any]]:
     """Every figure of a saved event, for the page."""
-    return [{"figure": key, "label": label, "saved": shown(then.get(key))} for key, label in FIGURE_LABELS.items()]
+    return [{"figure": key, "label": label, "saved": shown(then.get(key), key)} for key, label in FIGURE_LABELS.items()]
 
 
 def changes(then: dict[str, Any], now: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,16 +103,19 @@ def changes(then: dict[str, Any], now: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def shown(value: Any) -> list[str]:
-    """A figure as lines of text: a list one item a line, a number to 4 decimals, yes / no, unknown as —."""
+def shown(value: Any, figure: str = "") -> list[str]:
+    """A figure as lines of text: as the comparison page writes it (pp, %, signed), a list one item a
+    line, other numbers to 4 significant digits, yes / no, unknown as —."""
     if value is None:
         return ["—"]
+    if (kind := FIGURE_KINDS.get(figure)) and isinstance(value, int | float) and not isinstance(value, bool):
+        return [formatted(value, kind)]
     if isinstance(value, bool):  # not Python's True / False on a page
         return ["yes" if value else "no"]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value or ["none"]
     if isinstance(value, list):
-        return [", ".join(shown(v)[0] for v in value)]
+        return [", ".join(shown(v, figure)[0] for v in value)]
     if isinstance(value, float):
         return [f"{value:.4g}"]
     return [str(value)]

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from comparisons import charts, figures, saved, services
+from comparisons.formatting import formatted
 from comparisons.models import Comparison, SavedComparison
 from comparisons.sides import SideError, parse_sides
 from trials.models import Configuration, Job, Trial
@@ -39,26 +40,6 @@ def _side_mean(side: dict[str, Any] | None) -> float | None:
     return side["mean"] if side else None
 
 
-def _fmt(value: Any, kind: str = "num") -> str:
-    if value is None:
-        return "—"
-    if kind == "pct":
-        return f"{value:.1%}"
-    if kind == "dpct":
-        return f"{value * 100:+.1f} pp"
-    if kind == "usd":
-        return f"${value:,.4f}"
-    if kind == "dusd":
-        return f"{'+' if value >= 0 else '−'}${abs(value):,.4f}"
-    if kind == "int":
-        return f"{value:,.0f}"
-    if kind == "dint":
-        return f"{value:+,.0f}"
-    if kind == "delta":
-        return f"{value:+.3f}"
-    return f"{value:,.3f}"
-
-
 # label, metric key, value format, delta format
 METRIC_ROWS = (
     ("Mean reward (task-averaged)", "meanReward", "num", "delta"),
@@ -81,9 +62,9 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
     rows = [
         {
             "label": label,
-            "baseline": _fmt(base[key], fmt),
-            "candidate": _fmt(cand[key], fmt),
-            "delta": _fmt(deltas[key], dfmt),
+            "baseline": formatted(base[key], fmt),
+            "candidate": formatted(cand[key], fmt),
+            "delta": formatted(deltas[key], dfmt),
         }
         for label, key, fmt, dfmt in METRIC_ROWS
     ]
@@ -94,18 +75,18 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
         rows.append(
             {
                 "label": f"pass@{k} (mean over tasks)",
-                "baseline": _fmt(value, "pct"),
-                "candidate": _fmt(cand["passAtK"].get(k), "pct"),
-                "delta": _fmt(deltas["passAtK"].get(k), "dpct"),
+                "baseline": formatted(value, "pct"),
+                "candidate": formatted(cand["passAtK"].get(k), "pct"),
+                "delta": formatted(deltas["passAtK"].get(k), "dpct"),
             }
         )
     for key in sorted(set(base["rewardKeys"]) | set(cand["rewardKeys"])):
         rows.append(
             {
                 "label": f"Mean reward: {key}",
-                "baseline": _fmt(base["rewardKeys"].get(key)),
-                "candidate": _fmt(cand["rewardKeys"].get(key)),
-                "delta": _fmt(deltas["rewardKeys"].get(key), "delta"),
+                "baseline": formatted(base["rewardKeys"].get(key)),
+                "candidate": formatted(cand["rewardKeys"].get(key)),
+                "delta": formatted(deltas["rewardKeys"].get(key), "delta"),
             }
         )
     for label, key, link in (
@@ -115,9 +96,9 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
         rows.append(
             {
                 "label": label,
-                "baseline": _fmt(base[key], "int"),
-                "candidate": _fmt(cand[key], "int"),
-                "delta": _fmt(cand[key] - base[key], "dint"),
+                "baseline": formatted(base[key], "int"),
+                "candidate": formatted(cand[key], "int"),
+                "delta": formatted(cand[key] - base[key], "dint"),
                 "baseline_url": links["baseline"][link],
                 "candidate_url": links["candidate"][link],
             }
@@ -128,12 +109,12 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
 def headline_numbers(c: dict[str, Any]) -> dict[str, str]:
     delta, ci = c["meanRewardDelta"], c["meanRewardDeltaCi95"]
     return {
-        "delta": _fmt(delta, "delta"),
+        "delta": formatted(delta, "delta"),
         "delta_class": "" if not delta else ("up" if delta > 0 else "down"),
         "ci": f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "—",
-        "pass_delta": _fmt(c["passRateDelta"], "dpct"),
-        "evidence": _fmt(c["evidenceCompletenessRate"], "pct"),
-        "baseline_evidence": _fmt(c["baselineEvidenceCompletenessRate"], "pct"),
+        "pass_delta": formatted(c["passRateDelta"], "dpct"),
+        "evidence": formatted(c["evidenceCompletenessRate"], "pct"),
+        "baseline_evidence": formatted(c["baselineEvidenceCompletenessRate"], "pct"),
     }
 
 
@@ -305,7 +286,7 @@ def saved_detail_page(request, pk: int):
         return render(request, "comparisons/saved_detail.html", context, status=503)
     if now.status == Comparison.Status.DONE and now.result:
         context["changes"] = [
-            {**change, "saved": saved.shown(change["saved"]), "now": saved.shown(change["now"])}
+            {**change, **{when: saved.shown(change[when], change["figure"]) for when in ("saved", "now")}}
             for change in saved.changes(context["then"], now.result["comparison"])
         ]
     else:

@@ -86,6 +86,8 @@ def test_a_saved_comparison_shows_what_changed_since_it_was_saved(client_logged_
     assert body["saved"] == saved["row"].event["comparison"]
     html = client_logged_in.get(f"/comparisons/saved/{saved['row'].pk}/").content.decode()
     assert 'data-figure="meanRewardDelta"' in html
+    row = re.search(r'<tr class="changed" data-figure="meanRewardDelta">.*?</tr>', html, re.S).group(0)
+    assert "<div>+1.000</div>" in row and "<div>+0.750</div>" in row  # as the comparison page writes a delta
 
 
 def test_a_viewer_may_read_saved_comparisons_and_anonymous_may_not(client, saved):
