@@ -208,6 +208,9 @@ def test_the_cluster_pages_link_every_number_to_its_trials(client, triager):
     detail = client.get(f"/qc/clusters/{shared[0].cluster_id}/?configuration={shared[1].configuration_id}")
     assert {t.pk for t in detail.context["page"]} == {shared[1].pk, shared[2].pk}
     assert detail.context["example"].trial == shared[0]
+    breakdown = detail.content.decode().split('id="cluster-items"')[0]
+    assert f'href="/jobs/{shared[1].job_id}/"' in breakdown  # its job and configuration open too
+    assert f'href="/trials/?configuration={shared[1].configuration_id}"' in breakdown
 
 
 def test_a_cluster_its_trials_left_is_gone_with_its_signature(client, triager):
