@@ -27,6 +27,11 @@
     const label = data.status !== "running" ? data.status : data.stalled ? "stalled" : "running";
     badge.textContent = label;
     badge.className = "badge " + label;
+    const header = document.getElementById("trial-status"); // the page title's badge says the same
+    if (header) {
+      header.textContent = label;
+      header.className = "badge " + label;
+    }
     for (const step of data.steps) {
       const row = document.createElement("tr");
       row.dataset.step = step.number;
