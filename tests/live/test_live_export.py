@@ -87,7 +87,7 @@ def test_a_live_trial_of_events_only_exports_its_derived_atif_and_imports_the_sa
     assert before["atif"]["extra"]["derived_from"] == "runtime events" and len(before["atif"]["steps"]) == 3
     kinds = [e["type"] for e in before["events"]]
     assert qc == [] and len(kinds) == len(runtime_events()) + 2  # (and the start and completion events)
-    assert kinds[0] == "benchmark.trial.started" and "turn.submitted" in kinds
+    assert {"benchmark.trial.started", "turn.submitted", "benchmark.trial.failed"} <= set(kinds)
     assert trial_export.what_counts(client, again) == before
     # The files have no reward and no exception: the manifest keeps the status and category the runner gave.
     assert (trial.status, trial.failure_category, trial.exception_message) == (
