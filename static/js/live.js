@@ -32,6 +32,8 @@
       header.textContent = label;
       header.className = "badge " + label;
     }
+    const stalled = document.getElementById("header-stalled"); // and the header's, beside "running"
+    if (stalled) stalled.hidden = label !== "stalled";
     for (const step of data.steps) {
       const row = document.createElement("tr");
       row.dataset.step = step.number;
