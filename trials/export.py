@@ -143,7 +143,14 @@ def write_trial_zip(trial: Trial, fileobj: IO[bytes]) -> None:
     out.add_json("redaction-manifest.json", redaction_manifest(named, withheld, scrubbed))
     manifest = {
         "schemaVersion": EXPORT_MANIFEST,
-        "trial": {"id": trial.pk, "key": trial.key, "name": trial.name, "sourceFormat": trial.source_format},
+        "trial": {
+            "id": trial.pk,
+            "key": trial.key,
+            "name": trial.name,
+            "sourceFormat": trial.source_format,
+            "status": trial.status,
+            "failureCategory": trial.failure_category,
+        },  # fmt: skip
         "exportedAt": timezone.now().isoformat(),
         "files": [f.as_dict() for f in out.files],
     }
@@ -322,7 +329,7 @@ def harbor_result(trial: Trial) -> dict[str, Any]:
             "cost_usd": trial.cost_usd,
         },
     }
-    if trial.exception_type:
+    if trial.exception_type or trial.exception_message:  # (a live trial failed with a reason has no type)
         result["exception_info"] = {
             "exception_type": trial.exception_type,
             "exception_message": trial.exception_message,

@@ -27,6 +27,13 @@
     const label = data.status !== "running" ? data.status : data.stalled ? "stalled" : "running";
     badge.textContent = label;
     badge.className = "badge " + label;
+    const header = document.getElementById("trial-status"); // the page title's badge says the same
+    if (header) {
+      header.textContent = label;
+      header.className = "badge " + label;
+    }
+    const stalled = document.getElementById("header-stalled"); // and the header's, beside "running"
+    if (stalled) stalled.hidden = label !== "stalled";
     for (const step of data.steps) {
       const row = document.createElement("tr");
       row.dataset.step = step.number;

@@ -17,6 +17,7 @@ from benchviewer import roles
 from benchviewer.celery import app as celery_app
 from tests.builders import REPO, database_url, use_broker, write_trial
 from tests.hostile_corpus import cases
+from tests.imports.test_watch_folder import Watcher, finish
 from trials.models import Import, Step, Trial
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
@@ -188,3 +189,25 @@ def test_the_command_line_says_when_no_worker_takes_its_import_and_finishes_once
         command.join(timeout=60)
     assert not command.is_alive() and "imported" in out.getvalue()
     assert Trial.objects.get().name == trial.name
+
+
+def test_a_watched_jobs_folder_is_queued_to_the_worker_through_redis_trial_by_trial(isolated_storage, tmp_path):
+    job = tmp_path / "jobs" / "watched-job"
+    job.mkdir(parents=True)
+    finish(write_trial(job, "task-a__AAAAAAA"))
+    env = {**os.environ, "REDIS_URL": REDIS_URL, "DATABASE_URL": database_url(), "DATA_DIR": str(isolated_storage),
+           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    with running_worker(isolated_storage):
+        watcher = Watcher(env, job.parent)
+        try:
+            watcher.wait_for("imported", "task-a__AAAAAAA", timeout=60)
+            finish(write_trial(tmp_path / "elsewhere", "task-b__BBBBBBB"))
+            # moved in whole while the watcher runs: one event, for the folder (none for its result.json)
+            (tmp_path / "elsewhere" / "task-b__BBBBBBB").rename(job / "task-b__BBBBBBB")
+            watcher.wait_for("imported", "task-b__BBBBBBB", timeout=60)
+        finally:
+            assert watcher.stop() == 0
+    log = (isolated_storage / "worker.log").read_text()
+    assert log.count("import_pack_task") >= 2 and "succeeded" in log  # the worker imported them, not the watcher
+    assert sorted(Trial.objects.values_list("name", flat=True)) == ["task-a__AAAAAAA", "task-b__BBBBBBB"]
+    assert set(Import.objects.values_list("status", flat=True)) == {"done"}

@@ -164,14 +164,21 @@ def test_a_silent_running_trial_is_stalled_until_it_completes(runner, client_log
     pk = start(runner)
     job = Trial.objects.get(pk=pk).job
     assert runner.get(f"/api/trials/{pk}/live/").json()["stalled"] is False
+    page = client_logged_in.get(reverse("trial-detail", args=[pk])).content.decode()
+    assert '<span class="badge running" id="trial-status">running</span>' in page and " hidden>stalled<" in page
     Trial.objects.filter(pk=pk).update(live_seen_at=timezone.now() - timedelta(seconds=61))
     assert runner.get(f"/api/trials/{pk}/live/").json()["stalled"] is True
     page = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
     assert "1 running" in page and "1 stalled" in page
-    assert 'class="badge stalled"' in client_logged_in.get(reverse("trial-detail", args=[pk])).content.decode()
+    page = client_logged_in.get(reverse("trial-detail", args=[pk])).content.decode()
+    assert 'id="live-status" class="badge stalled"' in page
+    assert '<span class="badge stalled" id="trial-status"' in page  # the title's badge, not only the live panel
+    assert 'id="header-stalled" title="no report for a while: the runner may be gone">stalled<' in page  # header
     runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "completed"}, format="json")
     live = runner.get(f"/api/trials/{pk}/live/").json()
     assert (live["stalled"], live["status"]) == (False, "passed")
+    page = client_logged_in.get(reverse("trial-detail", args=[pk])).content.decode()
+    assert '<span class="badge passed" id="trial-status">passed</span>' in page and "badge stalled" not in page
     page = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
     assert "stalled" not in page and "running" not in page
 

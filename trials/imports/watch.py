@@ -9,7 +9,8 @@ imported whole, which adds its result and any trial that never finished.
 Nothing is imported twice: a done import of the same path created after its `result.json`
 was last written means it is imported, so a restarted watcher sends nothing again (and
 the import's own dedupe, packs by content and trials by key, would add nothing anyway).
-The folders are watched with `watchfiles` (inotify, FSEvents…), not a loop of our own.
+The folders are watched with `watchfiles` (inotify, FSEvents…), not a loop of our own; a folder
+moved or copied in whole is one change, its own, and is looked into for the results it holds.
 """
 
 from __future__ import annotations
@@ -57,8 +58,14 @@ def folders_with_results(root: Path) -> list[Path]:
 
 
 def changed_folders(changes: Iterable[str]) -> list[Path]:
-    """The folders whose result.json a batch of file-system changes touched."""
-    return sorted({Path(path).parent for path in changes if Path(path).name == RESULT})
+    """The folders whose result.json a batch of file-system changes touched, or that appeared whole."""
+    paths = [Path(path) for path in changes]
+    folders = {path.parent for path in paths if path.name == RESULT}
+    for path in paths:
+        # A folder moved or copied in whole: its files may have no event of their own (written before its watch).
+        if path.name != RESULT and path.is_dir():
+            folders.update(folders_with_results(path))
+    return sorted(folders)
 
 
 def ready_to_import(folders: Iterable[Path]) -> list[Ready]:

@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from trials.ingest.records import ParsedTrial, Problem
+from trials.ingest.values import as_dict
 
 EXPORT_MANIFEST = "benchviewer.export-manifest.v1"
 REDACTION_MANIFEST = "benchviewer.redaction-manifest.v1"
 QC_ITEMS = "benchviewer.qc-items.v1"
 KINDS = (EXPORT_MANIFEST, REDACTION_MANIFEST, QC_ITEMS)
+# The statuses a result.json cannot always tell (a live trial failed or completed with no reward);
+# "running" is not one: an export is a snapshot no runner reports to any more.
+KEPT_STATUSES = ("passed", "failed", "errored", "timeout", "skipped")
 
 
 def export_kind(data: Any) -> str:
@@ -34,6 +38,11 @@ def read_export_file(trial: ParsedTrial, data: dict[str, Any], trial_dir: Path, 
         trial.documents["qc_items"] = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
     elif kind == EXPORT_MANIFEST:
         trial.problems.extend(manifest_problems(data, trial_dir, f"{rel}/{local}"))
+        exported = as_dict(data.get("trial"))
+        if exported.get("status") in KEPT_STATUSES:  # (the files' own reward or exception, when any, still decide)
+            trial.status = exported["status"]
+        if isinstance(exported.get("failureCategory"), str) and not trial.failure_category:
+            trial.failure_category = exported["failureCategory"][:60]
 
 
 def manifest_problems(manifest: dict[str, Any], trial_dir: Path, rel: str) -> list[Problem]:

@@ -331,7 +331,7 @@ def trial_status(trial: ParsedTrial) -> str:
     if trial.exception_type and trial.reward is None:
         return "errored"
     if trial.reward is None:
-        return "unknown"
+        return trial.status or "unknown"  # (a status a Benchviewer export's manifest named, read before)
     return "passed" if trial.reward >= PASS_REWARD else "failed"
 
 

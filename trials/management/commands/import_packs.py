@@ -84,10 +84,17 @@ class Command(BaseCommand):
         if not root.is_dir():
             raise CommandError(f"--watch needs a folder: {root}")
         self.stdout.write(f"watching {root} (Ctrl-C stops)")
+        # The watch starts before what is there is imported: a folder finished meanwhile is a change it sees.
+        # (`yield_on_timeout`: the first pass comes once the watch is set up, even with nothing changing.)
+        changes_seen = watch(
+            root, raise_interrupt=False, debounce=400, step=100, rust_timeout=1000, yield_on_timeout=True
+        )
         try:
-            self.import_ready(watched.folders_with_results(root), show_progress)
-            for changes in watch(root, raise_interrupt=False, debounce=400, step=100):
-                self.import_ready(watched.changed_folders(path for _, path in changes), show_progress)
+            for number, changes in enumerate(changes_seen):
+                folders = watched.changed_folders(path for _, path in changes)
+                self.import_ready(
+                    [*watched.folders_with_results(root), *folders] if number == 0 else folders, show_progress
+                )
         except KeyboardInterrupt:  # during an import: it is whole or not there, and the next watch finishes it
             pass
         self.stdout.write("stopped watching")
