@@ -180,6 +180,8 @@ def test_filing_a_cluster_from_its_page(client, triager):
     item = QCItem.objects.get()
     assert response.status_code == 302 and response["Location"] == item.get_absolute_url()
     assert item.cited_trials.count() == 3
+    said = client.get(item.get_absolute_url()).content.decode()
+    assert f"Filed {item.label} for 3 trials of C-{shared[0].cluster_id}." in said
 
 
 def test_a_viewer_may_read_clusters_but_not_file_claim_or_assign(client, triager):

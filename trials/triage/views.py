@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -136,7 +137,7 @@ def assign(request):
     form = AssignForm(request.POST)
     if form.is_valid():
         count = services.assign_trials(request.user, list(form.cleaned_data["trials"]), form.cleaned_data["assignee"])
-        messages.success(request, f"Assigned {count} trial(s).")
+        messages.success(request, f"Assigned {count} trial{pluralize(count)}.")
     else:
         messages.error(request, "Pick failed trials and a triager: " + "; ".join(form.errors.get("trials", [])))
     return _back_to_queue(request)
@@ -237,7 +238,7 @@ def cluster_file(request, pk: int):
     if not form.is_valid():
         return _cluster_page(request, cluster, form)
     item = services.file_cluster(request.user, cluster, trials, form.cleaned_data)
-    messages.success(request, f"Filed {item.label} for {len(trials)} trial(s) of {cluster.label}.")
+    messages.success(request, f"Filed {item.label} for {len(trials)} trial{pluralize(len(trials))} of {cluster.label}.")
     return redirect(item)
 
 
