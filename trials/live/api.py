@@ -6,6 +6,7 @@ Token-authenticated like the rest of the API (`POST /api/token/`); each command 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -75,6 +76,9 @@ COMMAND_EVENT = inline_serializer(
 )
 
 
+EventMaker = Callable[[Trial, dict[str, Any]], dict[str, Any]]  # trials.live.service.reward_event and the like
+
+
 class CommandView(APIView):
     required_right = roles.RUN
 
@@ -96,6 +100,16 @@ class CommandView(APIView):
         if not trial_id:
             raise ValidationError({"trial_id": ["name the trial: trial_id, or benchmark.trialId as started"]})
         return get_object_or_404(Trial, key=f"lime:{trial_id}")
+
+    def record_event(self, request, make_event: EventMaker, field: str) -> Response:
+        """The trial the body names gets the event `make_event` builds from the body; a bad body is a 400 on `field`."""
+        data = self.body(request)
+        trial = self.trial(data)
+        try:
+            event = make_event(trial, data)
+        except service.SpineError as exc:
+            raise ValidationError({field: [str(exc)]}) from exc
+        return self.record(trial, event)
 
     def record(self, trial: Trial, event: dict[str, Any]) -> Response:
         accepted = service.add_items(trial, [event], [])
@@ -293,13 +307,7 @@ class RecordReward(CommandView):
         ],
     )
     def post(self, request):
-        data = self.body(request)
-        trial = self.trial(data)
-        try:
-            event = service.reward_event(trial, data)
-        except service.SpineError as exc:
-            raise ValidationError({"reward": [str(exc)]}) from exc
-        return self.record(trial, event)
+        return self.record_event(request, service.reward_event, "reward")
 
 
 class CompleteTrial(CommandView):
@@ -332,13 +340,7 @@ class CompleteTrial(CommandView):
         ],
     )
     def post(self, request):
-        data = self.body(request)
-        trial = self.trial(data)
-        try:
-            event = service.completion_event(trial, data)
-        except service.SpineError as exc:
-            raise ValidationError({"status": [str(exc)]}) from exc
-        return self.record(trial, event)
+        return self.record_event(request, service.completion_event, "status")
 
 
 class CompareRuns(CommandView):
