@@ -17,8 +17,8 @@ import orjson
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from benchviewer import roles
 from benchviewer.celery import app as celery_app
+from core import roles
 from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, TaskFactory, TrialFactory
 from trials.demo import write_demo, write_trajectory
 from trials.imports.queue import create_import

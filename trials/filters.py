@@ -9,7 +9,7 @@ import django_filters
 from django import forms
 from django.db.models import Q
 
-from benchviewer.ids import parse_pk
+from core.ids import parse_pk
 from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
 from trials.triage.signatures import FLAG_CHOICES
 

@@ -10,8 +10,8 @@ from django.http import FileResponse, Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from benchviewer import roles
-from benchviewer.ids import parse_pk
+from core import roles
+from core.ids import parse_pk
 from trials.forms import UploadForm
 from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv

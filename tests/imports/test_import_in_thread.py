@@ -13,7 +13,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from benchviewer import locks
+from core import locks
 from tests.builders import REFERENCE
 from trials.imports import recovery
 from trials.imports.queue import create_import, embedded_worker

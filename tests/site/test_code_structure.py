@@ -13,7 +13,7 @@ import pytest
 
 from tests.builders import REPO
 
-APPS = ("benchviewer", "trials", "comparisons")
+APPS = ("benchviewer", "core", "trials", "comparisons")
 MAX_LINES = 600  # a module read in one sitting (migrations aside)
 
 pytestmark = pytest.mark.sqlite_only("no database: reads the source files")

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from benchviewer import locks
+from core import locks
 from trials.models.fields import CharField, JSONField
 from trials.storage.backend import open_blob
 

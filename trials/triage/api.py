@@ -12,8 +12,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchviewer import roles
-from benchviewer.ids import parse_pk
+from core import roles
+from core.ids import parse_pk
 from trials.models import Trial
 from trials.triage import clusters, export, prefill, queries, services
 from trials.triage.forms import ClusterFeedbackForm, FeedbackForm

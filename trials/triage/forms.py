@@ -8,7 +8,7 @@ import re
 from django import forms
 from django.utils import timezone
 
-from benchviewer import roles
+from core import roles
 from trials.models import Trial
 from trials.triage import prefill, taxonomy
 from trials.triage.models import FailureMode, QCItem, QCScenario, Severity

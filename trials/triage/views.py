@@ -12,8 +12,8 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from benchviewer import roles
-from benchviewer.ids import parse_pk
+from core import roles
+from core.ids import parse_pk
 from trials.models import Document, Step, Trial
 from trials.triage import clusters, export, prefill, queries, services, signatures
 from trials.triage.evidence_links import evidence_links

@@ -15,8 +15,8 @@ from django.db import InterfaceError, OperationalError, connections
 from tqdm import tqdm
 from watchfiles import watch
 
-from benchviewer import locks
 from benchviewer.celery import app
+from core import locks
 from trials import search
 from trials.imports import watch as watched
 from trials.imports.queue import create_import
