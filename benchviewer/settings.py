@@ -239,7 +239,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(IMPORT_RECOVERY_INTERVAL),
         "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},
     },
-    # Pack objects a killed import stored but never recorded, and half-written copies (trials/storage/blobs.py).
+    # Pack objects a killed import stored but never recorded, and half-written copies (trials/imports/blobs.py).
     "sweep-storage": {
         "task": "trials.tasks.sweep_storage_task",
         "schedule": 3600.0,

@@ -62,9 +62,9 @@ def migrate_to(target: tuple[str, str] | None = None):
 
 def assert_every_stored_pack_is_named() -> None:
     """One copy on disk too: a pack whose files a racing import stored first is not left behind."""
+    from trials.imports.blobs import PACKS_FOLDER
     from trials.models import Blob
     from trials.storage.backend import blob_storage
-    from trials.storage.blobs import PACKS_FOLDER
 
     folder = Path(blob_storage().location) / PACKS_FOLDER
     on_disk = {f"{PACKS_FOLDER}/{path.name}" for path in folder.iterdir()}

@@ -20,9 +20,8 @@ from django.db import InterfaceError, OperationalError
 from core.broker import clear_sent, first_argument, mark_sent
 from core.locks import worker_lock
 from trials import search
-from trials.imports import recovery, service
+from trials.imports import blobs, recovery, service
 from trials.models import Import
-from trials.storage import blobs
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Raw bytes are stored once per content, and never seen half-written (trials/storage/blobs.py)."""
+"""Raw bytes are stored once per content, and never seen half-written (trials/imports/blobs.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.builders import long_trajectory
+from trials.imports.blobs import store_file
 from trials.models import Blob
 from trials.storage import backend, blobs
 from trials.storage.backend import blob_storage
-from trials.storage.blobs import store_file
 
 pytestmark = pytest.mark.django_db
 

@@ -16,9 +16,9 @@ from django.utils import timezone
 from core import locks
 from tests.builders import REFERENCE
 from trials.imports import recovery
+from trials.imports.blobs import store_file
 from trials.imports.queue import create_import, embedded_worker
 from trials.models import Import, Trial
-from trials.storage.blobs import store_file
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has its own connection
 

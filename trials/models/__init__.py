@@ -9,10 +9,10 @@ The QC models live beside their views in trials/triage/; importing them here reg
 
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.evidence import Artifact, ContextRecord, Document, PermissionDecision, RewardCriterion, RuntimeEvent
-from trials.models.fields import CharField, JSONField, NulSafeJSONEncoder, TextField, nul_free
 from trials.models.imports import Blob, Import, Pack, PackFile
 from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
 from trials.models.trial import Trial, TrialQuerySet
+from trials.storage.fields import CharField, JSONField, NulSafeJSONEncoder, TextField, nul_free
 from trials.triage.models import (
     AuditEntry,
     Comment,
