@@ -16,9 +16,9 @@ from trials.forms import UploadForm
 from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
+from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
 from trials.triage.forms import CommentForm
-from trials.triage.signatures import FLAG_LABELS
 from trials.viewer import artifacts, lists, search_hits, side_by_side, steps, tabs, text, transcript
 
 PAGE_SIZE = 50

@@ -15,8 +15,8 @@ from django.utils import timezone
 from core.ids import parse_pk
 from trials.filters import TrialFilter
 from trials.models import Trial
+from trials.models.qc import QCItem, QCScenario, Severity, TriageAssignment
 from trials.triage import signatures
-from trials.triage.models import QCItem, QCScenario, Severity, TriageAssignment
 
 EXPIRING_SOON = timedelta(days=14)
 
