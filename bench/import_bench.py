@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from trials.imports.queue import create_import
 from trials.imports.service import run_import
+from trials.queue import create_import
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

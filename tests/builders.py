@@ -21,9 +21,9 @@ from benchviewer.celery import app as celery_app
 from core import roles
 from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, TaskFactory, TrialFactory
 from trials.demo import write_demo, write_trajectory
-from trials.imports.queue import create_import
 from trials.imports.service import run_import
 from trials.models import Import, Trial
+from trials.queue import create_import
 
 # Paths --------------------------------------------------------------------------------------
 

@@ -15,9 +15,9 @@ from core import roles
 from core.ids import parse_pk
 from trials import export
 from trials.filters import TrialFilter
-from trials.imports.queue import import_upload
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.models import Import, Trial
+from trials.queue import import_upload
 from trials.serializers import (
     ImportCreateSerializer,
     ImportSerializer,

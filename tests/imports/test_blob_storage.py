@@ -71,8 +71,8 @@ def test_step_bodies_moved_into_the_storage_get_its_file_mode(tmp_path, settings
 
 
 def test_a_partial_copy_a_killed_process_left_goes_with_a_later_import(tmp_path):
-    from trials.imports.queue import create_import
     from trials.models import Import
+    from trials.queue import create_import
     from trials.tasks import import_pack_task
 
     partials = Path(blob_storage().location) / backend.PARTIAL_FOLDER

@@ -15,8 +15,8 @@ from playwright.sync_api import expect
 
 from core import roles
 from tests.builders import write_trial
-from trials.imports.queue import embedded_worker
 from trials.models import Trial
+from trials.queue import embedded_worker
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
 pytestmark = pytest.mark.browser

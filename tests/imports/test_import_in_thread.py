@@ -17,8 +17,8 @@ from core import locks
 from tests.builders import REFERENCE
 from trials.imports import recovery
 from trials.imports.blobs import store_file
-from trials.imports.queue import create_import, embedded_worker
 from trials.models import Import, Trial
+from trials.queue import create_import, embedded_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has its own connection
 

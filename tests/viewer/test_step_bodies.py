@@ -148,8 +148,8 @@ def test_an_import_leaves_no_body_files_behind_in_the_spool(tmp_path, monkeypatc
 
 def test_a_killed_imports_leftovers_in_the_spool_go_when_it_runs_again(tmp_path):
     from trials.imports.blobs import store_file
-    from trials.imports.queue import create_import
     from trials.models import Import
+    from trials.queue import create_import
     from trials.tasks import import_pack_task
 
     pack = tmp_path / "t.trajectory.json"

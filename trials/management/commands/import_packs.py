@@ -19,9 +19,9 @@ from benchviewer.celery import app
 from core import locks
 from trials import search
 from trials.imports import watch as watched
-from trials.imports.queue import create_import
 from trials.imports.service import run_import
 from trials.models import Import
+from trials.queue import create_import
 from trials.tasks import import_pack_task
 
 PROBLEMS_SHOWN = 30
