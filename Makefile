@@ -14,7 +14,8 @@ $(BIN)/python:
 # `benchviewer-push` command is in the venv beside the server.
 $(VENV)/.installed: pyproject.toml clients/benchviewer-push/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]' -e clients/benchviewer-push
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e clients/benchviewer-push
 	touch $@
 
 install: $(VENV)/.installed
