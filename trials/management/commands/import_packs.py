@@ -9,13 +9,13 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+from celery import current_app as app
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, connections
 from tqdm import tqdm
 from watchfiles import watch
 
-from benchviewer.celery import app
 from core import locks
 from trials import search
 from trials.imports import watch as watched
