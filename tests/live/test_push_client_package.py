@@ -24,13 +24,19 @@ def run(*command: str | Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_runner_client_installs_alone_into_a_fresh_venv_and_runs_without_django(tmp_path):
     fresh = tmp_path / "venv"
-    venv.create(fresh, with_pip=True)  # the bundled pip and setuptools: no network
+    venv.create(fresh, with_pip=True)  # the bundled pip: no network
     python = fresh / "bin" / "python"
     # Its one dependency, copied from this environment (pure Python), instead of downloaded.
     site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
     shutil.copytree(Path(urllib3.__file__).parent, site / "urllib3")
 
-    installed = run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", CLIENT)
+    # Built with this environment's setuptools (no download), installed alone from its wheel.
+    source = shutil.copytree(CLIENT, tmp_path / "source", ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    wheels = tmp_path / "wheels"  # (built from a copy: setuptools writes build/ beside the sources)
+    built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", wheels, source)
+    assert built.returncode == 0, built.stderr
+    [wheel] = wheels.glob("benchviewer_push-*.whl")
+    installed = run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel)
     assert installed.returncode == 0, installed.stderr
 
     assert run(python, "-c", "import django").returncode != 0  # the venv has no Django to import
