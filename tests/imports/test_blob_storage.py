@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.builders import long_trajectory
+from trials.imports import blobs
 from trials.imports.blobs import store_file
 from trials.models import Blob
-from trials.storage import backend, blobs
+from trials.storage import backend
 from trials.storage.backend import blob_storage
 
 pytestmark = pytest.mark.django_db
