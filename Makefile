@@ -10,9 +10,12 @@ export DJANGO_SETTINGS_MODULE := benchviewer.settings
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# The runner client is a package of its own (clients/benchviewer-push); installed here, its
+# `benchviewer-push` command is in the venv beside the server.
+$(VENV)/.installed: pyproject.toml clients/benchviewer-push/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e clients/benchviewer-push
 	touch $@
 
 install: $(VENV)/.installed

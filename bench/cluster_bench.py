@@ -122,8 +122,8 @@ def main() -> None:
         from django.test import Client
 
         from trials.models import Trial
+        from trials.models.qc import FailureCluster
         from trials.triage import clusters, signatures
-        from trials.triage.models import FailureCluster
 
         start = time.perf_counter()
         ids = create_failed_trials(args.trials)

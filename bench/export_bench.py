@@ -37,8 +37,8 @@ def child_import(folder: Path, data_dir: Path) -> dict:
     setup_django(data_dir)
     from django.core.management import call_command
 
-    from trials.imports.queue import create_import
     from trials.imports.service import run_import
+    from trials.queue import create_import
 
     call_command("migrate", verbosity=0)
     imp = create_import(origin="cli", source_name=folder.name, source_path=str(folder))

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from trials.imports.queue import create_import
 from trials.imports.service import run_import
+from trials.queue import create_import
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -79,11 +79,11 @@ CREATE INDEX observation_step ON observation (step_id);
 """
 
 
-PACKED_BELOW = 4 * 1024 * 1024  # trials.storage.blobs.PACKED_BELOW (not imported: that module needs Django set up)
+PACKED_BELOW = 4 * 1024 * 1024  # trials.imports.blobs.PACKED_BELOW (not imported: that module needs Django set up)
 
 
 def store_blob(blobs: Path, data: bytes) -> str:
-    """A file of its own per content, under two levels of folders, as trials.storage.blobs stores a big file."""
+    """A file of its own per content, under two levels of folders, as trials.imports.blobs stores a big file."""
     sha = hashlib.sha256(data).hexdigest()
     target = blobs / sha[:2] / sha[2:4] / sha
     if not target.exists():
@@ -119,7 +119,7 @@ def child_floor(root: Path, data_dir: Path, bare: bool = False) -> dict:
     blobs.mkdir()
     start = time.perf_counter()
     paths = sorted(p for p in root.rglob("*") if p.is_file())
-    with open(blobs / "pack", "wb") as pack:  # as trials.storage.blobs.store_files: small files in one pack
+    with open(blobs / "pack", "wb") as pack:  # as trials.imports.blobs.store_files: small files in one pack
         for path in paths:
             data = path.read_bytes()
             if bare or len(data) < PACKED_BELOW:

@@ -52,7 +52,7 @@ def setup_django(url: str, data_dir: str) -> tuple[str, str]:
     from django.test import Client
     from rest_framework.authtoken.models import Token
 
-    from benchviewer import roles
+    from core import roles
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("bench-runner", password="pw-bench-1")

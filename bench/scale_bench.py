@@ -35,7 +35,7 @@ from urllib.parse import urlencode
 
 from timing import measure, p95  # bench/timing.py: this folder is on sys.path when run as a script
 
-from trials.imports.queue import create_import
+from trials.queue import create_import
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

@@ -64,8 +64,8 @@ def build(trials: int, steps: int, rare: int, seed: int = 0) -> dict[str, float]
     from django.db import connection, transaction
 
     from trials import search
+    from trials.imports.blobs import StepBodies
     from trials.models import Configuration, Dataset, Job, Step, StepText, StepWords, Task, ToolCall, Trajectory, Trial
-    from trials.storage.blobs import StepBodies
     from trials.storage.bulk_insert import insert_rows
 
     rng = random.Random(seed)

@@ -44,9 +44,9 @@ def import_trajectory(out: Path, steps: int, observation_bytes: int, twin: bool 
     # (imported once Django is set up: the models need it)
     from trials import search
     from trials.demo import write_trajectory
-    from trials.imports.queue import create_import  # (after django.setup(): they load models)
     from trials.imports.service import run_import
     from trials.models import Import, Trial
+    from trials.queue import create_import  # (after django.setup(): they load models)
 
     session = f"bench-{steps}{'-twin' if twin else ''}"
     path = out / f"{session}.trajectory.json"

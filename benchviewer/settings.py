@@ -56,7 +56,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "benchviewer.roles.WriteAccessMiddleware",
+    "core.roles.WriteAccessMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -109,7 +109,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "benchviewer.roles.template_rights",
+                "core.roles.template_rights",
             ],
         },
     },
@@ -239,7 +239,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(IMPORT_RECOVERY_INTERVAL),
         "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},
     },
-    # Pack objects a killed import stored but never recorded, and half-written copies (trials/storage/blobs.py).
+    # Pack objects a killed import stored but never recorded, and half-written copies (trials/imports/blobs.py).
     "sweep-storage": {
         "task": "trials.tasks.sweep_storage_task",
         "schedule": 3600.0,
@@ -261,9 +261,9 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    # Reading needs a login; writing needs the view's right (benchviewer/roles.py).
-    "DEFAULT_PERMISSION_CLASSES": ["benchviewer.roles.RolePermission"],
-    "DEFAULT_PAGINATION_CLASS": "benchviewer.pagination.PageNumberPagination",
+    # Reading needs a login; writing needs the view's right (core/roles.py).
+    "DEFAULT_PERMISSION_CLASSES": ["core.roles.RolePermission"],
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -284,7 +284,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # (the default)
-        "benchviewer.openapi.document_errors",
+        "core.openapi.document_errors",
     ],
 }
 

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-handler500 = "benchviewer.errors.server_error"
+handler500 = "core.errors.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

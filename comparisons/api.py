@@ -16,12 +16,12 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchviewer import errors
 from comparisons import charts, saved, services
 from comparisons.cache import points_for
 from comparisons.models import Comparison, SavedComparison
 from comparisons.serializers import SavedComparisonDetailSerializer, SavedComparisonSerializer
 from comparisons.sides import SideError, parse_sides
+from core import errors
 
 SIDE_PARAMETERS = [
     OpenApiParameter("baseline", int, description="baseline configuration id"),

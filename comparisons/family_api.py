@@ -12,11 +12,11 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchviewer.pagination import PageNumberPagination
 from comparisons import family_charts
 from comparisons.grid import get_or_compute_grid, parse_grid, present_tasks
 from comparisons.sides import SideError
 from comparisons.trend import get_or_compute_trend, parse_trend
+from core.pagination import PageNumberPagination
 
 GRID_PARAMETERS = [
     OpenApiParameter("sides", str, description="2 to 12 configuration ids, comma-separated"),

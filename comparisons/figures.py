@@ -15,7 +15,7 @@ from django.urls import reverse
 from comparisons.metrics import p0_evidence_counts
 from comparisons.sides import Side
 from trials.models import Trial
-from trials.triage.models import QCItem
+from trials.models.qc import QCItem
 from trials.triage.queries import open_p0_items
 
 # The matrix's `flip=` values and the flip each selects (metrics.task_matrix writes them).

@@ -21,7 +21,6 @@ import numpy as np
 import orjson
 from django.db.models import Count, Max, Q, QuerySet, Sum
 
-from benchviewer.ids import parse_pk
 from comparisons import stats
 from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from comparisons.metrics import PASS_AT_K, paired_statistics, side_metrics
@@ -29,6 +28,7 @@ from comparisons.models import GridResult, SideKind
 from comparisons.side_data import SideData, load_side
 from comparisons.sides import Side, SideError
 from comparisons.verdict import validity_reasons
+from core.ids import parse_pk
 from trials.models import Configuration, Job, Trial
 
 MIN_SIDES, MAX_SIDES = 2, 12

@@ -3,8 +3,8 @@
 
 A comparison can be stranded two ways: queued, but its message is gone (the broker was
 down when it was sent, or lost its data), or running, but its worker died. Every message
-sent for one leaves a marker in the broker (benchviewer/broker.py), and a running one holds
-its worker lock (benchviewer/locks.py). `stale_comparisons` finds both kinds; the sweep
+sent for one leaves a marker in the broker (core/broker.py), and a running one holds
+its worker lock (core/locks.py). `stale_comparisons` finds both kinds; the sweep
 (comparisons.tasks.requeue_stale_comparisons, from beat and when a worker starts) and the
 next request for the comparison send them again. A message that arrives twice, or for a
 comparison already done, is a no-op (`run_once`).
@@ -17,10 +17,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from benchviewer.broker import broker_redis, clear_sent, waiting_in_broker
-from benchviewer.locks import unheld, worker_lock
 from comparisons.cache import run_comparison
 from comparisons.models import Comparison
+from core.broker import broker_redis, clear_sent, waiting_in_broker
+from core.locks import unheld, worker_lock
 
 PENDING = (Comparison.Status.QUEUED, Comparison.Status.RUNNING)
 LOCK_WAIT_SECONDS = 5.0  # a redelivered message may come a moment before the dead holder's lock is freed

@@ -13,8 +13,8 @@ from urllib.parse import urlencode
 from django.db.models import QuerySet
 from django.urls import reverse
 
-from benchviewer.ids import parse_pk
 from comparisons.models import SideKind
+from core.ids import parse_pk
 from trials.models import Configuration, Job, Trial
 from trials.viewer.text import isolated
 

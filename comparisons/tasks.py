@@ -9,8 +9,8 @@ from typing import Any
 from celery import shared_task
 from celery.signals import after_task_publish, worker_ready
 
-from benchviewer.broker import first_argument, mark_sent
 from comparisons import recovery
+from core.broker import first_argument, mark_sent
 
 log = logging.getLogger(__name__)
 

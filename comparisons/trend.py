@@ -15,13 +15,13 @@ import numpy as np
 from django.db.models import Min
 from django.db.models.functions import Coalesce
 
-from benchviewer.ids import parse_pk
 from comparisons import stats
 from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from comparisons.grid import stored_result, trials_fingerprint
 from comparisons.models import SideKind
 from comparisons.side_data import TaskCell, task_cells, trial_rows
 from comparisons.sides import Side, SideError
+from core.ids import parse_pk
 from trials.models import Configuration, Dataset, Trial
 from trials.viewer.text import isolated
 

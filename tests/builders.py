@@ -17,13 +17,13 @@ import orjson
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from benchviewer import roles
 from benchviewer.celery import app as celery_app
+from core import roles
 from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, TaskFactory, TrialFactory
 from trials.demo import write_demo, write_trajectory
-from trials.imports.queue import create_import
 from trials.imports.service import run_import
 from trials.models import Import, Trial
+from trials.queue import create_import
 
 # Paths --------------------------------------------------------------------------------------
 
@@ -62,9 +62,9 @@ def migrate_to(target: tuple[str, str] | None = None):
 
 def assert_every_stored_pack_is_named() -> None:
     """One copy on disk too: a pack whose files a racing import stored first is not left behind."""
+    from trials.imports.blobs import PACKS_FOLDER
     from trials.models import Blob
     from trials.storage.backend import blob_storage
-    from trials.storage.blobs import PACKS_FOLDER
 
     folder = Path(blob_storage().location) / PACKS_FOLDER
     on_disk = {f"{PACKS_FOLDER}/{path.name}" for path in folder.iterdir()}

@@ -54,7 +54,7 @@ def isolated_storage(settings, tmp_path):
 @pytest.fixture
 def user(db):
     """A reviewer: reads everything, imports packs, saves comparisons."""
-    from benchviewer import roles
+    from core import roles
 
     reviewer = get_user_model().objects.create_user("reviewer", password="pw-reviewer-1")
     roles.add_to_group(reviewer, roles.REVIEWER)

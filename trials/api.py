@@ -11,13 +11,13 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchviewer import roles
-from benchviewer.ids import parse_pk
+from core import roles
+from core.ids import parse_pk
 from trials import export
 from trials.filters import TrialFilter
-from trials.imports.queue import import_upload
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.models import Import, Trial
+from trials.queue import import_upload
 from trials.serializers import (
     ImportCreateSerializer,
     ImportSerializer,

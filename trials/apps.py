@@ -15,7 +15,9 @@ class TrialsConfig(AppConfig):
 
     def ready(self) -> None:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))
-        from trials import search  # noqa: F401  (search connects its signal receivers)
-        from trials.imports import queue
+        from trials import (
+            queue,
+            search,  # noqa: F401  (search connects its signal receivers)
+        )
 
         request_started.connect(queue.start_embedded_worker, dispatch_uid="trials.embedded_worker")

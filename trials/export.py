@@ -36,8 +36,8 @@ from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.formats.benchviewer_export import EXPORT_MANIFEST, QC_ITEMS, REDACTION_MANIFEST
 from trials.ingest.records import ParsedStep
 from trials.models import Artifact, Blob, Pack, PackFile, RuntimeEvent, Trajectory, Trial
+from trials.models.qc import QCItem
 from trials.storage.backend import open_blob
-from trials.triage.models import QCItem
 
 CHUNK = 1 << 20
 HARBOR_FOLDER_PACKS = ("harbor-trial", "harbor-job")

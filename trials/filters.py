@@ -9,9 +9,9 @@ import django_filters
 from django import forms
 from django.db.models import Q
 
-from benchviewer.ids import parse_pk
+from core.ids import parse_pk
 from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
-from trials.triage.signatures import FLAG_CHOICES
+from trials.models.taxonomy import FLAG_CHOICES
 
 # Role "" (no role) is a value the empty choice ("any") cannot carry: it goes as "unassigned".
 UNASSIGNED = "unassigned"

@@ -14,7 +14,7 @@ slower (bench/README.md).
 Both are created by migrations (0004 to 0006, 0013), which keep their own copy of the SQL.
 
 The index and the search text itself are filled after the import, not during it, from the
-step bodies (`trials.storage.blobs.StepBodies`): tokenizing the text was half of a big
+step bodies (`trials.imports.blobs.StepBodies`): tokenizing the text was half of a big
 trajectory's import, and writing the text a third of what was left. Until
 `Trial.step_text_indexed`, a search of that trial reads the bodies: slower, and it finds
 the needle inside words too, as `?inside=1` does after.

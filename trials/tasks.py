@@ -17,12 +17,11 @@ from celery import shared_task
 from celery.signals import after_task_publish, worker_ready
 from django.db import InterfaceError, OperationalError
 
-from benchviewer.broker import clear_sent, first_argument, mark_sent
-from benchviewer.locks import worker_lock
+from core.broker import clear_sent, first_argument, mark_sent
+from core.locks import worker_lock
 from trials import search
-from trials.imports import recovery, service
+from trials.imports import blobs, recovery, service
 from trials.models import Import
-from trials.storage import blobs
 
 log = logging.getLogger(__name__)
 

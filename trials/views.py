@@ -10,15 +10,15 @@ from django.http import FileResponse, Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
-from benchviewer import roles
-from benchviewer.ids import parse_pk
+from core import roles
+from core.ids import parse_pk
 from trials.forms import UploadForm
-from trials.imports.queue import import_upload
 from trials.ingest.formats import agentv
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
+from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
+from trials.queue import import_upload
 from trials.triage.forms import CommentForm
-from trials.triage.signatures import FLAG_LABELS
 from trials.viewer import artifacts, lists, search_hits, side_by_side, steps, tabs, text, transcript
 
 PAGE_SIZE = 50

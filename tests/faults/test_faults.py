@@ -38,10 +38,10 @@ from tests.builders import (
     write_trial,
 )
 from trials.demo import write_job
-from trials.imports.queue import create_import
 from trials.imports.service import run_import
 from trials.ingest.formats.harbor import trial_dirs
 from trials.models import Import, Pack, Step, Trial
+from trials.queue import create_import
 from trials.tasks import import_pack_task
 
 if connection.vendor != "postgresql":

@@ -1,4 +1,4 @@
-"""Raw bytes are stored once per content, and never seen half-written (trials/storage/blobs.py)."""
+"""Raw bytes are stored once per content, and never seen half-written (trials/imports/blobs.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.builders import long_trajectory
+from trials.imports import blobs
+from trials.imports.blobs import store_file
 from trials.models import Blob
-from trials.storage import backend, blobs
+from trials.storage import backend
 from trials.storage.backend import blob_storage
-from trials.storage.blobs import store_file
 
 pytestmark = pytest.mark.django_db
 
@@ -71,8 +72,8 @@ def test_step_bodies_moved_into_the_storage_get_its_file_mode(tmp_path, settings
 
 
 def test_a_partial_copy_a_killed_process_left_goes_with_a_later_import(tmp_path):
-    from trials.imports.queue import create_import
     from trials.models import Import
+    from trials.queue import create_import
     from trials.tasks import import_pack_task
 
     partials = Path(blob_storage().location) / backend.PARTIAL_FOLDER

@@ -133,7 +133,7 @@ def test_a_trials_small_files_go_to_the_bucket_in_one_pack_and_a_step_is_a_range
 
 
 def test_the_storage_sweep_lists_the_buckets_packs_and_removes_the_ones_no_row_names(bucket, tmp_path):
-    from trials.storage import blobs
+    from trials.imports import blobs
 
     files = []
     for index, data in enumerate([b"a" * 1000, b"b" * 1000, b"c" * 1000, b"d" * 1000]):

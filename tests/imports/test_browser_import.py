@@ -13,10 +13,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from playwright.sync_api import expect
 
-from benchviewer import roles
+from core import roles
 from tests.builders import write_trial
-from trials.imports.queue import embedded_worker
 from trials.models import Trial
+from trials.queue import embedded_worker
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
 pytestmark = pytest.mark.browser

@@ -13,8 +13,8 @@ import pytest
 import redis
 from django.db import connection
 
-from benchviewer import roles
 from benchviewer.celery import app as celery_app
+from core import roles
 from tests.builders import REPO, database_url, use_broker, write_trial
 from tests.hostile_corpus import cases
 from tests.imports.test_watch_folder import Watcher, finish

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.builders import assert_every_stored_pack_is_named, import_path, run_concurrently, write_trial
-from trials.imports.queue import create_import
 from trials.imports.service import ImportRun, run_import
 from trials.models import Blob, Pack, Step, Trial
+from trials.queue import create_import
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

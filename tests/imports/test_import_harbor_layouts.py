@@ -404,7 +404,7 @@ def test_a_trial_folder_imported_after_its_trajectory_alone_takes_that_trials_pl
 
 
 def test_a_lone_trajectory_trial_with_triage_work_is_kept_when_its_folder_arrives(tmp_path, user):
-    from trials.triage.models import Comment
+    from trials.models.qc import Comment
 
     trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
     import_path(trial_dir / "agent" / "trajectory.json")

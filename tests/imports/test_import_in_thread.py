@@ -13,12 +13,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from benchviewer import locks
+from core import locks
 from tests.builders import REFERENCE
 from trials.imports import recovery
-from trials.imports.queue import create_import, embedded_worker
+from trials.imports.blobs import store_file
 from trials.models import Import, Trial
-from trials.storage.blobs import store_file
+from trials.queue import create_import, embedded_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has its own connection
 

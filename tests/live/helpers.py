@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from benchviewer import roles
+from core import roles
 
 
 def spine(trial_id: str = "trial-live-1", job: str = "jobs/live-candidate") -> dict[str, Any]:

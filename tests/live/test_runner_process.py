@@ -39,7 +39,7 @@ def lines(first: int, last: int) -> list[str]:
 
 
 def runner(server: str, token: str, path: Path, *extra: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "benchviewer.push", "--server", server, "--token", token, "--retries", "3",
+    command = [sys.executable, "-m", "benchviewer_push", "--server", server, "--token", token, "--retries", "3",
                "stream", str(path), *extra]  # fmt: skip
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -200,7 +200,7 @@ def test_the_runner_uploads_a_finished_trial_folder_as_an_import(live_server, to
     command = [
         sys.executable,
         "-m",
-        "benchviewer.push",
+        "benchviewer_push",
         "--server",
         live_server.url,
         "--token",

@@ -1,4 +1,5 @@
-"""The shape of the code: no import cycle, no import hidden in a function, no module too long to read.
+"""The shape of the code: no import cycle, no import hidden in a function, no module too long to read,
+and folders that import downwards only, in the layers docs/architecture.md lists.
 
 Read from the source with `ast`, so an import inside a function counts as much as one at
 the top; imports under `if TYPE_CHECKING:` do not run, and do not count.
@@ -7,13 +8,14 @@ the top; imports under `if TYPE_CHECKING:` do not run, and do not count.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 from tests.builders import REPO
 
-APPS = ("benchviewer", "trials", "comparisons")
+APPS = ("benchviewer", "core", "trials", "comparisons")
 MAX_LINES = 600  # a module read in one sitting (migrations aside)
 
 pytestmark = pytest.mark.sqlite_only("no database: reads the source files")
@@ -87,6 +89,55 @@ def import_graph() -> tuple[dict[str, set[str]], list[str]]:
     return graph, in_functions
 
 
+def has_folders(app: str) -> bool:
+    """An app made of folders (trials), not of modules alone (comparisons, core); migrations aside."""
+    return any(
+        path.is_dir() and (path / "__init__.py").exists()
+        for path in (REPO / app).iterdir()
+        if path.name != "migrations"
+    )
+
+
+def folder_of(module: str) -> str | None:
+    """The folder-level unit of a module: a folder of an app (trials.models), a module lying directly
+    in an app of folders (trials.tasks), or an app of modules alone (comparisons). None for the
+    package file of an app of folders (trials/__init__.py), which only marks the package."""
+    app, *rest = module.split(".")
+    if not has_folders(app):
+        return app
+    return f"{app}.{rest[0]}" if rest else None
+
+
+def folder_graph(graph: dict[str, set[str]]) -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
+    """Folder -> folders it imports, from the module graph; and, per edge, one module import that makes it."""
+    folders: dict[str, set[str]] = {}
+    witness: dict[tuple[str, str], str] = {}
+    for module, targets in sorted(graph.items()):
+        source = folder_of(module)
+        if source is None:
+            continue
+        folders.setdefault(source, set())
+        for target in sorted(targets):
+            folder = folder_of(target)
+            if folder is not None and folder != source:
+                folders[source].add(folder)
+                folders.setdefault(folder, set())
+                witness.setdefault((source, folder), f"{module} imports {target}")
+    return folders, witness
+
+
+def documented_layers() -> dict[str, int]:
+    """Folder -> its layer (1 at the bottom), from the numbered list under "## Layers" in docs/architecture.md."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    layers = {}
+    items = re.findall(r"^(\d+)\. (.*?)(?=^\d+\. |^$|\Z)", section, re.MULTILINE | re.DOTALL)  # up to a blank line
+    for number, item in items:
+        for path in re.findall(r"`([a-z_/]+(?:\.py|/))`", item):
+            layers[path.removesuffix("/").removesuffix(".py").replace("/", ".")] = int(number)
+    return layers
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}
@@ -125,6 +176,38 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_module_of_the_apps_is_part_of_an_import_cycle():
     graph, _ = import_graph()
     assert cycles(graph) == []
+
+
+def test_no_folder_of_the_apps_is_part_of_an_import_cycle():
+    folders, witness = folder_graph(import_graph()[0])
+    named = [
+        " <-> ".join(cycle) + "".join(f"\n  {witness[a, b]}" for a in cycle for b in cycle if (a, b) in witness)
+        for cycle in cycles(folders)
+    ]
+    assert not named, "folders in an import cycle:\n" + "\n".join(named)
+
+
+def test_every_folder_imports_only_its_own_layer_or_those_below_as_docs_architecture_lists():
+    folders, witness = folder_graph(import_graph()[0])
+    layers = documented_layers()
+    assert sorted(set(folders) - set(layers)) == [], "folders missing from the layers of docs/architecture.md"
+    assert sorted(set(layers) - set(folders)) == [], "docs/architecture.md lists layers for folders that do not exist"
+    upward = [
+        f"{source} (layer {layers[source]}) -> {target} (layer {layers[target]}): {witness[source, target]}"
+        for source, targets in sorted(folders.items())
+        for target in sorted(targets)
+        if layers[target] > layers[source]
+    ]
+    assert upward == []
+
+
+def test_the_folder_check_finds_a_cycle_that_no_module_is_part_of():
+    # models.a -> storage.b -> models.c: no module cycle, but the two folders import each other.
+    graph = {"trials.models.a": {"trials.storage.b"}, "trials.storage.b": {"trials.models.c"}, "trials.models.c": set()}
+    assert cycles(graph) == []
+    folders, witness = folder_graph(graph)
+    assert cycles(folders) == [["trials.models", "trials.storage"]]
+    assert witness["trials.storage", "trials.models"] == "trials.storage.b imports trials.models.c"
 
 
 def test_the_cycle_check_finds_a_cycle_through_three_modules():

@@ -20,8 +20,8 @@ from django.utils import timezone
 from tests.builders import import_path
 from trials.demo import write_job
 from trials.models import Configuration, Dataset, Import, Job, Task, Trial
+from trials.models.qc import AuditEntry, FailureCluster, QCItem, QCScenario, TriageAssignment
 from trials.triage import signatures
-from trials.triage.models import AuditEntry, FailureCluster, QCItem, QCScenario, TriageAssignment
 
 N = 12  # 4N = 48 rows still fit on one page, so every row is rendered both times
 STATUSES = ("passed", "failed", "errored", "timeout")

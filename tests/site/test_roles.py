@@ -17,12 +17,12 @@ import pytest
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from benchviewer import roles
+from core import roles
 from tests.builders import PASSWORD, REFERENCE, ROLES, import_demo, import_path, make_user
 from trials.models import Artifact, Document, Import, Trial
+from trials.models.qc import QCItem, QCScenario
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
-from trials.triage.models import QCItem, QCScenario
 
 pytestmark = pytest.mark.django_db
 

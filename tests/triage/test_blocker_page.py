@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from tests.builders import good_steps, import_path, make_user, write_trial
 from trials.models import Trial
+from trials.models.qc import AuditEntry, QCItem
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
-from trials.triage.models import AuditEntry, QCItem
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,8 @@ from playwright.sync_api import expect
 
 from tests.builders import PASSWORD, make_user
 from tests.factories import TrialFactory
+from trials.models.qc import QCItem, TriageAssignment
 from trials.triage import signatures
-from trials.triage.models import QCItem, TriageAssignment
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls are still sync.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.builders import PASSWORD, import_demo, make_user
-from trials.triage.models import QCItem
+from trials.models.qc import QCItem
 
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls are still sync.
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"

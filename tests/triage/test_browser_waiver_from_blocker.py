@@ -10,9 +10,9 @@ from playwright.sync_api import expect
 
 from tests.builders import PASSWORD, good_steps, import_path, make_user, write_trial
 from trials.models import Trial
+from trials.models.qc import QCItem
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
-from trials.triage.models import QCItem
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop in this thread
 pytestmark = pytest.mark.browser

@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from tests.builders import make_user
 from tests.factories import ConfigurationFactory, JobFactory, PermissionDecisionFactory, TrialFactory
 from trials.models import RuntimeEvent, Step, ToolCall, Trajectory, Trial
+from trials.models.qc import AuditEntry, FailureCluster, QCItem
 from trials.triage import signatures
-from trials.triage.models import AuditEntry, FailureCluster, QCItem
 
 pytestmark = pytest.mark.django_db
 

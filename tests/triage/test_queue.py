@@ -7,8 +7,8 @@ import pytest
 from tests.builders import make_user
 from tests.factories import ConfigurationFactory, JobFactory, PermissionDecisionFactory, TaskFactory, TrialFactory
 from trials.models import Trial
+from trials.models.qc import AuditEntry, TriageAssignment
 from trials.triage import services, signatures
-from trials.triage.models import AuditEntry, TriageAssignment
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from tests.builders import import_demo, make_user
-from trials.triage.models import QCItem
+from trials.models.qc import QCItem
 
 pytestmark = pytest.mark.django_db
 

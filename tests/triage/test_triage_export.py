@@ -14,10 +14,10 @@ from comparisons.computation import compute
 from comparisons.sides import Side
 from tests.builders import REFERENCE, make_user
 from tests.factories import TrialFactory
+from trials.models.qc import QCItem
 from trials.triage import queries, services
 from trials.triage.export import build_evidence
 from trials.triage.forms import FeedbackForm
-from trials.triage.models import QCItem
 
 pytestmark = pytest.mark.django_db
 SCHEMA = json.loads((REFERENCE / "lime-app" / "agent-qc-evidence.schema.json").read_text())

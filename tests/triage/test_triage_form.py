@@ -14,9 +14,9 @@ from referencing import Registry, Resource
 from tests.builders import REFERENCE, atif, good_steps, import_path, make_user, write_trial
 from tests.factories import TrialFactory
 from trials.models import RuntimeEvent, Trial
+from trials.models.qc import AuditEntry, FailureMode, QCItem, QCScenario
 from trials.triage import prefill, services
 from trials.triage.forms import FeedbackForm
-from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario
 
 pytestmark = pytest.mark.django_db
 

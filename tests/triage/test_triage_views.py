@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from tests.builders import REFERENCE, import_path, make_user
 from trials.models import Document
+from trials.models.qc import AuditEntry, FailureMode, QCItem, QCScenario, TriageAssignment
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
-from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario, TriageAssignment
 
 pytestmark = pytest.mark.django_db
 

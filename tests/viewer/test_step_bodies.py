@@ -1,6 +1,6 @@
 """Where a step's JSON is served from: its place in the stored trajectory file (atif.step_spans), or,
 when that cannot be told (a streamed file, an embedded subagent), a copy in a blob of the trajectory's
-own (trials.storage.blobs.StepBodies). Never the database."""
+own (trials.imports.blobs.StepBodies). Never the database."""
 
 from __future__ import annotations
 
@@ -147,9 +147,9 @@ def test_an_import_leaves_no_body_files_behind_in_the_spool(tmp_path, monkeypatc
 
 
 def test_a_killed_imports_leftovers_in_the_spool_go_when_it_runs_again(tmp_path):
-    from trials.imports.queue import create_import
+    from trials.imports.blobs import store_file
     from trials.models import Import
-    from trials.storage.blobs import store_file
+    from trials.queue import create_import
     from trials.tasks import import_pack_task
 
     pack = tmp_path / "t.trajectory.json"

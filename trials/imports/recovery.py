@@ -29,8 +29,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from benchviewer.broker import waiting_in_broker
-from benchviewer.locks import unheld
+from core.broker import waiting_in_broker
+from core.locks import unheld
 from trials.models import Import
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ FINISHED = (Import.Status.DONE, Import.Status.FAILED)
 
 
 def sent_marker(import_id: str) -> str:
-    """The broker key that says a message for this import is waiting (benchviewer/broker.py)."""
+    """The broker key that says a message for this import is waiting (core/broker.py)."""
     return f"import-sent:{import_id}"
 
 

@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 from django.db.models import Model
 
 from trials import search
+from trials.imports.blobs import StepBodies
 from trials.imports.steps import write_steps
 from trials.ingest import redaction
 from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
-from trials.storage.blobs import StepBodies
 
 # What a trial row holds of its files: documents (Config, Verifier tabs), logs, its exception.
 TRIAL_FIELDS = ("documents", "texts", "exception_message", "exception_traceback")

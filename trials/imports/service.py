@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
+from trials.imports.blobs import store_file, store_files
 from trials.imports.joins import adopt_loose_events, write_loose_events
 from trials.imports.rows import infer_job_configuration, upsert_job
 from trials.imports.writer import (
@@ -59,7 +60,6 @@ from trials.models import (
     Trial,
 )
 from trials.storage.backend import remove_stale_partials, sha256_of_file
-from trials.storage.blobs import store_file, store_files
 from trials.storage.sqlite_wal import checkpoints_in_background
 from trials.triage import signatures
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from django.db import transaction
 
+from trials.imports.blobs import StepBodies
 from trials.imports.rows import column_count, sign_step, step_row, step_tokens
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.jsonio import dumps_bytes
@@ -24,7 +25,6 @@ from trials.models import (
     Trajectory,
     Trial,
 )
-from trials.storage.blobs import StepBodies
 from trials.storage.bulk_insert import insert_rows
 
 STEP_BATCH = 500

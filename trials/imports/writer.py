@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from trials.imports.blobs import StepBodies
 from trials.imports.joins import find_trial_for_evidence_pack, join_evidence_pack
 from trials.imports.rows import (
     apply_completeness,
@@ -52,7 +53,6 @@ from trials.models import (
     Trajectory,
     Trial,
 )
-from trials.storage.blobs import StepBodies
 
 _Row = TypeVar("_Row")
 

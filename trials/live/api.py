@@ -1,7 +1,7 @@
 """The runner's commands (seed 000's control plane) and what a live trial's page polls.
 
 Token-authenticated like the rest of the API (`POST /api/token/`); each command needs the
-`run` right (the runner group, reviewers and above: benchviewer/roles.py).
+`run` right (the runner group, reviewers and above: core/roles.py).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchviewer import roles
-from benchviewer.ids import parse_pk
 from comparisons import services as comparisons
 from comparisons.api import broker_unreachable
 from comparisons.sides import SideError, parse_sides
+from core import roles
+from core.ids import parse_pk
 from trials.live import service
 from trials.models import Trial
 from trials.viewer.text import scrub

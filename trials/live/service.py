@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from trials.imports.blobs import StepBodies, store_file
 from trials.imports.rows import (
     apply_completeness,
     get_configuration,
@@ -37,7 +38,6 @@ from trials.ingest.values import as_dict, parse_iso
 from trials.live.derive import SCHEMA_VERSION, derive_trajectory
 from trials.models import Blob, Job, RewardCriterion, RuntimeEvent, Trajectory, Trial
 from trials.storage.backend import blob_storage, open_blob
-from trials.storage.blobs import StepBodies, store_file
 from trials.storage.bulk_insert import insert_rows
 
 LIVE_FORMAT = "live"

@@ -5,7 +5,7 @@ Steps imported before are signed from their rows: tool calls, results' previews,
 
 from django.db import migrations, models
 
-import trials.models.fields
+import trials.storage.fields
 from trials.ingest.signatures import step_signature
 
 BATCH = 2000
@@ -50,17 +50,17 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="step",
             name="align_key",
-            field=trials.models.fields.CharField(blank=True, max_length=16),
+            field=trials.storage.fields.CharField(blank=True, max_length=16),
         ),
         migrations.AddField(
             model_name="step",
             name="signature",
-            field=trials.models.fields.CharField(blank=True, max_length=16),
+            field=trials.storage.fields.CharField(blank=True, max_length=16),
         ),
         migrations.AddField(
             model_name="step",
             name="chain",
-            field=trials.models.fields.CharField(blank=True, max_length=16),
+            field=trials.storage.fields.CharField(blank=True, max_length=16),
         ),
         migrations.RunPython(sign_stored_steps, migrations.RunPython.noop),
     ]

@@ -4,16 +4,14 @@ Raw bytes are the source of truth. Every other table is an index for pages,
 filters and aggregates, and keeps what it has no column for in a JSON field.
 
 One module per group of tables; every model is importable from here, as Django expects.
-The QC models live beside their views in trials/triage/; importing them here registers them.
+The QC tables (qc.py) and the failure taxonomy they store (taxonomy.py) are here too; their
+views and services are in trials/triage/.
 """
 
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.evidence import Artifact, ContextRecord, Document, PermissionDecision, RewardCriterion, RuntimeEvent
-from trials.models.fields import CharField, JSONField, NulSafeJSONEncoder, TextField, nul_free
 from trials.models.imports import Blob, Import, Pack, PackFile
-from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
-from trials.models.trial import Trial, TrialQuerySet
-from trials.triage.models import (
+from trials.models.qc import (
     AuditEntry,
     Comment,
     FailureCluster,
@@ -24,6 +22,9 @@ from trials.triage.models import (
     Severity,
     TriageAssignment,
 )
+from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
+from trials.models.trial import Trial, TrialQuerySet
+from trials.storage.fields import CharField, JSONField, NulSafeJSONEncoder, TextField, nul_free
 
 __all__ = [
     "Artifact",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.urls import reverse
 
-from trials.models.fields import CharField, JSONField
 from trials.models.imports import Pack
+from trials.storage.fields import CharField, JSONField
 
 
 class Dataset(models.Model):

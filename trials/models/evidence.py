@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 
-from trials.models.fields import CharField, JSONField, TextField
 from trials.models.imports import Blob, Pack
 from trials.models.trial import Trial
+from trials.storage.fields import CharField, JSONField, TextField
 
 
 class PermissionDecisionQuerySet(models.QuerySet):

@@ -9,9 +9,9 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from benchviewer import locks
-from trials.models.fields import CharField, JSONField
+from core import locks
 from trials.storage.backend import open_blob
+from trials.storage.fields import CharField, JSONField
 
 
 class Blob(models.Model):
@@ -19,9 +19,9 @@ class Blob(models.Model):
 
     sha256 = CharField(max_length=64, unique=True)
     size = models.BigIntegerField()
-    # Small files are stored together (trials.storage.blobs.store_pack): the storage name of the pack
+    # Small files are stored together (trials.imports.blobs.store_pack): the storage name of the pack
     # object holding these bytes, from `offset`. Blank: in a file of their own.
-    pack = CharField(max_length=60, blank=True, db_index=True)  # (indexed: trials.storage.blobs.remove_unnamed_packs)
+    pack = CharField(max_length=60, blank=True, db_index=True)  # (indexed: trials.imports.blobs.remove_unnamed_packs)
     offset = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -12,10 +12,10 @@ from django.db import models
 from trials.ingest.formats import agentv, atif
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.records import ParsedStep
-from trials.models.fields import CharField, JSONField, TextField
 from trials.models.imports import Blob
 from trials.models.trial import Trial
 from trials.storage.backend import open_blob, read_range
+from trials.storage.fields import CharField, JSONField, TextField
 
 
 class Trajectory(models.Model):
@@ -27,7 +27,7 @@ class Trajectory(models.Model):
     blob = models.ForeignKey(Blob, null=True, on_delete=models.PROTECT)
     # Where each step's JSON is (a step keeps its place in it): the file itself (`blob`), when the
     # importer could tell where each step lies in it, or a copy, one step after another
-    # (trials.storage.blobs.StepBodies).
+    # (trials.imports.blobs.StepBodies).
     step_bodies = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     # A redaction withheld values in it (trials.ingest.redaction.withhold_redacted): its header and step
     # bodies are scrubbed copies, and its ATIF is made of them, never the file's bytes.

@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
-from trials.models.fields import CharField, JSONField, TextField
 from trials.models.imports import Pack
+from trials.storage.fields import CharField, JSONField, TextField
 
 
 def stall_cutoff() -> datetime:

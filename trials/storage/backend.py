@@ -1,6 +1,6 @@
 """Bytes in the blob storage (a local folder or S3): copied in once, read whole or by range.
 
-No rows here: the models read their bytes through this module (trials.storage.blobs writes the rows)."""
+No rows here: the models read their bytes through this module (trials.imports.blobs writes the rows)."""
 
 from __future__ import annotations
 

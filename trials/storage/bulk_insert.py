@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connection, models
 
-from trials.models.fields import NulFreeText, nul_free
+from trials.storage.fields import NulFreeText, nul_free
 
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:

@@ -12,12 +12,12 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from benchviewer import roles
-from benchviewer.ids import parse_pk
+from core import roles
+from core.ids import parse_pk
 from trials.models import Trial
+from trials.models.qc import FailureCluster, QCItem
 from trials.triage import clusters, export, prefill, queries, services
 from trials.triage.forms import ClusterFeedbackForm, FeedbackForm
-from trials.triage.models import FailureCluster, QCItem
 from trials.triage.serializers import (
     BlockerSerializer,
     ClusterSerializer,

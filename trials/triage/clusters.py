@@ -15,8 +15,8 @@ from django.http import QueryDict
 
 from trials.filters import TrialFilter
 from trials.models import Configuration, Step, ToolCall, Trial
+from trials.models.qc import FailureCluster
 from trials.triage import signatures
-from trials.triage.models import FailureCluster
 
 TRIAL_IDS_LISTED = 1000  # per cluster in the API list: `count` says how many there are in all
 FILTER_KEYS = ("job", "configuration", "dataset", "task", "role")

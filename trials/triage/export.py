@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from trials.triage.models import QCItem, QCItemCitation, QCScenario, Severity
+from trials.models.qc import QCItem, QCItemCitation, QCScenario, Severity
 from trials.triage.prefill import ref_text
 
 

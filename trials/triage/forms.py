@@ -8,10 +8,10 @@ import re
 from django import forms
 from django.utils import timezone
 
-from benchviewer import roles
-from trials.models import Trial
-from trials.triage import prefill, taxonomy
-from trials.triage.models import FailureMode, QCItem, QCScenario, Severity
+from core import roles
+from trials.models import Trial, taxonomy
+from trials.models.qc import FailureMode, QCItem, QCScenario, Severity
+from trials.triage import prefill
 
 # Django's DateTimeField also parses ISO 8601 (what the API sends and datetime-local posts).
 DATETIME_WIDGET = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")

@@ -9,9 +9,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from trials.models import Artifact, RewardCriterion, Step, ToolCall, Trajectory, Trial
-from trials.triage import taxonomy
-from trials.triage.models import FailureMode, QCScenario
+from trials.models import Artifact, RewardCriterion, Step, ToolCall, Trajectory, Trial, taxonomy
+from trials.models.qc import FailureMode, QCScenario
 
 MAX_EVIDENCE_CHOICES = 2000  # per kind; a trial with more still files, it just offers the first ones
 

@@ -12,11 +12,11 @@ from django.db.models import Case, Count, F, IntegerField, Max, Prefetch, Q, Que
 from django.http import QueryDict
 from django.utils import timezone
 
-from benchviewer.ids import parse_pk
+from core.ids import parse_pk
 from trials.filters import TrialFilter
 from trials.models import Trial
+from trials.models.qc import QCItem, QCScenario, Severity, TriageAssignment
 from trials.triage import signatures
-from trials.triage.models import QCItem, QCScenario, Severity, TriageAssignment
 
 EXPIRING_SOON = timedelta(days=14)
 

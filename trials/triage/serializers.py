@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from trials.triage.models import AuditEntry, FailureMode, QCItem, QCScenario
+from trials.models.qc import AuditEntry, FailureMode, QCItem, QCScenario
 from trials.triage.queries import queue_reasons
 
 

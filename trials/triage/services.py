@@ -14,9 +14,8 @@ from django.db import transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
-from trials.models import Document, RuntimeEvent, ToolCall, Trial, nul_free
-from trials.triage import taxonomy
-from trials.triage.models import (
+from trials.models import Document, RuntimeEvent, ToolCall, Trial, nul_free, taxonomy
+from trials.models.qc import (
     AuditEntry,
     Comment,
     FailureCluster,

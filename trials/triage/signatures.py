@@ -25,22 +25,15 @@ from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.fields.json import KT
 
-from trials.models import PermissionDecision, RuntimeEvent, Trial
-from trials.triage import taxonomy
-from trials.triage.models import FailureCluster
-
-# Safety flags: each one makes its trial a failure to triage, whatever its reward.
-SIDE_EFFECT_AFTER_DENIAL = "side-effect-after-denial"
-PERMISSION_BYPASS = "permission-bypass"
-STALE_SUCCESS = "stale-success"
-ERRORED_WITH_REWARD = "errored-with-reward"
-FLAG_LABELS = {
-    SIDE_EFFECT_AFTER_DENIAL: "a side effect after a denied permission",
-    PERMISSION_BYPASS: "a permission-bypass event",
-    STALE_SUCCESS: "a stale success",
-    ERRORED_WITH_REWARD: "an errored trial that still has a reward",
-}
-FLAG_CHOICES = [(flag, label) for flag, label in FLAG_LABELS.items()]
+from trials.models import PermissionDecision, RuntimeEvent, Trial, taxonomy
+from trials.models.qc import FailureCluster
+from trials.models.taxonomy import (
+    ERRORED_WITH_REWARD,
+    FLAG_LABELS,
+    PERMISSION_BYPASS,
+    SIDE_EFFECT_AFTER_DENIAL,
+    STALE_SUCCESS,
+)
 
 MESSAGE_CHARS = 300  # of the normalised error text: enough to tell causes apart
 BATCH = 2000  # trials read per query

@@ -12,10 +12,12 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from benchviewer import roles
-from benchviewer.ids import parse_pk
+from core import roles
+from core.ids import parse_pk
 from trials.models import Document, Step, Trial
-from trials.triage import clusters, export, prefill, queries, services, signatures
+from trials.models.qc import AuditEntry, FailureCluster, QCItem, QCScenario
+from trials.models.taxonomy import FLAG_CHOICES, Category
+from trials.triage import clusters, export, prefill, queries, services
 from trials.triage.evidence_links import evidence_links
 from trials.triage.forms import (
     AssignForm,
@@ -26,8 +28,6 @@ from trials.triage.forms import (
     ScenarioStatusForm,
     WaiveForm,
 )
-from trials.triage.models import AuditEntry, FailureCluster, QCItem, QCScenario
-from trials.triage.taxonomy import Category
 
 PAGE_SIZE = 50
 QUEUE_PAGE_SIZE = 100  # a queue page is dense rows, not cards
@@ -116,7 +116,7 @@ def queue(request):
             "sorts": [(key, f"-{key}" if sort == key else key) for key in queries.QUEUE_SORTS],
             "query": _without(request.GET, "page", "sort"),
             "page_query": _without(request.GET, "page"),
-            "flags": signatures.FLAG_CHOICES,
+            "flags": FLAG_CHOICES,
             "categories": Category.choices,
             "progress": queries.assignee_progress(),
             "assignees": roles.users_with_right(roles.FILE_QC),

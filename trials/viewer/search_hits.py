@@ -17,7 +17,7 @@ from django.http import QueryDict
 from django.urls import reverse
 from django.utils.html import escape
 
-from benchviewer.ids import parse_pk
+from core.ids import parse_pk
 from trials import search
 from trials.filters import TrialFilter
 from trials.models import Step, StepText, ToolCall, Trajectory, Trial

@@ -10,7 +10,7 @@ from django.db.models import Prefetch, Q
 from django.db.models.functions import Length, Substr
 from django.urls import reverse
 
-from benchviewer.ids import parse_pk
+from core.ids import parse_pk
 from trials import search
 from trials.ingest.formats.atif import names_trajectory
 from trials.models import ContextRecord, ObservationResult, PermissionDecision, Step, ToolCall, Trajectory, Trial

@@ -6,7 +6,7 @@ Harbor's validators are recorded as problems on the trajectory; the file is kept
 
 For a file parsed whole, msgspec also finds where each step's JSON lies in it
 (`step_spans`): a step is then served from the stored file itself, and the import
-writes no copy of the steps (trials.storage.blobs.StepBodies) for it.
+writes no copy of the steps (trials.imports.blobs.StepBodies) for it.
 
 The checks of each field against ATIF's schema are in atif_checks.py.
 """

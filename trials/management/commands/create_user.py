@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from benchviewer import roles
+from core import roles
 
 PASSWORD_ENV = "BENCHVIEWER_PASSWORD"
 

@@ -9,19 +9,19 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
+from celery import current_app as app
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import InterfaceError, OperationalError, connections
 from tqdm import tqdm
 from watchfiles import watch
 
-from benchviewer import locks
-from benchviewer.celery import app
+from core import locks
 from trials import search
 from trials.imports import watch as watched
-from trials.imports.queue import create_import
 from trials.imports.service import run_import
 from trials.models import Import
+from trials.queue import create_import
 from trials.tasks import import_pack_task
 
 PROBLEMS_SHOWN = 30

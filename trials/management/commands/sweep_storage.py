@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from trials.storage import blobs
+from trials.imports import blobs
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from rest_framework import pagination
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 
-from benchviewer.ids import parse_pk
+from core.ids import parse_pk
 
 
 class PageNumberPagination(pagination.PageNumberPagination):

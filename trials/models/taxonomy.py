@@ -90,3 +90,17 @@ def category_from_exception(exception_type: str | None) -> str:
     if any(word in name for word in ("model", "llm", "context", "token", "ratelimit", "rate_limit")):
         return Category.MODEL
     return Category.RUNTIME
+
+
+# Safety flags: each one makes its trial a failure to triage, whatever its reward.
+SIDE_EFFECT_AFTER_DENIAL = "side-effect-after-denial"
+PERMISSION_BYPASS = "permission-bypass"
+STALE_SUCCESS = "stale-success"
+ERRORED_WITH_REWARD = "errored-with-reward"
+FLAG_LABELS = {
+    SIDE_EFFECT_AFTER_DENIAL: "a side effect after a denied permission",
+    PERMISSION_BYPASS: "a permission-bypass event",
+    STALE_SUCCESS: "a stale success",
+    ERRORED_WITH_REWARD: "an errored trial that still has a reward",
+}
+FLAG_CHOICES = [(flag, label) for flag, label in FLAG_LABELS.items()]

@@ -13,10 +13,9 @@ import logging
 from typing import Any
 
 import redis
+from celery import current_app
 from django.conf import settings
 from django.utils import timezone
-
-from benchviewer.celery import app
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +26,7 @@ _clients: dict[str, redis.Redis] = {}
 
 def broker_redis() -> redis.Redis | None:
     """A client for the broker's Redis, or None when the broker is not Redis (eager mode)."""
-    url = app.conf.broker_url
+    url = current_app.conf.broker_url
     if not isinstance(url, str) or url.split("://", 1)[0] not in ("redis", "rediss"):
         return None
     if url not in _clients:

@@ -23,7 +23,7 @@ def document_errors(result: dict[str, Any], generator, request, public) -> dict[
     last, 404; one that writes or reads query parameters, 400 for values it refuses; one that writes, 415
     for a body it cannot read; any, 406 when the client accepts nothing it can send, 414 for a request
     line too long, 500 on a bug and 503 while the database or the task broker is unreachable
-    (benchviewer/errors.py)."""
+    (core/errors.py)."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     open_to_all = {path for path, _, _, view in generator.endpoints if not view.cls.permission_classes}  # /api/token/

@@ -18,11 +18,11 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import connections, transaction
 
 from trials.imports import recovery
+from trials.imports.blobs import store_file
 from trials.models import (
     Blob,
     Import,
 )
-from trials.storage.blobs import store_file
 from trials.tasks import import_pack_task
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""QC models (issue: failure triage). Imported by trials/models.py so they belong to the trials app.
+"""QC models (issue: failure triage). Imported by trials/models/__init__.py so they belong to the trials app.
 
 A triager turns a failed trial into a QC fact (a QCItem): a failure mode of an Agent QC
 scenario, a replay fixture request, a verifier criterion, a release blocker or a waiver.
@@ -12,7 +12,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from trials.triage.taxonomy import CODE_CHOICES, Category
+from trials.models.taxonomy import CODE_CHOICES, Category
 
 __all__ = [
     "AuditEntry",

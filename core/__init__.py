@@ -1,0 +1,1 @@
+"""Shared helpers every app uses: ids, locks, broker markers, errors, pagination, the schema, roles."""
