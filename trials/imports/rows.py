@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from trials.ingest import completeness
@@ -49,7 +50,11 @@ def upsert_job(parsed: ParsedJob, pack: Pack) -> tuple[Job, bool]:
         job = Job.objects.filter(key__in=parsed.earlier_keys).first()
         if job is not None:
             job.key = parsed.key
-            job.save(update_fields=["key"])
+            try:
+                with transaction.atomic():
+                    job.save(update_fields=["key"])
+            except IntegrityError:  # another import made the job by its id meanwhile: its trials join it
+                job = None
     if job is None:
         job, created = Job.objects.get_or_create(
             key=parsed.key,
@@ -79,8 +84,12 @@ def upsert_job(parsed: ParsedJob, pack: Pack) -> tuple[Job, bool]:
 def finishes(job: Job, parsed: ParsedJob) -> bool:
     """Whether this parsed job is the finish of a stored one still running (its finish may be a naive
     time, kept only as written in the result)."""
-    stored_done = job.finished_at is not None or bool(job.result.get("finished_at"))
-    return not stored_done and (parsed.finished_at is not None or bool(parsed.result.get("finished_at")))
+    stored_done = job.finished_at is not None or _written_finish(job.result)
+    return not stored_done and (parsed.finished_at is not None or _written_finish(parsed.result))
+
+
+def _written_finish(result: Any) -> bool:
+    return isinstance(result, dict) and bool(result.get("finished_at"))
 
 
 def join_trials_to_job(job: Job, trial_ids: list[int], earlier_keys: tuple[str, ...]) -> int:
