@@ -1,12 +1,14 @@
 """benchviewer-push: report to a Benchviewer server from a benchmark runner (docs/reporting-from-a-runner.md).
 
     benchviewer-push upload JOB_OR_TRIAL_FOLDER          # a finished folder (or archive), as an import
-    benchviewer-push stream events.jsonl --start spine.json --follow --complete
+    benchviewer-push stream events.jsonl --start spine.json --follow --complete completed
     some-runner | benchviewer-push stream - --trial 42   # stdin
+    benchviewer-push complete --trial 42 failed --reason "the verifier timed out"
 
 `stream` sends a live trial's JSON lines (a line with `step_id` is an ATIF step, any other
 a runtime event) in batches to POST /api/trials/<id>/events/. The server keeps each event
 and step once, so a runner started again on the same file sends it all again safely.
+`stream` and `complete` end with a summary of the trial: its status, steps, events, and URL.
 Every request is retried with exponential backoff (urllib3's Retry) while the server is
 unreachable or answers 429/5xx. Standard library and urllib3 only: no Django here.
 """
@@ -60,6 +62,10 @@ class Server:
             body=json.dumps(body).encode(),
             headers={**self.headers, "Content-Type": "application/json"},
         )
+        return response.status, _json(response.data)
+
+    def get_json(self, path: str) -> tuple[int, Any]:
+        response = self.http.request("GET", self.url + path, headers=self.headers)
         return response.status, _json(response.data)
 
     def post_file(self, path: str, name: str, data: bytes) -> tuple[int, Any]:
@@ -124,24 +130,46 @@ def lines_of(source: IO[str], follow: bool, idle_exit: float) -> Iterator[str | 
         time.sleep(0.1)
 
 
-def stream(server: Server, trial: int, source: IO[str], follow: bool, idle_exit: float, batch: int = BATCH) -> int:
+class Sent:
+    """What a stream sent, as the server answered: for the summary."""
+
+    def __init__(self) -> None:
+        self.bad = 0  # batches the server refused items of, and lines that were not JSON
+        self.unplaced = 0  # events kept that a derived trajectory places in no step
+
+
+def stream(
+    server: Server,
+    trial: int,
+    source: IO[str],
+    follow: bool,
+    idle_exit: float,
+    batch: int = BATCH,
+    sent: Sent | None = None,
+) -> int:
     """Send the lines in batches; 0 when every item was kept, 1 when the server named bad ones."""
     events: list[Any] = []
+    lines: list[int] = []  # each event's line in the source, to name it as the runner wrote it
     steps: list[Any] = []
-    bad = 0
+    sent = sent or Sent()
     sent_at = time.monotonic()
     finished = False
 
     def flush() -> None:
-        nonlocal events, steps, bad, sent_at
+        nonlocal events, lines, steps, sent_at
         if events or steps:
             status, body = server.post_json(f"/api/trials/{trial}/events/", {"events": events, "steps": steps})
             if status >= 400:
-                bad += 1
+                sent.bad += 1
                 print(f"benchviewer-push: {status} {json.dumps(body)[:2000]}", file=sys.stderr)
             if status >= 500 or status in (401, 403, 404):
                 raise SystemExit(f"benchviewer-push: the server refused the batch ({status}); stopping")
-        events, steps, sent_at = [], [], time.monotonic()
+            for item in body.get("unplaced", []) if isinstance(body, dict) else []:
+                sent.unplaced += 1
+                index = str(item.get("path", "")).removeprefix("events[").removesuffix("]")
+                where = f"line {lines[int(index)]}" if index.isdigit() and int(index) < len(lines) else item.get("path")
+                print(f"benchviewer-push: {where}: {item.get('why')}", file=sys.stderr)
+        events, lines, steps, sent_at = [], [], [], time.monotonic()
 
     for number, line in enumerate(lines_of(source, follow, idle_exit), start=1):
         if line is None or not line.strip():
@@ -152,19 +180,20 @@ def stream(server: Server, trial: int, source: IO[str], follow: bool, idle_exit:
             item = json.loads(line)
         except ValueError as exc:
             print(f"benchviewer-push: line {number} is not JSON ({exc}); skipped", file=sys.stderr)
-            bad += 1
+            sent.bad += 1
             continue
         if isinstance(item, dict) and "step_id" in item and "type" not in item:
             steps.append(item)
         else:
             events.append(item)
+            lines.append(number)
             finished = finished or (isinstance(item, dict) and item.get("type") in FINISHED)
         if len(events) + len(steps) >= batch or time.monotonic() - sent_at > FLUSH_SECONDS:
             flush()
         if finished and follow:
             break
     flush()
-    return 1 if bad else 0
+    return 1 if sent.bad else 0
 
 
 def start(server: Server, spine_file: Path) -> int:
@@ -177,12 +206,24 @@ def start(server: Server, spine_file: Path) -> int:
     return int(body["trial_id"])
 
 
-def complete(server: Server, trial: int, status_name: str) -> None:
-    status, body = server.post_json(
-        "/api/commands/complete_benchmark_trial/", {"trial_id": trial, "status": status_name}
-    )
+def complete(server: Server, trial: int, status_name: str, reason: str = "") -> None:
+    body = {"trial_id": trial, "status": status_name, **({"reason": reason} if reason else {})}
+    status, answer = server.post_json("/api/commands/complete_benchmark_trial/", body)
     if status != 200:
-        raise SystemExit(f"benchviewer-push: could not complete trial {trial} ({status}): {body}")
+        raise SystemExit(f"benchviewer-push: could not complete trial {trial} ({status}): {answer}")
+
+
+def summary(server: Server, trial: int, sent: Sent | None = None) -> str:
+    """The trial as the server has it now: status, steps, events (and what was not placed), its page."""
+    status, body = server.get_json(f"/api/trials/{trial}/live/")
+    url = f"{server.url}/trials/{trial}/"
+    if status != 200 or not isinstance(body, dict):
+        return f"trial {trial}: the server did not say how it stands ({status})\n{url}"
+    counts = f"{body.get('step_count')} steps, {body.get('event_count')} events"
+    if sent is not None and sent.unplaced:
+        counts += f" ({sent.unplaced} placed in no step: see above)"
+    stalled = ", stalled" if body.get("stalled") else ""
+    return f"trial {trial}: {body.get('status')}{stalled}, {counts}\n{url}"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -210,6 +251,12 @@ def parser() -> argparse.ArgumentParser:
     live.add_argument("--idle-exit", type=float, default=300, help="with --follow: stop after this many quiet seconds")
     live.add_argument("--complete", choices=["completed", "failed"], help="complete the trial at the end")
     live.add_argument("--batch", type=int, default=BATCH, help=f"items a request carries at most (default {BATCH})")
+    done = commands.add_parser("complete", help="complete a live trial (completed or failed)")
+    done.add_argument("status", choices=["completed", "failed"])
+    which = done.add_mutually_exclusive_group(required=True)
+    which.add_argument("--trial", type=int, help="the trial's id (from start_benchmark_trial)")
+    which.add_argument("--start", type=Path, help="the trial's spine (JSON): the trial it started")
+    done.add_argument("--reason", default="", help="why it failed (shown on its page)")
     return p
 
 
@@ -222,11 +269,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "upload":
         return upload(server, args.path)
     trial = args.trial if args.trial is not None else start(server, args.start)
+    if args.command == "complete":
+        complete(server, trial, args.status, args.reason)
+        print(summary(server, trial))
+        return 0
     source = sys.stdin if args.source == "-" else open(args.source, encoding="utf-8")
+    sent = Sent()
     with source:
-        code = stream(server, trial, source, args.follow, args.idle_exit, args.batch)
+        code = stream(server, trial, source, args.follow, args.idle_exit, args.batch, sent)
     if args.complete:
         complete(server, trial, args.complete)
+    print(summary(server, trial, sent))
     return code
 
 

@@ -305,14 +305,16 @@ def test_an_evidence_packs_attempt_is_the_trials_attempt(tmp_path):
     assert Trial.objects.get().attempt == 2
 
 
-def test_a_trial_imported_again_inside_its_job_folder_is_already_imported(tmp_path):
+def test_a_trial_imported_again_inside_its_job_folder_is_not_doubled_and_joins_its_job(tmp_path):
     trial_dir = write_trial(tmp_path / "job", "task-a__AAAAAAA")
     import_path(trial_dir)
     (tmp_path / "job" / "config.json").write_bytes(orjson.dumps({"job_name": "job"}))
     again = import_path(tmp_path / "job")  # another pack (a Harbor job folder) holding the same trial
-    assert [(o["kind"], o["outcome"]) for o in again.outcomes] == [("harbor-job", "already imported")]
-    assert again.outcomes[0]["already"] == 1 and Trial.objects.count() == 1
+    assert [(o["kind"], o["outcome"]) for o in again.outcomes] == [("harbor-job", "imported")]
+    assert again.outcomes[0]["already"] == 1 and again.outcomes[0]["regrouped"] == 1
+    assert Trial.objects.get().job.name == "job"  # imported alone first, it had no job
     assert not again.outcomes[0]["differs"] and not again.problems  # the same files, wherever the folder
+    assert import_path(tmp_path / "job").outcomes[0]["outcome"] == "already imported"
 
 
 def test_a_jobs_times_without_a_zone_are_flagged_with_their_json_path(tmp_path):

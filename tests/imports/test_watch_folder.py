@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ import orjson
 import pytest
 
 from tests.builders import REPO, write_trial
+from trials.demo import write_job
 
 pytestmark = pytest.mark.sqlite_only("the watcher runs in a process of its own, on a SQLite file this test reads")
 
@@ -102,3 +104,37 @@ def test_a_watched_job_folder_is_imported_trial_by_trial_and_never_twice(tmp_pat
     assert again.stop() == 0
     assert rows(db, "select count(*) from trials_import") == imports
     assert rows(db, "select name from trials_trial order by name") == [("task-a__AAAAAAA",), ("task-b__BBBBBBB",)]
+
+
+def test_a_job_copied_in_trial_by_trial_with_its_result_last_stays_the_job_imported_before(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env |= {"DATA_DIR": str(tmp_path / "data"), "PYTHONUNBUFFERED": "1", "IMPORTS_IN_THREAD": "0"}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True)
+    db = tmp_path / "data" / "benchviewer.sqlite3"
+    source = write_job(tmp_path / "source", "copied-job", role="baseline", configuration_id="c", agent="a", model="m",
+                       tasks=2, attempts=2, steps_per_trial=4, with_extras=False)  # fmt: skip
+    first, *others = sorted(p for p in source.iterdir() if p.is_dir())
+    job = tmp_path / "jobs" / "copied-job"
+    job.mkdir(parents=True)
+    shutil.copytree(first, job / first.name)
+    shutil.copy(source / "config.json", job)
+    earlier = [sys.executable, "manage.py", "import_packs", str(job), "--no-progress"]
+    subprocess.run(earlier, cwd=REPO, env=env, check=True, capture_output=True)
+    [(job_id,)] = rows(db, "select id from trials_job")
+
+    watcher = Watcher(env, tmp_path / "jobs")
+    watcher.wait_for("watching")
+    for trial in others:
+        shutil.copytree(trial, job / trial.name)
+        watcher.wait_for("imported", trial.name)
+    shutil.copy(source / "result.json", job)
+    line = watcher.wait_for("harbor-job", "copied-job")
+    assert watcher.stop() == 0
+    assert "already imported" not in line and "1 job result applied" in line
+    result = orjson.loads((source / "result.json").read_bytes())
+    assert rows(db, "select id, key, started_as_written from trials_job") == [
+        (job_id, f"harbor:{result['id']}", result["started_at"])
+    ]
+    [(stored,)] = rows(db, "select result from trials_job")
+    assert orjson.loads(stored) == result  # its stats and its finish as written
+    assert rows(db, "select count(*), count(distinct job_id), min(job_id) from trials_trial") == [(4, 1, job_id)]

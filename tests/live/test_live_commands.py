@@ -107,6 +107,41 @@ def test_a_json_lines_body_names_its_bad_lines(runner):
     assert response.json()["events"] == 2
 
 
+def test_an_event_no_derived_step_can_hold_is_named_in_the_answer_and_kept(runner):
+    pk = start(runner)
+    events = [
+        event(1, "turn.submitted", text="Fix the typo."),
+        event(2, "user.message", text="guessed: not a profile type"),
+        event(3, "model.completed", text="Done."),
+        event(4, "turn.submitted", prompt="guessed: not a field the user step reads"),
+        event(5, "permission.requested", toolName="bash"),
+        event(6, "runtime.warning", message="slow disk"),
+    ]
+    response = runner.post(f"/api/trials/{pk}/events/", {"events": events}, format="json")
+    assert response.status_code == 200 and response.json()["events"] == 6
+    unplaced = response.json()["unplaced"]
+    assert [(u["path"], u["type"]) for u in unplaced] == [
+        ("events[1]", "user.message"),
+        ("events[3]", "turn.submitted"),
+    ]
+    assert "for a step, send turn.submitted" in unplaced[0]["why"]
+    assert "payload.text" in unplaced[1]["why"]
+    assert RuntimeEvent.objects.filter(trial_id=pk, type="user.message").exists()  # kept all the same
+
+
+def test_an_unplaced_line_of_a_json_lines_body_is_named_by_its_line(runner):
+    pk = start(runner)
+    lines = b"\n".join(
+        [orjson.dumps(event(1, "turn.submitted", text="hi")), b"", orjson.dumps(event(2, "llm.response"))]
+    )
+    response = runner.generic("POST", f"/api/trials/{pk}/events/", lines, content_type="application/x-ndjson")
+    assert response.status_code == 200
+    assert [(u["path"], u["type"]) for u in response.json()["unplaced"]] == [("line 3", "llm.response")]
+    bad = b"\n".join([b"", orjson.dumps({"type": "x"}), orjson.dumps(event(3))])
+    response = runner.generic("POST", f"/api/trials/{pk}/events/", bad, content_type="application/x-ndjson")
+    assert [e["path"] for e in response.json()["errors"]] == ["line 2"]  # (a blank line counts as a line)
+
+
 def test_reward_and_completion_write_their_events_and_finish_the_trial(runner):
     pk = start(runner)
     runner.post(f"/api/trials/{pk}/events/", {"steps": [step(1, "user"), step(2)]}, format="json")

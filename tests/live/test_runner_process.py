@@ -213,3 +213,21 @@ def test_the_runner_uploads_a_finished_trial_folder_as_an_import(live_server, to
     imported = Import.objects.get(pk=json.loads(done.stdout)["id"])
     assert imported.origin == Import.Origin.API
     wait_for(lambda: Trial.objects.filter(name="task-up__AAAAAAA").exists())
+
+
+def test_the_runner_names_the_lines_no_step_holds_and_sums_up_the_trial(live_server, token, trial, tmp_path):
+    feed = tmp_path / "trial.jsonl"
+    rows = [
+        event(1, "turn.submitted", text="Fix it."),
+        event(2, "user.message", text="a guess"),
+        event(3, "model.completed", text="Fixed."),
+    ]
+    feed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    process = runner(live_server.url, token, feed, "--trial", str(trial.pk), "--complete", "completed")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "benchviewer-push: line 2: 'user.message' is not an event type" in err
+    assert out.splitlines() == [
+        f"trial {trial.pk}: passed, 2 steps, 5 events (1 placed in no step: see above)",  # (with start and completion)
+        f"{live_server.url}/trials/{trial.pk}/",
+    ]

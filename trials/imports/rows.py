@@ -8,6 +8,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+
 from trials.ingest import completeness
 from trials.ingest.records import (
     ConfigurationRef,
@@ -39,26 +42,63 @@ from trials.models import (
 )
 
 
-def upsert_job(parsed: ParsedJob, pack: Pack) -> Job:
-    """The job by its key; one imported while it ran (no finish yet) gets its result when a later import has it."""
-    job, created = Job.objects.get_or_create(
-        key=parsed.key,
-        defaults={
-            "name": parsed.name[:300],
-            "source_format": parsed.source_format,
-            "pack": pack,
-            "started_at": parsed.started_at,
-            "started_as_written": parsed.started_as_written,
-            "finished_at": parsed.finished_at,
-            "config": parsed.config,
-            "result": parsed.result,
-            "extra": parsed.extra,
-        },
-    )
-    if not created and job.finished_at is None and parsed.finished_at is not None:
-        job.finished_at, job.result = parsed.finished_at, parsed.result
-        job.save(update_fields=["finished_at", "result"])
-    return job
+def upsert_job(parsed: ParsedJob, pack: Pack) -> tuple[Job, bool]:
+    """The job by its key (or one stored under an earlier key of it, adopted), and whether this import
+    applied its result: a job imported while it ran gets its result when a later import has it."""
+    job = Job.objects.filter(key=parsed.key).first()
+    if job is None and parsed.earlier_keys:
+        job = Job.objects.filter(key__in=parsed.earlier_keys).first()
+        if job is not None:
+            job.key = parsed.key
+            try:
+                with transaction.atomic():
+                    job.save(update_fields=["key"])
+            except IntegrityError:  # another import made the job by its id meanwhile: its trials join it
+                job = None
+    if job is None:
+        job, created = Job.objects.get_or_create(
+            key=parsed.key,
+            defaults={
+                "name": parsed.name[:300],
+                "source_format": parsed.source_format,
+                "pack": pack,
+                "started_at": parsed.started_at,
+                "started_as_written": parsed.started_as_written,
+                "finished_at": parsed.finished_at,
+                "config": parsed.config,
+                "result": parsed.result,
+                "extra": parsed.extra,
+            },
+        )
+        if created:
+            return job, False
+    if not finishes(job, parsed):
+        return job, False
+    job.started_at, job.started_as_written = parsed.started_at, parsed.started_as_written
+    job.finished_at, job.result = parsed.finished_at, parsed.result
+    job.config = job.config or parsed.config  # (a trial copied before its job's config.json)
+    job.save(update_fields=["started_at", "started_as_written", "finished_at", "result", "config"])
+    return job, True
+
+
+def finishes(job: Job, parsed: ParsedJob) -> bool:
+    """Whether this parsed job is the finish of a stored one still running (its finish may be a naive
+    time, kept only as written in the result)."""
+    stored_done = job.finished_at is not None or _written_finish(job.result)
+    return not stored_done and (parsed.finished_at is not None or _written_finish(parsed.result))
+
+
+def _written_finish(result: Any) -> bool:
+    return isinstance(result, dict) and bool(result.get("finished_at"))
+
+
+def join_trials_to_job(job: Job, trial_ids: list[int], earlier_keys: tuple[str, ...]) -> int:
+    """Trials of a job's folder imported before their job was known (alone, or into a job stored under
+    an earlier key of it) join it; an earlier job left empty is removed. How many joined."""
+    stray = Trial.objects.filter(pk__in=trial_ids).exclude(job=job)
+    joined = stray.filter(Q(job__isnull=True) | Q(job__key__in=earlier_keys)).update(job=job)
+    Job.objects.filter(key__in=earlier_keys, trials__isnull=True).delete()
+    return joined
 
 
 def infer_job_configuration(job: Job) -> int:

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from trials.imports.blobs import store_file, store_files
 from trials.imports.joins import adopt_loose_events, write_loose_events
-from trials.imports.rows import infer_job_configuration, upsert_job
+from trials.imports.rows import infer_job_configuration, join_trials_to_job, upsert_job
 from trials.imports.writer import (
     SharedRows,
     TrialBatch,
@@ -254,7 +254,7 @@ class ImportRun:
         Pack.objects.filter(pk=pack.pk).update(status=status, problems=problems)
         self.imp.problems.extend(problems)
         Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
-        brought = any(counts.get(k) for k in ("trials", "joined", "events", "documents"))
+        brought = any(counts.get(k) for k in ("trials", "joined", "events", "documents", "job_results", "regrouped"))
         if counts["rejected"] and not brought and not counts["already"]:
             reason = f"its {counts['rejected']} trial(s) rejected: see the errors"
             self.outcome(candidate.rel, parsed.kind, "rejected", pack, reason=reason, **counts)
@@ -375,7 +375,8 @@ class ImportRun:
         lone_blobs = lone_trajectory_blobs(blobs.values())
         per_trial_progress = parsed.kind == "harbor-job"  # what `weight` counted for this pack
         shared = SharedRows()
-        jobs = {job.key: upsert_job(job, pack) for job in parsed.jobs}
+        upserted = {job.key: upsert_job(job, pack) for job in parsed.jobs}
+        jobs = {key: job for key, (job, _) in upserted.items()}
         for document in parsed.documents:
             Document.objects.get_or_create(
                 pack=pack,
@@ -384,7 +385,7 @@ class ImportRun:
                 defaults={"title": document.title[:500], "data": document.data, "counts": document.counts},
             )
         counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0,
-                  "differs": 0}  # fmt: skip
+                  "differs": 0, "job_results": sum(applied for _, applied in upserted.values())}  # fmt: skip
         # Trials this pack brought in an earlier, unfinished run: a resumed import (its worker died
         # half-way) counts the ones it wrote itself as its own, not as "already" there. (Only
         # a resumed one: another import of the same pack may have written some meanwhile.)
@@ -392,6 +393,7 @@ class ImportRun:
         resumed = self.ran_before and pack.first_import_id == self.imp.pk
         held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
         made: list[int] = []  # trials this pack brought
+        found_by_job: dict[str, list[int]] = {}  # trials already there, by the job this pack says they ran in
 
         def write_one(trial: ParsedTrial) -> WriteResult:
             try:
@@ -415,12 +417,10 @@ class ImportRun:
             if result.outcome == "trials" and result.trial_id is not None:
                 made.append(result.trial_id)
             counts["differs"] += result.differs
-            if (
-                result.outcome in ("already", "joined")
-                and result.trial_id is not None
-                and result.trial_id not in earlier
-            ):
-                held.append(result.trial_id)
+            if result.outcome in ("already", "joined") and result.trial_id is not None:
+                found_by_job.setdefault(trial.job_key, []).append(result.trial_id)
+                if result.trial_id not in earlier:
+                    held.append(result.trial_id)
             self.imp.problems.extend(reported_problems(trial))
             if per_trial_progress:
                 self.advance()
@@ -452,7 +452,10 @@ class ImportRun:
             write_batch()
         pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
         adopt_loose_events(made, self.workdir)
-        for job in jobs.values():
+        for parsed_job in parsed.jobs:
+            job = jobs[parsed_job.key]
+            regrouped = join_trials_to_job(job, found_by_job.get(job.key, []), parsed_job.earlier_keys)
+            counts["regrouped"] = counts.get("regrouped", 0) + regrouped
             counts["inferred"] = infer_job_configuration(job)
         if parsed.events or parsed.context_records:
             counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
@@ -468,6 +471,8 @@ OUTCOME_COUNTS = {
     "already": "already there",
     "differs": "imported before from other bytes",
     "joined": "joined to a trial",
+    "regrouped": "joined to their job",
+    "job_results": "job result applied",
     "rejected": "rejected",
     "events": "events",
     "documents": "documents",

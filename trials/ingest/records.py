@@ -267,6 +267,8 @@ class ParsedJob:
     result: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # claimEligibility, summary.json, experiment…
     started_as_written: str = ""  # a start with no time zone: shown as written, never read as UTC
+    # Keys the same job was stored under before its id was known (a Harbor job by its name): adopted, not doubled.
+    earlier_keys: tuple[str, ...] = ()
 
 
 @dataclass

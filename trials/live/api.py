@@ -26,7 +26,7 @@ from comparisons.api import broker_unreachable
 from comparisons.sides import SideError, parse_sides
 from core import roles
 from core.ids import parse_pk
-from trials.live import service
+from trials.live import derive, service
 from trials.models import Trial
 from trials.viewer.text import scrub
 
@@ -64,6 +64,10 @@ ACCEPTED = inline_serializer(
         "steps": serializers.IntegerField(help_text="new steps stored"),
         "duplicates": serializers.IntegerField(help_text="items sent before (same eventId / step_id), skipped"),
         "errors": serializers.ListField(child=serializers.DictField(), help_text="{path, error} of each bad item"),
+        "unplaced": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="{path, type, why} of each event kept that a derived trajectory would place in no step",
+        ),
     },
 )
 COMMAND_EVENT = inline_serializer(
@@ -236,16 +240,18 @@ class TrialEvents(APIView):
             events: list[Any] = []
             for number, line in enumerate(data.splitlines(), start=1):
                 if not line.strip():
+                    events.append(None)  # (so an event's place is its line number)
                     continue
                 try:
                     events.append(orjson.loads(line))
                 except orjson.JSONDecodeError as exc:
                     errors.append({"path": f"line {number}", "error": f"not JSON: {exc}"})
                     events.append(None)  # (keeps the line numbers; named above, skipped below)
-            _within_limit(len(events))
+            _within_limit(sum(e is not None for e in events))
             accepted = service.add_items(trial, [e for e in events if e is not None], [], where="line {}")
-            if errors:  # line numbers of the good lines shifted by the bad ones: name them from the body
+            if None in events:  # the good lines' places shifted by blank and bad ones: name them from the body
                 accepted.errors = errors + _renumbered(accepted.errors, events)
+            where = "line {}"
         else:
             if not isinstance(data, dict) or not ({"events", "steps"} & data.keys()):
                 raise ValidationError({"detail": 'send {"events": [...], "steps": [...]} or JSON lines of events'})
@@ -255,7 +261,9 @@ class TrialEvents(APIView):
                     raise ValidationError({key: [f"a list, not {type(value).__name__}"]})
             _within_limit(len(events) + len(steps))
             accepted = service.add_items(trial, events, steps)
+            where = "events[{}]"
         body = accepted.as_dict()
+        body["unplaced"] = _unplaced(events, where)
         return Response(body, status=status.HTTP_400_BAD_REQUEST if accepted.errors else status.HTTP_200_OK)
 
 
@@ -264,6 +272,16 @@ def _within_limit(count: int) -> None:
         raise ValidationError(
             {"detail": f"{count} items in one request; send at most {settings.LIVE_MAX_ITEMS} a request"}
         )
+
+
+def _unplaced(events: list[Any], where: str) -> list[dict[str, str]]:
+    """The events a derived trajectory would place in no step, named (`events[3]`, `line 7`), with why."""
+    first = 1 if where.startswith("line") else 0  # (lines count from 1)
+    return [
+        {"path": where.format(place), "type": event["type"], "why": why}
+        for place, event in enumerate(events, start=first)
+        if not service.event_problem(event) and (why := derive.unplaced(event))
+    ]
 
 
 def _renumbered(errors: list[dict[str, str]], events: list[Any]) -> list[dict[str, str]]:

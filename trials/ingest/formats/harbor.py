@@ -108,8 +108,9 @@ def trial_dirs(job_dir: Path) -> list[Path]:
 
 def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> ParsedPack:
     problems: list[Problem] = []
-    job, versions = _parsed_job(job_dir, rel, problems)
     dirs = trial_dirs(job_dir) if dirs is None else dirs
+    job_id = next(filter(None, map(trial_job_id, dirs[:3])), "")
+    job, versions = _parsed_job(job_dir, rel, problems, job_id)
 
     def trials() -> Iterator[ParsedTrial]:
         for trial_dir in dirs:
@@ -120,13 +121,19 @@ def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> Pa
     return ParsedPack(kind="harbor-job", jobs=[job], trials=trials(), problems=problems, trial_count=len(dirs))
 
 
-def _parsed_job(job_dir: Path, rel: str, problems: list[Problem]) -> tuple[ParsedJob, dict[str, str]]:
-    """The job of a job folder, and its datasets' versions by name."""
+def _parsed_job(
+    job_dir: Path, rel: str, problems: list[Problem], trials_job_id: str = ""
+) -> tuple[ParsedJob, dict[str, str]]:
+    """The job of a job folder, and its datasets' versions by name.
+
+    Its key is its id: from its result.json, or else the `config.job_id` its trials name (a job
+    copied trial by trial, its result.json last), so it is one job whichever arrives first; by
+    its name only when neither says (and a later import that knows the id adopts that job)."""
     config = _safe_dict(job_dir / "config.json", f"{rel}/config.json", problems)
     result = _safe_dict(job_dir / "result.json", f"{rel}/result.json", problems)
     lock = _safe_dict(job_dir / "lock.json", f"{rel}/lock.json", problems)
     name = str(config.get("job_name") or job_dir.name)
-    job_key = f"harbor:{result.get('id') or name}"
+    job_key = f"harbor:{result.get('id') or trials_job_id or name}"
     started_at = _naive_flagged(result.get("started_at"), f"{rel}/result.json", problems, "started_at")
     job = ParsedJob(
         key=job_key,
@@ -138,6 +145,7 @@ def _parsed_job(job_dir: Path, rel: str, problems: list[Problem]) -> tuple[Parse
         result=result,
         extra={"lock": lock} if lock else {},
         started_as_written="" if started_at else str(result.get("started_at") or "")[:40],
+        earlier_keys=(f"harbor:{name}",) if job_key != f"harbor:{name}" else (),
     )
     versions = {
         str(d.get("name")): str(d.get("version") or d.get("ref") or "")
@@ -152,11 +160,17 @@ def parse_single_trial(trial_dir: Path, rel: str) -> ParsedPack:
     `import_packs --watch`), it joins that job: the trial's files only, the job's row from its folder."""
     parent = trial_dir.parent
     if parent != trial_dir and is_job_config(read_json_or_none(parent / "config.json")):
-        job, versions = _parsed_job(parent, parent.name, [])
+        job, versions = _parsed_job(parent, parent.name, [], trial_job_id(trial_dir))
         trial = parse_trial_dir(trial_dir, rel, job_key=job.key, job_name=job.name, dataset_versions=versions)
         return ParsedPack(kind="harbor-trial", jobs=[job], trials=[trial], trial_count=1)
     trial = parse_trial_dir(trial_dir, rel, job_key="", job_name="")
     return ParsedPack(kind="harbor-trial", trials=[trial], trial_count=1)
+
+
+def trial_job_id(trial_dir: Path) -> str:
+    """The id of the job a trial folder's result.json says it ran in (`config.job_id`), or blank."""
+    result = read_json_or_none(trial_dir / "result.json")
+    return str(as_dict(as_dict(result).get("config")).get("job_id") or "")
 
 
 def read_json_or_none(path: Path) -> Any:

@@ -4,7 +4,8 @@
     BENCHVIEWER_PASSWORD=s3cret python manage.py create_user alice --group approver
 
 Never prompts. Without a password (flag or env var) the account gets an unusable
-password: it can log in only after `changepassword`, or through an API token.
+password: it can log in only after `changepassword`, or through an API token
+(`manage.py drf_create_token alice`: a runner's account, docs/reporting-from-a-runner.md).
 """
 
 from __future__ import annotations
@@ -47,3 +48,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         verb = "Created" if created else "Updated"
         self.stdout.write(f"{verb} user {username!r} in group {group!r}.")
+        if not user.has_usable_password():  # (said, or POST /api/token/ refusing it is a mystery)
+            self.stdout.write(
+                f"It has no password: give it an API token (manage.py drf_create_token {username}) "
+                "or a password (--password)."
+            )
