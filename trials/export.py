@@ -143,19 +143,51 @@ def write_trial_zip(trial: Trial, fileobj: IO[bytes]) -> None:
     out.add_json("redaction-manifest.json", redaction_manifest(named, withheld, scrubbed))
     manifest = {
         "schemaVersion": EXPORT_MANIFEST,
-        "trial": {
-            "id": trial.pk,
-            "key": trial.key,
-            "name": trial.name,
-            "sourceFormat": trial.source_format,
-            "status": trial.status,
-            "failureCategory": trial.failure_category,
-        },  # fmt: skip
+        "trial": redaction.scrub_tree(exported_trial(trial), named),
         "exportedAt": timezone.now().isoformat(),
         "files": [f.as_dict() for f in out.files],
     }
     out.zip.writestr(f"{out.root}/export-manifest.json", json_bytes(manifest))
     out.zip.close()
+
+
+def exported_trial(trial: Trial) -> dict[str, Any]:
+    """What the trial is beyond its files, read back by benchviewer_export.restore: the same trial again."""
+    dataset, task, configuration, job = trial.dataset, trial.task, trial.configuration, trial.job
+    return {
+        "id": trial.pk,
+        "key": trial.key,
+        "name": trial.name,
+        "sourceFormat": trial.source_format,
+        "status": trial.status,
+        "failureCategory": trial.failure_category,
+        "attempt": trial.attempt,
+        "benchmark": trial.benchmark,
+        "runtimeCorrelation": trial.runtime_correlation,
+        "refs": trial.refs,
+        "provenance": trial.provenance,
+        "dataset": {"name": dataset.name, "version": dataset.version, "ref": dataset.ref} if dataset else None,
+        "task": {"name": task.name, "checksum": task.checksum, "source": task.source} if task else None,
+        "configuration": {
+            "key": configuration.key,
+            "role": configuration.role,
+            "agentName": configuration.agent_name,
+            "agentVersion": configuration.agent_version,
+            "modelName": configuration.model_name,
+            "profiles": configuration.profiles,
+        }
+        if configuration
+        else None,
+        "job": {
+            "key": job.key,
+            "name": job.name,
+            "sourceFormat": job.source_format,
+            "startedAt": _iso(job.started_at),
+            "finishedAt": _iso(job.finished_at),
+        }
+        if job
+        else None,
+    }
 
 
 def _write_folder(
@@ -384,7 +416,7 @@ def _event_line(raw, type_, event_id, timestamp, sequence, correlation, payload)
 
 def qc_items(trial: Trial, named: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The QC items citing the trial here, then those that cited it where it was exported from."""
-    rows = QCItem.objects.filter(trial=trial).select_related("scenario", "failure_mode").order_by("pk")
+    rows = QCItem.objects.filter(trial=trial).select_related("scenario", "failure_mode", "waived_item").order_by("pk")
     items = [
         {
             "id": item.label,
@@ -401,12 +433,13 @@ def qc_items(trial: Trial, named: dict[str, dict[str, Any]]) -> list[dict[str, A
             "failureMode": item.failure_mode.name if item.failure_mode else "",
             "reason": item.reason,
             "scope": item.scope,
+            "waives": item.waived_item.label if item.waived_item else "",
             "expiresAt": _iso(item.expires_at),
             "createdAt": _iso(item.created_at),
         }
         for item in rows
     ]
-    items += trial.documents.get("qc_items") or []
+    items += trial.documents.get("qc_items") or []  # (a trial imported before they came back as items)
     return redaction.scrub_tree(items, named)
 
 

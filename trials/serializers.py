@@ -90,6 +90,7 @@ class TrialListSerializer(serializers.ModelSerializer):
             "id",
             "name",
             "source_format",
+            "source",
             "job",
             "dataset",
             "task",

@@ -3,35 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import zipfile
 
 import orjson
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from tests.builders import REFERENCE, atif, demo_jobs, good_steps, import_path, import_trial_dir, make_user
-from trials import export
+from tests.imports.export_helpers import URL, exported, members, same_trial, stored_counts, what_counts
 from trials.demo import SECRET
 from trials.models import Pack, RuntimeEvent, Step, Trajectory, Trial
+from trials.models.qc import QCItem
 from trials.triage import services
 from trials.triage.forms import FeedbackForm
-from trials.viewer.steps import main_trajectory
 
 pytestmark = pytest.mark.django_db
-URL = "/api/commands/export_benchmark_trial/"
-
-
-def exported(client, trial: Trial) -> zipfile.ZipFile:
-    response = client.get(URL, {"trial": trial.pk})
-    assert response.status_code == 200, response.content
-    assert response["Content-Type"] == "application/zip"
-    return zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
-
-
-def members(archive: zipfile.ZipFile) -> dict[str, bytes]:
-    """Path inside the top folder -> bytes."""
-    return {name.split("/", 1)[1]: archive.read(name) for name in archive.namelist()}
+HARBOR_JOB = REFERENCE / "harbor" / "job-thinharness" / "job"
 
 
 def file_blocker(user, trial: Trial) -> None:
@@ -40,29 +28,6 @@ def file_blocker(user, trial: Trial) -> None:
     form = FeedbackForm(data=data, trial=trial, user=user)
     assert form.is_valid(), form.errors
     services.file_item(user, trial, form.cleaned_data)
-
-
-def atif_of(client, trial: Trial) -> dict | None:
-    """The trial's main trajectory as the API serves it (or as the export derives it, with no ATIF file)."""
-    main = main_trajectory(trial, list(trial.trajectories.order_by("position", "pk")))
-    if main is None:
-        return None
-    if main.blob is None:
-        return export.derived_atif(trial, main)
-    response = client.get(f"/api/trials/{trial.pk}/trajectory/")
-    return orjson.loads(b"".join(response.streaming_content) if response.streaming else response.content)
-
-
-def what_counts(client, trial: Trial) -> dict:
-    """What must survive the round trip: trajectory JSON, rewards, events and QC refs."""
-    return {
-        "name": trial.name,
-        "status": trial.status,
-        "reward": trial.reward,
-        "rewards": trial.rewards,
-        "atif": atif_of(client, trial),
-        "events": list(trial.events.order_by("sequence", "timestamp", "pk").values_list("raw", flat=True)),
-    }
 
 
 def test_the_export_is_a_harbor_trial_folder_with_a_manifest_of_every_file(client, tmp_path):
@@ -135,9 +100,11 @@ def test_every_reference_trial_exported_and_imported_into_an_empty_instance_is_t
     after = {trial.key: trial for trial in Trial.objects.all()}
     assert len(after) == len(before)
     for key, expected in before.items():
-        trial = after.get(key) or after[f"harbor:{key}"]  # (a trial of another format keeps its key after `harbor:`)
+        trial = after[key]  # (found by the key it had: a trial of another format keeps its format's)
         assert what_counts(client, trial) == expected, key
-        assert trial.documents.get("qc_items", []) == qc_before[key], key
+        items = QCItem.objects.filter(trial=trial).order_by("pk").values_list("kind", "severity", "note")
+        assert list(items) == [(i["kind"], i["severity"], i["note"]) for i in qc_before[key]], key
+        assert "qc_items" not in trial.documents
 
 
 def test_a_trial_held_only_as_rows_is_exported_from_them_and_imports_back(
@@ -167,8 +134,9 @@ def test_a_trial_held_only_as_rows_is_exported_from_them_and_imports_back(
     )
 
     (tmp_path / "live.zip").write_bytes(archive.fp.getvalue())  # type: ignore[union-attr]
+    Trial.objects.filter(pk=trial.pk).delete()  # (this instance without it: the zip brings it back)
     again = import_trial_dir(tmp_path / "live.zip")
-    assert again.key == f"harbor:{trial.key}"
+    assert again.key == trial.key
     assert (again.reward, again.rewards, again.status) == (0.5, {"reward": 0.5}, "failed")
     assert [step.raw for step in Step.objects.filter(trial=again).order_by("index")] == steps
     assert list(again.events.order_by("sequence").values_list("raw", flat=True)) == sorted(
@@ -176,20 +144,108 @@ def test_a_trial_held_only_as_rows_is_exported_from_them_and_imports_back(
     )
 
 
-def test_a_file_changed_after_the_export_is_a_warning_naming_it(client, user, tmp_path):
+@pytest.mark.django_db(transaction=True)  # (the empty instance is a flush: on PostgreSQL, outside a transaction)
+def test_an_imported_harbor_trial_is_the_same_trial_after_export_and_import(client, tmp_path):
+    assert import_path(HARBOR_JOB).status == "done"
+    triager = make_user("tina", "triager")
+    client.force_login(triager)
+    trial = Trial.objects.get()
+    file_blocker(triager, trial)
+    before = same_trial(client, trial)
+    (tmp_path / "harbor.zip").write_bytes(exported(client, trial).fp.getvalue())  # type: ignore[union-attr]
+
+    call_command("flush", interactive=False)  # an empty instance
+    imp = import_path(tmp_path / "harbor.zip")
+    assert imp.status == "done" and [p for p in imp.problems if p["severity"] == "error"] == []
+    client.force_login(make_user("rita", "reviewer"))
+    again = Trial.objects.get()
+
+    assert same_trial(client, again) == before
+    job_id = orjson.loads((HARBOR_JOB / "result.json").read_bytes())["id"]
+    assert (before["job"][0], before["job"][2]) == (f"harbor:{job_id}", "harbor") and before["dataset"][1]
+    assert before["qc_items"][0][:4] == ("release-blocker", "runtime", "", "P0")
+    assert again.source == "harbor (imported from an export)" and again.refs["harborTrialResultRef"].endswith(
+        "/result.json"
+    )
+
+
+def test_a_harbor_trial_exported_and_imported_where_it_came_from_changes_nothing(client, tmp_path):
+    assert import_path(HARBOR_JOB).status == "done"
+    triager = make_user("tina", "triager")
+    client.force_login(triager)
+    trial = Trial.objects.get()
+    file_blocker(triager, trial)
+    before, counts = same_trial(client, trial), stored_counts()
+    (tmp_path / "harbor.zip").write_bytes(exported(client, trial).fp.getvalue())  # type: ignore[union-attr]
+
+    imp = import_path(tmp_path / "harbor.zip")
+
+    assert imp.status == "done" and imp.problems == []
+    assert [o["outcome"] for o in imp.outcomes if o["kind"] == "harbor-trial"] == ["already imported"]
+    assert stored_counts() == counts and same_trial(client, trial) == before
+
+
+def tampered(client, tmp_path, change) -> tuple:
+    """A live-like trial's export unzipped, `change(folder)` applied, zipped again; (trial, zip, what it was)."""
     path = tmp_path / "trajectory.json"
     path.write_bytes(orjson.dumps(atif(good_steps())))
     trial = import_trial_dir(path)
-    client.force_login(user)
-    archive = exported(client, trial)
+    Trial.objects.filter(pk=trial.pk).update(reward=0.5, rewards={"reward": 0.5}, status="failed")
+    client.force_login(make_user("tina", "triager"))
+    file_blocker(User.objects.get(username="tina"), trial)
     folder = tmp_path / "unzipped"
-    archive.extractall(folder)
-    result = next(folder.glob("*/result.json"))
+    exported(client, trial).extractall(folder)
+    top = next(folder.iterdir())
+    change(top)
+    bundle = tmp_path / "tampered.zip"
+    with zipfile.ZipFile(bundle, "w") as out:
+        for file in sorted(top.rglob("*")):
+            out.write(file, file.relative_to(folder).as_posix())
+    return trial, bundle, same_trial(client, trial)
+
+
+def edit_member(top) -> None:
+    result = top / "result.json"
     result.write_bytes(result.read_bytes().replace(b'"trial_name"', b'"note": "edited", "trial_name"'))
 
-    imp = import_path(next(folder.iterdir()))
-    assert imp.status == "done"
-    warnings = [p for p in imp.problems if "export-manifest.json" in p["file"]]
-    assert [(p["severity"], p["message"]) for p in warnings] == [
-        ("warning", "result.json is not the file the export wrote (sha256 differs)")
-    ]
+
+def edit_manifest(top) -> None:
+    manifest = top / "export-manifest.json"
+    data = orjson.loads(manifest.read_bytes())
+    data["files"][0]["sha256"] = "0" * 64
+    manifest.write_bytes(orjson.dumps(data))
+
+
+def add_member(top) -> None:
+    (top / "verifier" / "extra.txt").parent.mkdir(exist_ok=True)
+    (top / "verifier" / "extra.txt").write_text("slipped in")
+
+
+@pytest.mark.parametrize(
+    ("change", "member", "message"),
+    [
+        (edit_member, "result.json", "member result.json is not the file the export wrote (sha256 or size differs)"),
+        (edit_manifest, "", "is not the file the export wrote (sha256 or size differs)"),
+        (add_member, "verifier/extra.txt", "member verifier/extra.txt is in the bundle but not in its manifest"),
+    ],
+    ids=["a-member-edited", "the-manifest-edited", "a-member-added"],
+)
+def test_a_tampered_export_is_an_import_error_naming_the_member_and_changes_nothing(
+    client, tmp_path, change, member, message
+):
+    trial, bundle, before = tampered(client, tmp_path, change)
+    counts = stored_counts()
+
+    imp = import_path(bundle)  # into the instance it came from: the trial there stays as it was
+
+    errors = [p for p in imp.problems if p["severity"] == "error"]
+    assert len(errors) == 1 and errors[0]["file"].endswith("/export-manifest.json"), imp.problems
+    assert message in errors[0]["message"] and f"member {member}" in errors[0]["message"]
+    assert errors[0]["json_path"].startswith("files") and "nothing already stored changed" in errors[0]["kept"]
+    rejected = [o for o in imp.outcomes if o["outcome"] == "rejected"]
+    assert len(rejected) == 1 and message in rejected[0]["reason"]
+    assert stored_counts() == counts and same_trial(client, trial) == before
+
+    trial.delete()  # an instance without it: the bundle brings no trial either
+    import_path(bundle)
+    assert not Trial.objects.filter(key=trial.key).exists()

@@ -40,6 +40,7 @@ from trials.models import (
     Trajectory,
     Trial,
 )
+from trials.triage import services as triage
 
 
 def upsert_job(parsed: ParsedJob, pack: Pack) -> tuple[Job, bool]:
@@ -310,6 +311,8 @@ def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int
     RuntimeEvent.objects.bulk_create(event_row(e, trial, trial.pack) for e in parsed.events)
     write_permissions(trial, parsed.permissions)
     ContextRecord.objects.bulk_create(context_row(r, trial, trial.pack) for r in parsed.context_records)
+    if parsed.qc_items:  # (an export's: triage items again, through the one service that writes them)
+        triage.import_items(trial, parsed.qc_items)
 
 
 def write_permissions(trial: Trial, permissions: Iterable[ParsedPermission]) -> None:

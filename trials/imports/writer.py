@@ -83,7 +83,9 @@ def files_sha256(parsed: ParsedTrial, files: dict[str, tuple[Path, str, int]]) -
 
 def already(parsed: ParsedTrial, trial_id: int, stored_sha256: str) -> WriteResult:
     """The trial is there: from these very files, or (said so) from others, which stay only in the storage."""
+    # (an export of the trial is the same trial, whatever the files it adds: nothing to warn of)
     differs = bool(parsed.files_sha256 and stored_sha256 and parsed.files_sha256 != stored_sha256)
+    differs = differs and not parsed.exported
     if differs:
         message = (
             f"trial {parsed.name!r} was imported before from other bytes: it keeps what was imported "
@@ -193,7 +195,7 @@ class TrialBatch:
         if (
             size > settings.IMPORT_BATCH_BYTES
             or key.startswith("atif:")
-            or parsed.source_format == "lime"
+            or (parsed.source_format == "lime" and not parsed.exported)
             or any(t.streamed or file_blob(t, self.blobs) in self.lone_blobs for t in parsed.trajectories)
         ):
             return False
@@ -295,7 +297,8 @@ def write_trial(
     """One transaction per trial: it is imported whole or not at all. `spool`: the import's own folder."""
     if (existing := _any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", "files_sha256"))) is not None:
         return already(parsed, *existing)
-    loose = parsed.key.startswith("atif:")  # made of trajectory files alone, not of a trial folder
+    # made of trajectory files alone, not of a trial folder (an exported one came back as a folder)
+    loose = parsed.key.startswith("atif:") and not parsed.exported
     group = loose and len(parsed.files) > 1  # trajectory.json with its continuations and subagents beside it
     lone_file = blobs.get(parsed.files[0]) if loose else None
     if lone_file is not None:
@@ -305,7 +308,7 @@ def write_trial(
         if (holder := _any_one(holders.values_list("trial_id", flat=True))) is not None:
             # these bytes are already a trial's trajectory (imported with its folder)
             return WriteResult("already", trial_id=holder)
-    if parsed.source_format == "lime":
+    if parsed.source_format == "lime" and not parsed.exported:
         target = find_trial_for_evidence_pack(parsed)
         if target is not None:
             join_evidence_pack(target, parsed)

@@ -254,6 +254,10 @@ class ParsedTrial:
     files_sha256: str = ""  # set by the import (trials.imports.service.files_sha256), not by a parser
     present: set[str] = field(default_factory=set)  # evidence parts seen: trajectory, reward_details, manifest…
     problems: list[Problem] = field(default_factory=list)
+    # What a Benchviewer export's manifest says the trial was (benchviewer_export.restore), and the
+    # QC items that cited it there: written back as triage items, not kept as a document.
+    exported: dict[str, Any] = field(default_factory=dict)
+    qc_items: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -44,6 +44,7 @@ LIVE_FORMAT = "live"
 TRAJECTORY_PATH = "agent/trajectory.json"
 DERIVED_PATH = "agent/trajectory.derived.json"
 PROFILE = "lime-profile-0.4.0"
+FINISHED = ("benchmark.trial.completed", "benchmark.trial.failed")
 
 
 class SpineError(ValueError):
@@ -234,7 +235,7 @@ def _store_events(trial: Trial, items: list[dict[str, Any]]) -> list[dict[str, A
     """Store the events not stored before; those, as sent."""
     unique = {item["eventId"][:200]: item for item in reversed(items)}  # the first of repeats in one POST
     known = set(RuntimeEvent.objects.filter(trial=trial, event_id__in=list(unique)).values_list("event_id", flat=True))
-    new = [item for event_id, item in unique.items() if event_id not in known]
+    new = _first_completion_only(trial, [item for event_id, item in unique.items() if event_id not in known])
     rows = []
     for obj in without_redacted_context(new):  # a redacted context value never reaches a row
         event = lime.parse_event(obj, "events")
@@ -256,6 +257,20 @@ def _store_events(trial: Trial, items: list[dict[str, Any]]) -> list[dict[str, A
         )
     insert_rows(RuntimeEvent, rows)
     return new
+
+
+def _first_completion_only(trial: Trial, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events less a completion that repeats one: the runner's own `benchmark.trial.completed`,
+    then `complete_benchmark_trial` (whatever their eventIds), leave one (the first is the completion)."""
+    done = trial.events.filter(type__in=FINISHED).exists()
+    kept = []
+    for item in items:
+        if item["type"] in FINISHED:
+            if done:
+                continue
+            done = True
+        kept.append(item)
+    return kept
 
 
 def live_trajectory(trial: Trial) -> Trajectory:

@@ -141,6 +141,11 @@ class Trial(models.Model):
         return reverse("trial-detail", args=[self.pk])
 
     @property
+    def source(self) -> str:
+        """Where it came from, as pages say it: "live", or "live (imported from an export)" after a round trip."""
+        return f"{self.source_format} (imported from an export)" if "export" in self.provenance else self.source_format
+
+    @property
     def is_stalled(self) -> bool:
         seen = self.live_seen_at
         return self.status == self.Status.RUNNING and seen is not None and seen < stall_cutoff()

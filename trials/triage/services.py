@@ -13,7 +13,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
+from trials.ingest.formats import lime
 from trials.models import Document, RuntimeEvent, ToolCall, Trial, nul_free, taxonomy
 from trials.models.qc import (
     AuditEntry,
@@ -147,6 +149,47 @@ def _create_item(user, trial: Trial, data: dict[str, Any], **extra: Any) -> QCIt
         "created_by": user,
     }
     return QCItem.objects.create(**(fields | extra))
+
+
+def import_items(trial: Trial, items: list[dict[str, Any]]) -> list[QCItem]:
+    """The QC items an export of the trial carried (trials/export.py `qc_items`), filed on it here by the
+    import (no user), each with its audit entry. A value this instance has no choice for is left blank."""
+    made: dict[str, QCItem] = {}
+    for data in items:
+        kind = data.get("kind")
+        if kind not in QCItem.Kind.values:
+            continue
+        scenario = failure_mode = None
+        if scenario_id := str(data.get("scenarioId") or "")[:200]:
+            scenario, _ = QCScenario.objects.get_or_create(scenario_id=scenario_id, defaults={"title": scenario_id})
+            if name := str(data.get("failureMode") or "")[:300]:
+                failure_mode, _ = FailureMode.objects.get_or_create(scenario=scenario, name=name)
+        item = QCItem.objects.create(
+            kind=kind,
+            trial=trial,
+            step_id=str(data.get("stepId") or "")[:300],
+            category=_choice(data.get("category"), taxonomy.Category.values, taxonomy.Category.values[0]),
+            code=_choice(data.get("code"), [code for code, _ in taxonomy.CODE_CHOICES], ""),
+            severity=_choice(data.get("severity"), Severity.values, Severity.P2),
+            status=_choice(data.get("status"), QCItem.Status.values, QCItem.Status.OPEN),
+            evidence_refs=[r for r in data.get("evidenceRefs") or [] if isinstance(r, dict)],
+            note=nul_free(str(data.get("note") or "")),
+            scenario=scenario,
+            failure_mode=failure_mode,
+            target_name=nul_free(str(data.get("targetName") or ""))[:300],
+            waived_item=made.get(str(data.get("waives") or "")),
+            reason=nul_free(str(data.get("reason") or "")),
+            scope=nul_free(str(data.get("scope") or ""))[:500],
+            expires_at=parse_datetime(str(data.get("expiresAt") or "")),
+        )
+        made[str(data.get("id") or item.pk)] = item
+        audit(None, "imported from an export", item=item,
+              changes=_filed_changes(item) | {"exported as": (None, data.get("id"))})  # fmt: skip
+    return list(made.values())
+
+
+def _choice(value: Any, choices: list[str], default: str) -> str:
+    return value if isinstance(value, str) and value in choices else default
 
 
 def _filed_changes(item: QCItem) -> dict[str, tuple[Any, Any]]:
@@ -381,18 +424,18 @@ def write_missing_events(trial: Trial, item: QCItem) -> list[RuntimeEvent]:
     rows = []
     for offset, (etype, payload) in enumerate(wanted):
         event = lime_event(trial, etype, payload, sequence + offset)
-        correlation = {k: event[k] for k in ("sessionId", "taskId", "runId", "threadId", "turnId") if k in event}
+        parsed = lime.parse_event(event, "triage")  # (its row as an import of the same event would write it)
         rows.append(
             RuntimeEvent(
                 trial=trial,
                 pack=None,
                 type=etype,
                 event_id=event["eventId"],
-                timestamp=timezone.now(),
+                timestamp=parsed.timestamp,
                 sequence=event["sequence"],
                 session_id=event["sessionId"][:200],
                 run_id=event["runId"][:200],
-                correlation=correlation,
+                correlation=parsed.correlation,
                 payload=payload,
                 refs=event["refs"],
                 raw=event,

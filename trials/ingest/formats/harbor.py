@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trials.ingest.folders import files_under
+from trials.ingest.formats import benchviewer_export
 from trials.ingest.formats.atif import (
     embedded_subagents,
     read_trajectory,
@@ -164,7 +165,8 @@ def parse_single_trial(trial_dir: Path, rel: str) -> ParsedPack:
         trial = parse_trial_dir(trial_dir, rel, job_key=job.key, job_name=job.name, dataset_versions=versions)
         return ParsedPack(kind="harbor-trial", jobs=[job], trials=[trial], trial_count=1)
     trial = parse_trial_dir(trial_dir, rel, job_key="", job_name="")
-    return ParsedPack(kind="harbor-trial", trials=[trial], trial_count=1)
+    exported = benchviewer_export.exported_job(trial)  # (an export's: the job it was in)
+    return ParsedPack(kind="harbor-trial", jobs=[exported] if exported else [], trials=[trial], trial_count=1)
 
 
 def trial_job_id(trial_dir: Path) -> str:
@@ -242,6 +244,8 @@ def parse_trial_dir(
         withhold_redacted(trial, redactions)
     flag_missing_continuations(trial)
     trial.status = trial_status(trial)
+    if trial.exported:  # a Benchviewer export: the trial it was, not a new one made of its files
+        benchviewer_export.restore(trial, redactions)
     return trial
 
 
