@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -26,8 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trials.imports.queue import create_import
-from trials.imports.service import run_import
+from database import setup_django  # bench/: this folder is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -210,18 +208,12 @@ def child_import(root: Path, data_dir: Path, warm: bool = False) -> dict:
     imported before: the first import in a process also pays for Django's and Python's
     one-time work (modules loaded, queries compiled for the first time).
     """
-    os.environ["DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
+    setup_django(data_dir)
     from trials import search
     from trials.demo import write_job
+    from trials.imports.queue import create_import  # (after django.setup(): they load models)
+    from trials.imports.service import run_import
     from trials.models import Import, Step, Trial
-
-    call_command("migrate", verbosity=0)
 
     def run(path: Path) -> Import:
         imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
