@@ -324,7 +324,9 @@ def main() -> None:
 
     from trials.demo import write_job, write_trajectory
 
-    scale = 0.1 if args.quick else 1.0
+    scale = 0.02 if args.quick else 1.0  # (a smoke run: every kind of measurement, once, on small files)
+    if args.quick:
+        args.repeat = 1
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-packs-") as tmp:
         tmp_path = Path(tmp)
@@ -335,8 +337,9 @@ def main() -> None:
         job = write_job(tmp_path / "big-obs", "big-obs", role="baseline", configuration_id="bench",
                         agent="bench-agent", model="bench-model", tasks=max(int(20 * scale), 2), attempts=1,
                         steps_per_trial=20, observation_bytes=100_000, with_extras=False)  # fmt: skip
-        rows.append(measure("job: trials x 20 steps, 100 kB observations", job, args.repeat))
-        for megabytes in (20, 50, 200) if not args.quick else (5, 20):
+        if not args.quick:
+            rows.append(measure("job: trials x 20 steps, 100 kB observations", job, args.repeat))
+        for megabytes in (20, 50, 200) if not args.quick else (2,):
             folder = tmp_path / f"one-{megabytes}mb"
             folder.mkdir()
             steps = megabytes * 100  # ~10 kB per step
