@@ -76,10 +76,10 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--observation-bytes", type=int, default=400)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 50 and 500 steps, 2 rounds")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 50 and 200 steps, 1 round")
     args = parser.parse_args()
     if args.quick:
-        args.steps, args.repeat = 500, 2
+        args.steps, args.repeat = 200, 1
 
     with tempfile.TemporaryDirectory(prefix="viewer-bench-") as tmp:
         setup_django(str(Path(tmp) / "data"))
