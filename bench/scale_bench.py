@@ -38,8 +38,6 @@ from urllib.parse import urlencode
 from database import postgres_url, psql  # bench/: this folder is on sys.path when run as a script
 from timing import measure, p95
 
-from trials.imports.queue import create_import
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -127,6 +125,7 @@ class Workers:
 
 def import_with_workers(folders: list[Path], workers: int, log_dir: Path, tag: str) -> dict:
     """Queue one import per folder, let `workers` workers run them, and time it end to end."""
+    from trials.imports.queue import create_import  # (after django.setup(): it loads models)
     from trials.models import Import, Trial
     from trials.tasks import import_pack_task
 
