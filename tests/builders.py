@@ -36,6 +36,12 @@ ATIF_SCHEMA = SHARED / "spec" / "harbor-0.25" / "atif-trajectory.schema.json"
 SHARED_NAMES = {"SHARED": SHARED, "REFERENCE": REFERENCE, "ATIF_SCHEMA": ATIF_SCHEMA}
 
 
+# A Redis database of the tests' own per xdist process (15, 14, ...): two worker fixtures at once
+# flushed each other's queue and took each other's messages.
+XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - XDIST_INDEX}")
+
+
 def reads_shared(module: object, function: object) -> bool:
     """Whether a test reads ../shared: its module imported one of the paths above, or the test did."""
     if any(getattr(module, name, None) is path for name, path in SHARED_NAMES.items()):

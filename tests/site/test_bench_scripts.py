@@ -15,28 +15,23 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from django.db import connection
 
-from tests.builders import REPO, free_port
+from tests.builders import REPO, TEST_REDIS_URL, database_url, free_port
 
 BENCH = REPO / "bench"
 SCRIPTS = sorted(BENCH.glob("*_bench.py"))
 
 # What a script needs beyond SQLite and Python; the others run anywhere the suite does.
 NEEDS_POSTGRES_AND_REDIS = {"scale_bench.py", "live_bench.py"}
-NEEDS_BROWSER = {"page_load_bench.py"}
-
-
-def _postgres_and_redis() -> tuple[str, str] | None:
-    """The suite's PostgreSQL server (DATABASE_URL) and Redis db (TEST_REDIS_URL), when it has them."""
-    database, redis = os.environ.get("DATABASE_URL", ""), os.environ.get("TEST_REDIS_URL", "")
-    return (database, redis) if database.startswith("postgres") and redis else None
+MARKS = {
+    "page_load_bench.py": [pytest.mark.browser],
+    **{name: [pytest.mark.services] for name in NEEDS_POSTGRES_AND_REDIS},
+}
 
 
 def _params() -> list:
-    return [
-        pytest.param(script, marks=[pytest.mark.browser] if script.name in NEEDS_BROWSER else [], id=script.name)
-        for script in SCRIPTS
-    ]
+    return [pytest.param(script, marks=MARKS.get(script.name, []), id=script.name) for script in SCRIPTS]
 
 
 def test_the_bench_folder_has_scripts_to_run():
@@ -57,12 +52,11 @@ def test_a_bench_script_runs_its_quick_mode_to_the_end(script: Path, tmp_path: P
     env.pop("REDIS_URL", None)
     args = [sys.executable, str(script), "--quick"]
     if script.name in NEEDS_POSTGRES_AND_REDIS:
-        services = _postgres_and_redis()
-        if services is None:
-            pytest.skip(f"{script.name} needs PostgreSQL (DATABASE_URL) and Redis (TEST_REDIS_URL)")
-        database, redis = services
-        own = f"{urlsplit(database).path.strip('/')}_{script.stem}"  # (a database of its own on that server)
-        env.update(DATABASE_URL=database, REDIS_URL=redis, BENCH_DATABASE=own)
+        if connection.vendor != "postgresql":
+            pytest.skip(f"{script.name} needs PostgreSQL and Redis: it runs with the suite on PostgreSQL")
+        server = database_url()  # (the suite's server; the bench makes and drops a database of its own on it)
+        own = f"{urlsplit(server).path.strip('/')}_{script.stem}"
+        env.update(DATABASE_URL=server, REDIS_URL=TEST_REDIS_URL, BENCH_DATABASE=own)
         if script.name == "scale_bench.py":
             args += ["--database", own]
     if script.name == "page_load_bench.py":
