@@ -17,7 +17,6 @@ The target: 10,000 failed trials clustered in under 2 s.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -25,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import describe, timed  # bench/timing.py: this folder is on sys.path when run as a script
+from database import setup_django  # bench/: this folder is on sys.path when run as a script
+from timing import describe, timed
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -40,24 +40,6 @@ CAUSES = [
     ("DockerBuildError", "Container {h} exited with code {m} while pulling layer {n}"),
     ("RewardFileNotFoundError", "reward.txt missing in /logs/verifier/{n}/ (session sess-{h})"),
 ]
-
-
-def setup_django(data_dir: str, database_url: str | None) -> None:
-    os.environ["DATA_DIR"] = data_dir  # before settings are read: the database lives here
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    os.environ.pop("REDIS_URL", None)
-    if database_url:
-        os.environ["DATABASE_URL"] = database_url
-    else:
-        os.environ.pop("DATABASE_URL", None)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    if database_url:
-        call_command("flush", interactive=False, verbosity=0)
 
 
 def create_failed_trials(count: int, seed: int = 0) -> list[int]:
@@ -113,10 +95,17 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--database-url", help="a PostgreSQL database to use (it is emptied first)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 200 trials, 2 runs")
     args = parser.parse_args()
+    if args.quick:
+        args.trials, args.runs = 200, 2
 
     with tempfile.TemporaryDirectory(prefix="cluster-bench-") as data_dir:
         setup_django(data_dir, args.database_url)
+        if args.database_url:
+            from django.core.management import call_command
+
+            call_command("flush", interactive=False, verbosity=0)
         from django.contrib.auth import get_user_model
         from django.db import connection
         from django.test import Client

@@ -16,30 +16,17 @@ the importer: this measures the comparison, not the import). Then it times:
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from timing import describe, timed  # bench/timing.py: this folder is on sys.path when run as a script
+from database import setup_django  # bench/: this folder is on sys.path when run as a script
+from timing import describe, timed
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-
-
-def setup_django(data_dir: str) -> None:
-    os.environ["DATA_DIR"] = data_dir  # before settings are read: the database lives here
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    os.environ.pop("DATABASE_URL", None)
-    os.environ.pop("REDIS_URL", None)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def create_trials(tasks: int, attempts: int, sides: int = 2, seed: int = 0) -> list[int]:
@@ -102,7 +89,10 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=5)
     parser.add_argument("--sides", type=int, default=10, help="configurations in the grid (the pair uses two)")
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 3 sides x 20 tasks x 2 attempts, 2 runs")
     args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.attempts, args.sides, args.runs = 20, 2, 3, 2
 
     with tempfile.TemporaryDirectory(prefix="compare-bench-") as data_dir:
         setup_django(data_dir)

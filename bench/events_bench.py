@@ -1,6 +1,6 @@
 """Reading runtime events: `lime.parse_event_rows` against orjson's parse of the same lines.
 
-    .venv/bin/python bench/events_bench.py            # 10,000 events; --events N
+    .venv/bin/python bench/events_bench.py            # 10,000 events; --events N; --quick: a smoke run
 
 Two files of the same events: one with no redaction in it, and one whose first event carries a
 masked context item (so every event is walked and scrubbed, `redaction.scrub_tree`). Pure
@@ -44,7 +44,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 500 events, 1 round")
     args = parser.parse_args()
+    if args.quick:
+        args.events, args.repeat = 500, 1
     plain = [event(i) for i in range(args.events)]
     masked = {"item_id": "item-1", "context_kind": "credential", "content": "x", "redaction_state": "masked"}
     redacted = [{**plain[0], "type": "context.item.added", "payload": {"item": masked}}, *plain[1:]]

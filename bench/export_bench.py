@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -20,27 +19,17 @@ import time
 from pathlib import Path
 
 import orjson
+from database import setup_django  # bench/: this folder is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def setup_django(data_dir: Path) -> None:
-    os.environ["DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    import django
-
-    django.setup()
-
-
 def child_import(folder: Path, data_dir: Path) -> dict:
     setup_django(data_dir)
-    from django.core.management import call_command
-
     from trials.imports.service import run_import
     from trials.queue import create_import
 
-    call_command("migrate", verbosity=0)
     imp = create_import(origin="cli", source_name=folder.name, source_path=str(folder))
     imp = run_import(str(imp.pk))
     assert imp.status == "done", imp.problems
@@ -95,7 +84,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", nargs="+")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 100 steps, 1 round")
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.repeat = 100, 1
     if args.child:
         kind, *rest = args.child
         result = child_import(Path(rest[0]), Path(rest[1])) if kind == "import" else child_export(Path(rest[0]))

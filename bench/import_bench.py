@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -26,8 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trials.imports.service import run_import
-from trials.queue import create_import
+from database import setup_django  # bench/: this folder is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -210,18 +208,12 @@ def child_import(root: Path, data_dir: Path, warm: bool = False) -> dict:
     imported before: the first import in a process also pays for Django's and Python's
     one-time work (modules loaded, queries compiled for the first time).
     """
-    os.environ["DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
+    setup_django(data_dir)
     from trials import search
     from trials.demo import write_job
+    from trials.imports.service import run_import
     from trials.models import Import, Step, Trial
-
-    call_command("migrate", verbosity=0)
+    from trials.queue import create_import  # (after django.setup(): they load models)
 
     def run(path: Path) -> Import:
         imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
@@ -332,7 +324,9 @@ def main() -> None:
 
     from trials.demo import write_job, write_trajectory
 
-    scale = 0.1 if args.quick else 1.0
+    scale = 0.02 if args.quick else 1.0  # (a smoke run: every kind of measurement, once, on small files)
+    if args.quick:
+        args.repeat = 1
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-packs-") as tmp:
         tmp_path = Path(tmp)
@@ -343,8 +337,9 @@ def main() -> None:
         job = write_job(tmp_path / "big-obs", "big-obs", role="baseline", configuration_id="bench",
                         agent="bench-agent", model="bench-model", tasks=max(int(20 * scale), 2), attempts=1,
                         steps_per_trial=20, observation_bytes=100_000, with_extras=False)  # fmt: skip
-        rows.append(measure("job: trials x 20 steps, 100 kB observations", job, args.repeat))
-        for megabytes in (20, 50, 200) if not args.quick else (5, 20):
+        if not args.quick:
+            rows.append(measure("job: trials x 20 steps, 100 kB observations", job, args.repeat))
+        for megabytes in (20, 50, 200) if not args.quick else ():  # (viewer_bench imports one in its quick run)
             folder = tmp_path / f"one-{megabytes}mb"
             folder.mkdir()
             steps = megabytes * 100  # ~10 kB per step

@@ -1,6 +1,6 @@
 """Can hashing a job's files hide behind parsing them, on this machine? Pure Python, no database.
 
-    .venv/bin/python bench/overlap_bench.py          # the job of large observations of import_bench.py
+    .venv/bin/python bench/overlap_bench.py          # the job of large observations of import_bench.py; --quick
 
 An import hashes every file (sha256) and parses its JSON (orjson, then the checks). hashlib
 and file reads let go of the GIL, so a second thread or process could hash while the main
@@ -11,6 +11,7 @@ does. Medians of 5.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import multiprocessing
 import statistics
@@ -63,9 +64,13 @@ def hashed_in_a_thread(files: list[Path]) -> float:
 def main() -> None:
     from trials.demo import write_job
 
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 trials instead of 20")
+    tasks = 2 if parser.parse_args().quick else 20
+
     with tempfile.TemporaryDirectory(prefix="bench-overlap-") as tmp:
         job = write_job(Path(tmp), "big-obs", role="baseline", configuration_id="bench", agent="bench-agent",
-                        model="bench-model", tasks=20, attempts=1, steps_per_trial=20, observation_bytes=100_000,
+                        model="bench-model", tasks=tasks, attempts=1, steps_per_trial=20, observation_bytes=100_000,
                         with_extras=False)  # fmt: skip
         files = sorted(p for p in job.rglob("*") if p.is_file())
         megabytes = sum(p.stat().st_size for p in files) / 1e6

@@ -15,7 +15,6 @@ its SVG. It also reports plotly.js's bytes on the wire. Target: < 800 ms.
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import subprocess
@@ -25,7 +24,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from compare_bench import create_trials, setup_django  # this folder is on sys.path when run as a script
+from compare_bench import create_trials  # this folder is on sys.path when run as a script
+from database import environment, setup_django
 from timing import p95
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,7 +82,10 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=5)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--port", type=int, default=8775)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 20 tasks x 2 attempts, 1 run, 2 sides")
     args = parser.parse_args()
+    if args.quick:
+        args.tasks, args.attempts, args.runs = 20, 2, 1
 
     with tempfile.TemporaryDirectory(prefix="page-load-bench-") as data_dir:
         setup_django(data_dir)
@@ -103,9 +106,7 @@ def main() -> None:
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", args.port)) == 0:
                 raise SystemExit(f"port {args.port} is in use: pick another with --port")
-        env = {**os.environ, "DATA_DIR": data_dir, "DEBUG": "0"}
-        env.pop("DATABASE_URL", None)
-        env.pop("REDIS_URL", None)
+        env = {**environment(data_dir), "DEBUG": "0"}
         server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload", "--nostatic"],
             cwd=REPO,

@@ -1,10 +1,12 @@
 """Scale: 10,000 trials (two 5,000-trial jobs) on PostgreSQL + Redis + Celery workers, then the pages.
 
-    .venv/bin/python bench/scale_bench.py                  # --trials 10000 --repeat 30
-    .venv/bin/python bench/scale_bench.py --trials 1000    # a quick run
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres REDIS_URL=redis://127.0.0.1:6379/14 \
+        .venv/bin/python bench/scale_bench.py              # --trials 10000 --repeat 30
+    .venv/bin/python bench/scale_bench.py --trials 1000    # a shorter run; --quick: a smoke run
 
 Steps:
-  1. create a throw-away PostgreSQL database (dropped at the end), flush Redis db 14;
+  1. create a throw-away PostgreSQL database (dropped at the end) on DATABASE_URL's server,
+     flush the Redis db REDIS_URL names;
   2. generate two Harbor jobs with trials.demo.write_job (baseline and candidate
      configuration, the same tasks and checksums), each half of --trials, and split each
      into job folders of --chunk trials (same job files, so one Job row per job), so the
@@ -33,27 +35,21 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from timing import measure, p95  # bench/timing.py: this folder is on sys.path when run as a script
-
-from trials.queue import create_import
+from database import postgres_url, psql  # bench/: this folder is on sys.path when run as a script
+from timing import measure, p95
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-PG = ["-h", "127.0.0.1", "-p", "5432", "-U", "postgres"]
 QUEUE = "scale-bench"
 PAGE_TARGET_MEDIAN_MS, PAGE_TARGET_P95_MS = 150.0, 500.0
 
 
-def psql(sql: str) -> None:
-    subprocess.run(["psql", *PG, "-d", "postgres", "-q", "-c", sql], check=True)
-
-
-def configure(database: str, redis_url: str, data_dir: Path) -> None:
+def configure(database_url: str, redis_url: str, data_dir: Path) -> None:
     """Environment for this process and the workers: it must be set before django.setup()."""
     os.environ.update(
         {
-            "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{database}",
+            "DATABASE_URL": database_url,
             "REDIS_URL": redis_url,
             "DATA_DIR": str(data_dir),
             "CELERY_TASK_DEFAULT_QUEUE": QUEUE,
@@ -130,6 +126,7 @@ class Workers:
 def import_with_workers(folders: list[Path], workers: int, log_dir: Path, tag: str) -> dict:
     """Queue one import per folder, let `workers` workers run them, and time it end to end."""
     from trials.models import Import, Trial
+    from trials.queue import create_import  # (after django.setup(): it loads models)
     from trials.tasks import import_pack_task
 
     pool = Workers(workers, log_dir, tag)
@@ -208,21 +205,27 @@ def main() -> int:
     parser.add_argument("--chunk", type=int, default=250, help="trials per import (one Celery task each)")
     parser.add_argument("--one-worker-trials", type=int, default=2_500, help="imported with one worker")
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--database", default="benchviewer_scale")
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/14")
+    parser.add_argument("--database", default="benchviewer_scale", help="made and dropped on DATABASE_URL's server")
+    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL"), help="a Redis db of its own (REDIS_URL)")
     parser.add_argument("--keep-database", action="store_true", help="leave the database for a closer look")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 40 trials in 4 imports, 3 requests")
     args = parser.parse_args()
+    if args.quick:
+        args.trials, args.attempts, args.chunk, args.one_worker_trials, args.repeat = 40, 2, 10, 20, 3
+    if not args.redis_url:
+        raise SystemExit("set REDIS_URL (or --redis-url) to a Redis db this bench may empty")
+    database_url = postgres_url(args.database)
 
     import redis
 
     overall = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         tmp_path = Path(tmp)
-        configure(args.database, args.redis_url, tmp_path / "data")
-        psql(f"DROP DATABASE IF EXISTS {args.database}")
-        psql(f"CREATE DATABASE {args.database}")
+        configure(database_url, args.redis_url, tmp_path / "data")
+        psql(database_url, f"DROP DATABASE IF EXISTS {args.database}")
+        psql(database_url, f"CREATE DATABASE {args.database}")
         broker = redis.Redis.from_url(args.redis_url)
-        broker.flushdb()  # db 14 is this bench's own
+        broker.flushdb()  # (the db is this bench's own)
         try:
             return run(args, tmp_path, overall)
         finally:
@@ -233,7 +236,7 @@ def main() -> int:
             if args.keep_database:
                 print(f"kept database {args.database}: drop it with psql -c 'DROP DATABASE {args.database}'")
             else:
-                psql(f"DROP DATABASE IF EXISTS {args.database}")
+                psql(database_url, f"DROP DATABASE IF EXISTS {args.database}")
 
 
 def run(args: argparse.Namespace, tmp: Path, overall: float) -> int:

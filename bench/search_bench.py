@@ -1,8 +1,10 @@
 """Search across trials: one million steps, how long does a rare word take?
 
     .venv/bin/python bench/search_bench.py                       # SQLite, 1,000 trials x 1,000 steps
-    .venv/bin/python bench/search_bench.py --postgres wt24b_sb   # PostgreSQL, in that database (dropped after)
-    .venv/bin/python bench/search_bench.py --trials 100          # a quick run (100,000 steps)
+    .venv/bin/python bench/search_bench.py --postgres wt24b_sb   # PostgreSQL: a database of that name (dropped
+                                                                 # after) on the server DATABASE_URL names
+    .venv/bin/python bench/search_bench.py --trials 100          # a shorter run (100,000 steps)
+    .venv/bin/python bench/search_bench.py --quick               # a smoke run of seconds (20 trials x 50 steps)
 
 Builds the rows directly (no import: that is bench/import_bench.py's subject): jobs,
 configurations, tasks, trials, one trajectory each whose step bodies are stored as the
@@ -24,39 +26,18 @@ import argparse
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
-from timing import p95  # bench/timing.py: this folder is on sys.path when run as a script
+from database import postgres_url, psql, setup_django  # bench/: this folder is on sys.path when run as a script
+from timing import p95
 
-REPO = Path(__file__).resolve().parents[1]
-PG = ["-h", "127.0.0.1", "-p", "5432", "-U", "postgres"]
 RARE = "quokkasaurus"
 COMMON = ("the", "file", "error", "run")
 TARGET_MS = 300.0
-
-
-def psql(sql: str) -> None:
-    subprocess.run(["psql", *PG, "-d", "postgres", "-q", "-c", sql], check=True)
-
-
-def setup_django(data_dir: str, database: str | None) -> None:
-    os.environ["DATA_DIR"] = data_dir  # before settings are read: SQLite and the blobs live here
-    if database:
-        os.environ["DATABASE_URL"] = f"postgres://postgres@127.0.0.1:5432/{database}"
-    os.environ.pop("REDIS_URL", None)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def build(trials: int, steps: int, rare: int, seed: int = 0) -> dict[str, float]:
@@ -65,6 +46,7 @@ def build(trials: int, steps: int, rare: int, seed: int = 0) -> dict[str, float]
 
     from trials import search
     from trials.imports.blobs import StepBodies
+    from trials.ingest.signatures import step_signature
     from trials.models import Configuration, Dataset, Job, Step, StepText, StepWords, Task, ToolCall, Trajectory, Trial
     from trials.storage.bulk_insert import insert_rows
 
@@ -110,7 +92,8 @@ def build(trials: int, steps: int, rare: int, seed: int = 0) -> dict[str, float]
     spool = Path(os.environ["DATA_DIR"]) / "spool"
     for t_number, trial in enumerate(trial_rows):
         bodies = StepBodies(spool)
-        step_rows, text_rows, word_rows, call_rows, places = [], [], [], [], []
+        step_rows, text_rows, word_rows, call_rows, places, signed = [], [], [], [], [], []
+        chain = ""
         for index in range(steps):
             n = t_number * steps + index
             words = [*rng.sample(COMMON, 2), *rng.choices(vocabulary, k=10)]
@@ -132,6 +115,8 @@ def build(trials: int, steps: int, rare: int, seed: int = 0) -> dict[str, float]
             word_rows.append(search.words_vector(text) if connection.vendor == "postgresql" else "")
             call_rows.append(tool)
             step_rows.append(index)
+            signed.append(step_signature("agent", message, [(tool, {"cmd": "ls"})], [], chain))  # as the import signs
+            chain = signed[-1].chain
         with transaction.atomic():
             trajectory = Trajectory.objects.create(
                 trial=trial, path="agent/trajectory.json", role="main", step_count=steps, step_bodies_id=bodies.store()
@@ -156,8 +141,11 @@ def build(trials: int, steps: int, rare: int, seed: int = 0) -> dict[str, float]
                         "tool_call_count": 1,
                         "body_offset": offset,
                         "size": size,
+                        "align_key": signature.align_key,
+                        "signature": signature.signature,
+                        "chain": signature.chain,
                     }
-                    for pk, index, (offset, size) in zip(pks, step_rows, places, strict=True)
+                    for pk, index, (offset, size), signature in zip(pks, step_rows, places, signed, strict=True)
                 ],
             )
             insert_rows(
@@ -238,20 +226,28 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=1000, help="steps per trial")
     parser.add_argument("--rare", type=int, default=12, help="steps holding the rare word")
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--postgres", metavar="DATABASE", help="run on PostgreSQL in this (new, dropped) database")
+    parser.add_argument(
+        "--postgres",
+        metavar="DATABASE",
+        help="run on PostgreSQL in this (new, dropped) database, on DATABASE_URL's server",
+    )
     parser.add_argument(
         "--keep", metavar="DIR", help="build in DIR (and the database) and keep them; built already: time only"
     )
+    parser.add_argument("--quick", action="store_true", help="a smoke run of seconds: 20 trials x 50 steps, 3 rounds")
     args = parser.parse_args()
+    if args.quick:
+        args.trials, args.steps, args.rare, args.repeat = 20, 50, 3, 3
+    database_url = postgres_url(args.postgres) if args.postgres else None
 
     with tempfile.TemporaryDirectory(prefix="search-bench-") as temporary:
         data_dir = args.keep or temporary
         built = bool(args.keep) and (Path(args.keep) / "built").exists()
         if args.postgres and not built:
-            psql(f"DROP DATABASE IF EXISTS {args.postgres}")
-            psql(f"CREATE DATABASE {args.postgres}")
+            psql(database_url, f"DROP DATABASE IF EXISTS {args.postgres}")
+            psql(database_url, f"CREATE DATABASE {args.postgres}")
         try:
-            setup_django(data_dir, args.postgres)
+            setup_django(data_dir, database_url)
             from django.db import connection
 
             print(f"{connection.vendor}: {args.trials:,} trials x {args.steps:,} steps", flush=True)
@@ -271,7 +267,7 @@ def main() -> int:
                 from django.db import connections
 
                 connections.close_all()
-                psql(f"DROP DATABASE IF EXISTS {args.postgres}")
+                psql(database_url, f"DROP DATABASE IF EXISTS {args.postgres}")
     return 0
 
 

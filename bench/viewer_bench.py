@@ -15,7 +15,6 @@ Targets: every 50,000-step median within 1.5x of the 50-step one; trial page < 1
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -23,21 +22,10 @@ import time
 from pathlib import Path
 
 import orjson
-from timing import measure, p95  # bench/timing.py: this folder is on sys.path when run as a script
+from database import setup_django  # bench/: this folder is on sys.path when run as a script
+from timing import measure, p95
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def setup_django(data_dir: str) -> None:
-    os.environ["DATA_DIR"] = data_dir  # before settings are read: the database lives here
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def import_trajectory(out: Path, steps: int, observation_bytes: int, twin: bool = False):
@@ -88,7 +76,10 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--observation-bytes", type=int, default=400)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 50 and 200 steps, 1 round")
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.repeat = 200, 1
 
     with tempfile.TemporaryDirectory(prefix="viewer-bench-") as tmp:
         setup_django(str(Path(tmp) / "data"))

@@ -7,6 +7,7 @@ hostile_corpus.py; a helper that more than one test module uses lives here, neve
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import socket
 import threading
@@ -28,9 +29,25 @@ from trials.queue import create_import
 # Paths --------------------------------------------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# The product definition beside the clone (../shared); BENCHVIEWER_SHARED names another place.
+SHARED = Path(os.environ.get("BENCHVIEWER_SHARED", REPO.parent / "shared"))
 REFERENCE = SHARED / "reference"
 ATIF_SCHEMA = SHARED / "spec" / "harbor-0.25" / "atif-trajectory.schema.json"
+SHARED_NAMES = {"SHARED": SHARED, "REFERENCE": REFERENCE, "ATIF_SCHEMA": ATIF_SCHEMA}
+
+
+# A Redis database of the tests' own per xdist process (15, 14, ...): two worker fixtures at once
+# flushed each other's queue and took each other's messages.
+XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - XDIST_INDEX}")
+
+
+def reads_shared(module: object, function: object) -> bool:
+    """Whether a test reads ../shared: its module imported one of the paths above, or the test did."""
+    if any(getattr(module, name, None) is path for name, path in SHARED_NAMES.items()):
+        return True
+    code = getattr(function, "__code__", None)
+    return code is not None and not SHARED_NAMES.keys().isdisjoint((*code.co_names, *code.co_varnames))
 
 
 # Importing and the database -----------------------------------------------------------------

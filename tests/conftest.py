@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from tests.builders import import_demo, make_user
+from tests.builders import REFERENCE, import_demo, make_user, reads_shared
 
 # Debian's Chromium (`playwright install` cannot download browsers here); no background traffic.
 CHROMIUM_ARGS = [
@@ -34,6 +34,19 @@ def pytest_collection_modifyitems(config, items):
                 )
             if connection.vendor != "sqlite":
                 item.add_marker(pytest.mark.skip(reason=f"SQLite only: {reason}"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before skip marks are read: an empty parameter set is one too
+def pytest_runtest_setup(item):
+    """A test that reads ../shared fails, naming the missing path, instead of running fewer: a
+    parameter list globbed from a missing folder is empty, and the suite would pass without it."""
+    module = getattr(item, "module", None)
+    if module is not None and reads_shared(module, getattr(item, "function", None)) and not REFERENCE.is_dir():
+        pytest.fail(
+            f"{REFERENCE} is missing: {item.nodeid} reads the reference samples of ../shared "
+            "(clone it beside this repository, or set BENCHVIEWER_SHARED to where it is)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(autouse=True)

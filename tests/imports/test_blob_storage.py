@@ -7,9 +7,11 @@ import os
 import shutil
 import stat
 import time
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from tests.builders import long_trajectory
 from trials.imports import blobs
@@ -242,3 +244,34 @@ def test_a_packed_trajectory_is_served_whole_with_its_length(tmp_path, client_lo
     served = b"".join(response.streaming_content)
     assert served == (folder / "agent" / "trajectory.json").read_bytes()
     assert int(response["Content-Length"]) == len(served)
+
+
+def test_the_storage_sweep_removes_the_folders_a_removed_file_left_empty(tmp_path):
+    stored = []
+    for n in range(3):  # (files of their own, not packed: each in folders named by its sha256)
+        path = tmp_path / f"{n}.bin"
+        path.write_bytes(bytes([n]) * (blobs.PACKED_BELOW + 1))
+        stored.append(store_file(path))
+    kept, *removed = stored
+    root = Path(blob_storage().location)
+    for blob in removed:  # as a forgotten blob's file goes (trials.live.service.release_blob)
+        blob_storage().delete(blob.storage_name)
+    left_empty = {folder for blob in removed for folder in (stored_path(blob).parent, stored_path(blob).parent.parent)}
+    left_empty -= {stored_path(kept).parent, stored_path(kept).parent.parent}
+    assert left_empty and not any(p.is_file() for folder in left_empty for p in folder.rglob("*"))
+    two_hours_ago = time.time() - 7200
+    for folder, _, _ in os.walk(root):
+        os.utime(folder, (two_hours_ago, two_hours_ago))
+    fresh = root / "ff" / "fe"  # an import's, made a moment ago for a file it is about to rename in
+    fresh.mkdir(parents=True)
+
+    out = StringIO()
+    call_command("sweep_storage", "--dry-run", stdout=out)
+    names = {f"{folder.relative_to(root).as_posix()}/" for folder in left_empty}
+    assert {line.split("  ")[1] for line in out.getvalue().splitlines() if "  " in line} == names
+    assert all(folder.is_dir() for folder in left_empty)
+    call_command("sweep_storage", stdout=out)
+    assert not any(folder.exists() for folder in left_empty)
+    assert f"0 unnamed pack(s) and {len(names)} empty folder(s) removed" in out.getvalue()
+    assert Blob.objects.get(pk=kept.pk).read() == bytes([0]) * (blobs.PACKED_BELOW + 1)
+    assert fresh.is_dir()

@@ -15,17 +15,14 @@ from django.db import connection
 
 from benchviewer.celery import app as celery_app
 from core import roles
-from tests.builders import REPO, database_url, use_broker, write_trial
+from tests.builders import REPO, TEST_REDIS_URL, database_url, use_broker, write_trial
 from tests.hostile_corpus import cases
 from tests.imports.test_watch_folder import Watcher, finish
 from trials.models import Import, Step, Trial
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
-# A Redis database of the tests' own per xdist process (15, 14, ...): two worker fixtures at once
-# flushed each other's queue and took each other's messages.
-XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - XDIST_INDEX}")
+REDIS_URL = TEST_REDIS_URL
 
 
 @pytest.fixture

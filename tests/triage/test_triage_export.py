@@ -20,11 +20,13 @@ from trials.triage.export import build_evidence
 from trials.triage.forms import FeedbackForm
 
 pytestmark = pytest.mark.django_db
-SCHEMA = json.loads((REFERENCE / "lime-app" / "agent-qc-evidence.schema.json").read_text())
+SCHEMA_PATH = REFERENCE / "lime-app" / "agent-qc-evidence.schema.json"  # (read by the test: a missing one fails it)
 
 
 def _validate(data: dict) -> None:
-    validator = Draft202012Validator(SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    validator = Draft202012Validator(
+        json.loads(SCHEMA_PATH.read_text()), format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
     errors = sorted(validator.iter_errors(data), key=str)
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors]
 

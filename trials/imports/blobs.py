@@ -19,6 +19,7 @@ from trials.storage.backend import (
     PARTIAL_FOLDER,
     STALE_PARTIAL_SECONDS,
     blob_storage,
+    remove_empty_folders,
     remove_stale_partials,
     save_bytes,
     sha256_of_file,
@@ -137,12 +138,13 @@ def _blob_rows(shas: list[str]) -> dict[str, tuple[int, str]]:
 
 
 def sweep_storage(dry_run: bool = False) -> list[str]:
-    """What killed imports left in the storage, an hour old or more: unnamed packs (their names,
-    removed unless `dry_run`) and half-written copies. Beat runs it hourly; so does `sweep_storage`."""
+    """What is left in the storage, an hour old or more: packs killed imports left unnamed, then
+    folders left empty (their names, removed unless `dry_run`), and half-written copies.
+    Beat runs it hourly; so does `manage.py sweep_storage`."""
     removed = remove_unnamed_packs(dry_run=dry_run)
     if not dry_run:
         remove_stale_partials()
-    return removed
+    return removed + remove_empty_folders(dry_run=dry_run)
 
 
 def remove_unnamed_packs(older_than: float = STALE_PARTIAL_SECONDS, dry_run: bool = False) -> list[str]:

@@ -1,4 +1,4 @@
-"""python manage.py sweep_storage: remove what killed imports left in the blob storage (what beat does hourly)."""
+"""python manage.py sweep_storage: remove what is left over in the blob storage (what beat does hourly)."""
 
 from django.core.management.base import BaseCommand
 
@@ -8,7 +8,7 @@ from trials.imports import blobs
 class Command(BaseCommand):
     help = (
         "Remove pack objects no stored file points into (a worker killed between storing a pack and "
-        "recording it), and half-written copies, once they are an hour old."
+        "recording it), empty folders (a file removed) and half-written copies, once they are an hour old."
     )
 
     def add_arguments(self, parser):
@@ -19,4 +19,6 @@ class Command(BaseCommand):
         verb = "would remove" if options["dry_run"] else "removed"
         for name in removed:
             self.stdout.write(f"{verb}  {name}")
-        self.stdout.write(f"{len(removed)} unnamed pack(s) {verb}" if removed else "no unnamed pack")
+        folders = sum(name.endswith("/") for name in removed)
+        packs = len(removed) - folders
+        self.stdout.write(f"{packs} unnamed pack(s) and {folders} empty folder(s) {verb}")
