@@ -8,7 +8,9 @@ trial it started. Then three POSTs of `--megabytes` MB each to /api/trials/<id>/
 once, with a Content-Length, and three more sent chunked (no Content-Length). Each must be
 refused (413, or 411 for a chunked body) before the server reads it; the worker's peak RSS
 (VmHWM in /proc/<pid>/status) before and after says how much they cost. A small POST of events
-after them must still be stored. `--quick` sends 20 MB bodies and exits 0 when every check holds.
+after them must still be stored. Then (not with `--quick`) three POSTs at once of one event
+each, just under LIVE_MAX_BODY_BYTES, which are read and stored: the most a worker of three
+threads holds for this endpoint. `--quick` sends 20 MB bodies and exits 0 when every check holds.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ MB = 1024 * 1024
 MAX_GROWTH_MB = 50  # what the three refused bodies may add to the worker's peak RSS
 
 
-def setup_django(database_url: str, data_dir: str) -> str:
-    """Migrate; a runner's token."""
+def setup_django(database_url: str, data_dir: str) -> tuple[str, int]:
+    """Migrate; a runner's token, and the events endpoint's body limit."""
     os.environ.update(DATABASE_URL=database_url, DATA_DIR=data_dir, DJANGO_SETTINGS_MODULE="benchviewer.settings")
     os.environ.pop("REDIS_URL", None)
     import django
 
     django.setup()
+    from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from rest_framework.authtoken.models import Token
@@ -49,7 +52,7 @@ def setup_django(database_url: str, data_dir: str) -> str:
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("abuse-runner", password="pw-abuse-1")
     roles.add_to_group(user, roles.RUNNER)
-    return Token.objects.create(user=user).key
+    return Token.objects.create(user=user).key, settings.LIVE_MAX_BODY_BYTES
 
 
 def serve(database_url: str, data_dir: str, port: int) -> subprocess.Popen:
@@ -134,17 +137,36 @@ def flood(port: int, path: str, token: str, megabytes: int, chunked: bool, answe
     answers.append({"chunked": chunked, "status": status, "sent_mb": round(sent / MB, 1), "body": body[:200]})
 
 
+def post_at_limit(port: int, path: str, token: str, limit: int) -> list[int]:
+    """Three POSTs at once, each one event as large as the limit lets through: their statuses."""
+    room = limit - 200
+    statuses: list[int] = []
+
+    def send(n: int) -> None:
+        event = {"type": "tool.progress", "eventId": f"evt_big_{n}", "sequence": 10 + n, "payload": {"output": ""}}
+        body = json.dumps({"events": [event]}).replace('"output": ""', f'"output": "{"y" * room}"').encode()
+        statuses.append(request(port, path, token, body)[0])
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--megabytes", type=int, default=100)
     parser.add_argument("--port", type=int, default=8779)
+    parser.add_argument("--database-url", default="", help="a fresh database; default: SQLite in a temporary folder")
     parser.add_argument("--quick", action="store_true", help="20 MB bodies; exit 0 when every check holds")
     args = parser.parse_args()
     megabytes = 20 if args.quick else args.megabytes
 
     with tempfile.TemporaryDirectory(prefix="abuse-bench-") as data_dir:
-        database_url = os.environ.get("DATABASE_URL") or f"sqlite:///{data_dir}/db.sqlite3"
-        token = setup_django(database_url, data_dir)
+        database_url = args.database_url or f"sqlite:///{data_dir}/db.sqlite3"
+        token, limit = setup_django(database_url, data_dir)
         server = serve(database_url, data_dir, args.port)
         try:
             worker = worker_pid(server.pid)
@@ -166,27 +188,41 @@ def main() -> None:
                 for thread in threads:
                     thread.join()
                 elapsed = time.perf_counter() - started
-                print(f"three {megabytes} MB POSTs at once ({'chunked' if chunked else 'Content-Length'}): {elapsed:.2f} s")
+                framing = "chunked" if chunked else "Content-Length"
+                print(f"three {megabytes} MB POSTs at once ({framing}): answered in {elapsed:.2f} s")
             after = peak_rss_mb(worker)
             event = {"type": "tool.progress", "eventId": "evt_after", "sequence": 1, "payload": {"ok": True}}
             small, small_body = request(args.port, path, token, json.dumps({"events": [event]}).encode())
+            long_address = request(args.port, f"{path}?x={'x' * 4040}", token, b"{}")
+            at_limit: list[int] = []
+            if not args.quick:
+                at_limit = post_at_limit(args.port, path, token, limit)
+                print(f"worker peak RSS after three bodies at the limit stored: {peak_rss_mb(worker):.0f} MB")
         finally:
             server.terminate()
             server.wait(timeout=30)
 
     for answer in answers:
-        print(f"  {'chunked' if answer['chunked'] else 'sized  '}: {answer['status']} after {answer['sent_mb']} MB sent")
+        framing = "chunked" if answer["chunked"] else "sized  "
+        print(f"  {framing}: {answer['status']} after {answer['sent_mb']} MB sent")
     print(f"worker peak RSS: {before:.0f} MB before, {after:.0f} MB after (+{after - before:.0f} MB)")
     print(f"a small POST after them: {small} {small_body[:120]!r}")
+    address_ok = long_address[0] == 414 and b'{"detail": "the address is' in long_address[1]  # (a chunked answer)
+    print(
+        f"a 4,064-byte address through gunicorn: {long_address[0]} {'JSON' if address_ok else repr(long_address[1][:80])}"
+    )
+    if not address_ok:
+        print("FAIL: the long address did not get the JSON 414")
     expected = {False: 413, True: 411}
     failures = [a for a in answers if a["status"] != expected[a["chunked"]]]
     if failures:
         print(f"FAIL: not refused as expected: {failures}")
     if after - before > MAX_GROWTH_MB:
         print(f"FAIL: the worker grew by more than {MAX_GROWTH_MB} MB")
-    if small != 200:
-        print("FAIL: the small POST after them was not stored")
-    if failures or after - before > MAX_GROWTH_MB or small != 200:
+    if small != 200 or any(status != 200 for status in at_limit):
+        print(f"FAIL: a POST within the limit was not stored ({small}, {at_limit})")
+    stored = small == 200 and all(status == 200 for status in at_limit)
+    if failures or after - before > MAX_GROWTH_MB or not stored or not address_ok:
         raise SystemExit(1)
 
 
