@@ -208,9 +208,8 @@ def main() -> None:
     print(f"worker peak RSS: {before:.0f} MB before, {after:.0f} MB after (+{after - before:.0f} MB)")
     print(f"a small POST after them: {small} {small_body[:120]!r}")
     address_ok = long_address[0] == 414 and b'{"detail": "the address is' in long_address[1]  # (a chunked answer)
-    print(
-        f"a 4,064-byte address through gunicorn: {long_address[0]} {'JSON' if address_ok else repr(long_address[1][:80])}"
-    )
+    shown = "JSON" if address_ok else repr(long_address[1][:80])
+    print(f"a 4,064-byte address through gunicorn: {long_address[0]} {shown}")
     if not address_ok:
         print("FAIL: the long address did not get the JSON 414")
     expected = {False: 413, True: 411}
