@@ -31,7 +31,8 @@ def document_errors(result: dict[str, Any], generator, request, public) -> dict[
     unreachable (benchviewer/errors.py)."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    views = {(path, method.lower()): view.cls for path, _, method, view in generator.endpoints}
+    # (the schema names a path's `pk` `id`: SCHEMA_COERCE_PATH_PK)
+    views = {(path.replace("{pk}", "{id}"), method.lower()): view.cls for path, _, method, view in generator.endpoints}
     open_to_all = {path for (path, _), view in views.items() if not view.permission_classes}  # /api/token/
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():

@@ -10,10 +10,10 @@ from urllib.parse import urlencode
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import QueryDict
-from django.views.decorators.http import require_safe
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_safe
 
 from comparisons.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
 from comparisons.sides import SideError

@@ -6,9 +6,9 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Avg, Count, Q
 from django.http import FileResponse, Http404, QueryDict
-from django.views.decorators.http import require_safe
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_safe
 
 from benchviewer import limits, roles
 from benchviewer.ids import parse_pk
