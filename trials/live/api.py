@@ -164,12 +164,9 @@ class StartTrial(CommandView):
     )
     def post(self, request):
         try:
-            trial, created = service.start_trial(self.body(request))
+            trial, created = service.start_trial(self.body(request), started_by=request.user)
         except service.SpineError as exc:
             raise ValidationError({"benchmark.trialId": [str(exc)]}) from exc
-        if created:
-            Trial.objects.filter(pk=trial.pk).update(started_by=request.user)
-            trial.started_by = request.user
         writable(trial, request.user)  # started before, by another account: its id is not told
         return Response({"trial_id": trial.pk}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
