@@ -51,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "core.limits.RequestLimitMiddleware",  # 413/414 before anything reads the body
     "whitenoise.middleware.WhiteNoiseMiddleware",  # static files, with DEBUG off too (`make demo`)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -184,6 +185,9 @@ STORAGES = {
 }
 FILE_UPLOAD_TEMP_DIR = None
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# Request limits (benchviewer/limits.py): a body over its view's limit is a 413, unread.
+MAX_BODY_BYTES = env_int("MAX_BODY_BYTES", DATA_UPLOAD_MAX_MEMORY_SIZE)
+MAX_REQUEST_LINE_BYTES = env_int("MAX_REQUEST_LINE_BYTES", 4000)  # below gunicorn's 4,094-byte request line
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # Import limits: a single file, an archive's expanded size and its compression ratio.
@@ -191,6 +195,8 @@ IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 1024 * 1024 * 1024)
 IMPORT_MAX_EXPANDED_BYTES = env_int("IMPORT_MAX_EXPANDED_BYTES", 4 * 1024 * 1024 * 1024)
 IMPORT_MAX_ARCHIVE_RATIO = env_int("IMPORT_MAX_ARCHIVE_RATIO", 200)
 IMPORT_MAX_ARCHIVE_MEMBERS = env_int("IMPORT_MAX_ARCHIVE_MEMBERS", 200_000)
+# The largest upload request (streamed to disk as it arrives; bigger is a 413 before any byte is read).
+IMPORT_MAX_UPLOAD_BYTES = env_int("IMPORT_MAX_UPLOAD_BYTES", IMPORT_MAX_EXPANDED_BYTES)
 # A job's trials are written in batches of up to this many bytes of their files (held in memory, parsed).
 IMPORT_BATCH_BYTES = env_int("IMPORT_BATCH_BYTES", 8 * 1024 * 1024)
 IMPORT_SPOOL_DIR = DATA_DIR / "spool"
@@ -199,6 +205,8 @@ IMPORT_SPOOL_DIR = DATA_DIR / "spool"
 LIVE_STALL_SECONDS = env_int("LIVE_STALL_SECONDS", 120)
 # Items one POST of events and steps may carry (a runner sends more in several).
 LIVE_MAX_ITEMS = env_int("LIVE_MAX_ITEMS", 10_000)
+# Bytes one POST of events and steps may carry; a longer body is a 413 before it is read.
+LIVE_MAX_BODY_BYTES = env_int("LIVE_MAX_BODY_BYTES", 16 * 1024 * 1024)
 
 # Celery: Redis when REDIS_URL is set; otherwise tasks run in-process (eager).
 REDIS_URL = os.environ.get("REDIS_URL", "")

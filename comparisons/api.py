@@ -21,7 +21,7 @@ from comparisons.cache import points_for
 from comparisons.models import Comparison, SavedComparison
 from comparisons.serializers import SavedComparisonDetailSerializer, SavedComparisonSerializer
 from comparisons.sides import SideError, parse_sides
-from core import errors
+from core import errors, roles
 
 SIDE_PARAMETERS = [
     OpenApiParameter("baseline", int, description="baseline configuration id"),
@@ -61,7 +61,7 @@ def _finished_comparison(request) -> Comparison | Response:
 def broker_unreachable(exc: Exception) -> Response:
     """503: nothing is lost (the comparison stays queued and is sent when the broker is back)."""
     detail = f"{exc}; the comparison is computed once it is back: ask again later"
-    return Response({"detail": detail}, status=503, headers={"Retry-After": str(errors.RETRY_AFTER_SECONDS)})
+    return Response({"detail": detail}, status=503, headers={"Retry-After": errors.retry_after(broker=True)})
 
 
 @method_decorator(login_not_required, name="dispatch")
@@ -103,6 +103,8 @@ class ChartView(APIView):
 @method_decorator(login_not_required, name="dispatch")
 class SaveView(APIView):
     """Record the comparison as a `benchmark.comparison.completed` event."""
+
+    required_right = roles.SAVE_COMPARISON
 
     @extend_schema(
         parameters=SIDE_PARAMETERS, request=None, responses={201: OpenApiResponse(description="the saved event")}

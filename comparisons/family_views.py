@@ -13,6 +13,7 @@ from django.http import QueryDict
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_safe
 
 from comparisons.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
 from comparisons.sides import SideError
@@ -124,6 +125,7 @@ def _side_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
     return {"rows": sides, "links": links}
 
 
+@require_safe
 def grid_page(request):
     """The picker (no sides yet, `?pick=1`, or a bad choice), else the grid. The picker reads every
     trial's configuration and dataset, so a page showing a grid leaves it out and links to it."""
@@ -161,6 +163,7 @@ def _with_picker(context: dict[str, Any]) -> dict[str, Any]:
     return {**context, "picker": True, "configurations": _picker("configuration"), "jobs": _picker("job")}
 
 
+@require_safe
 def trend_page(request):
     datasets = list(Dataset.objects.annotate(n=Count("trial")).filter(n__gt=0).order_by("name", "version"))
     context: dict[str, Any] = {"datasets": datasets, "chosen": request.GET.get("dataset", "")}

@@ -10,12 +10,13 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from comparisons import charts, figures, saved, services
 from comparisons.formatting import formatted
 from comparisons.models import Comparison, SavedComparison
 from comparisons.sides import SideError, parse_sides
+from core import roles
 from trials.models import Configuration, Job, Trial
 
 MATRIX_PAGE_SIZE = 100
@@ -173,6 +174,7 @@ def _defaults(request, choices: dict[str, Any]) -> dict[str, str]:
     return chosen
 
 
+@require_safe
 def comparison_page(request):
     choices = _choices()
     context: dict[str, Any] = {**choices, "chosen": _defaults(request, choices), "charts": []}
@@ -218,6 +220,7 @@ def comparison_page(request):
 
 
 @require_POST
+@roles.require_right(roles.SAVE_COMPARISON)
 def save_comparison(request):
     try:
         baseline, candidate = parse_sides(request.POST)
@@ -244,6 +247,7 @@ P0_PAGE_SIZE = 200
 SAVED_PAGE_SIZE = 50
 
 
+@require_safe
 def p0_regressions_page(request):
     """What the candidate's P0 QC gate regression count adds up: its QC items and trials."""
     try:
@@ -264,12 +268,14 @@ def p0_regressions_page(request):
     return render(request, "comparisons/p0.html", context)
 
 
+@require_safe
 def saved_list_page(request):
     page = Paginator(saved.saved_list(), SAVED_PAGE_SIZE).get_page(request.GET.get("page"))
     rows = [saved.side_summary(s) for s in page]
     return render(request, "comparisons/saved_list.html", {"page": page, "rows": rows})
 
 
+@require_safe
 def saved_detail_page(request, pk: int):
     """A saved comparison as saved (its event) and as it stands now, with what changed since."""
     row = get_object_or_404(SavedComparison.objects.select_related("created_by", "comparison"), pk=pk)

@@ -8,7 +8,8 @@ right. Any logged-in user may read.
 
 Three doors use the same mapping:
 - `require_right` for page views,
-- `RolePermission` for DRF views (set `required_right` on the view for unsafe methods),
+- `RolePermission` for DRF views (set `required_right` on the view for unsafe methods: without
+  one they are refused),
 - `WriteAccessMiddleware`, which refuses every unsafe request of a user who has no
   writing right at all (a viewer), whatever view it reaches, so a new view can't forget.
 """
@@ -23,7 +24,7 @@ from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.utils.functional import SimpleLazyObject
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
@@ -122,28 +123,43 @@ def add_to_group(user, group_name: str) -> None:
     user.__dict__.pop("_benchviewer_rights", None)
 
 
-def require_right(right: str) -> Callable:
-    """Page views: anonymous -> login page; logged in without the right -> 403."""
+def require_right(right: str, *, write: str | None = None) -> Callable:
+    """Page views: anonymous -> login page; logged in without the right -> 403.
+
+    `right` is needed for every method; `write`, when given, for POST and the other unsafe
+    methods instead (a page that lists on GET and uploads on POST). A page that only reads
+    (`READ`, no `write`) answers 405 to an unsafe method. The wrapped view keeps the
+    right a write needs in `required_right`, as a DRF view does (tests/site/test_roles.py walks them).
+    """
+    to_write = write or right
 
     def decorator(view: Callable) -> Callable:
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
-            if not has_right(request.user, right):
-                raise PermissionDenied(f"your role may not do this ({right.replace('_', ' ')})")
+            if request.method not in SAFE_METHODS and write is None and right == READ:
+                return HttpResponseNotAllowed(["GET", "HEAD"])  # a page that only reads
+            needed = right if request.method in SAFE_METHODS else to_write
+            if not has_right(request.user, needed):
+                raise PermissionDenied(f"your role may not do this ({needed.replace('_', ' ')})")
             return view(request, *args, **kwargs)
 
+        wrapped.required_right = to_write  # type: ignore[attr-defined]
         return wrapped
 
     return decorator
 
 
-class RolePermission(BasePermission):
-    """DRF: reading needs a login; an unsafe method needs the view's `required_right`.
+def write_right_of(view_func: Callable) -> str | None:
+    """The right a view names for writing: `required_right` of a DRF view or of a `require_right` page."""
+    owner = getattr(view_func, "cls", None) or getattr(view_func, "view_class", None) or view_func
+    return getattr(owner, "required_right", None)
 
-    A view without `required_right` accepts unsafe methods from any user with some
-    writing right (reviewer and up), which is also what the middleware enforces.
+
+class RolePermission(BasePermission):
+    """DRF: reading needs a login (or the view's `read_right`); an unsafe method needs the view's
+    `required_right`. A view that names none refuses every unsafe method: a new view can't forget.
     """
 
     message = "Your role may not do this."
@@ -154,8 +170,10 @@ class RolePermission(BasePermission):
             return False
         if request.method in SAFE_METHODS:
             return has_right(user, getattr(view, "read_right", READ))
+        if not hasattr(view, request.method.lower()):
+            return True  # DRF answers 405: the view writes nothing
         right = getattr(view, "required_right", None)
-        return has_right(user, right) if right else can_write(user)
+        return right is not None and has_right(user, right)
 
 
 class WriteAccessMiddleware:

@@ -33,6 +33,7 @@ class ImportListCreate(generics.ListCreateAPIView):
     queryset = Import.objects.all()
     parser_classes = [MultiPartParser]  # (a urlencoded form cannot carry the file: 415, not a 400 about it)
     required_right = roles.IMPORT
+    max_body_setting = "IMPORT_MAX_UPLOAD_BYTES"  # (the file streams to disk as it arrives)
 
     def get_serializer_class(self):
         return ImportCreateSerializer if self.request.method == "POST" else ImportSerializer
@@ -112,6 +113,8 @@ class ExportBenchmarkTrial(APIView):
     Values a redaction withholds are `[redacted]` in every file. Importing the zip gives the same trial.
     Any logged-in user may export what they may read (the read right, as the ATIF download).
     """
+
+    documented_errors = {"404": "No trial has the id `trial` names."}
 
     @extend_schema(
         parameters=[
@@ -397,6 +400,8 @@ def viewer_step_url(trial: Trial, number: int, trajectory, trajectories) -> str:
 @extend_schema(exclude=True)
 class UnknownEndpoint(APIView):
     """Any other address under /api/: a JSON 404 like the API's own, not the HTML page."""
+
+    required_right = roles.READ  # it writes nothing: any logged-in user gets the 404
 
     def get(self, request, *args, **kwargs):
         raise NotFound("no such API endpoint")

@@ -3,14 +3,14 @@ from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Avg, Count, Q
 from django.http import FileResponse, Http404, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_safe
 
-from core import roles
+from core import limits, roles
 from core.ids import parse_pk
 from trials.forms import UploadForm
 from trials.ingest.formats import agentv
@@ -51,6 +51,7 @@ def flag_counts() -> list[tuple[str, str, int]]:
     return [(flag, label, counts[flag]) for flag, label in FLAG_LABELS.items() if counts[flag]]
 
 
+@require_safe
 def home(request):
     failures = Trial.objects.failed().values("failure_category").annotate(n=Count("id")).order_by("-n")
     untriaged = Trial.objects.for_list().untriaged().order_by("-pk")
@@ -72,9 +73,9 @@ def home(request):
     )
 
 
+@limits.body_limited_by("IMPORT_MAX_UPLOAD_BYTES")  # (the files stream to disk as they arrive)
+@roles.require_right(roles.READ, write=roles.IMPORT)
 def imports(request):
-    if request.method == "POST" and not roles.has_right(request.user, roles.IMPORT):
-        raise PermissionDenied("your role may not import packs")
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         created = [
@@ -89,6 +90,7 @@ def imports(request):
     return render(request, "trials/imports.html", {"form": form, "page": page})
 
 
+@require_safe
 def import_detail(request, pk):
     imp = get_object_or_404(Import, pk=pk)
     return render(
@@ -96,6 +98,7 @@ def import_detail(request, pk):
     )
 
 
+@require_safe
 def job_list(request):
     jobs = (
         Job.objects.for_list()
@@ -110,6 +113,7 @@ def job_list(request):
     return render(request, "trials/job_list.html", {"page": page})
 
 
+@require_safe
 def job_detail(request, pk):
     job = get_object_or_404(Job, pk=pk)
     rows = lists.job_task_rows(job, request.GET)
@@ -138,6 +142,7 @@ def job_detail(request, pk):
     )
 
 
+@require_safe
 def trial_list(request):
     filterset, trials = lists.trial_list(request.GET)
     page = Paginator(trials, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -158,12 +163,14 @@ def trial_list(request):
     )
 
 
+@require_safe
 def search(request):
     """Search across trials: the steps of every trial that hold the words, with the list's filters."""
     found = search_hits.search_trials(request.GET) if request.GET.get("q", "").strip() else None
     return render(request, "trials/search.html", {"found": found, "filters": search_hits.FILTER_KEYS})
 
 
+@require_safe
 def trial_detail(request, pk, number: int | None = None):
     """The trial page. `number` (from /steps/<n>/) opens the trajectory window holding step n."""
     trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
@@ -312,11 +319,13 @@ TAB_CONTEXT = {
 }
 
 
+@require_safe
 def trial_step(request, pk, number: int):
     """The stable URL of a step: the trial page at the window holding it, scrolled to it."""
     return trial_detail(request, pk, number=number)
 
 
+@require_safe
 def trial_side_by_side(request, pk, other):
     """Two trials of one task, their steps aligned row by row; opens at the first divergence."""
     left, right = (
@@ -333,6 +342,7 @@ def trial_side_by_side(request, pk, other):
     return render(request, "trials/side_by_side.html", context | {"page": side_by_side.page(s, *numbers)})
 
 
+@require_safe
 def artifact_download(request, pk, artifact_pk):
     """The stored bytes of an artifact, always as an attachment (never rendered by the browser)."""
     artifact = get_object_or_404(Artifact.objects.select_related("blob"), pk=artifact_pk, trial_id=pk)
@@ -346,6 +356,7 @@ def artifact_download(request, pk, artifact_pk):
     )
 
 
+@require_safe
 def artifact_preview(request, pk, artifact_pk):
     """An image artifact shown in the page (PNG, JPEG, GIF, WebP up to the preview cap); nothing else."""
     artifact = get_object_or_404(Artifact.objects.select_related("blob"), pk=artifact_pk, trial_id=pk)
@@ -355,6 +366,7 @@ def artifact_preview(request, pk, artifact_pk):
     return FileResponse(artifact.blob.open(), content_type=content_type, filename=artifacts.file_name(artifact))
 
 
+@require_safe
 def trial_file(request, pk):
     """An image or audio file of the trial's pack by path, for the messages that reference it."""
     trial = get_object_or_404(Trial, pk=pk)

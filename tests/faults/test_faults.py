@@ -472,7 +472,7 @@ def test_while_the_broker_is_down_a_comparison_answers_503_and_is_computed_once_
     broker.stop()
     for _ in range(2):  # and again: a queued row does not pass for one on its way
         answer = client_logged_in.get(api_url)
-        assert answer.status_code == 503 and answer["Retry-After"] == "30"
+        assert answer.status_code == 503 and 1 <= int(answer["Retry-After"]) <= 60  # the outage's length so far
         assert "broker is unreachable" in answer.json()["detail"]
     page = client_logged_in.get(page_url)
     assert page.status_code == 503 and b'id="broker-unreachable"' in page.content

@@ -243,7 +243,7 @@ def test_a_request_of_too_many_items_is_refused_whole(runner, settings):
     settings.LIVE_MAX_ITEMS = 3
     pk = start(runner)
     response = runner.post(f"/api/trials/{pk}/events/", {"events": [event(n) for n in range(1, 5)]}, format="json")
-    assert response.status_code == 400 and "at most 3" in response.json()["detail"]
+    assert response.status_code == 400 and "at most 3" in response.json()["errors"][0]["error"]
     assert not RuntimeEvent.objects.filter(trial_id=pk, event_id="evt_1").exists()
 
 

@@ -20,6 +20,7 @@ import urllib3
 from django.contrib.auth import get_user_model
 from django.test import Client
 from playwright.sync_api import expect
+from rest_framework.test import APIClient
 
 from tests.builders import write_trial
 from tests.live.helpers import event, runner_client, spine, step
@@ -66,7 +67,9 @@ def token(transactional_db) -> str:
 
 @pytest.fixture
 def trial(token, live_server) -> Trial:
-    client = runner_client(name="starter")[0]
+    """Started by the runner's own account: only it writes into the trial."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     pk = client.post("/api/commands/start_benchmark_trial/", spine("trial-streamed"), format="json").json()["trial_id"]
     return Trial.objects.get(pk=pk)
 

@@ -4,12 +4,14 @@ Django's HTML 500; the schema lists 414, 500 and 503 for every operation."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 from django.db import connection
 from django.test import Client
 
+from core import errors
 from tests.builders import build_side, free_port
 from tests.factories import TrialFactory
 
@@ -73,13 +75,35 @@ def database_unreachable(transactional_db) -> Iterator[None]:
         connection.settings_dict.update(saved)
 
 
-def test_with_the_database_unreachable_the_api_answers_a_json_503_and_a_page_a_503_page(user, database_unreachable):
+@pytest.fixture
+def fresh_outage(monkeypatch) -> None:
+    """This process has seen no database outage before the test's (another test's may still be recent)."""
+    monkeypatch.setattr(errors, "DATABASE_OUTAGE", errors.Outage())
+
+
+def unreachable_client() -> Client:
     client = Client(raise_request_exception=False)
     client.cookies["sessionid"] = "x" * 32  # a session key: the session is read from the database first
+    return client
+
+
+def test_with_the_database_unreachable_the_api_answers_a_json_503_and_a_page_a_503_page(
+    user, database_unreachable, fresh_outage
+):
+    client = unreachable_client()
     for url in ("/api/trials/", "/api/trials/1/steps/", "/api/comparisons/?baseline=1&candidate=2", "/api/qc/items/"):
         answer = client.get(url)
         assert answer.status_code == 503, url
-        assert answer["Content-Type"] == "application/json" and answer["Retry-After"] == "30"
+        assert answer["Content-Type"] == "application/json" and answer["Retry-After"] == "1"  # it has just begun
         assert "unreachable" in answer.json()["detail"]
     page = client.get("/trials/")
     assert page.status_code == 503 and b'id="server-error"' in page.content and b"unreachable" in page.content
+
+
+def test_retry_after_grows_with_the_outage_and_starts_again_after_it(user, database_unreachable, fresh_outage):
+    client = unreachable_client()
+    assert client.get("/api/trials/")["Retry-After"] == "1"
+    time.sleep(2.2)
+    assert client.get("/api/trials/")["Retry-After"] == "3"  # down 2.2 s so far: about as long again
+    time.sleep(3 + errors.OUTAGE_GAP_SECONDS + 0.2)  # no failure for longer than advised: it was over
+    assert client.get("/api/trials/")["Retry-After"] == "1"

@@ -12,10 +12,12 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import URLPattern, URLResolver, get_resolver, resolve, reverse
 
 from core import roles
 from tests.builders import PASSWORD, REFERENCE, ROLES, import_demo, import_path, make_user
@@ -319,3 +321,41 @@ def test_a_reviewer_comments_on_the_trial_page_and_sees_the_comment_there(client
     _login(client, world, "viewer")
     seen = client.get(url).content.decode()
     assert "a stuck stream?" in seen and reverse("triage-comment", kwargs={"pk": world.ids["trial"]}) not in seen
+
+
+def role_refusal(response) -> bool:
+    """A 403 that says the role may not (not one about the object, such as another runner's trial)."""
+    return response.status_code == 403 and b"your role" in response.content.lower()
+
+
+def test_every_write_route_names_its_right_and_refuses_every_role_without_it(client, world):
+    """Each route is POSTed by a superuser: one that does not answer 405 writes, so its view must name a
+    right (roles.write_right_of); then every role, the runner too, is refused there unless it holds it."""
+    boss = get_user_model().objects.create_superuser("boss", password=PASSWORD)
+    users = {**world.users, "runner": make_user("runner", roles.RUNNER), "superuser": boss}
+    checked = []
+    for url, name in site_urls(world.ids):
+        if name in roles.ALWAYS_ALLOWED_URL_NAMES:
+            continue
+        client.force_login(boss)
+        if client.post(url, {}).status_code == 405:
+            continue  # it only reads
+        right = roles.write_right_of(resolve(url).func)
+        assert right is not None, f"{url} ({name}) writes but its view names no right"
+        if right == roles.READ:
+            continue  # the API's catch-all 404 for any address: it writes nothing
+        for role, user in users.items():
+            client.force_login(user)
+            response = client.post(url, {})
+            assert response.status_code != 500, (role, url)
+            assert role_refusal(response) is not roles.has_right(user, right), (role, url, response.status_code)
+        checked.append(name)
+    assert {"api-comparison-save", "comparison-save", "api-trial-events", "imports", "qc-item"} <= set(checked)
+
+
+def test_a_runner_may_not_save_a_comparison(client, world):
+    client.force_login(make_user("runner", roles.RUNNER))
+    trial = Trial.objects.get(pk=world.ids["trial"])
+    sides = {"baseline": trial.configuration_id, "candidate": trial.configuration_id}
+    assert role_refusal(client.post(f"/api/comparisons/save/?{urlencode(sides)}"))
+    assert role_refusal(client.post(reverse("comparison-save"), sides))

@@ -1,7 +1,8 @@
 """The runner's commands (seed 000's control plane) and what a live trial's page polls.
 
 Token-authenticated like the rest of the API (`POST /api/token/`); each command needs the
-`run` right (the runner group, reviewers and above: core/roles.py).
+`run` right (the runner group, reviewers and above: core/roles.py), and writes only into
+a trial its account started (`Trial.writable_by`: or one granted `trials.write_any_live_trial`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.db.models.functions import Substr
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,7 +25,7 @@ from rest_framework.views import APIView
 from comparisons import services as comparisons
 from comparisons.api import broker_unreachable
 from comparisons.sides import SideError, parse_sides
-from core import roles
+from core import limits, roles
 from core.ids import parse_pk
 from trials.live import derive, service
 from trials.models import Trial
@@ -83,8 +84,15 @@ COMMAND_EVENT = inline_serializer(
 EventMaker = Callable[[Trial, dict[str, Any]], dict[str, Any]]  # trials.live.service.reward_event and the like
 
 
+def writable(trial: Trial, user) -> Trial:
+    if not trial.writable_by(user):
+        raise PermissionDenied(f"trial {trial.pk} was started by another account: only it writes into it")
+    return trial
+
+
 class CommandView(APIView):
     required_right = roles.RUN
+    documented_errors = {"404": "No trial has the `trial_id` (or `benchmark.trialId`) the body names."}
 
     def body(self, request) -> dict[str, Any]:
         data = request.data
@@ -98,12 +106,12 @@ class CommandView(APIView):
             pk = parse_pk(str(data["trial_id"]))
             if pk is None:
                 raise ValidationError({"trial_id": [f"a whole number, not {data['trial_id']!r}"]})
-            return get_object_or_404(Trial, pk=pk)
+            return writable(get_object_or_404(Trial, pk=pk), self.request.user)
         bench = data.get("benchmark")
         trial_id = bench.get("trialId") if isinstance(bench, dict) else None
         if not trial_id:
             raise ValidationError({"trial_id": ["name the trial: trial_id, or benchmark.trialId as started"]})
-        return get_object_or_404(Trial, key=f"lime:{trial_id}")
+        return writable(get_object_or_404(Trial, key=f"lime:{trial_id}"), self.request.user)
 
     def record_event(self, request, make_event: EventMaker, field: str) -> Response:
         """The trial the body names gets the event `make_event` builds from the body; a bad body is a 400 on `field`."""
@@ -125,6 +133,8 @@ class CommandView(APIView):
 
 class StartTrial(CommandView):
     """Start (or find again) the trial the spine's `benchmark.trialId` names; it shows as running."""
+
+    documented_errors: dict[str, str] = {}  # (it creates the trial it does not find)
 
     @extend_schema(
         operation_id="commands_start_benchmark_trial",
@@ -158,10 +168,16 @@ class StartTrial(CommandView):
     )
     def post(self, request):
         try:
-            trial, created = service.start_trial(self.body(request))
+            trial, created = service.start_trial(self.body(request), started_by=request.user)
         except service.SpineError as exc:
             raise ValidationError({"benchmark.trialId": [str(exc)]}) from exc
+        writable(trial, request.user)  # started before, by another account: its id is not told
         return Response({"trial_id": trial.pk}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+def _capped_body(stream, parser_context) -> bytes:
+    """The body, read no further than the view's limit (the middleware checked Content-Length already)."""
+    return limits.read_capped(stream, limits.body_limit((parser_context or {})["view"]))
 
 
 class JSONLinesParser(BaseParser):
@@ -170,7 +186,7 @@ class JSONLinesParser(BaseParser):
     media_type = "application/x-ndjson"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        return stream.read()
+        return _capped_body(stream, parser_context)
 
 
 class FastJSONParser(BaseParser):
@@ -180,7 +196,7 @@ class FastJSONParser(BaseParser):
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:
-            return orjson.loads(stream.read())
+            return orjson.loads(_capped_body(stream, parser_context))
         except orjson.JSONDecodeError as exc:
             raise ParseError(f"the body is not JSON: {exc}") from exc
 
@@ -196,6 +212,7 @@ class TrialEvents(APIView):
     (`events[3]`, `steps[0]`, `line 7`), and every good one is kept."""
 
     required_right = roles.RUN
+    max_body_setting = "LIVE_MAX_BODY_BYTES"
     parser_classes = [FastJSONParser, JSONLinesParser, JSONLinesAlias]
 
     @extend_schema(
@@ -207,7 +224,14 @@ class TrialEvents(APIView):
                 "steps": serializers.ListField(child=serializers.DictField(), required=False),
             },
         ),
-        responses={200: ACCEPTED, 400: OpenApiResponse(ACCEPTED, description="bad items, named; the good ones kept")},
+        responses={
+            200: ACCEPTED,
+            400: OpenApiResponse(
+                ACCEPTED, description="bad items, named; the good ones kept (a body it cannot read: path `body`)"
+            ),
+            403: OpenApiResponse(description="your role may not run, or another account started this trial"),
+            413: OpenApiResponse(description="the body is over LIVE_MAX_BODY_BYTES: nothing of it was read"),
+        },
         examples=[
             OpenApiExample(
                 "a tool call and its step",
@@ -233,8 +257,11 @@ class TrialEvents(APIView):
         ],
     )
     def post(self, request, pk: int):
-        trial = get_object_or_404(Trial, pk=pk)
-        data = request.data
+        trial = writable(get_object_or_404(Trial, pk=pk), request.user)
+        try:
+            data = request.data
+        except ParseError as exc:
+            return _refused("body", str(exc.detail))
         errors: list[dict[str, str]] = []
         if isinstance(data, bytes):  # JSON lines
             events: list[Any] = []
@@ -247,19 +274,21 @@ class TrialEvents(APIView):
                 except orjson.JSONDecodeError as exc:
                     errors.append({"path": f"line {number}", "error": f"not JSON: {exc}"})
                     events.append(None)  # (keeps the line numbers; named above, skipped below)
-            _within_limit(sum(e is not None for e in events))
+            if (refused := _over_limit(sum(e is not None for e in events))) is not None:
+                return refused
             accepted = service.add_items(trial, [e for e in events if e is not None], [], where="line {}")
             if None in events:  # the good lines' places shifted by blank and bad ones: name them from the body
                 accepted.errors = errors + _renumbered(accepted.errors, events)
             where = "line {}"
         else:
             if not isinstance(data, dict) or not ({"events", "steps"} & data.keys()):
-                raise ValidationError({"detail": 'send {"events": [...], "steps": [...]} or JSON lines of events'})
+                return _refused("body", 'send {"events": [...], "steps": [...]} or JSON lines of events')
             events, steps = data.get("events", []), data.get("steps", [])
             for key, value in (("events", events), ("steps", steps)):
                 if not isinstance(value, list):
-                    raise ValidationError({key: [f"a list, not {type(value).__name__}"]})
-            _within_limit(len(events) + len(steps))
+                    return _refused(key, f"a list, not {type(value).__name__}")
+            if (refused := _over_limit(len(events) + len(steps))) is not None:
+                return refused
             accepted = service.add_items(trial, events, steps)
             where = "events[{}]"
         body = accepted.as_dict()
@@ -267,11 +296,16 @@ class TrialEvents(APIView):
         return Response(body, status=status.HTTP_400_BAD_REQUEST if accepted.errors else status.HTTP_200_OK)
 
 
-def _within_limit(count: int) -> None:
-    if count > settings.LIVE_MAX_ITEMS:
-        raise ValidationError(
-            {"detail": f"{count} items in one request; send at most {settings.LIVE_MAX_ITEMS} a request"}
-        )
+def _refused(path: str, error: str) -> Response:
+    """A body refused whole: the 400 of a bad item's shape, naming `path`; nothing of it is stored."""
+    body = service.Accepted(errors=[{"path": path, "error": error}]).as_dict()
+    return Response(body, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _over_limit(count: int) -> Response | None:
+    if count <= settings.LIVE_MAX_ITEMS:
+        return None
+    return _refused("body", f"{count} items in one request; send at most {settings.LIVE_MAX_ITEMS} a request")
 
 
 def _unplaced(events: list[Any], where: str) -> list[dict[str, str]]:
@@ -364,6 +398,8 @@ class CompleteTrial(CommandView):
 class CompareRuns(CommandView):
     """Compare a baseline and a candidate (configuration ids, or `baseline_job` / `candidate_job`) and save
     the comparison's `benchmark.comparison.completed` event. 202 while a worker computes it: ask again."""
+
+    documented_errors: dict[str, str] = {}  # (unknown sides are a 400)
 
     @extend_schema(
         operation_id="commands_compare_benchmark_runs",

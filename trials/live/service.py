@@ -62,8 +62,9 @@ def now_iso() -> str:
 # ---------------------------------------------------------------- start
 
 
-def start_trial(data: dict[str, Any]) -> tuple[Trial, bool]:
-    """The trial the spine's `benchmark.trialId` names, created running on first call; (trial, created)."""
+def start_trial(data: dict[str, Any], started_by: Any = None) -> tuple[Trial, bool]:
+    """The trial the spine's `benchmark.trialId` names, created running on first call (by the account
+    `started_by`, the only one that writes into it: Trial.writable_by); (trial, created)."""
     bench = as_dict(data.get("benchmark"))
     trial_id = str(bench.get("trialId") or "").strip()
     if not trial_id:
@@ -107,6 +108,7 @@ def start_trial(data: dict[str, Any]) -> tuple[Trial, bool]:
                 configuration=get_configuration(parsed.configuration),
                 attempt=lime.to_attempt(data.get("attempt", bench.get("attempt"))),
                 status=Trial.Status.RUNNING,
+                started_by=started_by,
                 started_at=now,
                 live_seen_at=now,
                 benchmark=bench,

@@ -113,6 +113,10 @@ class Trial(models.Model):
     safety_flags = JSONField(default=list, blank=True)
     is_flagged = models.BooleanField(default=False, db_index=True)
 
+    # The account that started a live trial: only it writes into the trial (`writable_by`).
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # When a runner last reported (an event, a step, a command): a running trial silent longer is stalled.
     live_seen_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -122,6 +126,8 @@ class Trial(models.Model):
 
     class Meta:
         ordering = ["-created_at", "name"]
+        # An admin grants it (admin site, to a user or a group): a runner that writes into any live trial.
+        permissions = [("write_any_live_trial", "Can write into live trials other accounts started")]
         indexes = [
             models.Index(fields=["job", "task"]),
             models.Index(fields=["configuration", "task"]),
@@ -153,3 +159,8 @@ class Trial(models.Model):
     @property
     def is_failure(self) -> bool:
         return self.status in self.FAILED_STATUSES
+
+    def writable_by(self, user) -> bool:
+        """Events, steps, rewards and completions come from the account that started it, or one granted more."""
+        started_here = self.started_by_id is not None and self.started_by_id == user.pk
+        return started_here or user.has_perm("trials.write_any_live_trial")

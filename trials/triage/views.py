@@ -337,7 +337,7 @@ def waiver_list(request):
     )
 
 
-@roles.require_right(roles.READ)
+@roles.require_right(roles.READ, write=roles.FILE_QC)
 def item_detail(request, pk: int):
     item = _item_with_facts(pk)
     form = None
