@@ -47,7 +47,7 @@ def setup_django(database_url: str, data_dir: str) -> tuple[str, int]:
     from django.core.management import call_command
     from rest_framework.authtoken.models import Token
 
-    from benchviewer import roles
+    from core import roles
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("abuse-runner", password="pw-abuse-1")

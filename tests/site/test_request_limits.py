@@ -5,14 +5,12 @@ limit; `bench/abuse_bench.py --quick` holds the same under gunicorn with three f
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from core import limits
-from tests.builders import free_port, make_user
+from tests.builders import make_user
 from tests.live.helpers import event, runner_client, spine
 from trials.live.api import FastJSONParser, JSONLinesParser, TrialEvents
 from trials.models import Import, RuntimeEvent
@@ -113,16 +111,3 @@ def test_an_address_over_the_limit_is_a_json_414_below_gunicorns_own(client_logg
     assert "at most" in answer.json()["detail"]
     assert settings.MAX_REQUEST_LINE_BYTES + len("DELETE  HTTP/1.1") < 4094  # gunicorn's limit_request_line
     assert client_logged_in.get("/api/trials/?name=" + "x" * 100).status_code == 200
-
-
-def test_the_abuse_bench_holds_under_gunicorn_with_three_floods_at_once(tmp_path):
-    """bench/abuse_bench.py --quick: three 20 MB POSTs at once, sized and chunked, and a 414 through gunicorn."""
-    result = subprocess.run(
-        [sys.executable, "bench/abuse_bench.py", "--quick", "--port", str(free_port())],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "worker peak RSS" in result.stdout and "414 JSON" in result.stdout
