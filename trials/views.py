@@ -1,12 +1,13 @@
 import mimetypes
 from pathlib import PurePosixPath
 
+from csp.decorators import csp_update
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Avg, Count, Q
-from django.http import FileResponse, Http404, QueryDict
+from django.http import FileResponse, Http404, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
@@ -123,8 +124,11 @@ def job_detail(request, pk):
         mean_reward=Avg("reward"),
         n_running=Count("pk", filter=Q(status=Trial.Status.RUNNING)),  # live trials (trials/live/)
         n_stalled=Count("pk", filter=Q(status=Trial.Status.RUNNING, live_seen_at__lt=stall_cutoff())),
+        n_unscored=Count("pk", filter=Q(reward=None) & ~Q(status__in=[Trial.Status.RUNNING, Trial.Status.ERRORED])),
     )
     totals["n_finished"] = totals["n"] - totals["n_running"]
+    # Terminal-Bench's accuracy: passed of every finished trial, an unscored one counting as not passed.
+    totals["accuracy"] = totals["n_passed"] / totals["n_finished"] if totals["n_finished"] else None
     return render(
         request,
         "trials/job_detail.html",
@@ -164,6 +168,9 @@ def search(request):
     return render(request, "trials/search.html", {"found": found, "filters": search_hits.FILTER_KEYS})
 
 
+# asciinema's player (the Artifacts tab's terminal recordings) compiles its terminal emulator from
+# WebAssembly: this allows compiling WASM on the trial page only, never eval of JavaScript.
+@csp_update({"script-src": "'wasm-unsafe-eval'"})
 def trial_detail(request, pk, number: int | None = None):
     """The trial page. `number` (from /steps/<n>/) opens the trajectory window holding step n."""
     trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
@@ -273,7 +280,8 @@ def _verifier_tab(request, trial, trajectories, number):
 
 
 def _artifacts_tab(request, trial, trajectories, number):
-    return {"artifacts": artifacts.artifact_rows(trial, list(trial.artifacts.select_related("blob").order_by("pk")))}
+    rows = artifacts.artifact_rows(trial, list(trial.artifacts.select_related("blob").order_by("pk")))
+    return {"artifacts": rows, "has_recording": any(row.kind == "asciicast" for row in rows)}
 
 
 def _logs_tab(request, trial, trajectories, number):
@@ -353,6 +361,14 @@ def artifact_preview(request, pk, artifact_pk):
     if artifact.blob is None or content_type is None or artifact.blob.size > artifacts.PREVIEW_BYTES:
         raise Http404("only images up to the preview size are shown in the page")
     return FileResponse(artifact.blob.open(), content_type=content_type, filename=artifacts.file_name(artifact))
+
+
+def artifact_recording(request, pk, artifact_pk):
+    """A terminal recording's asciicast, scrubbed, for asciinema's player on the Artifacts tab."""
+    artifact = get_object_or_404(Artifact.objects.select_related("blob", "trial"), pk=artifact_pk, trial_id=pk)
+    if not artifacts.is_recording(artifact):
+        raise Http404("only terminal recordings up to the player's size are played")
+    return HttpResponse(artifacts.recording_text(artifact.trial, artifact), content_type="text/plain; charset=utf-8")
 
 
 def trial_file(request, pk):

@@ -33,13 +33,23 @@ from trials.triage.models import FailureCluster
 SIDE_EFFECT_AFTER_DENIAL = "side-effect-after-denial"
 PERMISSION_BYPASS = "permission-bypass"
 STALE_SUCCESS = "stale-success"
+# `<how it ended>-with-reward`: a trial that did not end normally yet holds a reward (stale or partial).
 ERRORED_WITH_REWARD = "errored-with-reward"
+TIMEOUT_WITH_REWARD = "timeout-with-reward"
+CANCELLED_WITH_REWARD = "cancelled-with-reward"
+LIMIT_WITH_REWARD = "limit-with-reward"
 FLAG_LABELS = {
     SIDE_EFFECT_AFTER_DENIAL: "a side effect after a denied permission",
     PERMISSION_BYPASS: "a permission-bypass event",
     STALE_SUCCESS: "a stale success",
     ERRORED_WITH_REWARD: "an errored trial that still has a reward",
+    TIMEOUT_WITH_REWARD: "a timed-out trial that still has a reward",
+    CANCELLED_WITH_REWARD: "a cancelled trial that still has a reward",
+    LIMIT_WITH_REWARD: "a trial stopped by a limit that still has a reward",
 }
+# How a trial ended, read from its exception type or failure category (Harbor's AgentTimeoutError,
+# Terminal-Bench's agent_timeout, a CancelledError, Inspect's token/time/message limits).
+_ENDINGS = (("timeout", TIMEOUT_WITH_REWARD), ("cancel", CANCELLED_WITH_REWARD), ("limit", LIMIT_WITH_REWARD))
 FLAG_CHOICES = [(flag, label) for flag, label in FLAG_LABELS.items()]
 
 MESSAGE_CHARS = 300  # of the normalised error text: enough to tell causes apart
@@ -184,13 +194,23 @@ class Evidence:
             found.append(PERMISSION_BYPASS)
         if row["pk"] in self.stale or code == STALE_SUCCESS:
             found.append(STALE_SUCCESS)
-        if row["status"] == Trial.Status.ERRORED and row["reward"] is not None:
-            found.append(ERRORED_WITH_REWARD)
+        if row["reward"] is not None and (ended := ended_with_reward(row)):
+            found.append(ended)
         return found
 
     def tool(self, pk: int) -> str:
         """The first tool that failed: a tool.failed event, else a denied call that ran anyway."""
         return self.failed_tools.get(pk) or self.side_effects.get(pk) or ""
+
+
+def ended_with_reward(row: dict[str, Any]) -> str:
+    """The `<how it ended>-with-reward` flag of a trial that has a reward, or "" when it ended normally."""
+    if row["status"] == Trial.Status.TIMEOUT:
+        return TIMEOUT_WITH_REWARD
+    if row["status"] == Trial.Status.ERRORED:
+        return ERRORED_WITH_REWARD
+    told = f"{row['exception_type'] or ''} {row['failure_category'] or ''}".lower()
+    return next((flag for word, flag in _ENDINGS if word in told), "")
 
 
 # (thousands of trials share a handful of categories and exception types: each is read once)
