@@ -13,6 +13,7 @@ RunMetadata); this module does not import them.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,6 @@ from trials.ingest.records import (
     ParsedJob,
     ParsedPack,
     ParsedStep,
-    ParsedToolCall,
     ParsedTrajectory,
     ParsedTrial,
     Problem,
@@ -365,8 +365,12 @@ def _commands_trajectory(path: Path, rel: str, problems: list[Problem]) -> Parse
     )
 
 
+# tmux key names (`send-keys Enter`, `C-d`…): shown as <Enter>, so they read apart from typed text.
+_KEY_NAME = re.compile(r"(Enter|Escape|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End|PPage|NPage|[CMS]-\S|F\d+)")
+
+
 def _command_step(index: int, keys: list[str], line: int) -> ParsedStep:
-    text = " ".join(keys)
+    text = " ".join(f"<{key}>" if _KEY_NAME.fullmatch(key) else key for key in keys)
     return ParsedStep(
         index=index,
         step_id=index + 1,
@@ -382,7 +386,7 @@ def _command_step(index: int, keys: list[str], line: int) -> ParsedStep:
         is_copied_context=False,
         llm_call_count=None,
         context_management="",
-        tool_calls=[ParsedToolCall(f"line-{line}", "send_keys", {"keys": keys})],
+        tool_calls=[],  # (keys typed into the terminal: what they printed is in the recording and panes)
         observations=[],
         raw={"line": line, "keys": keys},
     )
