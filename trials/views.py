@@ -15,7 +15,7 @@ from benchviewer import roles
 from benchviewer.ids import parse_pk
 from trials.forms import UploadForm
 from trials.imports.queue import import_upload
-from trials.ingest.formats import agentv
+from trials.ingest.formats import agentv, harbor_checks
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
 from trials.models.trial import stall_cutoff
 from trials.triage.forms import CommentForm
@@ -23,6 +23,7 @@ from trials.triage.signatures import FLAG_LABELS
 from trials.viewer import artifacts, lists, search_hits, side_by_side, steps, tabs, text, transcript
 
 PAGE_SIZE = 50
+KEPT_ROWS_SHOWN = 50  # an envelope's rows that are not trials, shown on its job page
 TABS = [
     ("trajectory", "Trajectory"),
     ("context", "Context"),
@@ -116,8 +117,11 @@ def job_detail(request, pk):
     rows = lists.job_task_rows(job, request.GET)
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     exceptions = lists.exception_types_by_task(job, [r["task_id"] for r in page])
+    report = job.check_report()
     for row in page:
         row["exception_types"] = exceptions.get(row["task_id"], [])
+        row["checks"] = harbor_checks.checks_for_task({"tasks": report}, row["task_name"]) if report else {}
+    kept_rows = job.kept_result_rows()
     totals = job.trials.aggregate(
         n=Count("pk"),
         n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)),
@@ -138,6 +142,10 @@ def job_detail(request, pk):
             "totals": totals,
             "sorts": lists.TASK_SORT_LABELS,
             "sort": request.GET.get("sort", "task"),
+            "check_report": report,
+            "job_config": text.pretty_json(text.scrub_json(job.config)) if job.config else "",
+            "kept_rows": [text.pretty_json(text.scrub_json(r)) for r in kept_rows[:KEPT_ROWS_SHOWN]],
+            "kept_rows_total": len(kept_rows),
         },
     )
 
@@ -170,8 +178,16 @@ def search(request):
 
 # asciinema's player (the Artifacts tab's terminal recordings) compiles its terminal emulator from
 # WebAssembly: this allows compiling WASM on the trial page only, never eval of JavaScript.
-@csp_update({"script-src": "'wasm-unsafe-eval'"})
-def trial_detail(request, pk, number: int | None = None):
+# (django-csp types a view as taking the request alone, hence the ignores.)
+PLAYER_CSP = {"script-src": "'wasm-unsafe-eval'"}
+
+
+@csp_update(PLAYER_CSP)  # type: ignore[arg-type]
+def trial_detail(request, pk):
+    return trial_page(request, pk)
+
+
+def trial_page(request, pk, number: int | None = None):
     """The trial page. `number` (from /steps/<n>/) opens the trajectory window holding step n."""
     trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
     tab = "trajectory" if number is not None else request.GET.get("tab", "trajectory")
@@ -207,6 +223,10 @@ def trial_detail(request, pk, number: int | None = None):
         "items": QCItem.objects.about(trial).select_related("scenario", "failure_mode", "assignee").order_by("-pk"),
         "comments": trial.qc_comments.select_related("author"),
         "comment_form": CommentForm(),
+        # `harbor check`'s verdicts on the trial's task, from its job's check_report.json
+        "task_checks": Job.task_checks(trial.job_id, trial.task.name)
+        if trial.task and trial.source_format == "harbor"
+        else {},
     }
     context |= TAB_CONTEXT[tab](request, trial, trajectories, number)
     return render(request, "trials/trial_detail.html", context)
@@ -320,9 +340,10 @@ TAB_CONTEXT = {
 }
 
 
+@csp_update(PLAYER_CSP)  # type: ignore[arg-type]
 def trial_step(request, pk, number: int):
     """The stable URL of a step: the trial page at the window holding it, scrolled to it."""
-    return trial_detail(request, pk, number=number)
+    return trial_page(request, pk, number=number)
 
 
 def trial_side_by_side(request, pk, other):

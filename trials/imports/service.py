@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from trials.imports.joins import adopt_loose_events, write_loose_events
+from trials.imports.joins import adopt_job_trials, adopt_loose_events, stored_job, write_loose_events
 from trials.imports.rows import infer_job_configuration, upsert_job
 from trials.imports.writer import (
     SharedRows,
@@ -53,6 +53,7 @@ from trials.ingest.records import (
 from trials.models import (
     Document,
     Import,
+    Job,
     Pack,
     PackFile,
     RuntimeEvent,
@@ -375,7 +376,8 @@ class ImportRun:
         lone_blobs = lone_trajectory_blobs(blobs.values())
         per_trial_progress = parsed.kind == "harbor-job"  # what `weight` counted for this pack
         shared = SharedRows()
-        jobs = {job.key: upsert_job(job, pack) for job in parsed.jobs}
+        upserted = {job.key: upsert_job(job, pack) for job in parsed.jobs}
+        jobs: dict[str, Job | None] = dict(upserted)
         for document in parsed.documents:
             Document.objects.get_or_create(
                 pack=pack,
@@ -439,6 +441,8 @@ class ImportRun:
 
         for trial in parsed.iter_trials():
             trial.files_sha256 = files_sha256(trial, files)
+            if trial.job_key and trial.job_key not in jobs:  # its job came in another pack (or not yet)
+                jobs[trial.job_key] = stored_job(trial.job_key)
             if trial.key[:500] in batch.keys:  # the same trial twice: the first one is written first
                 write_batch()
             if batch.takes(trial):
@@ -452,8 +456,10 @@ class ImportRun:
             write_batch()
         pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
         adopt_loose_events(made, self.workdir)
-        for job in jobs.values():
+        for job in upserted.values():
             counts["inferred"] = infer_job_configuration(job)
+        for parsed_job in parsed.jobs:
+            counts["joined"] += adopt_job_trials(upserted[parsed_job.key])
         if parsed.events or parsed.context_records:
             counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
         joined = RuntimeEvent.objects.filter(pack=pack, trial__isnull=False).values_list("trial_id", flat=True)

@@ -189,7 +189,7 @@ def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
     if harbor.is_trial_result(data):
         return harbor.parse_single_trial(path.parent, rel.rsplit("/", 1)[0] if "/" in rel else path.parent.name)
     if harbor.is_job_result(data):
-        return _document("harbor-job-result", rel, data, {"trials": int(data.get("n_total_trials") or 0)})
+        return harbor.parse_job_result_file(data, rel)
     if harbor.is_job_config(data):
         counts = {"agents": len(as_list(data.get("agents"))), "datasets": len(as_list(data.get("datasets")))}
         return _document("harbor-job-config", rel, data, counts)

@@ -77,6 +77,7 @@ def recording_text(trial: Trial, artifact: Artifact) -> str:
     """A recording's asciicast lines, scrubbed as a preview is: the trial's redactions, then masking.
 
     Each line is a JSON array; masking replaces a token inside a string by `[redacted]`, so it stays JSON."""
+    assert artifact.blob is not None  # (is_recording: only a stored recording is played)
     text = artifact.blob.read().decode("utf-8", "replace")
     named = trial_redactions(trial)
     return scrub(redaction.scrub_text(text, named) if named else text)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from trials.ingest.folders import files_under
-from trials.ingest.formats.harbor_sidecars import TEXT_LIMIT
+from trials.ingest.formats.harbor_sidecars import read_log_text
 from trials.ingest.jsonio import load_json
 from trials.ingest.records import (
     ConfigurationRef,
@@ -176,7 +177,7 @@ def parse_run_dir(run_dir: Path, rel: str) -> ParsedPack:
             Problem(f"{rel}/results.json", "no results.json rows: the run has no trials", kept="the run as a job")
         )
 
-    def trials():
+    def trials() -> Iterator[ParsedTrial]:
         for index, row in enumerate(rows):
             trial = _row_trial(row, index, f"{rel}/results.json", job, dataset, configuration, problems)
             if trial is None:
@@ -315,22 +316,13 @@ def _read_trial_dir(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
             )
             trial.present.add("recording")
         elif local.startswith(("panes/", "sessions/")) and path.suffix in (".txt", ".log"):
-            trial.texts[local] = _text(path, f"{rel}/{local}")
+            trial.texts[local] = read_log_text(path, f"{rel}/{local}")
     commands = trial_dir / "commands.txt"
     if commands.is_file():
         trial.trajectories.append(_commands_trajectory(commands, f"{rel}/commands.txt", trial.problems))
         trial.present.add("trajectory")
         trial.refs["trajectoryRef"] = f"{rel}/commands.txt"
     trial.provenance.pop("evidence", None)
-
-
-def _text(path: Path, rel: str) -> str:
-    with open(path, "rb") as f:
-        data = f.read(TEXT_LIMIT + 1)
-    text = data[:TEXT_LIMIT].decode("utf-8", "replace")
-    if len(data) > TEXT_LIMIT:
-        text += f"\n… [truncated at {TEXT_LIMIT} bytes; download {rel} for the rest]"
-    return text
 
 
 def _commands_trajectory(path: Path, rel: str, problems: list[Problem]) -> ParsedTrajectory:
