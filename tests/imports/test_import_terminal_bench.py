@@ -92,7 +92,7 @@ def test_a_trial_folder_gives_its_commands_as_steps_its_tests_its_panes_and_its_
         for name in ("test_avg_temp_file_exists", "test_avg_temp_file_format", "test_avg_temp_value")
     ]
     trajectory = trial.trajectories.get()
-    assert trajectory.step_count == 10 and trajectory.path.endswith("/commands.txt")
+    assert trajectory.step_count == 10 and trajectory.path.endswith("/commands.txt#keystrokes")
     steps = list(trajectory.steps.order_by("index"))
     assert steps[0].message_text == "asciinema rec --stdin /logs/agent.cast <Enter>"
     assert steps[-1].message_text == "<C-d>" and steps[-1].source == "agent"

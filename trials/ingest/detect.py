@@ -184,8 +184,8 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
 def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
     if looks_like_atif(data):
         return harbor_trajectories.parse_lone_trajectory(path, rel)
-    if terminal_bench.is_run_results(data):
-        return terminal_bench.parse_results_file(data, path, rel)
+    if (tb1 := terminal_bench.parse(data, path, rel)) is not None:
+        return tb1
     if harbor.is_trial_result(data):
         return harbor.parse_single_trial(path.parent, rel.rsplit("/", 1)[0] if "/" in rel else path.parent.name)
     if harbor.is_job_result(data):

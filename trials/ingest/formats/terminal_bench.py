@@ -38,6 +38,7 @@ from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, t
 
 FORMAT = "terminal-bench"
 RESULTS_SUFFIX = "_results.json"
+KEYSTROKES_MARK = "#keystrokes"  # a trajectory made of commands.txt: <path>#keystrokes
 RECORDING_KIND = "asciicast"  # an artifact the trial page plays with asciinema's player
 # A row's own columns; every other key of the row is kept in provenance.
 _ROW_COLUMNS = {
@@ -211,6 +212,25 @@ def parse_results_file(data: dict[str, Any], path: Path, rel: str) -> ParsedPack
     return ParsedPack(kind=FORMAT, jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
 
 
+def parse(data: Any, path: Path, rel: str) -> ParsedPack | None:
+    """A TB1 JSON file on its own: a run's results (flat or not), its run_metadata.json, or one trial's row."""
+    if is_run_results(data):
+        return parse_results_file(data, path, rel)
+    if is_run_metadata(data):
+        job, _, _ = _run_parts({}, data, {}, to_str(data["run_id"]), rel, _parent_name(rel.rsplit("/", 1)[0]))
+        return ParsedPack(kind=FORMAT, jobs=[job], trial_count=0)
+    if is_trial_row(data):
+        problems: list[Problem] = []
+        job, dataset, configuration = _run_parts({}, {}, {}, "", rel, "")
+        trial = _row_trial(data, 0, rel, job, dataset, configuration, problems)
+        if trial is None:
+            raise PackError(problems[-1])
+        trial.job_key = ""  # (a row alone does not say which run it is from)
+        trial.provenance["evidence"] = "a trial's results.json alone: no trial folder in this pack"
+        return ParsedPack(kind=FORMAT, trials=[trial], problems=problems, trial_count=1)
+    return None
+
+
 def parse_trial_folder(trial_dir: Path, rel: str) -> ParsedPack:
     """A trial folder on its own: its row and evidence, in the run named by the folder (`<task>.1-of-1.<run_id>`)."""
     problems: list[Problem] = []
@@ -261,7 +281,7 @@ def _row_trial(
         attempt=_attempt(name),
         status="unknown" if reward is None else ("passed" if resolved else "failed"),
         reward=reward,
-        rewards={"is_resolved": resolved} if resolved is not None else {},
+        rewards={"reward": reward} if reward is not None else {},  # (is_resolved as written: in documents.result)
         failure_category="" if failure_mode.lower() in NO_FAILURE else failure_mode,
         started_at=parse_iso(row.get("trial_started_at")),
         finished_at=parse_iso(row.get("trial_ended_at")),
@@ -344,9 +364,9 @@ def _commands_trajectory(path: Path, rel: str, problems: list[Problem]) -> Parse
             steps.append(_command_step(len(steps), keys, number))
     problems.extend(own)
     return ParsedTrajectory(
-        path=rel,
+        path=f"{rel}{KEYSTROKES_MARK}",  # (not the file itself: its steps are made, so no ATIF file to download)
         role="main",
-        schema_version="terminal-bench-commands",
+        schema_version="",
         session_id="",
         trajectory_id="",
         agent={"name": "tmux send-keys"},
@@ -380,5 +400,5 @@ def _command_step(index: int, keys: list[str], line: int) -> ParsedStep:
         context_management="",
         tool_calls=[],  # (keys typed into the terminal: what they printed is in the recording and panes)
         observations=[],
-        raw={"line": line, "keys": keys},
+        raw={"step_id": index + 1, "source": "agent", "message": text, "extra": {"keys": keys, "line": line}},
     )
