@@ -3,6 +3,7 @@ from our static files and under the site's Content-Security-Policy."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -61,3 +62,23 @@ def test_a_terminal_bench_trials_commands_read_as_steps(page, tmp_path):
     expect(page.locator("body")).to_contain_text("asciinema rec --stdin /logs/agent.cast <Enter>")
     expect(page.locator("body")).to_contain_text("/tests/run-tests.sh")
     shot(page, tmp_path, "tb1-trial-steps.png")
+
+
+def test_a_harbor_jobs_check_report_reads_on_its_page(page, tmp_path):
+    job = tmp_path / "job"
+    (job / "hello__AAA" / "agent").mkdir(parents=True)
+    (job / "config.json").write_text(json.dumps({"job_name": "checked", "agents": [], "concurrency_group": "gpu-a"}))
+    (job / "result.json").write_text(json.dumps({"id": "job-1", "n_total_trials": 1, "stats": {}}))
+    trial = {"id": "t-1", "task_name": "org/hello", "trial_name": "hello__AAA", "config": {},
+             "verifier_result": {"rewards": {"reward": 1.0}}}  # fmt: skip
+    (job / "hello__AAA" / "result.json").write_text(json.dumps(trial))
+    checks = {"instruction_clarity": {"outcome": "pass", "explanation": "The goal and output path are stated."},
+              "tests_match_instruction": {"outcome": "fail", "explanation": "A test checks a port never stated."},
+              "solution_exists": {"outcome": "not_applicable", "explanation": "No oracle in this task."}}  # fmt: skip
+    (job / "check_report.json").write_text(json.dumps({"tasks": {"hello": {"checks": checks}}}))
+    import_path(job)
+    page.goto(Trial.objects.get().job.get_absolute_url())
+    expect(page.locator("#check-report")).to_contain_text("A test checks a port never stated.")
+    expect(page.locator("#task-results .task-checks")).to_contain_text("tests_match_instr")
+    page.locator("#check-report").scroll_into_view_if_needed()
+    shot(page, tmp_path, "job-check-report.png")
