@@ -84,7 +84,8 @@ def test_trials_the_jobs_stats_name_without_a_result_of_their_own_are_shown_from
     write_json(job / "result.json", stats)
     (job / "logged__BBB").mkdir()
     (job / "logged__BBB" / "trial.log").write_text("started\ncancelled by the user\n")
-    import_path(job)
+    imp = import_path(job)
+    assert imp.progress_done == imp.progress_total  # (the trial with no folder counted, never past the total)
     trials = {t.name: t for t in Trial.objects.filter(job__name="newest")}
     assert set(trials) == {"kept__AAA", "logged__BBB", "gone__CCC"}
     logged, gone = trials["logged__BBB"], trials["gone__CCC"]

@@ -179,7 +179,8 @@ class ImportRun:
 
     def advance(self, n: int = 1) -> None:
         """Count finished work; the database hears of it at most every PROGRESS_EVERY seconds."""
-        self.imp.progress_done += n
+        # (a job's stats may name trials no folder holds: counted as they are written, never past the total)
+        self.imp.progress_done = min(self.imp.progress_done + n, max(self.imp.progress_total, self.imp.progress_done))
         now = time.monotonic()
         if now - self.progress_saved_at >= PROGRESS_EVERY or self.imp.progress_done >= self.imp.progress_total:
             Import.objects.filter(pk=self.imp.pk).update(progress_done=self.imp.progress_done)
