@@ -191,3 +191,13 @@ def test_a_resolved_trial_whose_agent_timed_out_is_flagged_timeout_with_reward()
     flagged = Trial.objects.filter(is_flagged=True, reward=1.0)
     assert flagged.count() == len(resolved_after_timeout) > 0
     assert all(t.safety_flags == ["timeout-with-reward"] for t in flagged)
+
+
+def test_a_trial_folder_alone_is_its_trial_with_its_evidence_and_the_run_later_adds_nothing_twice():
+    folder = next(RUN.glob("heterogeneous-dates/*"))
+    import_path(folder)
+    trial = Trial.objects.get()
+    assert (trial.status, trial.reward, trial.job) == ("passed", 1.0, None)
+    assert trial.benchmark["runId"] == RUN_ID and trial.trajectories.get().step_count == 10
+    import_command(SUBMISSION)
+    assert Trial.objects.count() == 80 and Trial.objects.filter(name=trial.name).count() == 1

@@ -232,17 +232,18 @@ def parse(data: Any, path: Path, rel: str) -> ParsedPack | None:
 
 
 def parse_trial_folder(trial_dir: Path, rel: str) -> ParsedPack:
-    """A trial folder on its own: its row and evidence, in the run named by the folder (`<task>.1-of-1.<run_id>`)."""
+    """A trial folder on its own: its row and evidence. Its run id (`<task>.1-of-1.<run_id>`) is kept as
+    benchmark.runId; it joins no job, as the run's own job is keyed by the run's uuid, which it does not hold."""
     problems: list[Problem] = []
     row = as_dict(_safe_json(trial_dir / "results.json", f"{rel}/results.json", problems))
     run_id = to_str(row.get("trial_name")).rpartition(".")[2] or trial_dir.name
     job, dataset, configuration = _run_parts({}, {}, {}, run_id, rel, "")
-    job.key = f"tb1:{run_id}"
     trial = _row_trial(row, 0, f"{rel}/results.json", job, dataset, configuration, problems)
     if trial is None:
         raise PackError(problems[-1])
+    trial.job_key = ""
     _read_trial_dir(trial, trial_dir, rel)
-    return ParsedPack(kind=FORMAT, jobs=[job], trials=[trial], problems=problems, trial_count=1)
+    return ParsedPack(kind=FORMAT, trials=[trial], problems=problems, trial_count=1)
 
 
 # ---------------------------------------------------------------- one row
