@@ -62,6 +62,10 @@ def test_a_terminal_bench_trials_commands_read_as_steps(page, tmp_path):
     expect(page.locator("body")).to_contain_text("asciinema rec --stdin /logs/agent.cast <Enter>")
     expect(page.locator("body")).to_contain_text("/tests/run-tests.sh")
     shot(page, tmp_path, "tb1-trial-steps.png")
+    page.goto(trial.job.get_absolute_url())
+    expect(page.locator("#job-accuracy")).to_contain_text("0.1375")
+    expect(page.locator("#published-accuracy")).to_have_text("0.1375")
+    shot(page, tmp_path, "tb1-job.png")
 
 
 def test_a_harbor_jobs_check_report_reads_on_its_page(page, tmp_path):
