@@ -126,6 +126,8 @@ def test_a_recording_is_served_to_the_player_as_asciicast_with_secrets_masked(cl
     assert json.loads(lines[0])["version"] == 2
     assert json.loads(lines[-1]) == [99.0, "o", "export ANTHROPIC_API_KEY=[redacted]\r\n"]
     assert key not in response.content.decode()
+    client_logged_in.logout()
+    assert client_logged_in.get(f"/trials/{artifact.trial_id}/artifacts/{artifact.pk}/recording/").status_code == 302
 
 
 def test_the_upload_form_imports_a_zipped_submission(client_logged_in, django_capture_on_commit_callbacks):
