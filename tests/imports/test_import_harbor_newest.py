@@ -139,8 +139,9 @@ def test_a_job_summary_imported_apart_from_its_trials_is_joined_to_them(tmp_path
         write_json(tmp_path / name / "result.json", trial_result(name, reward))
         trials.append(tmp_path / name)
     for path in [summary, *trials] if job_first else [*trials, summary]:
-        import_path(path)
+        imp = import_path(path)
     job = Job.objects.get()
+    assert (imp.outcomes[0].get("adopted") == 2) is (not job_first)  # the summary, imported last, joined both
     assert sorted(Trial.objects.filter(job=job).values_list("name", flat=True)) == ["a__AAA", "b__BBB"]
     assert not job.extra and job.result["id"] == JOB_ID
 

@@ -256,7 +256,7 @@ class ImportRun:
         Pack.objects.filter(pk=pack.pk).update(status=status, problems=problems)
         self.imp.problems.extend(problems)
         Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
-        brought = any(counts.get(k) for k in ("trials", "joined", "events", "documents"))
+        brought = any(counts.get(k) for k in ("trials", "joined", "adopted", "events", "documents"))
         if counts["rejected"] and not brought and not counts["already"]:
             reason = f"its {counts['rejected']} trial(s) rejected: see the errors"
             self.outcome(candidate.rel, parsed.kind, "rejected", pack, reason=reason, **counts)
@@ -460,7 +460,7 @@ class ImportRun:
         for job in upserted.values():
             counts["inferred"] = infer_job_configuration(job)
         for parsed_job in parsed.jobs:
-            counts["joined"] += adopt_job_trials(upserted[parsed_job.key])
+            counts["adopted"] = counts.get("adopted", 0) + adopt_job_trials(upserted[parsed_job.key])
         if parsed.events or parsed.context_records:
             counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
         joined = RuntimeEvent.objects.filter(pack=pack, trial__isnull=False).values_list("trial_id", flat=True)
@@ -475,6 +475,7 @@ OUTCOME_COUNTS = {
     "already": "already there",
     "differs": "imported before from other bytes",
     "joined": "joined to a trial",
+    "adopted": "trials imported before joined to their job",
     "rejected": "rejected",
     "events": "events",
     "documents": "documents",
