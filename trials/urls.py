@@ -14,6 +14,7 @@ urlpatterns = [
     path("trials/<int:pk>/side-by-side/<int:other>/", views.trial_side_by_side, name="trial-side-by-side"),
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/", views.artifact_download, name="trial-artifact"),
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/preview/", views.artifact_preview, name="trial-artifact-preview"),
+    path("trials/<int:pk>/artifacts/<int:artifact_pk>/recording/", views.artifact_recording, name="trial-recording"),
     path("trials/<int:pk>/file/", views.trial_file, name="trial-file"),
     path("search/", views.search, name="search"),
 ]

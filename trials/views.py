@@ -1,11 +1,12 @@
 import mimetypes
 from pathlib import PurePosixPath
 
+from csp.decorators import csp_update
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Avg, Count, Q
-from django.http import FileResponse, Http404, QueryDict
+from django.http import FileResponse, Http404, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -13,7 +14,7 @@ from django.views.decorators.http import require_safe
 from core import limits, roles
 from core.ids import parse_pk
 from trials.forms import UploadForm
-from trials.ingest.formats import agentv
+from trials.ingest.formats import agentv, harbor_checks
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
 from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
@@ -22,6 +23,7 @@ from trials.triage.forms import CommentForm
 from trials.viewer import artifacts, lists, search_hits, side_by_side, steps, tabs, text, transcript
 
 PAGE_SIZE = 50
+KEPT_ROWS_SHOWN = 50  # an envelope's rows that are not trials, shown on its job page
 TABS = [
     ("trajectory", "Trajectory"),
     ("context", "Context"),
@@ -119,16 +121,22 @@ def job_detail(request, pk):
     rows = lists.job_task_rows(job, request.GET)
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     exceptions = lists.exception_types_by_task(job, [r["task_id"] for r in page])
+    report = job.check_report()
     for row in page:
         row["exception_types"] = exceptions.get(row["task_id"], [])
+        row["checks"] = harbor_checks.checks_for_task({"tasks": report}, row["task_name"]) if report else {}
+    kept_rows = job.kept_result_rows()
     totals = job.trials.aggregate(
         n=Count("pk"),
         n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)),
         mean_reward=Avg("reward"),
         n_running=Count("pk", filter=Q(status=Trial.Status.RUNNING)),  # live trials (trials/live/)
         n_stalled=Count("pk", filter=Q(status=Trial.Status.RUNNING, live_seen_at__lt=stall_cutoff())),
+        n_unscored=Count("pk", filter=Q(reward=None) & ~Q(status__in=[Trial.Status.RUNNING, Trial.Status.ERRORED])),
     )
     totals["n_finished"] = totals["n"] - totals["n_running"]
+    # Terminal-Bench's accuracy: passed of every finished trial, an unscored one counting as not passed.
+    totals["accuracy"] = totals["n_passed"] / totals["n_finished"] if totals["n_finished"] else None
     return render(
         request,
         "trials/job_detail.html",
@@ -138,6 +146,10 @@ def job_detail(request, pk):
             "totals": totals,
             "sorts": lists.TASK_SORT_LABELS,
             "sort": request.GET.get("sort", "task"),
+            "check_report": report,
+            "job_config": text.pretty_json(text.scrub_json(job.config)) if job.config else "",
+            "kept_rows": [text.pretty_json(text.scrub_json(r)) for r in kept_rows[:KEPT_ROWS_SHOWN]],
+            "kept_rows_total": len(kept_rows),
         },
     )
 
@@ -170,8 +182,19 @@ def search(request):
     return render(request, "trials/search.html", {"found": found, "filters": search_hits.FILTER_KEYS})
 
 
+# asciinema's player (the Artifacts tab's terminal recordings) compiles its terminal emulator from
+# WebAssembly: this allows compiling WASM on the trial page only, never eval of JavaScript.
+# (django-csp types a view as taking the request alone, hence the ignores.)
+PLAYER_CSP = {"script-src": "'wasm-unsafe-eval'"}
+
+
 @require_safe
-def trial_detail(request, pk, number: int | None = None):
+@csp_update(PLAYER_CSP)  # type: ignore[arg-type]
+def trial_detail(request, pk):
+    return trial_page(request, pk)
+
+
+def trial_page(request, pk, number: int | None = None):
     """The trial page. `number` (from /steps/<n>/) opens the trajectory window holding step n."""
     trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
     tab = "trajectory" if number is not None else request.GET.get("tab", "trajectory")
@@ -207,6 +230,10 @@ def trial_detail(request, pk, number: int | None = None):
         "items": QCItem.objects.about(trial).select_related("scenario", "failure_mode", "assignee").order_by("-pk"),
         "comments": trial.qc_comments.select_related("author"),
         "comment_form": CommentForm(),
+        # `harbor check`'s verdicts on the trial's task, from its job's check_report.json
+        "task_checks": Job.task_checks(trial.job_id, trial.task.name)
+        if trial.task and trial.source_format == "harbor"
+        else {},
     }
     context |= TAB_CONTEXT[tab](request, trial, trajectories, number)
     return render(request, "trials/trial_detail.html", context)
@@ -280,7 +307,8 @@ def _verifier_tab(request, trial, trajectories, number):
 
 
 def _artifacts_tab(request, trial, trajectories, number):
-    return {"artifacts": artifacts.artifact_rows(trial, list(trial.artifacts.select_related("blob").order_by("pk")))}
+    rows = artifacts.artifact_rows(trial, list(trial.artifacts.select_related("blob").order_by("pk")))
+    return {"artifacts": rows, "has_recording": any(row.kind == "asciicast" for row in rows)}
 
 
 def _logs_tab(request, trial, trajectories, number):
@@ -320,9 +348,10 @@ TAB_CONTEXT = {
 
 
 @require_safe
+@csp_update(PLAYER_CSP)  # type: ignore[arg-type]
 def trial_step(request, pk, number: int):
     """The stable URL of a step: the trial page at the window holding it, scrolled to it."""
-    return trial_detail(request, pk, number=number)
+    return trial_page(request, pk, number=number)
 
 
 @require_safe
@@ -364,6 +393,15 @@ def artifact_preview(request, pk, artifact_pk):
     if artifact.blob is None or content_type is None or artifact.blob.size > artifacts.PREVIEW_BYTES:
         raise Http404("only images up to the preview size are shown in the page")
     return FileResponse(artifact.blob.open(), content_type=content_type, filename=artifacts.file_name(artifact))
+
+
+@require_safe
+def artifact_recording(request, pk, artifact_pk):
+    """A terminal recording's asciicast, scrubbed, for asciinema's player on the Artifacts tab."""
+    artifact = get_object_or_404(Artifact.objects.select_related("blob", "trial"), pk=artifact_pk, trial_id=pk)
+    if not artifacts.is_recording(artifact):
+        raise Http404("only terminal recordings up to the player's size are played")
+    return HttpResponse(artifacts.recording_text(artifact.trial, artifact), content_type="text/plain; charset=utf-8")
 
 
 @require_safe

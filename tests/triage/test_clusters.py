@@ -104,6 +104,23 @@ def test_an_errored_trial_that_still_has_a_reward_is_flagged():
     assert flagged.cluster_id != plain.cluster_id
 
 
+@pytest.mark.parametrize(
+    ("fields", "flag"),
+    [
+        ({"status": "timeout", "exception_type": "AgentTimeoutError"}, signatures.TIMEOUT_WITH_REWARD),
+        ({"status": "passed", "failure_category": "agent_timeout"}, signatures.TIMEOUT_WITH_REWARD),
+        ({"status": "passed", "exception_type": "CancelledError"}, signatures.CANCELLED_WITH_REWARD),
+        ({"status": "failed", "exception_type": "TokenLimitExceeded"}, signatures.LIMIT_WITH_REWARD),
+    ],
+)
+def test_a_trial_that_ended_abnormally_yet_has_a_reward_is_flagged_by_how_it_ended(fields, flag):
+    flagged, no_reward, normal = signed(
+        TrialFactory(reward=1.0, **fields), TrialFactory(reward=None, **fields), TrialFactory(reward=1.0)
+    )
+    assert flagged.safety_flags == [flag] and flagged.is_flagged
+    assert no_reward.safety_flags == [] and normal.safety_flags == []
+
+
 def test_an_import_signs_its_failed_trials(failed):
     assert failed and all(Trial.objects.get(pk=t.pk).cluster_id for t in failed)
 

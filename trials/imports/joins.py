@@ -25,6 +25,7 @@ from trials.ingest.records import (
 from trials.models import (
     Configuration,
     ContextRecord,
+    Job,
     Pack,
     PackFile,
     RuntimeEvent,
@@ -46,6 +47,21 @@ def find_trial(correlation: dict[str, Any]) -> Trial | None:
             if found:
                 return found
     return None
+
+
+def stored_job(key: str) -> Job | None:
+    """The job a trial names that is not in the trial's own pack (imported before, or never)."""
+    return Job.objects.filter(key=key).first()
+
+
+def adopt_job_trials(job: Job) -> int:
+    """Harbor trials imported on their own before their job's result.json: they name it
+    (`config.job_id` of their result.json or config.json) and join it now."""
+    if job.source_format != "harbor" or not job.key.startswith("harbor:"):
+        return 0
+    job_id = job.key.removeprefix("harbor:")
+    named = Q(documents__result__config__job_id=job_id) | Q(documents__config__job_id=job_id)
+    return Trial.objects.filter(named, job__isnull=True, source_format="harbor").update(job=job)
 
 
 def find_trial_for_evidence_pack(parsed: ParsedTrial) -> Trial | None:

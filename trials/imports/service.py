@@ -32,7 +32,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from trials.imports.blobs import store_file, store_files
-from trials.imports.joins import adopt_loose_events, write_loose_events
+from trials.imports.joins import adopt_job_trials, adopt_loose_events, stored_job, write_loose_events
 from trials.imports.rows import infer_job_configuration, join_trials_to_job, upsert_job
 from trials.imports.writer import (
     SharedRows,
@@ -54,6 +54,7 @@ from trials.ingest.records import (
 from trials.models import (
     Document,
     Import,
+    Job,
     Pack,
     PackFile,
     RuntimeEvent,
@@ -178,7 +179,8 @@ class ImportRun:
 
     def advance(self, n: int = 1) -> None:
         """Count finished work; the database hears of it at most every PROGRESS_EVERY seconds."""
-        self.imp.progress_done += n
+        # (a job's stats may name trials no folder holds: counted as they are written, never past the total)
+        self.imp.progress_done = min(self.imp.progress_done + n, max(self.imp.progress_total, self.imp.progress_done))
         now = time.monotonic()
         if now - self.progress_saved_at >= PROGRESS_EVERY or self.imp.progress_done >= self.imp.progress_total:
             Import.objects.filter(pk=self.imp.pk).update(progress_done=self.imp.progress_done)
@@ -254,7 +256,9 @@ class ImportRun:
         Pack.objects.filter(pk=pack.pk).update(status=status, problems=problems)
         self.imp.problems.extend(problems)
         Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
-        brought = any(counts.get(k) for k in ("trials", "joined", "events", "documents", "job_results", "regrouped"))
+        brought = any(
+            counts.get(k) for k in ("trials", "joined", "adopted", "events", "documents", "job_results", "regrouped")
+        )
         if counts["rejected"] and not brought and not counts["already"]:
             reason = f"its {counts['rejected']} trial(s) rejected: see the errors"
             self.outcome(candidate.rel, parsed.kind, "rejected", pack, reason=reason, **counts)
@@ -376,7 +380,7 @@ class ImportRun:
         per_trial_progress = parsed.kind == "harbor-job"  # what `weight` counted for this pack
         shared = SharedRows()
         upserted = {job.key: upsert_job(job, pack) for job in parsed.jobs}
-        jobs = {key: job for key, (job, _) in upserted.items()}
+        jobs: dict[str, Job | None] = {key: job for key, (job, _) in upserted.items()}
         for document in parsed.documents:
             Document.objects.get_or_create(
                 pack=pack,
@@ -439,6 +443,8 @@ class ImportRun:
 
         for trial in parsed.iter_trials():
             trial.files_sha256 = files_sha256(trial, files)
+            if trial.job_key and trial.job_key not in jobs:  # its job came in another pack (or not yet)
+                jobs[trial.job_key] = stored_job(trial.job_key)
             if trial.key[:500] in batch.keys:  # the same trial twice: the first one is written first
                 write_batch()
             if batch.takes(trial):
@@ -453,9 +459,10 @@ class ImportRun:
         pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
         adopt_loose_events(made, self.workdir)
         for parsed_job in parsed.jobs:
-            job = jobs[parsed_job.key]
+            job = upserted[parsed_job.key][0]
             regrouped = join_trials_to_job(job, found_by_job.get(job.key, []), parsed_job.earlier_keys)
             counts["regrouped"] = counts.get("regrouped", 0) + regrouped
+            counts["adopted"] = counts.get("adopted", 0) + adopt_job_trials(job)
             counts["inferred"] = infer_job_configuration(job)
         if parsed.events or parsed.context_records:
             counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
@@ -473,6 +480,7 @@ OUTCOME_COUNTS = {
     "joined": "joined to a trial",
     "regrouped": "joined to their job",
     "job_results": "job result applied",
+    "adopted": "trials imported before joined to their job",
     "rejected": "rejected",
     "events": "events",
     "documents": "documents",

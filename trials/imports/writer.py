@@ -215,7 +215,7 @@ class TrialBatch:
 def write_trials(
     batch: list[ParsedTrial],
     pack: Pack,
-    jobs: dict[str, Job],
+    jobs: dict[str, Job | None],
     blobs: dict[str, int],
     shared: SharedRows,
     spool: Path,

@@ -24,6 +24,7 @@ from trials.ingest.formats import (
     harbor_trajectories,
     lime,
     openchrome,
+    terminal_bench,
 )
 from trials.ingest.formats.atif import looks_like_atif
 from trials.ingest.jsonio import load_json, load_jsonl, without_bom
@@ -35,7 +36,7 @@ from trials.ingest.values import as_dict, as_list
 class Candidate:
     path: Path
     rel: str  # path as shown to the user, relative to what they imported
-    kind: str  # harbor-job | harbor-trial | agentv-run | trajectory-group | archive | file | skipped
+    kind: str  # harbor-job | harbor-trial | agentv-run | tb1-run | tb1-trial | trajectory-group | archive | file…
     trial_dirs: list[Path] = field(default_factory=list)  # harbor-job: found once, used for progress and parsing
     members: list[Path] = field(default_factory=list)  # trajectory-group: its files, trajectory.json first
 
@@ -57,6 +58,10 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
         return [Candidate(path, rel, "harbor-trial")]
     if is_agentv_run_folder(path):
         return [Candidate(path, rel, "agentv-run")]
+    if terminal_bench.is_run_dir(path):
+        return [Candidate(path, rel, "tb1-run")]
+    if terminal_bench.is_trial_dir(path):
+        return [Candidate(path, rel, "tb1-trial")]
     found: list[Candidate] = []
     children = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
     grouped: set[Path] = set()
@@ -129,6 +134,10 @@ def parse_candidate(candidate: Candidate) -> ParsedPack:
         return harbor.parse_single_trial(candidate.path, candidate.rel)
     if candidate.kind == "agentv-run":
         return agentv.parse_run_folder(candidate.path, candidate.rel)
+    if candidate.kind == "tb1-run":
+        return terminal_bench.parse_run_dir(candidate.path, candidate.rel)
+    if candidate.kind == "tb1-trial":
+        return terminal_bench.parse_trial_folder(candidate.path, candidate.rel)
     if candidate.kind == "trajectory-group":
         return harbor_trajectories.parse_trajectory_group(candidate.members, candidate.rel)
     return parse_file(candidate.path, candidate.rel)
@@ -175,10 +184,12 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
 def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
     if looks_like_atif(data):
         return harbor_trajectories.parse_lone_trajectory(path, rel)
+    if (tb1 := terminal_bench.parse(data, path, rel)) is not None:
+        return tb1
     if harbor.is_trial_result(data):
         return harbor.parse_single_trial(path.parent, rel.rsplit("/", 1)[0] if "/" in rel else path.parent.name)
     if harbor.is_job_result(data):
-        return _document("harbor-job-result", rel, data, {"trials": int(data.get("n_total_trials") or 0)})
+        return harbor.parse_job_result_file(data, rel)
     if harbor.is_job_config(data):
         counts = {"agents": len(as_list(data.get("agents"))), "datasets": len(as_list(data.get("datasets")))}
         return _document("harbor-job-config", rel, data, counts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.urls import reverse
 
+from trials.ingest.formats import harbor_checks
 from trials.models.imports import Pack
 from trials.storage.fields import CharField, JSONField
 
@@ -77,6 +78,30 @@ class Job(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("job-detail", args=[self.pk])
+
+    def check_report(self) -> dict:
+        """`harbor check`'s task-quality verdicts of a Harbor job: {task: {criterion: {outcome, explanation}}}."""
+        report = self.extra.get("check_report") if isinstance(self.extra, dict) else None
+        return report.get("tasks") or {} if isinstance(report, dict) else {}
+
+    @staticmethod
+    def task_checks(job_id: int | None, task_name: str) -> dict:
+        """One task's checks in its job's report, reading only the report (a job's extra can be large)."""
+        if job_id is None:
+            return {}
+        tasks = Job.objects.filter(pk=job_id).values_list("extra__check_report__tasks", flat=True).first()
+        return harbor_checks.checks_for_task({"tasks": tasks}, task_name) if isinstance(tasks, dict) else {}
+
+    def kept_result_rows(self) -> list:
+        """An OpenChrome envelope's results[] rows that are not trials (other axes): shown as written."""
+        extra = self.extra if isinstance(self.extra, dict) else {}
+        made = set(extra.get("row_trials") or [])
+        rows = extra.get("results") if self.source_format == "openchrome" else None
+        return [
+            row
+            for i, row in enumerate(rows or [])
+            if i not in made and not (isinstance(row, dict) and "run_count" in row)
+        ]
 
     def claim_eligibility(self) -> list[dict]:
         """OpenChrome's headline decision, one per result entry that makes one (seed 003)."""

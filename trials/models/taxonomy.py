@@ -96,11 +96,18 @@ def category_from_exception(exception_type: str | None) -> str:
 SIDE_EFFECT_AFTER_DENIAL = "side-effect-after-denial"
 PERMISSION_BYPASS = "permission-bypass"
 STALE_SUCCESS = "stale-success"
+# `<how it ended>-with-reward`: a trial that did not end normally yet holds a reward (stale or partial).
 ERRORED_WITH_REWARD = "errored-with-reward"
+TIMEOUT_WITH_REWARD = "timeout-with-reward"
+CANCELLED_WITH_REWARD = "cancelled-with-reward"
+LIMIT_WITH_REWARD = "limit-with-reward"
 FLAG_LABELS = {
     SIDE_EFFECT_AFTER_DENIAL: "a side effect after a denied permission",
     PERMISSION_BYPASS: "a permission-bypass event",
     STALE_SUCCESS: "a stale success",
     ERRORED_WITH_REWARD: "an errored trial that still has a reward",
+    TIMEOUT_WITH_REWARD: "a timed-out trial that still has a reward",
+    CANCELLED_WITH_REWARD: "a cancelled trial that still has a reward",
+    LIMIT_WITH_REWARD: "a trial stopped by a limit that still has a reward",
 }
 FLAG_CHOICES = [(flag, label) for flag, label in FLAG_LABELS.items()]

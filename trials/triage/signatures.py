@@ -28,12 +28,19 @@ from django.db.models.fields.json import KT
 from trials.models import PermissionDecision, RuntimeEvent, Trial, taxonomy
 from trials.models.qc import FailureCluster
 from trials.models.taxonomy import (
+    CANCELLED_WITH_REWARD,
     ERRORED_WITH_REWARD,
     FLAG_LABELS,
+    LIMIT_WITH_REWARD,
     PERMISSION_BYPASS,
     SIDE_EFFECT_AFTER_DENIAL,
     STALE_SUCCESS,
+    TIMEOUT_WITH_REWARD,
 )
+
+# How a trial ended, read from its exception type or failure category (Harbor's AgentTimeoutError,
+# Terminal-Bench's agent_timeout, a CancelledError, Inspect's token/time/message limits).
+_ENDINGS = (("timeout", TIMEOUT_WITH_REWARD), ("cancel", CANCELLED_WITH_REWARD), ("limit", LIMIT_WITH_REWARD))
 
 MESSAGE_CHARS = 300  # of the normalised error text: enough to tell causes apart
 BATCH = 2000  # trials read per query
@@ -177,13 +184,23 @@ class Evidence:
             found.append(PERMISSION_BYPASS)
         if row["pk"] in self.stale or code == STALE_SUCCESS:
             found.append(STALE_SUCCESS)
-        if row["status"] == Trial.Status.ERRORED and row["reward"] is not None:
-            found.append(ERRORED_WITH_REWARD)
+        if row["reward"] is not None and (ended := ended_with_reward(row)):
+            found.append(ended)
         return found
 
     def tool(self, pk: int) -> str:
         """The first tool that failed: a tool.failed event, else a denied call that ran anyway."""
         return self.failed_tools.get(pk) or self.side_effects.get(pk) or ""
+
+
+def ended_with_reward(row: dict[str, Any]) -> str:
+    """The `<how it ended>-with-reward` flag of a trial that has a reward, or "" when it ended normally."""
+    if row["status"] == Trial.Status.TIMEOUT:
+        return TIMEOUT_WITH_REWARD
+    if row["status"] == Trial.Status.ERRORED:
+        return ERRORED_WITH_REWARD
+    told = f"{row['exception_type'] or ''} {row['failure_category'] or ''}".lower()
+    return next((flag for word, flag in _ENDINGS if word in told), "")
 
 
 # (thousands of trials share a handful of categories and exception types: each is read once)

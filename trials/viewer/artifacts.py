@@ -9,10 +9,12 @@ from pathlib import PurePosixPath
 import orjson
 
 from trials.ingest import redaction
+from trials.ingest.formats.terminal_bench import RECORDING_KIND
 from trials.models import Artifact, ContextRecord, RuntimeEvent, Trial
 from trials.viewer.text import pretty_json, scrub
 
 PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
+RECORDING_BYTES = 50 * 1024 * 1024  # terminal recordings up to this size play in the page (read whole to scrub)
 PREVIEWS_PER_PAGE = 20  # the tab reads at most this many blobs
 IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}  # (no SVG: it can carry script)
 
@@ -50,6 +52,8 @@ def artifact_rows(trial: Trial, artifacts: list[Artifact]) -> list[ArtifactRow]:
         blob = artifact.blob
         if blob is None:
             row.why_not = "bytes not in pack"
+        elif is_recording(artifact):
+            row.kind = "asciicast"
         elif blob.size > PREVIEW_BYTES:
             row.why_not = "too large to preview"
         elif image_type(artifact):
@@ -62,6 +66,21 @@ def artifact_rows(trial: Trial, artifacts: list[Artifact]) -> list[ArtifactRow]:
             row.kind, row.text = _text_preview(blob.read(), file_name(artifact), named)
             row.why_not = "" if row.kind else "not text (or not UTF-8) and not an image"
     return rows
+
+
+def is_recording(artifact: Artifact) -> bool:
+    """A terminal recording (asciicast) small enough to play in the page."""
+    return artifact.kind == RECORDING_KIND and artifact.blob is not None and artifact.blob.size <= RECORDING_BYTES
+
+
+def recording_text(trial: Trial, artifact: Artifact) -> str:
+    """A recording's asciicast lines, scrubbed as a preview is: the trial's redactions, then masking.
+
+    Each line is a JSON array; masking replaces a token inside a string by `[redacted]`, so it stays JSON."""
+    assert artifact.blob is not None  # (is_recording: only a stored recording is played)
+    text = artifact.blob.read().decode("utf-8", "replace")
+    named = trial_redactions(trial)
+    return scrub(redaction.scrub_text(text, named) if named else text)
 
 
 def trial_redactions(trial: Trial) -> dict[str, dict]:

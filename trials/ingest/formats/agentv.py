@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trials.ingest.formats.atif import content_text
+from trials.ingest.formats.harbor_sidecars import read_log_text
 from trials.ingest.formats.lime import parse_time, to_count, to_float, to_int
 from trials.ingest.jsonio import dumps_text, load_json, load_jsonl
 from trials.ingest.records import (
@@ -454,4 +455,53 @@ def parse_run_folder(folder: Path, rel: str) -> ParsedPack:
     rows, read_problems = load_jsonl(index, index_rel)
     pack = parse_rows(rows, index_rel, summary if isinstance(summary, dict) else None)
     pack.problems[:0] = problems + read_problems
+    for trial in pack.trials:
+        _read_sample_files(trial, folder, rel)
     return pack
+
+
+SAMPLE_LOGS = ("stderr", "stdout")  # a sample's process output, beside its row (`<name>_path`)
+
+
+def _inside(folder: Path, relative: Any) -> Path | None:
+    """A path a row names, relative to the run folder, when it stays inside it."""
+    if not isinstance(relative, str) or not relative or Path(relative).is_absolute() or ".." in Path(relative).parts:
+        return None
+    path = folder / relative
+    return path if path.is_file() and not path.is_symlink() else None
+
+
+def _read_sample_files(trial: ParsedTrial, folder: Path, rel: str) -> None:
+    """stderr.txt and stdout.txt of a sample as its logs; an errored sample's reason from its stderr
+    (or target-execution.json) when the row itself says none."""
+    row = normalize_row(as_dict(trial.documents.get("row")))
+    sample_dir = to_str(row.get("result_dir"))
+    sample = f"{sample_dir}/sample-{to_int(row.get('sample_index')) or 0}" if sample_dir else ""
+    for name in SAMPLE_LOGS:
+        path = _inside(folder, row.get(f"{name}_path")) or (_inside(folder, f"{sample}/{name}.txt") if sample else None)
+        if path is not None:
+            local = path.relative_to(folder).as_posix()
+            trial.texts[f"{name}.txt"] = read_log_text(path, f"{rel}/{local}")
+            trial.files.append(f"{rel}/{local}")
+    execution_path = _inside(folder, row.get("target_execution_path")) or (
+        _inside(folder, f"{sample}/target-execution.json") if sample else None
+    )
+    execution: dict[str, Any] = {}
+    if execution_path is not None:
+        local = execution_path.relative_to(folder).as_posix()
+        try:
+            execution = as_dict(load_json(execution_path, f"{rel}/{local}", trial.problems))
+            trial.documents["target_execution"] = execution
+            trial.files.append(f"{rel}/{local}")
+        except PackError as exc:
+            trial.problems.append(exc.problem)
+    if trial.status != "errored":
+        return
+    stderr = trial.texts.get("stderr.txt", "")
+    error = to_str(pick(execution, "error", "error_message", "message"))
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+    trial.exception_type = trial.exception_type or to_str(
+        pick(execution, "error_kind", "errorKind") or row.get("target_error_kind") or "execution_error"
+    )
+    trial.exception_message = trial.exception_message or error or last[:1000]
+    trial.exception_traceback = trial.exception_traceback or stderr

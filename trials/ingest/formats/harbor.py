@@ -17,7 +17,9 @@ from trials.ingest.formats.atif import (
     embedded_subagents,
     read_trajectory,
 )
-from trials.ingest.formats.harbor_sidecars import TEXT_LIMIT, read_sidecars
+from trials.ingest.formats.harbor_checks import read_check_report
+from trials.ingest.formats.harbor_jobstats import apply_stats, named_only_trial, stats_trials
+from trials.ingest.formats.harbor_sidecars import read_log_text, read_sidecars
 from trials.ingest.formats.harbor_trajectories import flag_missing_continuations, is_trajectory_file, trajectory_role
 from trials.ingest.jsonio import load_json
 from trials.ingest.records import (
@@ -98,13 +100,25 @@ def is_trial_dir(path: Path) -> bool:
 
 
 def is_job_dir(path: Path) -> bool:
-    if not (path / "config.json").is_file() or is_trial_dir(path):
+    """A job's config.json, or a job's result.json (a summary copied beside its trials), with trials under it."""
+    if is_trial_dir(path):
         return False
-    return any(is_trial_dir(child) for child in path.iterdir() if child.is_dir())
+    if not (path / "config.json").is_file() and not is_job_result(read_json_or_none(path / "result.json")):
+        return False
+    return bool(trial_dirs(path)) or bool(_named_trials(path))
+
+
+def _named_trials(job_dir: Path) -> set[str]:
+    result = read_json_or_none(job_dir / "result.json")
+    return set(stats_trials(result)) if is_job_result(result) else set()
 
 
 def trial_dirs(job_dir: Path) -> list[Path]:
-    return sorted(child for child in job_dir.iterdir() if child.is_dir() and is_trial_dir(child))
+    """Its trial folders, with those the job's stats name that have no result.json of their own."""
+    named = _named_trials(job_dir)
+    return sorted(
+        child for child in job_dir.iterdir() if child.is_dir() and (child.name in named or is_trial_dir(child))
+    )
 
 
 def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> ParsedPack:
@@ -113,13 +127,27 @@ def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> Pa
     job_id = next(filter(None, map(trial_job_id, dirs[:3])), "")
     job, versions = _parsed_job(job_dir, rel, problems, job_id)
 
+    named = stats_trials(job.result)
+
     def trials() -> Iterator[ParsedTrial]:
+        seen = set()
         for trial_dir in dirs:
-            yield parse_trial_dir(
+            trial = parse_trial_dir(
                 trial_dir, f"{rel}/{trial_dir.name}", job_key=job.key, job_name=job.name, dataset_versions=versions
             )
+            seen |= {trial.name, trial_dir.name}
+            if "result" not in trial.present and trial_dir.name in named:
+                apply_stats(trial, named[trial_dir.name])
+                trial.status = trial_status(trial)
+            yield trial
+        for name, stats in named.items():  # no folder at all: the job's stats are all there is
+            if name not in seen:
+                trial = named_only_trial(name, stats, job.key, job.name)
+                trial.status = trial_status(trial)
+                yield trial
 
-    return ParsedPack(kind="harbor-job", jobs=[job], trials=trials(), problems=problems, trial_count=len(dirs))
+    count = len(dirs) + len(set(named) - {d.name for d in dirs})
+    return ParsedPack(kind="harbor-job", jobs=[job], trials=trials(), problems=problems, trial_count=count)
 
 
 def _parsed_job(
@@ -136,6 +164,9 @@ def _parsed_job(
     name = str(config.get("job_name") or job_dir.name)
     job_key = f"harbor:{result.get('id') or trials_job_id or name}"
     started_at = _naive_flagged(result.get("started_at"), f"{rel}/result.json", problems, "started_at")
+    extra: dict[str, Any] = {"lock": lock} if lock else {}
+    if check_report := read_check_report(job_dir, rel, problems):
+        extra["check_report"] = check_report
     job = ParsedJob(
         key=job_key,
         name=name,
@@ -144,7 +175,7 @@ def _parsed_job(
         finished_at=_naive_flagged(result.get("finished_at"), f"{rel}/result.json", problems, "finished_at"),
         config=config,
         result=result,
-        extra={"lock": lock} if lock else {},
+        extra=extra,
         started_as_written="" if started_at else str(result.get("started_at") or "")[:40],
         earlier_keys=(f"harbor:{name}",) if job_key != f"harbor:{name}" else (),
     )
@@ -173,6 +204,23 @@ def trial_job_id(trial_dir: Path) -> str:
     """The id of the job a trial folder's result.json says it ran in (`config.job_id`), or blank."""
     result = read_json_or_none(trial_dir / "result.json")
     return str(as_dict(as_dict(result).get("config")).get("job_id") or "")
+
+
+def parse_job_result_file(data: dict[str, Any], rel: str) -> ParsedPack:
+    """A job's result.json on its own (beside trials imported as files): the job, which its trials join."""
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    problems: list[Problem] = []
+    name = folder.rsplit("/", 1)[-1] or str(data.get("id") or rel)
+    job = ParsedJob(
+        key=f"harbor:{data.get('id') or name}",
+        name=name,
+        source_format="harbor",
+        started_at=_naive_flagged(data.get("started_at"), rel, problems, "started_at"),
+        finished_at=_naive_flagged(data.get("finished_at"), rel, problems, "finished_at"),
+        result=data,
+        started_as_written="" if parse_iso(data.get("started_at")) else str(data.get("started_at") or "")[:40],
+    )
+    return ParsedPack(kind="harbor-job-result", jobs=[job], problems=problems)
 
 
 def read_json_or_none(path: Path) -> Any:
@@ -225,6 +273,9 @@ def parse_trial_dir(
         problems=problems,
     )
     trial.documents = {k: v for k, v in (("result", result), ("config", config), ("lock", lock)) if v}
+    job_id = as_dict(result.get("config")).get("job_id") or config.get("job_id")
+    if not job_key and job_id:  # a trial on its own names its job: it joins the job when that is imported
+        trial.job_key = f"harbor:{job_id}"
     if result:
         trial.present.add("result")
     _apply_result(trial, result, config, job_name, rel)
@@ -361,12 +412,7 @@ def _read_texts(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
     for path in candidates:
         if path.is_file():
             key = path.relative_to(trial_dir).as_posix()
-            with open(path, "rb") as f:
-                data = f.read(TEXT_LIMIT + 1)
-            text = data[:TEXT_LIMIT].decode("utf-8", "replace")
-            if len(data) > TEXT_LIMIT:
-                text += f"\n… [truncated at {TEXT_LIMIT} bytes; download {rel}/{key} for the rest]"
-            trial.texts[key] = text
+            trial.texts[key] = read_log_text(path, f"{rel}/{key}")
     if "exception.txt" in trial.texts and not trial.exception_traceback:
         trial.exception_traceback = trial.texts["exception.txt"]
 

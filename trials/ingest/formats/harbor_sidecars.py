@@ -134,3 +134,13 @@ def read_event_rows(
 
 
 TEXT_LIMIT = 256 * 1024  # logs beyond this stay in the raw bytes and are downloaded whole
+
+
+def read_log_text(path: Path, rel: str) -> str:
+    """A log file's text up to TEXT_LIMIT bytes, saying where the rest is when it is longer."""
+    with open(path, "rb") as f:
+        data = f.read(TEXT_LIMIT + 1)
+    text = data[:TEXT_LIMIT].decode("utf-8", "replace")
+    if len(data) > TEXT_LIMIT:
+        text += f"\n… [truncated at {TEXT_LIMIT} bytes; download {rel} for the rest]"
+    return text

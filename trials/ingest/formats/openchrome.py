@@ -1,7 +1,9 @@
 """OpenChrome benchmark result envelopes and the headline-gates file (seed 003).
 
 An envelope is one axis run: environment + competitors + results[]. Real-world task
-completion entries carry `runs[]` (one trial each); other axes' rows stay in the job.
+completion entries carry `runs[]` (one trial each); a per-library row with a `status`
+(passed, failed, skipped: the foundation axis, competitor smoke runs) is a trial of its
+own; other axes' rows stay in the job, and its page shows them.
 `success` is a boolean outcome: it becomes reward 1.0/0.0 but is never a score.
 """
 
@@ -61,6 +63,41 @@ def _configuration(library: str, data: dict[str, Any], mode: Any) -> Configurati
     )
 
 
+# A per-library row of other axes (foundation, competitor smoke): library + status, no runs[].
+_ROW_STATUSES = {"passed": "passed", "failed": "failed", "skipped": "skipped", "error": "errored", "errored": "errored"}
+
+
+def is_status_row(row: Any) -> bool:
+    return isinstance(row, dict) and bool(row.get("library")) and to_str(row.get("status")).lower() in _ROW_STATUSES
+
+
+def _row_trial(row: dict[str, Any], data: dict[str, Any], job_key: str, job_id: str, index: int) -> ParsedTrial:
+    """A per-library row as a trial: passed 1, failed 0, skipped unscored; its reason is kept."""
+    library = to_str(row.get("library"))
+    status = _ROW_STATUSES[to_str(row.get("status")).lower()]
+    task = to_str(row.get("taskId") or row.get("taskContract") or row.get("task") or data.get("axis"))
+    reward = {"passed": 1.0, "failed": 0.0}.get(status)
+    wall_ms = to_float(row.get("durationMs") if row.get("durationMs") is not None else row.get("wallTimeMs"))
+    reason = to_str(row.get("failure") or row.get("error") or row.get("skipReason"))
+    return ParsedTrial(
+        key=f"openchrome:{job_id}:{library}:{task}:row{index}",
+        source_format="openchrome",
+        name=f"{library} {task}",
+        dataset=DatasetRef(to_str(data.get("axis"))),
+        task=TaskRef(task) if task else None,
+        configuration=_configuration(library, data, row.get("mode")),
+        job_key=job_key,
+        status=status,
+        reward=reward,
+        rewards={"passed": int(status == "passed")} if reward is not None else {},
+        exception_message=reason if status in ("failed", "errored") else "",
+        failure_category=clean_category(row.get("skipCategory") if status == "skipped" else row.get("failureCategory")),
+        phases={"total": {"seconds": wall_ms / 1000}} if wall_ms is not None else {},
+        provenance={k: v for k, v in row.items() if k not in ("library", "status")},
+        documents={"row": row},
+    )
+
+
 def _flag(value: Any) -> int | None:
     return None if value is None else int(bool(value))
 
@@ -116,7 +153,13 @@ def parse_envelope(data: dict[str, Any], path: str) -> ParsedPack:
     trials: list[ParsedTrial] = []
     entries: list[Any] = []
     rows_without_runs = 0
-    for entry in data["results"]:
+    row_trials: list[int] = []  # results[] indices made trials (per-library status rows)
+    for position, entry in enumerate(data["results"]):
+        if is_status_row(entry):
+            trials.append(_row_trial(entry, data, job_key, job_id, position))
+            row_trials.append(position)
+            entries.append(entry)
+            continue
         if not isinstance(entry, dict) or not isinstance(entry.get("runs"), list):
             rows_without_runs += 1  # other axes: the row itself is the evidence
             entries.append(entry)
@@ -136,7 +179,7 @@ def parse_envelope(data: dict[str, Any], path: str) -> ParsedPack:
         source_format="openchrome",
         started_at=parse_time(env.get("capturedAt"), path, "$.environment.capturedAt", problems),
         extra={k: v for k, v in data.items() if k != "results"}
-        | {"results": entries, "rows_without_runs": rows_without_runs},
+        | {"results": entries, "rows_without_runs": rows_without_runs, "row_trials": row_trials},
     )
     return ParsedPack(kind="openchrome", jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
 

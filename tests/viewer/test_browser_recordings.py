@@ -1,0 +1,88 @@
+"""A Terminal-Bench trial's terminal recording plays on the trial page, in a real browser,
+from our static files and under the site's Content-Security-Policy."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from playwright.sync_api import expect
+
+from tests.builders import REFERENCE, import_path
+from trials.models import Trial
+
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+pytestmark = pytest.mark.browser
+expect.set_options(timeout=15_000)
+
+SUBMISSION = REFERENCE / "terminal-bench-1" / "20250825_swe-agent-mini_claude-4-sonnet"
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db):
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("reviewer", password="pw-reviewer-1"))
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 800})
+    context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+    page = context.new_page()
+    page.errors = []
+    page.console_errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+    yield page
+    context.close()
+
+
+def shot(page, tmp_path: Path, name: str) -> None:
+    """A 1280x800 screenshot, in SCREENSHOT_DIR when set (to look at), else the test's folder."""
+    page.screenshot(path=str(Path(os.environ.get("SCREENSHOT_DIR") or tmp_path) / name))
+
+
+def test_a_terminal_bench_recording_plays_on_the_trial_page(page, tmp_path):
+    import_path(SUBMISSION)
+    trial = Trial.objects.get(task__name="heterogeneous-dates")
+    page.goto(f"{trial.get_absolute_url()}?tab=artifacts")
+    player = page.locator(".cast-player").first
+    expect(player.locator(".ap-term")).to_be_visible()  # the player drew its terminal (its WASM ran)
+    player.locator(".ap-overlay-start").click()  # play
+    expect(player.locator(".ap-term")).to_contain_text("install-agent.sh", timeout=20_000)
+    assert page.errors == [] and not [e for e in page.console_errors if "Content Security Policy" in e]
+    player.scroll_into_view_if_needed()
+    shot(page, tmp_path, "tb1-trial-recording.png")
+
+
+def test_a_terminal_bench_trials_commands_read_as_steps(page, tmp_path):
+    import_path(SUBMISSION)
+    trial = Trial.objects.get(task__name="crack-7z-hash.hard")
+    page.goto(trial.get_absolute_url())
+    expect(page.locator("body")).to_contain_text("asciinema rec --stdin /logs/agent.cast <Enter>")
+    expect(page.locator("body")).to_contain_text("/tests/run-tests.sh")
+    shot(page, tmp_path, "tb1-trial-steps.png")
+    page.goto(trial.job.get_absolute_url())
+    expect(page.locator("#job-accuracy")).to_contain_text("0.1375")
+    expect(page.locator("#published-accuracy")).to_have_text("0.1375")
+    shot(page, tmp_path, "tb1-job.png")
+
+
+def test_a_harbor_jobs_check_report_reads_on_its_page(page, tmp_path):
+    job = tmp_path / "job"
+    (job / "hello__AAA" / "agent").mkdir(parents=True)
+    (job / "config.json").write_text(json.dumps({"job_name": "checked", "agents": [], "concurrency_group": "gpu-a"}))
+    (job / "result.json").write_text(json.dumps({"id": "job-1", "n_total_trials": 1, "stats": {}}))
+    trial = {"id": "t-1", "task_name": "org/hello", "trial_name": "hello__AAA", "config": {},
+             "verifier_result": {"rewards": {"reward": 1.0}}}  # fmt: skip
+    (job / "hello__AAA" / "result.json").write_text(json.dumps(trial))
+    checks = {"instruction_clarity": {"outcome": "pass", "explanation": "The goal and output path are stated."},
+              "tests_match_instruction": {"outcome": "fail", "explanation": "A test checks a port never stated."},
+              "solution_exists": {"outcome": "not_applicable", "explanation": "No oracle in this task."}}  # fmt: skip
+    (job / "check_report.json").write_text(json.dumps({"tasks": {"hello": {"checks": checks}}}))
+    import_path(job)
+    page.goto(Trial.objects.get().job.get_absolute_url())
+    expect(page.locator("#check-report")).to_contain_text("A test checks a port never stated.")
+    expect(page.locator("#task-results .task-checks")).to_contain_text("tests_match_instr")
+    page.locator("#check-report").scroll_into_view_if_needed()
+    shot(page, tmp_path, "job-check-report.png")

@@ -1,0 +1,405 @@
+"""Terminal-Bench 1 run output (`tb run`, the public leaderboard's
+`results/<dataset>@<version>/<date>_<agent>_<model>/<run_id>/`).
+
+Three layouts: a run folder (results.json, run_metadata.json, tb.lock and per-trial folders
+`<task>/<task>.1-of-1.<run_id>/`), a run folder with only the run files, and flat
+`<run_id>_results.json` files in a submission folder. A run is a job named by its run id;
+each `results[]` row is a trial, with or without a folder of evidence. `is_resolved` true or
+false is reward 1 or 0; null is unscored (status "unknown"), never a failure. The shapes are
+terminal_bench's own models (`terminal_bench/harness/models.py`: BenchmarkResults, TrialResults,
+RunMetadata); this module does not import them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from trials.ingest.folders import files_under
+from trials.ingest.formats.harbor_sidecars import read_log_text
+from trials.ingest.jsonio import load_json
+from trials.ingest.records import (
+    ConfigurationRef,
+    DatasetRef,
+    PackError,
+    ParsedArtifact,
+    ParsedJob,
+    ParsedPack,
+    ParsedStep,
+    ParsedTrajectory,
+    ParsedTrial,
+    Problem,
+    TaskRef,
+)
+from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, to_str
+
+FORMAT = "terminal-bench"
+RESULTS_SUFFIX = "_results.json"
+KEYSTROKES_MARK = "#keystrokes"  # a trajectory made of commands.txt: <path>#keystrokes
+RECORDING_KIND = "asciicast"  # an artifact the trial page plays with asciinema's player
+# A row's own columns; every other key of the row is kept in provenance.
+_ROW_COLUMNS = {
+    "id",
+    "trial_name",
+    "task_id",
+    "instruction",
+    "is_resolved",
+    "failure_mode",
+    "parser_results",
+    "total_input_tokens",
+    "total_output_tokens",
+    "trial_started_at",
+    "trial_ended_at",
+}
+_PHASES = (("agent_execution", "agent"), ("verifier", "test"))  # Harbor's phase names, TB1's prefixes
+NO_FAILURE = ("", "unset", "none")
+
+
+def is_run_results(data: Any) -> bool:
+    """A run's results.json (BenchmarkResults): results[] rows plus the run's counts."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("results"), list)
+        and ("n_resolved" in data or "accuracy" in data)
+        and "resolved_ids" in data
+    )
+
+
+def is_trial_row(data: Any) -> bool:
+    """A trial folder's results.json (TrialResults): one row."""
+    return isinstance(data, dict) and "trial_name" in data and "task_id" in data and "is_resolved" in data
+
+
+def is_run_metadata(data: Any) -> bool:
+    return isinstance(data, dict) and "run_id" in data and ("dataset_name" in data or "agent_name" in data)
+
+
+def _json_or_none(path: Path) -> Any:
+    try:
+        return load_json(path, path.name) if path.is_file() else None
+    except PackError:
+        return None
+
+
+def is_run_dir(path: Path) -> bool:
+    return is_run_metadata(_json_or_none(path / "run_metadata.json")) or is_run_results(
+        _json_or_none(path / "results.json")
+    )
+
+
+def is_trial_dir(path: Path) -> bool:
+    return (path / "commands.txt").is_file() and is_trial_row(_json_or_none(path / "results.json"))
+
+
+# ---------------------------------------------------------------- the run
+
+
+def _safe_json(path: Path, rel: str, problems: list[Problem]) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return load_json(path, rel, problems)
+    except PackError as exc:
+        problems.append(exc.problem)
+        return None
+
+
+def _parent_name(rel: str) -> str:
+    """The folder above the run in what was imported: a leaderboard submission `<date>_<agent>_<model>`."""
+    parts = rel.split("/")
+    return parts[-2] if len(parts) >= 2 else ""
+
+
+def _dataset_from_path(rel: str) -> DatasetRef | None:
+    """`results/<dataset>@<version>/…` names the dataset when the run's files do not."""
+    for part in rel.split("/"):
+        if "@" in part:
+            name, _, version = part.partition("@")
+            return DatasetRef(name, version=version)
+    return None
+
+
+def _run_parts(
+    results: dict[str, Any], metadata: dict[str, Any], lock: dict[str, Any], run_id: str, rel: str, submission: str
+) -> tuple[ParsedJob, DatasetRef, ConfigurationRef]:
+    lock_agent, lock_dataset = as_dict(lock.get("agent")), as_dict(lock.get("dataset"))
+    rows = as_list(results.get("results"))
+    dataset_name = to_str(metadata.get("dataset_name") or lock_dataset.get("name"))
+    dataset = (
+        DatasetRef(dataset_name, version=to_str(metadata.get("dataset_version") or lock_dataset.get("version")))
+        if dataset_name
+        else _dataset_from_path(rel) or DatasetRef("terminal-bench")
+    )
+    agent = to_str(metadata.get("agent_name") or lock_agent.get("name"))
+    model = to_str(metadata.get("model_name") or lock_agent.get("model_name"))
+    if model:
+        key = "__".join(x for x in (agent, model) if x)
+    else:  # the leaderboard's submission folder is the only place some runs name their model
+        key = submission or agent or "unknown"
+    configuration = ConfigurationRef(
+        key=key,
+        agent_name=agent or (submission if not model else ""),
+        agent_version=to_str(as_dict(lock.get("harness")).get("version")),
+        model_name=model,
+        profiles={"submission": submission} if submission else {},
+    )
+    job = ParsedJob(
+        key=f"tb1:{to_str(metadata.get('uuid') or results.get('id')) or run_id}",
+        name=run_id,
+        source_format=FORMAT,
+        started_at=parse_iso(metadata.get("start_time")),
+        finished_at=parse_iso(metadata.get("end_time")),
+        config={"run_metadata": metadata, "tb_lock": lock} if lock else {"run_metadata": metadata},
+        result={k: v for k, v in results.items() if k != "results"} | {"n_trials": len(rows)},
+        extra={"submission": submission} if submission else {},
+    )
+    return job, dataset, configuration
+
+
+def parse_run_dir(run_dir: Path, rel: str) -> ParsedPack:
+    """A run folder: its results.json rows, each joined to its trial folder when there is one."""
+    problems: list[Problem] = []
+    results = _safe_json(run_dir / "results.json", f"{rel}/results.json", problems)
+    metadata = _safe_json(run_dir / "run_metadata.json", f"{rel}/run_metadata.json", problems)
+    lock = _safe_json(run_dir / "tb.lock", f"{rel}/tb.lock", problems)
+    run_id = to_str(as_dict(metadata).get("run_id")) or run_dir.name
+    submission = _parent_name(rel)
+    results = as_dict(results)
+    if not results and not metadata:
+        raise PackError(problems[0] if problems else Problem(rel, "a Terminal-Bench run folder with no run files"))
+    job, dataset, configuration = _run_parts(results, as_dict(metadata), as_dict(lock), run_id, rel, submission)
+    folders = {d.name: d for d in run_dir.glob("*/*") if d.is_dir()}
+    rows = as_list(results.get("results"))
+    if not rows and metadata:  # (run_metadata alone: the run's trials were never written)
+        problems.append(
+            Problem(f"{rel}/results.json", "no results.json rows: the run has no trials", kept="the run as a job")
+        )
+
+    def trials() -> Iterator[ParsedTrial]:
+        for index, row in enumerate(rows):
+            trial = _row_trial(row, index, f"{rel}/results.json", job, dataset, configuration, problems)
+            if trial is None:
+                continue
+            folder = folders.get(trial.name)
+            if folder is not None:
+                _read_trial_dir(trial, folder, f"{rel}/{folder.parent.name}/{folder.name}")
+            else:
+                trial.provenance["evidence"] = "a results.json row only: no trial folder in this pack"
+            yield trial
+
+    return ParsedPack(kind=FORMAT, jobs=[job], trials=trials(), problems=problems, trial_count=len(rows))
+
+
+def parse_results_file(data: dict[str, Any], path: Path, rel: str) -> ParsedPack:
+    """A flat `<run_id>_results.json` in a submission folder (or a run's results.json on its own)."""
+    problems: list[Problem] = []
+    name = path.name
+    run_id = name[: -len(RESULTS_SUFFIX)] if name.endswith(RESULTS_SUFFIX) else path.parent.name
+    beside = path.with_name(f"{run_id}_run_metadata.json")
+    metadata = as_dict(_safe_json(beside, f"{rel.rpartition('/')[0]}/{beside.name}".lstrip("/"), problems))
+    submission = _parent_name(rel) if name.endswith(RESULTS_SUFFIX) else _parent_name(rel.rsplit("/", 1)[0])
+    job, dataset, configuration = _run_parts(data, metadata, {}, run_id, rel, submission)
+    rows = as_list(data.get("results"))
+    trials = []
+    for index, row in enumerate(rows):
+        trial = _row_trial(row, index, rel, job, dataset, configuration, problems)
+        if trial is not None:
+            trial.provenance["evidence"] = "a results.json row only: no trial folder in this pack"
+            trials.append(trial)
+    return ParsedPack(kind=FORMAT, jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
+
+
+def parse(data: Any, path: Path, rel: str) -> ParsedPack | None:
+    """A TB1 JSON file on its own: a run's results (flat or not), its run_metadata.json, or one trial's row."""
+    if is_run_results(data):
+        return parse_results_file(data, path, rel)
+    if is_run_metadata(data):
+        job, _, _ = _run_parts({}, data, {}, to_str(data["run_id"]), rel, _parent_name(rel.rsplit("/", 1)[0]))
+        return ParsedPack(kind=FORMAT, jobs=[job], trial_count=0)
+    if is_trial_row(data):
+        problems: list[Problem] = []
+        job, dataset, configuration = _run_parts({}, {}, {}, "", rel, "")
+        trial = _row_trial(data, 0, rel, job, dataset, configuration, problems)
+        if trial is None:
+            raise PackError(problems[-1])
+        trial.job_key = ""  # (a row alone does not say which run it is from)
+        trial.provenance["evidence"] = "a trial's results.json alone: no trial folder in this pack"
+        return ParsedPack(kind=FORMAT, trials=[trial], problems=problems, trial_count=1)
+    return None
+
+
+def parse_trial_folder(trial_dir: Path, rel: str) -> ParsedPack:
+    """A trial folder on its own: its row and evidence. Its run id (`<task>.1-of-1.<run_id>`) is kept as
+    benchmark.runId; it joins no job, as the run's own job is keyed by the run's uuid, which it does not hold."""
+    problems: list[Problem] = []
+    row = as_dict(_safe_json(trial_dir / "results.json", f"{rel}/results.json", problems))
+    run_id = to_str(row.get("trial_name")).rpartition(".")[2] or trial_dir.name
+    job, dataset, configuration = _run_parts({}, {}, {}, run_id, rel, "")
+    trial = _row_trial(row, 0, f"{rel}/results.json", job, dataset, configuration, problems)
+    if trial is None:
+        raise PackError(problems[-1])
+    trial.job_key = ""
+    _read_trial_dir(trial, trial_dir, rel)
+    return ParsedPack(kind=FORMAT, trials=[trial], problems=problems, trial_count=1)
+
+
+# ---------------------------------------------------------------- one row
+
+
+def _row_trial(
+    row: Any,
+    index: int,
+    rel: str,
+    job: ParsedJob,
+    dataset: DatasetRef,
+    configuration: ConfigurationRef,
+    problems: list[Problem],
+) -> ParsedTrial | None:
+    where = f"$.results[{index}]"
+    if not isinstance(row, dict):
+        problems.append(Problem(rel, "a results[] row is not an object", where, kept="the other rows"))
+        return None
+    task_id = to_str(row.get("task_id"))
+    if not task_id:
+        message = f"row {index + 1} ({to_str(row.get('trial_name')) or 'no trial_name'}) has no task_id"
+        problems.append(Problem(rel, message, f"{where}.task_id", kept="the other rows; this row only in the file"))
+        return None
+    resolved = row.get("is_resolved")
+    reward = None if resolved is None else float(bool(resolved))
+    failure_mode = to_str(row.get("failure_mode"))
+    name = to_str(row.get("trial_name")) or f"{task_id}.{index + 1}"
+    trial = ParsedTrial(
+        key=f"tb1:{row['id']}" if row.get("id") else f"{job.key}:{name}",
+        source_format=FORMAT,
+        name=name,
+        dataset=DatasetRef(dataset.name, dataset.version),
+        task=TaskRef(task_id, definition={"instruction": row["instruction"]} if row.get("instruction") else {}),
+        configuration=configuration,
+        job_key=job.key,
+        attempt=_attempt(name),
+        status="unknown" if reward is None else ("passed" if resolved else "failed"),
+        reward=reward,
+        rewards={"reward": reward} if reward is not None else {},  # (is_resolved as written: in documents.result)
+        failure_category="" if failure_mode.lower() in NO_FAILURE else failure_mode,
+        started_at=parse_iso(row.get("trial_started_at")),
+        finished_at=parse_iso(row.get("trial_ended_at")),
+        input_tokens=_count(row.get("total_input_tokens")),
+        output_tokens=_count(row.get("total_output_tokens")),
+        benchmark={"datasetId": dataset.name, "taskId": task_id, "trialId": name, "runId": job.name},
+        provenance={"failure_mode": failure_mode or "unset"}
+        | {k: v for k, v in row.items() if k not in _ROW_COLUMNS and v is not None},
+        documents={"result": row},
+        ctrf_tests=[{"name": to_str(k), "status": to_str(v)} for k, v in as_dict(row.get("parser_results")).items()],
+    )
+    if reward is not None:
+        trial.present.add("reward")
+    for phase, prefix in _PHASES:
+        start, end = row.get(f"{prefix}_started_at"), row.get(f"{prefix}_ended_at")
+        if start or end:
+            trial.phases[phase] = {
+                "started_at": start,
+                "finished_at": end,
+                "seconds": seconds_between(parse_iso(start), parse_iso(end)),
+            }
+    return trial
+
+
+def _attempt(trial_name: str) -> int | None:
+    """`<task>.<n>-of-<k>.<run_id>`: attempt n."""
+    for part in trial_name.split("."):
+        n, sep, _ = part.partition("-of-")
+        if sep and n.isdigit():
+            return int(n)
+    return None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+# ---------------------------------------------------------------- a trial folder
+
+
+def _read_trial_dir(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
+    listing = files_under(trial_dir)
+    trial.files = sorted(f"{rel}/{p.relative_to(trial_dir).as_posix()}" for p in listing)
+    own = as_dict(_safe_json(trial_dir / "results.json", f"{rel}/results.json", trial.problems))
+    if own and own != trial.documents.get("result"):
+        trial.documents["trial_results"] = own  # (the folder's copy differs from the run's row: both kept)
+    for path in listing:
+        local = path.relative_to(trial_dir).as_posix()
+        if path.suffix == ".cast":
+            trial.artifacts.append(
+                ParsedArtifact(source=local, destination=local, kind=RECORDING_KIND, path=f"{rel}/{local}")
+            )
+            trial.present.add("recording")
+        elif local.startswith(("panes/", "sessions/")) and path.suffix in (".txt", ".log"):
+            trial.texts[local] = read_log_text(path, f"{rel}/{local}")
+    commands = trial_dir / "commands.txt"
+    if commands.is_file():
+        trial.trajectories.append(_commands_trajectory(commands, f"{rel}/commands.txt", trial.problems))
+        trial.present.add("trajectory")
+        trial.refs["trajectoryRef"] = f"{rel}/commands.txt"
+    trial.provenance.pop("evidence", None)
+
+
+def _commands_trajectory(path: Path, rel: str, problems: list[Problem]) -> ParsedTrajectory:
+    """commands.txt: one Python list of tmux keys a line (what the harness typed), each a step."""
+    steps: list[ParsedStep] = []
+    own: list[Problem] = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            try:
+                keys = ast.literal_eval(line)  # (a literal only: never runs anything)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                keys = None
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                own.append(Problem(rel, "not a list of keys", line=number, kept="the line as the step's text"))
+                keys = [line]
+            steps.append(_command_step(len(steps), keys, number))
+    problems.extend(own)
+    return ParsedTrajectory(
+        path=f"{rel}{KEYSTROKES_MARK}",  # (not the file itself: its steps are made, so no ATIF file to download)
+        role="main",
+        schema_version="",
+        session_id="",
+        trajectory_id="",
+        agent={"name": "tmux send-keys"},
+        final_metrics=None,
+        header={"source": "commands.txt", "steps": len(steps)},
+        steps=steps,
+        problems=own,
+    )
+
+
+# tmux key names (`send-keys Enter`, `C-d`…): shown as <Enter>, so they read apart from typed text.
+_KEY_NAME = re.compile(r"(Enter|Escape|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End|PPage|NPage|[CMS]-\S|F\d+)")
+
+
+def _command_step(index: int, keys: list[str], line: int) -> ParsedStep:
+    text = " ".join(f"<{key}>" if _KEY_NAME.fullmatch(key) else key for key in keys)
+    return ParsedStep(
+        index=index,
+        step_id=index + 1,
+        source="agent",
+        timestamp=None,
+        model_name="",
+        message_text=text,
+        reasoning="",
+        prompt_tokens=None,
+        completion_tokens=None,
+        cached_tokens=None,
+        cost_usd=None,
+        is_copied_context=False,
+        llm_call_count=None,
+        context_management="",
+        tool_calls=[],  # (keys typed into the terminal: what they printed is in the recording and panes)
+        observations=[],
+        raw={"step_id": index + 1, "source": "agent", "message": text, "extra": {"keys": keys, "line": line}},
+    )
