@@ -43,9 +43,9 @@ def say(text: str, prompt: int, completion: int) -> ModelOutput:
 
 # question -> what the model says after 0, 1, 2… tool results (the last one again after that)
 SCRIPTS: dict[str, list[Callable[[], ModelOutput]]] = {
-    "What is 1+2?": [lambda: call("bash", {"cmd": "echo $((1+2))"}, 100, 20), lambda: say("ANSWER: 3", 120, 10)],
+    "What is 1+2?": [lambda: call("bash", {"command": "echo $((1+2))"}, 100, 20), lambda: say("ANSWER: 3", 120, 10)],
     "What is 2+2?": [lambda: say("ANSWER: 5", 50, 5)],
-    "Count forever.": [lambda: call("bash", {"cmd": "echo again"}, 30, 3)],
+    "Count forever.": [lambda: call("bash", {"command": "echo again"}, 30, 3)],
     "Divide by zero.": [lambda: call("divide", {"x": 1, "y": 0}, 40, 4)],
 }
 
@@ -115,7 +115,7 @@ def delegating(input: list[ChatMessage], tools: Any, tool_choice: Any, config: A
             return call("transfer_to_helper", {}, 20, 4)
         return call("submit", {"answer": "42"}, 25, 5)
     if not any(m.role == "tool" and getattr(m, "function", "") == "bash" for m in input):  # the helper
-        return call("bash", {"cmd": "echo 42"}, 11, 2)
+        return call("bash", {"command": "echo 42"}, 11, 2)
     return call("submit", {"answer": "The helper found 42."}, 12, 3)
 
 

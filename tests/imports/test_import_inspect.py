@@ -108,7 +108,7 @@ def test_a_generated_agentic_eval_log_gives_each_sample_and_epoch_its_known_answ
     assert PermissionDecision.objects.filter(trial=loop, decision="approve").count() == 3
     assert RuntimeEvent.objects.filter(trial=loop, type="sandbox.exec").exists()
     call = ToolCall.objects.get(step__trial=Trial.objects.get(name="add_epoch_1"))
-    assert (call.function_name, call.arguments) == ("bash", {"cmd": "echo $((1+2))"})
+    assert (call.function_name, call.arguments) == ("bash", {"command": "echo $((1+2))"})
 
 
 def test_the_json_form_of_the_same_log_gives_the_same_answers(logs):
@@ -235,3 +235,22 @@ def test_the_trial_page_shows_an_inspect_trials_limit_and_tool_calls(logs, clien
     page = client_logged_in.get(f"/trials/{loop.pk}/").content.decode()
     assert "message_limit" in page and "echo again" in page
     assert Trajectory.objects.filter(trial=loop).count() == 1
+
+
+def test_a_redacted_context_item_in_a_sample_never_reaches_the_trial_or_its_steps(logs, tmp_path, client_logged_in):
+    secret = "TOPSECRET-42"
+    item = {"item_id": "ctx-1", "context_kind": "file", "redaction_state": "redacted", "content": secret}
+    members = members_of(logs["eval"])
+    sample = orjson.loads(dict(members)["samples/add_epoch_1.json"])
+    sample["metadata"] = {"context": item}
+    model = next(e for e in sample["events"] if e["event"] == "model")
+    model["output"]["choices"][0]["message"]["tool_calls"][0]["arguments"]["context"] = item
+    log = rewritten([(n, orjson.dumps(sample) if n == "samples/add_epoch_1.json" else d) for n, d in members],
+                    tmp_path / "redacted.eval")  # fmt: skip
+    assert import_path(log).status == "done"
+    trial = Trial.objects.get(name="add_epoch_1")
+    assert secret not in orjson.dumps(trial.documents).decode()
+    bodies = [step.body().decode() for step in Step.objects.filter(trial=trial)]
+    assert any('"ctx-1"' in body for body in bodies) and not any(secret in body for body in bodies)
+    assert secret not in orjson.dumps(list(ToolCall.objects.filter(step__trial=trial).values("arguments"))).decode()
+    assert secret not in client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
