@@ -26,8 +26,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-EVENTS_PER_TURN = 5  # model, approval, span_begin (tool), tool, span_end
-
 
 def template(folder: Path) -> Path:
     from tests.inspect_logs import write_agentic_log
@@ -54,29 +52,33 @@ def many_samples(source: Path, count: int, out: Path) -> tuple[Path, int]:
     return out, sum(STEPS[str(s.id).rsplit("-", 1)[0]] for s in log.samples)
 
 
-def many_events(source: Path, events: int, out: Path) -> Path:
-    """One sample whose turn (a model call, its approval, the tool call) is repeated to `events` events."""
+def many_events(source: Path, events: int, out: Path) -> tuple[Path, int, int]:
+    """One sample whose turn (a model call, its approval, the tool call and its sandbox call) is repeated
+    to `events` events; and the trials (1) and steps it holds (the input, then one a turn)."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
     log = read_eval_log(str(source))
     assert log.samples
     sample = next(s for s in log.samples if s.id == "loop" and s.epoch == 1)
-    kinds = [e.event for e in sample.events]
-    start = kinds.index("model")
-    turn = sample.events[start : start + EVENTS_PER_TURN]
-    assert [e.event for e in turn] == ["model", "approval", "span_begin", "tool", "span_end"], turn
+    models = [i for i, e in enumerate(sample.events) if e.event == "model"]
+    turn = sample.events[models[0] : models[1]]
+    assert {"model", "approval", "tool"} <= {e.event for e in turn}, turn
     repeated = []
-    for number in range(events // EVENTS_PER_TURN):
-        model, approval, begin, tool, end = (e.model_copy(deep=True) for e in turn)
-        call_id = f"call-{number}"
-        model.output.choices[0].message.tool_calls[0].id = call_id  # type: ignore[union-attr, index]
-        tool.id = call_id  # type: ignore[union-attr]
-        begin.id = end.id = f"span-{number}"  # type: ignore[union-attr]
-        repeated += [model, approval, begin, tool, end]
-    sample.events = sample.events[:start] + repeated + sample.events[start + 3 * EVENTS_PER_TURN :]
+    for number in range(events // len(turn)):
+        copies = [e.model_copy(deep=True) for e in turn]
+        for event in copies:
+            if event.event == "model":
+                event.output.choices[0].message.tool_calls[0].id = f"call-{number}"  # type: ignore[index]
+            elif event.event == "tool":
+                event.id = f"call-{number}"
+            elif event.event == "span_begin" or event.event == "span_end":
+                event.id = f"span-{number}"
+        repeated += copies
+    after_last_turn = models[-1] + len(turn)
+    sample.events = sample.events[: models[0]] + repeated + sample.events[after_last_turn:]
     log.samples = [sample]
     write_eval_log(log, str(out), format="eval")
-    return out
+    return out, 1, 1 + events // len(turn)
 
 
 def child_import(path: Path, data_dir: Path) -> dict:
@@ -170,11 +172,9 @@ def main() -> None:
         logs = [
             ("10 samples", small, 10, small_steps),
             (f"{samples:,} samples", big, samples, big_steps),
-            ("one sample, 1,000 events", many_events(source, 1_000, folder / "events-small.eval"), 1,
-             1 + 1_000 // EVENTS_PER_TURN),
-            (f"one sample, {events:,} events", many_events(source, events, folder / "events.eval"), 1,
-             1 + events // EVENTS_PER_TURN),
-        ]  # fmt: skip
+            ("one sample, 1,000 events", *many_events(source, 1_000, folder / "events-small.eval")),
+            (f"one sample, {events:,} events", *many_events(source, events, folder / "events.eval")),
+        ]
         print(f"logs written by inspect_ai in {time.perf_counter() - start:.1f} s", flush=True)
         for label, path, trials, steps in logs:
             row, right = measure(label, path, trials, steps)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 import zipfile
-from functools import partial
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -128,7 +128,7 @@ def _archive_trials(
 ) -> Iterator[ParsedTrial]:
     with archive:
         for info in members:
-            where = Member(context.rel, info.filename)
+            where = Member(context.rel, info.filename, info.file_size)
             if info.file_size > STREAM_THRESHOLD:
                 trial = _streamed_sample(partial(open_member, path, archive, info), where, context, problems)
             else:
@@ -276,7 +276,7 @@ def _cut_off_trials(path: Path, context: EvalContext, problems: list[Problem]) -
         if data is None:
             return
         if SAMPLE.match(name):
-            trial = _whole_sample(partial(bytes, data), Member(context.rel, name), context, problems)
+            trial = _whole_sample(partial(bytes, data), Member(context.rel, name, len(data)), context, problems)
             if trial is not None:
                 yield trial
 
@@ -296,7 +296,7 @@ def parse_json_log(path: Path, rel: str) -> ParsedPack:
         job, context = _job(data, rel, problems)
         samples = as_list(data.get("samples"))
         pack = ParsedPack(kind=KIND, jobs=[job], problems=problems, trial_count=len(samples))
-        pack.trials = _listed_trials(iter(samples), context, pack.problems)
+        pack.trials = _listed_trials(iter(samples), context, pack.problems, size=0)  # (held whole already)
         return pack
     try:
         with open_json(path) as stream:
@@ -324,9 +324,11 @@ def _stream_samples(path: Path, rel: str, problems: list[Problem]) -> Iterator[A
         )
 
 
-def _listed_trials(samples: Iterator[Any], context: EvalContext, problems: list[Problem]) -> Iterator[ParsedTrial]:
+def _listed_trials(
+    samples: Iterator[Any], context: EvalContext, problems: list[Problem], size: int | None = None
+) -> Iterator[ParsedTrial]:
     for index, sample in enumerate(samples):
-        where = Member(context.rel, f"samples[{index}]")
+        where = Member(context.rel, f"samples[{index}]", size)
         events = as_list(as_dict(sample).get("events"))
         trial = _checked(sample, partial(iter, events), where, context, problems, False)
         if trial is not None:

@@ -31,6 +31,7 @@ from trials.ingest.records import (
 from trials.ingest.redaction import redactions_in, scrub_tree, withhold_redacted
 from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, to_str
 
+SHARED_LOG_SAMPLE_BYTES = 1 << 20
 _SKIPPED = ("events", "messages")  # read lane by lane, or not at all (the events hold every message)
 _TIMEOUTS = ("time", "working")
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*)(?:\(|:)")
@@ -42,6 +43,7 @@ class Member:
 
     rel: str
     name: str
+    size: int | None = None  # bytes of the sample's JSON, when known
 
     @property
     def path(self) -> str:
@@ -272,7 +274,8 @@ def sample_trial(
         criteria=_criteria(scores, rewards),
         events=found.events,
         permissions=found.permissions,
-        files=[where.rel],
+        # (writer.TrialBatch sizes a batch by the files named here: a small sample of a big log still joins one)
+        files=[] if where.size is not None and where.size <= SHARED_LOG_SAMPLE_BYTES else [where.rel],
         present={"trajectory", "reward"} if scores else {"trajectory"},
         problems=problems,
     )
