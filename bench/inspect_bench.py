@@ -52,9 +52,12 @@ def many_samples(source: Path, count: int, out: Path) -> tuple[Path, int]:
     return out, sum(STEPS[str(s.id).rsplit("-", 1)[0]] for s in log.samples)
 
 
-def many_events(source: Path, events: int, out: Path) -> tuple[Path, int, int]:
+def many_events(source: Path, events: int, out: Path, records: bool = True) -> tuple[Path, int, int]:
     """One sample whose turn (a model call, its approval, the tool call and its sandbox call) is repeated
-    to `events` events; and the trials (1) and steps it holds (the input, then one a turn)."""
+    to `events` events; and the trials (1) and steps it holds (the input, then one a turn).
+
+    `records=False`: turns without the approval and sandbox events, which are permission decisions and
+    runtime events, rows the writer holds for the whole trial; the steps alone are streamed."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
     log = read_eval_log(str(source))
@@ -62,7 +65,8 @@ def many_events(source: Path, events: int, out: Path) -> tuple[Path, int, int]:
     sample = next(s for s in log.samples if s.id == "loop" and s.epoch == 1)
     models = [i for i, e in enumerate(sample.events) if e.event == "model"]
     turn = sample.events[models[0] : models[1]]
-    assert {"model", "approval", "tool"} <= {e.event for e in turn}, turn
+    assert {"model", "approval", "tool"} <= {e.event for e in turn}, [e.event for e in turn]
+    turn = [e for e in turn if records or e.event not in ("approval", "sandbox")]
     repeated = []
     for number in range(events // len(turn)):
         copies = [e.model_copy(deep=True) for e in turn]
@@ -74,7 +78,7 @@ def many_events(source: Path, events: int, out: Path) -> tuple[Path, int, int]:
             elif event.event == "span_begin" or event.event == "span_end":
                 event.id = f"span-{number}"
         repeated += copies
-    after_last_turn = models[-1] + len(turn)
+    after_last_turn = models[-1] + (models[1] - models[0])
     sample.events = sample.events[: models[0]] + repeated + sample.events[after_last_turn:]
     log.samples = [sample]
     write_eval_log(log, str(out), format="eval")
@@ -174,6 +178,10 @@ def main() -> None:
             (f"{samples:,} samples", big, samples, big_steps),
             ("one sample, 1,000 events", *many_events(source, 1_000, folder / "events-small.eval")),
             (f"one sample, {events:,} events", *many_events(source, events, folder / "events.eval")),
+            (
+                f"one sample, {events:,} events, no approval or sandbox event",
+                *many_events(source, events, folder / "steps.eval", records=False),
+            ),
         ]
         print(f"logs written by inspect_ai in {time.perf_counter() - start:.1f} s", flush=True)
         for label, path, trials, steps in logs:

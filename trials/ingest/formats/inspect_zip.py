@@ -27,14 +27,16 @@ READ_ERRORS = (zipfile.BadZipFile, zlib.error, zstandard.ZstdError, EOFError, No
 
 
 def is_eval_file(path: Path) -> bool:
-    """A ZIP whose first member is one an Inspect `.eval` starts with (read from its first local header)."""
+    """A ZIP whose first member is the one inspect_ai writes first (read from its first local header).
+
+    (Not a sample: any ZIP of a folder named `samples` would be taken for a log.)"""
     with open(path, "rb") as f:
         head = f.read(_LOCAL.size + 200)
     if len(head) < _LOCAL.size or head[:4] != b"PK\x03\x04":
         return False
     name_length = _LOCAL.unpack(head[: _LOCAL.size])[9]
     name = head[_LOCAL.size : _LOCAL.size + name_length].decode("utf-8", "replace")
-    return name in FIRST_MEMBERS or bool(SAMPLE.match(name))
+    return name in FIRST_MEMBERS
 
 
 class _Window(io.RawIOBase):
