@@ -119,9 +119,10 @@ def test_the_json_form_of_the_same_log_gives_the_same_answers(logs):
     }
 
 
-def test_samples_past_the_stream_threshold_are_streamed_with_the_same_answers(logs, monkeypatch):
+@pytest.mark.parametrize("form", ["eval", "json"])
+def test_samples_past_the_stream_threshold_are_streamed_with_the_same_answers(logs, monkeypatch, form):
     monkeypatch.setattr("trials.ingest.formats.inspect.STREAM_THRESHOLD", 0)
-    imp = import_path(logs["eval"])
+    imp = import_path(logs[form])
     assert imp.status == "done", imp.problems
     assert {t.name: trial_facts(t) for t in Trial.objects.all()} == {
         f"{sample}_epoch_{epoch}": facts for sample, facts in AGENTIC.items() for epoch in (1, 2)

@@ -113,7 +113,8 @@ def test_every_reference_trial_exported_and_imported_into_an_empty_instance_is_t
     client.force_login(triager)
     file_blocker(triager, Trial.objects.filter(status="failed").order_by("pk").first())
     packs_with_trials = set(Pack.objects.filter(trials__isnull=False).values_list("name", flat=True))
-    assert {name.split("/")[1] for name in packs_with_trials} == {"agentv", "harbor", "inspect", "lime-agentqc", "openchrome"}
+    formats = {"agentv", "harbor", "inspect", "lime-agentqc", "openchrome"}
+    assert {name.split("/")[1] for name in packs_with_trials} == formats
 
     before, qc_before = {}, {}
     zips = tmp_path / "exports"
