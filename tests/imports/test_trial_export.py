@@ -78,8 +78,8 @@ def test_every_reference_trial_exported_and_imported_into_an_empty_instance_is_t
     client.force_login(triager)
     file_blocker(triager, Trial.objects.filter(status="failed").order_by("pk").first())
     packs_with_trials = set(Pack.objects.filter(trials__isnull=False).values_list("name", flat=True))
-    formats = {name.split("/")[1] for name in packs_with_trials}
-    assert formats >= {"agentv", "harbor", "lime-agentqc", "openchrome", "terminal-bench-1"}
+    formats = {"agentv", "harbor", "inspect", "lime-agentqc", "openchrome", "terminal-bench-1"}
+    assert {name.split("/")[1] for name in packs_with_trials} == formats
 
     before, qc_before = {}, {}
     zips = tmp_path / "exports"

@@ -22,6 +22,8 @@ from trials.ingest.formats import (
     harbor,
     harbor_sidecars,
     harbor_trajectories,
+    inspect,
+    inspect_zip,
     lime,
     openchrome,
     terminal_bench,
@@ -46,7 +48,7 @@ def discover(path: Path, rel: str, top: bool = True) -> list[Candidate]:
     if path.is_symlink():
         return [Candidate(path, rel, "skipped")]
     if path.is_file():
-        kind = "archive" if archive_kind(path) else "file"
+        kind = "inspect-eval" if inspect_zip.is_eval_file(path) else "archive" if archive_kind(path) else "file"
         if kind == "file" and not top and not _looks_like_data(path):
             kind = "skipped"
         return [Candidate(path, rel, kind)]
@@ -138,6 +140,8 @@ def parse_candidate(candidate: Candidate) -> ParsedPack:
         return terminal_bench.parse_run_dir(candidate.path, candidate.rel)
     if candidate.kind == "tb1-trial":
         return terminal_bench.parse_trial_folder(candidate.path, candidate.rel)
+    if candidate.kind == "inspect-eval":  # a ZIP read member by member, never extracted
+        return inspect.parse_eval(candidate.path, candidate.rel)
     if candidate.kind == "trajectory-group":
         return harbor_trajectories.parse_trajectory_group(candidate.members, candidate.rel)
     return parse_file(candidate.path, candidate.rel)
@@ -150,6 +154,8 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
         raise PackError(Problem(rel, "empty file", kept="nothing"))
     if harbor_trajectories.sniff_trajectory(path):  # parsed once, by the trajectory reader (streaming when big)
         return harbor_trajectories.parse_lone_trajectory(path, rel)
+    if inspect.sniff_json_log(path):  # read sample by sample (streamed when big), not loaded here
+        return inspect.parse_json_log(path, rel)
     with open(path, "rb") as f:
         head = f.read(4096)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -186,6 +192,8 @@ def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
         return harbor_trajectories.parse_lone_trajectory(path, rel)
     if (tb1 := terminal_bench.parse(data, path, rel)) is not None:
         return tb1
+    if inspect.is_json_log(data):
+        return inspect.parse_json_log(path, rel)
     if harbor.is_trial_result(data):
         return harbor.parse_single_trial(path.parent, rel.rsplit("/", 1)[0] if "/" in rel else path.parent.name)
     if harbor.is_job_result(data):
