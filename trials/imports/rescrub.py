@@ -18,7 +18,7 @@ from trials import search
 from trials.imports.steps import write_steps
 from trials.ingest import redaction
 from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
-from trials.storage.blobs import StepBodies
+from trials.storage.blobs import StepBodies, release_blob
 
 # What a trial row holds of its files: documents (Config, Verifier tabs), logs, its exception.
 TRIAL_FIELDS = ("documents", "texts", "exception_message", "exception_traceback")
@@ -28,11 +28,11 @@ _M = TypeVar("_M", bound=Model)
 
 def scrub_trial(trial: Trial, spool: Path) -> None:
     """Scrub what the trial holds by every redaction it now has."""
-    events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
-    records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
-    named = redaction.collect_redactions([e.raw for e in events] + [r.data for r in records] + [trial.documents])
+    named = trial.redactions()
     if not named:
         return
+    events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
+    records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
     scrubbed = {field: redaction.scrub_tree(getattr(trial, field), named) for field in TRIAL_FIELDS}
     changed = {field: value for field, value in scrubbed.items() if value != getattr(trial, field)}
     if changed:
@@ -79,6 +79,7 @@ def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]],
     if scrubbed == raws and header == trajectory.header:
         return
     search.unindex(trajectory.trial)  # the trial is indexed again from the new bodies
+    before = {trajectory.step_bodies_id, *trajectory.steps.exclude(segment=None).values_list("segment_id", flat=True)}
     Step.objects.filter(trajectory=trajectory).delete()
     steps = [trajectory.read_step(raw, step.index) for raw, step in zip(scrubbed, stored, strict=True)]
     copies = StepBodies(spool)
@@ -89,3 +90,5 @@ def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]],
         copies.discard()
     trajectory.header, trajectory.withheld = header, True
     trajectory.save(update_fields=["step_bodies", "header", "withheld"])
+    for blob_id in before:  # the unscrubbed bodies, unless the file itself or shared (a live trial's)
+        release_blob(blob_id)

@@ -112,7 +112,10 @@ class CommandView(APIView):
         return self.record(trial, event)
 
     def record(self, trial: Trial, event: dict[str, Any]) -> Response:
-        accepted = service.add_items(trial, [event], [])
+        try:
+            accepted = service.add_items(trial, [event], [])
+        except service.Refused as exc:  # (the event is built here: it names no redaction)
+            raise ValidationError({"errors": exc.errors}) from exc
         if accepted.errors:  # (the event is built here: a bad one is ours)
             raise ValidationError({"errors": accepted.errors})
         trial.refresh_from_db(fields=["status"])
@@ -189,7 +192,8 @@ class TrialEvents(APIView):
     """Runtime events and ATIF steps of a live trial, as they happen: `{"events": [...], "steps": [...]}`
     (either key) or a JSON-lines body of events. Idempotent by `eventId` and `step_id`; kept in
     `sequence` / `step_id` order whatever the order they arrive in. A bad item: 400 naming it
-    (`events[3]`, `steps[0]`, `line 7`), and every good one is kept."""
+    (`events[3]`, `steps[0]`, `line 7`), and every good one is kept; but a redaction naming no item
+    (400) or steps for a finished trial (409) refuse the whole POST, nothing of it stored."""
 
     required_right = roles.RUN
     parser_classes = [FastJSONParser, JSONLinesParser, JSONLinesAlias]
@@ -203,7 +207,13 @@ class TrialEvents(APIView):
                 "steps": serializers.ListField(child=serializers.DictField(), required=False),
             },
         ),
-        responses={200: ACCEPTED, 400: OpenApiResponse(ACCEPTED, description="bad items, named; the good ones kept")},
+        responses={
+            200: ACCEPTED,
+            400: OpenApiResponse(
+                ACCEPTED, description="bad items, named; the good ones kept (a redaction naming no item: none kept)"
+            ),
+            409: OpenApiResponse(ACCEPTED, description="steps for a trial no longer running: nothing kept"),
+        },
         examples=[
             OpenApiExample(
                 "a tool call and its step",
@@ -230,7 +240,12 @@ class TrialEvents(APIView):
     )
     def post(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
-        data = request.data
+        try:
+            return self.accept(trial, request.data)
+        except service.Refused as exc:
+            return Response(service.Accepted(errors=exc.errors).as_dict(), status=exc.status)
+
+    def accept(self, trial: Trial, data: Any) -> Response:
         errors: list[dict[str, str]] = []
         if isinstance(data, bytes):  # JSON lines
             events: list[Any] = []

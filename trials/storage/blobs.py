@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from django.core.files.storage import FileSystemStorage
+from django.db import transaction
 
 from trials.models import Blob
 from trials.storage.backend import (
@@ -171,6 +172,25 @@ def remove_unnamed_packs(older_than: float = STALE_PARTIAL_SECONDS, dry_run: boo
             storage.delete(name)
         removed.append(name)
     return removed
+
+
+def release_blob(blob_id: int | None) -> None:
+    """Forget a blob nothing points to any more (a live trial's segments once compacted, a scrubbed copy's
+    predecessor). Its row goes now; a pack object it alone filled is removed by the storage sweep
+    (remove_unnamed_packs), a file of its own once this commits.
+    """
+    blob = Blob.objects.filter(pk=blob_id).first() if blob_id is not None else None
+    if blob is None:
+        return
+    for relation in Blob._meta.related_objects:  # (every row that may point to a blob: files, artifacts, steps…)
+        model = relation.related_model
+        assert not isinstance(model, str)  # (resolved once the apps are loaded)
+        if model._default_manager.filter(**{relation.field.name: blob_id}).exists():
+            return  # (the same bytes elsewhere: content-addressed)
+    blob.delete()
+    if not blob.pack:
+        name = blob.storage_name
+        transaction.on_commit(lambda: blob_storage().delete(name))
 
 
 def copy_to(source: BinaryIO, target: BinaryIO) -> int:

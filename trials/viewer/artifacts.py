@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 import orjson
 
 from trials.ingest import redaction
-from trials.models import Artifact, ContextRecord, RuntimeEvent, Trial
+from trials.models import Artifact, Trial
 from trials.viewer.text import pretty_json, scrub
 
 PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
@@ -58,17 +58,10 @@ def artifact_rows(trial: Trial, artifacts: list[Artifact]) -> list[ArtifactRow]:
             row.why_not = f"only the first {PREVIEWS_PER_PAGE} are previewed"
         else:
             read += 1
-            named = trial_redactions(trial) if named is None else named
+            named = trial.redactions() if named is None else named
             row.kind, row.text = _text_preview(blob.read(), file_name(artifact), named)
             row.why_not = "" if row.kind else "not text (or not UTF-8) and not an image"
     return rows
-
-
-def trial_redactions(trial: Trial) -> dict[str, dict]:
-    """The redactions the trial's runtime events, context records and documents declare."""
-    raws = list(RuntimeEvent.objects.filter(trial=trial).values_list("raw", flat=True))
-    data = list(ContextRecord.objects.filter(trial=trial).values_list("data", flat=True))
-    return redaction.collect_redactions([*raws, *data, trial.documents])
 
 
 def _text_preview(data: bytes, name: str, named: dict[str, dict]) -> tuple[str, str]:
