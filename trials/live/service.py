@@ -1,10 +1,11 @@
 """Live trials: every write a runner's commands make (start, events and steps, reward, completion).
 
-A live trial is stored like an imported one: a Trial keyed as its Lime evidence pack would
-be (`lime:<trialId>`, so a pack imported later joins it), RuntimeEvent rows, and one main
-Trajectory whose Step rows point into a blob of step bodies (rewritten, appended to, on
-each POST of steps). On completion its ATIF file is written as a blob, as if imported; a
-trial with events and no steps gets a trajectory derived from its events (derive.py).
+A live trial is stored like an imported one, through the importer's stages (parse, redact,
+write, index, sign): a Trial keyed as its Lime evidence pack would be (`lime:<trialId>`, so a
+pack imported later joins it), RuntimeEvent rows, and one main Trajectory whose Step rows
+point into a segment blob per POST of steps (a POST writes its own steps only). On completion
+the segments are compacted into its ATIF file, stored as if imported; a trial with events
+and no steps gets a trajectory derived from its events (derive.py).
 """
 
 from __future__ import annotations
