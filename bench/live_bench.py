@@ -195,7 +195,7 @@ def main() -> None:
         return json.loads(response.data)
 
     try:
-        met = one_step_a_post(args, post, data_dir)  # (first: the storage holds nothing else yet)
+        met = one_step_a_post(args, post, data_dir) if args.one_step else True  # (first: storage holds nothing)
         spine = {"benchmark": {"trialId": "bench-trial", "taskId": "bench-task", "harborJobRef": "jobs/bench"}}
         trial = post("/api/commands/start_benchmark_trial/", json.dumps(spine).encode())["trial_id"]
         events_url = f"/api/trials/{trial}/events/"

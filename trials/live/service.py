@@ -253,7 +253,9 @@ def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "e
             raise Refused(409, [{"path": f"steps[{index}]", "error": error} for index in late])
         before = trial.redactions()
         copied = {key: {**entry, "fields": [*entry["fields"]]} for key, entry in before.items()}
-        named = redaction.collect_redactions(good_events, copied)  # (the trial's, and these events')
+        named = (  # the trial's, and these events' (walked only when a key or value starts "redact)
+            redaction.collect_redactions(good_events, copied) if redaction.has_redaction_marks(good_events) else copied
+        )
         new_events: list[dict[str, Any]] = []
         if good_events:
             new_events = _store_events(trial, good_events, named)
