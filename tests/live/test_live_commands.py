@@ -263,5 +263,3 @@ def test_each_post_of_steps_writes_only_its_steps_and_the_completion_leaves_one_
     assert not Step.objects.filter(trial_id=pk, segment__isnull=False).exists()
     assert [s.raw["step_id"] for s in trajectory.steps.order_by("index")] == [1, 2, 3, 4, 5]  # served from the file
     assert [s["step_id"] for s in orjson.loads(trajectory.blob.read())["steps"]] == [1, 2, 3, 4, 5]
-
-

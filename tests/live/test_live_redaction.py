@@ -111,7 +111,8 @@ def test_a_redacted_item_a_live_step_carries_is_withheld_everywhere_whichever_co
     assert StepText.objects.filter(trial_id=pk).count() == 2  # its steps are in the index
     assert client_logged_in.get("/api/search/", {"q": "use_context"}).json()["results"]  # and search finds them
 
-    done = runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "completed"}, format="json")
+    completion = {"trial_id": pk, "status": "completed"}
+    done = runner.post("/api/commands/complete_benchmark_trial/", completion, format="json")
     assert done.status_code == 200, done.content
     bodies = assert_withheld(client_logged_in, pk)  # and once complete
     trial = Trial.objects.get(pk=pk)
