@@ -25,6 +25,7 @@ from trials import search
 from trials.imports import rescrub
 from trials.imports.rows import (
     apply_completeness,
+    event_values,
     get_configuration,
     get_dataset,
     get_task,
@@ -293,25 +294,7 @@ def _store_events(trial: Trial, items: list[dict[str, Any]], named: dict[str, di
     unique = {item["eventId"][:200]: item for item in reversed(items)}  # the first of repeats in one POST
     known = set(RuntimeEvent.objects.filter(trial=trial, event_id__in=list(unique)).values_list("event_id", flat=True))
     new = redaction.without_redacted_context([item for key, item in unique.items() if key not in known], named)
-    rows = []
-    for obj in new:  # (scrubbed: a redacted context value never reaches a row)
-        event = lime.parse_event(obj, "events")
-        rows.append(
-            {
-                "trial_id": trial.pk,
-                "pack_id": None,
-                "type": event.type[:100],
-                "event_id": event.event_id[:200],
-                "timestamp": event.timestamp,
-                "sequence": event.sequence,
-                "session_id": str(event.correlation.get("sessionId") or "")[:200],
-                "run_id": str(event.correlation.get("runId") or "")[:200],
-                "correlation": event.correlation,
-                "payload": event.payload,
-                "refs": event.refs,
-                "raw": event.raw,
-            }
-        )
+    rows = [event_values(lime.parse_event(obj, "events"), trial.pk, None) for obj in new]  # (scrubbed already)
     insert_rows(RuntimeEvent, rows)
     return new
 
