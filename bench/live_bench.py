@@ -200,37 +200,41 @@ def main() -> None:
         trial = post("/api/commands/start_benchmark_trial/", json.dumps(spine).encode())["trial_id"]
         events_url = f"/api/trials/{trial}/events/"
 
-        bodies = [
-            json.dumps({"events": [runtime_event(n) for n in range(i, min(i + args.batch, args.events))]}).encode()
-            for i in range(0, args.events, args.batch)
-        ]
-        per_request = []
-        started = time.perf_counter()
-        for body in bodies:
-            t = time.perf_counter()
-            post(events_url, body)
-            per_request.append((time.perf_counter() - t) * 1000)
-        seconds = time.perf_counter() - started
-        print(
-            f"events: {args.events:,} in {seconds:.2f} s = {args.events / seconds:,.0f} events/s "
-            f"(batches of {args.batch}: median {statistics.median(per_request):.0f} ms, p95 {p95(per_request):.0f} ms)"
-        )
-        again = time.perf_counter()
-        post(events_url, bodies[0])
-        print(f"a batch sent again (all duplicates): {(time.perf_counter() - again) * 1000:.0f} ms")
-
-        step_batch = 50
-        started = time.perf_counter()
-        for first in range(1, args.steps + 1, step_batch):
-            steps = [
-                {"step_id": n, "source": "agent", "message": f"step {n} " + "y" * 500}
-                for n in range(first, min(first + step_batch, args.steps + 1))
+        if args.events:
+            bodies = [
+                json.dumps({"events": [runtime_event(n) for n in range(i, min(i + args.batch, args.events))]}).encode()
+                for i in range(0, args.events, args.batch)
             ]
-            post(events_url, json.dumps({"steps": steps}).encode())
-        seconds = time.perf_counter() - started
-        print(
-            f"steps: {args.steps:,} in batches of {step_batch}: {seconds:.2f} s = {args.steps / seconds:,.0f} steps/s"
-        )
+            per_request = []
+            started = time.perf_counter()
+            for body in bodies:
+                t = time.perf_counter()
+                post(events_url, body)
+                per_request.append((time.perf_counter() - t) * 1000)
+            seconds = time.perf_counter() - started
+            print(
+                f"events: {args.events:,} in {seconds:.2f} s = {args.events / seconds:,.0f} events/s "
+                f"(batches of {args.batch}: median {statistics.median(per_request):.0f} ms, "
+                f"p95 {p95(per_request):.0f} ms)"
+            )
+            again = time.perf_counter()
+            post(events_url, bodies[0])
+            print(f"a batch sent again (all duplicates): {(time.perf_counter() - again) * 1000:.0f} ms")
+
+        if args.steps:
+            step_batch = 50
+            started = time.perf_counter()
+            for first in range(1, args.steps + 1, step_batch):
+                steps = [
+                    {"step_id": n, "source": "agent", "message": f"step {n} " + "y" * 500}
+                    for n in range(first, min(first + step_batch, args.steps + 1))
+                ]
+                post(events_url, json.dumps({"steps": steps}).encode())
+            seconds = time.perf_counter() - started
+            print(
+                f"steps: {args.steps:,} in batches of {step_batch}: {seconds:.2f} s = "
+                f"{args.steps / seconds:,.0f} steps/s"
+            )
 
         if args.page_steps:
             page_delay(args, base, session, trial, post, events_url, http)
