@@ -38,7 +38,6 @@ from trials.ingest.formats import atif, lime
 from trials.ingest.formats.atif_checks import validate_step
 from trials.ingest.formats.context_kinds import record_kind
 from trials.ingest.jsonio import dumps_bytes
-from trials.ingest.redaction import redaction_targets
 from trials.ingest.values import as_dict, parse_iso
 from trials.live.derive import SCHEMA_VERSION, derive_trajectory
 from trials.models import Job, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
@@ -196,7 +195,7 @@ def redaction_problem(item: dict[str, Any]) -> str:
     payload = as_dict(item.get("payload"))
     if "redaction" not in item["type"] and record_kind(payload) != "redaction":
         return ""
-    if any(target.strip() for target in redaction_targets(payload) + redaction_targets(item)):
+    if any(target.strip() for target in redaction.collect_redactions(item)):  # (wherever in it the record is)
         return ""
     return "a redaction must name the item it redacts (payload.item_id, target_ref or item_refs); none is named"
 
