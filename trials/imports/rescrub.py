@@ -18,7 +18,7 @@ from trials import search
 from trials.imports.steps import write_steps
 from trials.ingest import redaction
 from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
-from trials.storage.blobs import StepBodies, release_blob
+from trials.storage.blobs import StepBodies, release_blobs
 
 # What a trial row holds of its files: documents (Config, Verifier tabs), logs, its exception.
 TRIAL_FIELDS = ("documents", "texts", "exception_message", "exception_traceback")
@@ -90,5 +90,4 @@ def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]],
         copies.discard()
     trajectory.header, trajectory.withheld = header, True
     trajectory.save(update_fields=["step_bodies", "header", "withheld"])
-    for blob_id in before:  # the unscrubbed bodies, unless the file itself or shared (a live trial's)
-        release_blob(blob_id)
+    release_blobs(before)  # the unscrubbed bodies, unless the file itself or shared (a live trial's segments)

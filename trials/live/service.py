@@ -41,7 +41,7 @@ from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.values import as_dict, parse_iso
 from trials.live.derive import SCHEMA_VERSION, derive_trajectory
 from trials.models import Job, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
-from trials.storage.blobs import StepBodies, release_blob, store_file
+from trials.storage.blobs import StepBodies, release_blobs, store_file
 from trials.storage.bulk_insert import insert_rows
 from trials.triage import signatures
 
@@ -500,8 +500,7 @@ def compact(trajectory: Trajectory) -> None:
     Step.objects.bulk_update(steps, ["segment", "body_offset"], batch_size=1000)
     trajectory.blob = trajectory.step_bodies = blob
     trajectory.save(update_fields=["blob", "step_bodies"])
-    for blob_id in before - {blob.pk}:
-        release_blob(blob_id)
+    release_blobs(before - {blob.pk})
 
 
 def _spool_dir() -> Path:
