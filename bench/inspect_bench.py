@@ -92,7 +92,7 @@ def child_import(path: Path, data_dir: Path) -> dict:
 
     django.setup()
     from django.core.management import call_command
-    from trials.imports.queue import create_import
+    from trials.queue import create_import
 
     from trials.imports.service import run_import
     from trials.models import Import, Step, ToolCall, Trial

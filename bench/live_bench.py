@@ -1,16 +1,26 @@
-"""Benchmark of live runs: events accepted per second through the API, and the delay from POST to the page.
+"""Benchmark of live runs: events accepted per second through the API, appends that cost the batch, and
+the delay from POST to the page.
 
-Usage: .venv/bin/python bench/live_bench.py [--events 50000] [--batch 1000] [--steps 2000] [--page-steps 10]
-       [--database-url postgres://postgres@127.0.0.1:5432/wt26a_live_bench] [--port 8777]
+Usage: .venv/bin/python bench/live_bench.py [--quick] [--one-step 20000] [--events 50000] [--batch 1000]
+       [--steps 2000] [--page-steps 10] [--database-url URL] [--port N]
 
-A fresh PostgreSQL database, migrated; one gunicorn worker (sync) serving Benchviewer; a
-runner's token. Then, from one client in this process (urllib3, keep-alive):
+A fresh database (`--database-url`, else BENCH_DATABASE_URL, else DATABASE_URL: PostgreSQL is
+dropped and created again, so name one of your own; `--quick` without one uses SQLite in a
+temporary folder), migrated; one gunicorn worker (sync) serving Benchviewer on a free port;
+a runner's token. Then, from one client in this process (urllib3, keep-alive):
+  - one step a POST: a trial of `--one-step` steps sent one POST each, then completed: the
+    median POST of the first and the last 1,000 (target: the last within 1.5x of the first),
+    and the bytes the blob storage holds at its completion against one copy of its step
+    bodies (target: within 1.2x);
   - events: `--events` runtime events (300-byte payloads) POSTed to /api/trials/<id>/events/
     in batches of `--batch`, one after another: events stored per second;
   - steps: `--steps` ATIF steps in batches of 50 (a runner streaming a 2,000-step trial);
   - delay: one step POSTed at a time while a browser (Playwright, system Chromium) shows the
     trial's page; the time until its row is on the page (the page polls every 2 s), and the
     time until the poll endpoint returns it.
+
+`--quick` (seconds: 100 one-step POSTs, 1,000 events, 100 steps, no browser) exits 1
+when the stored bytes miss their target; a full run also when the POST times miss theirs.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +45,8 @@ sys.path.insert(0, str(REPO))
 
 
 def fresh_database(url: str) -> None:
+    if url.startswith("sqlite"):
+        return  # (a new file in the run's own folder)
     name = url.rsplit("/", 1)[1]
     with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
@@ -60,6 +73,12 @@ def setup_django(url: str, data_dir: str) -> tuple[str, str]:
     client = Client()
     client.force_login(user)
     return Token.objects.create(user=user).key, client.cookies["sessionid"].value
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def serve(url: str, data_dir: str, port: int) -> subprocess.Popen:
@@ -107,18 +126,63 @@ def runtime_event(n: int) -> dict:
     }
 
 
+def one_step_a_post(args, post, data_dir: str) -> bool:
+    """A trial streamed one step a POST, then completed: POST times first and last, stored bytes; targets met?"""
+    from django.db.models import Sum
+
+    from trials.models import Step
+
+    spine = {"benchmark": {"trialId": "bench-one-step", "taskId": "bench-task", "harborJobRef": "jobs/bench"}}
+    trial = post("/api/commands/start_benchmark_trial/", json.dumps(spine).encode())["trial_id"]
+    url = f"/api/trials/{trial}/events/"
+    times = []
+    for n in range(1, args.one_step + 1):
+        body = json.dumps({"steps": [{"step_id": n, "source": "agent", "message": f"step {n} " + "z" * 200}]})
+        started = time.perf_counter()
+        post(url, body.encode())
+        times.append((time.perf_counter() - started) * 1000)
+    post("/api/commands/complete_benchmark_trial/", json.dumps({"trial_id": trial, "status": "completed"}).encode())
+    window = min(1_000, len(times) // 2)
+    first, last = statistics.median(times[:window]), statistics.median(times[-window:])
+    one_copy = Step.objects.filter(trial_id=trial).aggregate(n=Sum("size"))["n"]
+    blobs = Path(data_dir) / "blobs"
+    stored = sum(f.stat().st_size for f in blobs.rglob("*") if f.is_file())
+    folders = sum(1 for f in blobs.rglob("*") if f.is_dir())
+    print(
+        f"one step a POST, {args.one_step:,} steps: median POST of the first {window:,} {first:.1f} ms, "
+        f"of the last {window:,} {last:.1f} ms ({last / first:.2f}x; target 1.5x)"
+    )
+    print(
+        f"stored at its completion: {stored:,} bytes of blobs against one copy of its steps {one_copy:,} "
+        f"({stored / one_copy:.3f}x; target 1.2x; {folders:,} blob folders left)"
+    )
+    times_met = last <= 1.5 * first or args.quick  # (a quick run's few POSTs are too noisy to judge)
+    return times_met and stored <= 1.2 * one_copy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="a small run of every part, no browser")
+    parser.add_argument("--one-step", type=int, default=20_000)
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--steps", type=int, default=2_000)
     parser.add_argument("--page-steps", type=int, default=10)
-    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/wt26a_live_bench")
-    parser.add_argument("--port", type=int, default=8777)
+    parser.add_argument(
+        "--database-url", default=os.environ.get("BENCH_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    )
+    parser.add_argument("--port", type=int, default=0, help="default: a free one")
     args = parser.parse_args()
+    if args.quick:
+        args.one_step, args.events, args.batch, args.steps, args.page_steps = 100, 1_000, 500, 100, 0
+    data_dir = tempfile.mkdtemp(prefix="live-bench-")
+    if not args.database_url:
+        if not args.quick:
+            raise SystemExit("name a database: --database-url, BENCH_DATABASE_URL or DATABASE_URL")
+        args.database_url = f"sqlite:///{data_dir}/bench.sqlite3"
+    args.port = args.port or free_port()
 
     fresh_database(args.database_url)
-    data_dir = tempfile.mkdtemp(prefix="live-bench-")
     token, session = setup_django(args.database_url, data_dir)
     server = serve(args.database_url, data_dir, args.port)
     base = f"http://127.0.0.1:{args.port}"
@@ -131,46 +195,54 @@ def main() -> None:
         return json.loads(response.data)
 
     try:
+        met = one_step_a_post(args, post, data_dir) if args.one_step else True  # (first: storage holds nothing)
         spine = {"benchmark": {"trialId": "bench-trial", "taskId": "bench-task", "harborJobRef": "jobs/bench"}}
         trial = post("/api/commands/start_benchmark_trial/", json.dumps(spine).encode())["trial_id"]
         events_url = f"/api/trials/{trial}/events/"
 
-        bodies = [
-            json.dumps({"events": [runtime_event(n) for n in range(i, min(i + args.batch, args.events))]}).encode()
-            for i in range(0, args.events, args.batch)
-        ]
-        per_request = []
-        started = time.perf_counter()
-        for body in bodies:
-            t = time.perf_counter()
-            post(events_url, body)
-            per_request.append((time.perf_counter() - t) * 1000)
-        seconds = time.perf_counter() - started
-        print(
-            f"events: {args.events:,} in {seconds:.2f} s = {args.events / seconds:,.0f} events/s "
-            f"(batches of {args.batch}: median {statistics.median(per_request):.0f} ms, p95 {p95(per_request):.0f} ms)"
-        )
-        again = time.perf_counter()
-        post(events_url, bodies[0])
-        print(f"a batch sent again (all duplicates): {(time.perf_counter() - again) * 1000:.0f} ms")
-
-        step_batch = 50
-        started = time.perf_counter()
-        for first in range(1, args.steps + 1, step_batch):
-            steps = [
-                {"step_id": n, "source": "agent", "message": f"step {n} " + "y" * 500}
-                for n in range(first, min(first + step_batch, args.steps + 1))
+        if args.events:
+            bodies = [
+                json.dumps({"events": [runtime_event(n) for n in range(i, min(i + args.batch, args.events))]}).encode()
+                for i in range(0, args.events, args.batch)
             ]
-            post(events_url, json.dumps({"steps": steps}).encode())
-        seconds = time.perf_counter() - started
-        print(
-            f"steps: {args.steps:,} in batches of {step_batch}: {seconds:.2f} s = {args.steps / seconds:,.0f} steps/s"
-        )
+            per_request = []
+            started = time.perf_counter()
+            for body in bodies:
+                t = time.perf_counter()
+                post(events_url, body)
+                per_request.append((time.perf_counter() - t) * 1000)
+            seconds = time.perf_counter() - started
+            print(
+                f"events: {args.events:,} in {seconds:.2f} s = {args.events / seconds:,.0f} events/s "
+                f"(batches of {args.batch}: median {statistics.median(per_request):.0f} ms, "
+                f"p95 {p95(per_request):.0f} ms)"
+            )
+            again = time.perf_counter()
+            post(events_url, bodies[0])
+            print(f"a batch sent again (all duplicates): {(time.perf_counter() - again) * 1000:.0f} ms")
 
-        page_delay(args, base, session, trial, post, events_url, http)
+        if args.steps:
+            step_batch = 50
+            started = time.perf_counter()
+            for first in range(1, args.steps + 1, step_batch):
+                steps = [
+                    {"step_id": n, "source": "agent", "message": f"step {n} " + "y" * 500}
+                    for n in range(first, min(first + step_batch, args.steps + 1))
+                ]
+                post(events_url, json.dumps({"steps": steps}).encode())
+            seconds = time.perf_counter() - started
+            print(
+                f"steps: {args.steps:,} in batches of {step_batch}: {seconds:.2f} s = "
+                f"{args.steps / seconds:,.0f} steps/s"
+            )
+
+        if args.page_steps:
+            page_delay(args, base, session, trial, post, events_url, http)
     finally:
         server.terminate()
         server.wait(timeout=10)
+    if not met:
+        raise SystemExit("a target was missed (above)")
 
 
 def page_delay(args, base: str, session: str, trial: int, post, events_url: str, http) -> None:

@@ -113,16 +113,9 @@ def harbor_folder(trial: Trial) -> str:
     return trajectory.rsplit("/agent/", 1)[0] if isinstance(trajectory, str) and "/agent/" in trajectory else ""
 
 
-def trial_redactions(trial: Trial) -> dict[str, dict[str, Any]]:
-    """Every redaction the trial holds (its events, context records, documents), as an import finds them."""
-    events = list(trial.events.values_list("raw", flat=True))
-    records = list(trial.context_records.values_list("data", flat=True))
-    return redaction.redactions_in([*events, *records, trial.documents])
-
-
 def write_trial_zip(trial: Trial, fileobj: IO[bytes]) -> None:
     """Write the trial's export zip into `fileobj` (left open, at its end)."""
-    named = trial_redactions(trial)
+    named = trial.redactions()
     out = ExportZip(fileobj, export_name(trial))
     trajectories = list(trial.trajectories.select_related("blob", "step_bodies").order_by("position", "pk"))
     folder = harbor_folder(trial)
@@ -270,14 +263,10 @@ def derived_atif(trial: Trial, trajectory: Trajectory) -> dict[str, Any]:
         "model_name": configuration.model_name if configuration else "",
     }
     steps: list[Any] = []
-    if trajectory.step_bodies is not None:
-        converts = agentv.is_output_trajectory(trajectory.path)
-        with open_blob(trajectory.step_bodies) as bodies:
-            places = trajectory.steps.order_by("index").values_list("index", "body_offset", "size")
-            for index, offset, size in places.iterator():
-                bodies.seek(offset)
-                raw = orjson.loads(bodies.read(size))
-                steps.append(atif_step(trajectory.read_step(raw, index), len(steps) + 1) if converts else raw)
+    converts = agentv.is_output_trajectory(trajectory.path)
+    for index, body in trajectory.bodies():
+        raw = orjson.loads(body)
+        steps.append(atif_step(trajectory.read_step(raw, index), len(steps) + 1) if converts else raw)
     return {
         "schema_version": trajectory.schema_version or DERIVED_ATIF_VERSION,
         "session_id": trajectory.session_id or trial.session_id or trial.key,

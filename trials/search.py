@@ -34,6 +34,7 @@ from django.dispatch import receiver
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import ParsedStep
 from trials.models import Step, StepText, StepWords, Trajectory, Trial
+from trials.models.steps import read_bodies
 from trials.storage.bulk_insert import insert_rows
 
 WORD = re.compile(r"[^\W_]+")  # what FTS5's unicode61 tokenizer keeps as a token
@@ -69,16 +70,43 @@ def index_pending(max_trials: int | None = None) -> int:
             if not claimed:
                 break
             Trial.objects.filter(pk__in=claimed).update(step_text_indexed=True)
-            _write_search_text(claimed)  # and, on PostgreSQL, the words
-            if connection.vendor == "sqlite":
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        "INSERT INTO trials_step_fts(rowid, text) SELECT step_id, text FROM trials_steptext"
-                        f" WHERE trial_id IN ({', '.join(['%s'] * len(claimed))})",
-                        claimed,
-                    )
+            _index_steps(claimed, "trial_id")
         done += len(claimed)
     return done
+
+
+def index_trial(trial) -> None:
+    """Put the trial's steps into the index now, unless they are (a live trial: its first steps, or
+    after a redaction scrubbed them). The index stays true as later steps come (`index_new_steps`)."""
+    if not has_index():
+        return
+    with transaction.atomic():
+        if Trial.objects.filter(pk=trial.pk, step_text_indexed=False).update(step_text_indexed=True):
+            _index_steps([trial.pk], "trial_id")
+    trial.step_text_indexed = True
+
+
+def index_new_steps(trial, step_pks: list[int]) -> None:
+    """Steps added to a trial (a live trial's POST): indexed with it, so its index costs the new steps only."""
+    if not Trial.objects.filter(pk=trial.pk, step_text_indexed=True).exists():
+        index_trial(trial)  # (all of them, these too)
+    elif has_index():
+        for start in range(0, len(step_pks), 500):
+            _index_steps(step_pks[start : start + 500], "step_id")
+
+
+def _index_steps(ids: list[int], column: str) -> None:
+    """Search text (and, on PostgreSQL, words) of the steps of these trials (`trial_id`) or these steps
+    (`step_id`); on SQLite their rows of the FTS5 table too."""
+    steps = Step.objects.filter(trial_id__in=ids) if column == "trial_id" else Step.objects.filter(pk__in=ids)
+    _write_search_text(steps)
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO trials_step_fts(rowid, text) SELECT step_id, text FROM trials_steptext"
+                f" WHERE {column} IN ({', '.join(['%s'] * len(ids))})",
+                ids,
+            )
 
 
 def search_text(step: ParsedStep) -> str:
@@ -98,36 +126,27 @@ def step_text(step: ParsedStep) -> str:
 
 def stored_steps(steps) -> Iterator[tuple[int, int, ParsedStep]]:
     """(pk, trial pk, step) for Step rows, each read again from its stored body as the importer read it."""
-    trajectories = Trajectory.objects.filter(pk__in=steps.values("trajectory_id")).select_related("step_bodies")
+    trajectories = Trajectory.objects.filter(pk__in=steps.values("trajectory_id"))
     by_pk = {trajectory.pk: trajectory for trajectory in trajectories}
     # All at once (a few numbers a step), so no cursor stays open on the step table while
     # the caller writes.
     rows = list(
-        steps.order_by("trajectory_id", "index").values_list("pk", "trajectory_id", "index", "body_offset", "size")
+        steps.order_by("trajectory_id", "index").values_list(
+            "pk", "trajectory_id", "index", "segment_id", "body_offset", "size"
+        )
     )
-    trajectory, body_file = None, None
-    try:
-        for pk, trajectory_pk, index, offset, size in rows:
-            if trajectory is None or body_file is None or trajectory.pk != trajectory_pk:  # (both set together)
-                if body_file is not None:
-                    body_file.close()
-                trajectory = by_pk[trajectory_pk]
-                bodies = trajectory.step_bodies
-                assert bodies is not None  # (the import stores them for every trajectory that has steps)
-                body_file = bodies.open()
-            body_file.seek(offset)
-            yield pk, trajectory.trial_id, trajectory.read_step(orjson.loads(body_file.read(size)), index)
-    finally:
-        if body_file is not None:
-            body_file.close()
+    places = [(segment or by_pk[pk].step_bodies_id, offset, size) for _, pk, _, segment, offset, size in rows]
+    for (pk, trajectory_pk, index, *_), body in zip(rows, read_bodies(places), strict=True):
+        trajectory = by_pk[trajectory_pk]
+        yield pk, trajectory.trial_id, trajectory.read_step(orjson.loads(body), index)
 
 
-def _write_search_text(trial_pks: list[int]) -> None:
+def _write_search_text(steps) -> None:
     """Each step's search text, from its body; on PostgreSQL its words too, from the same text."""
     texts: list[dict] = []
     words: list[dict] = []
     batch_size = 0
-    for pk, trial_pk, step in stored_steps(Step.objects.filter(trial_id__in=trial_pks)):
+    for pk, trial_pk, step in stored_steps(steps):
         text = search_text(step)
         texts.append({"step_id": pk, "trial_id": trial_pk, "text": text})
         batch_size += len(text)

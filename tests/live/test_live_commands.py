@@ -247,15 +247,26 @@ def test_a_request_of_too_many_items_is_refused_whole(runner, settings):
     assert not RuntimeEvent.objects.filter(trial_id=pk, event_id="evt_1").exists()
 
 
-def test_steps_sent_after_the_completion_are_added_to_its_file(runner):
+def test_steps_sent_after_the_completion_are_refused_naming_them_and_nothing_stored_changes(runner):
     pk = start(runner)
     runner.post(f"/api/trials/{pk}/events/", {"steps": [step(1, "user")]}, format="json")
     runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "completed"}, format="json")
     again = runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "failed"}, format="json")
     assert again.json()["status"] == "passed"  # the first completion stands
-    runner.post(f"/api/trials/{pk}/events/", {"steps": [step(2)]}, format="json")  # a late retry
-    atif = orjson.loads(Trial.objects.get(pk=pk).trajectories.get().blob.read())
-    assert [s["step_id"] for s in atif["steps"]] == [1, 2]
+    trajectory = Trial.objects.get(pk=pk).trajectories.get()
+    stored = trajectory.blob.read()
+    late = runner.post(
+        f"/api/trials/{pk}/events/", {"events": [event(9)], "steps": [step(1, "user"), step(2)]}, format="json"
+    )
+    assert late.status_code == 409
+    assert late.json()["errors"] == [
+        {"path": "steps[1]", "error": f"trial {pk} is passed: a step comes before its completion, not after"}
+    ]
+    trajectory.refresh_from_db()
+    assert trajectory.blob.read() == stored and trajectory.step_count == 1
+    assert not Trial.objects.get(pk=pk).events.filter(event_id="evt_9").exists()  # the POST is refused whole
+    retry = runner.post(f"/api/trials/{pk}/events/", {"steps": [step(1, "user")]}, format="json")
+    assert retry.status_code == 200 and retry.json()["duplicates"] == 1  # a retry of what it holds is no news
 
 
 def test_a_completed_trial_gets_the_permission_decisions_its_events_record(runner):
@@ -272,10 +283,18 @@ def test_a_completed_trial_gets_the_permission_decisions_its_events_record(runne
     assert (decision.action_id, decision.decision, decision.side_effect_after_denial) == ("act_1", "deny", True)
 
 
-def test_each_post_of_steps_leaves_one_copy_of_the_bodies(runner):
+def test_each_post_of_steps_writes_only_its_steps_and_the_completion_leaves_one_copy(runner):
     pk = start(runner)
     for n in range(1, 6):
         runner.post(f"/api/trials/{pk}/events/", {"steps": [step(n)]}, format="json")
+        last = Step.objects.get(trial_id=pk, index=n - 1)
+        assert last.segment.size == last.size  # the POST's own step, not the trajectory again
     trajectory = Trial.objects.get(pk=pk).trajectories.get()
-    assert Blob.objects.count() == 1 and Blob.objects.get().pk == trajectory.step_bodies_id
     assert [s.raw["step_id"] for s in trajectory.steps.order_by("index")] == [1, 2, 3, 4, 5]
+    assert Blob.objects.count() == 5
+    runner.post("/api/commands/complete_benchmark_trial/", {"trial_id": pk, "status": "completed"}, format="json")
+    trajectory.refresh_from_db()
+    assert Blob.objects.count() == 1 and Blob.objects.get().pk == trajectory.blob_id == trajectory.step_bodies_id
+    assert not Step.objects.filter(trial_id=pk, segment__isnull=False).exists()
+    assert [s.raw["step_id"] for s in trajectory.steps.order_by("index")] == [1, 2, 3, 4, 5]  # served from the file
+    assert [s["step_id"] for s in orjson.loads(trajectory.blob.read())["steps"]] == [1, 2, 3, 4, 5]

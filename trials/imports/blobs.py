@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from django.core.files.storage import FileSystemStorage
+from django.db import transaction
 
 from trials.models import Blob
 from trials.storage.backend import (
@@ -173,6 +175,33 @@ def remove_unnamed_packs(older_than: float = STALE_PARTIAL_SECONDS, dry_run: boo
             storage.delete(name)
         removed.append(name)
     return removed
+
+
+def release_blobs(blob_ids: Iterable[int | None]) -> None:
+    """Forget the blobs of these that nothing points to any more (a live trial's segments once compacted,
+    the unscrubbed bodies a re-scrub replaced): one query a table per 500. Their rows go now; a pack
+    object one alone filled is removed by the storage sweep (remove_unnamed_packs), a file of its
+    own once this commits.
+    """
+    ids = sorted({blob_id for blob_id in blob_ids if blob_id is not None})
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        named: set[int] = set()
+        for relation in Blob._meta.related_objects:  # (every row that may point to a blob: files, steps…)
+            model = relation.related_model
+            assert not isinstance(model, str)  # (resolved once the apps are loaded)
+            rows = model._default_manager.filter(**{f"{relation.field.name}__in": chunk})
+            named.update(rows.values_list(relation.field.attname, flat=True))
+        gone = list(Blob.objects.filter(pk__in=[blob_id for blob_id in chunk if blob_id not in named]))
+        Blob.objects.filter(pk__in=[blob.pk for blob in gone]).delete()
+        names = [blob.storage_name for blob in gone if not blob.pack]
+        transaction.on_commit(functools.partial(_delete_names, names))
+
+
+def _delete_names(names: list[str]) -> None:
+    storage = blob_storage()
+    for name in names:
+        storage.delete(name)
 
 
 def copy_to(source: BinaryIO, target: BinaryIO) -> int:

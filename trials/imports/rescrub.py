@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from django.db.models import Model
 
 from trials import search
-from trials.imports.blobs import StepBodies
+from trials.imports.blobs import StepBodies, release_blobs
 from trials.imports.steps import write_steps
 from trials.ingest import redaction
 from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
@@ -28,11 +28,11 @@ _M = TypeVar("_M", bound=Model)
 
 def scrub_trial(trial: Trial, spool: Path) -> None:
     """Scrub what the trial holds by every redaction it now has."""
-    events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
-    records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
-    named = redaction.collect_redactions([e.raw for e in events] + [r.data for r in records] + [trial.documents])
+    named = trial.redactions()
     if not named:
         return
+    events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
+    records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
     scrubbed = {field: redaction.scrub_tree(getattr(trial, field), named) for field in TRIAL_FIELDS}
     changed = {field: value for field, value in scrubbed.items() if value != getattr(trial, field)}
     if changed:
@@ -54,7 +54,7 @@ def scrub_trial(trial: Trial, spool: Path) -> None:
             record.data = data
             changed_records[record.pk] = record
     ContextRecord.objects.bulk_update(changed_records.values(), ["data", "status", "redaction_state"], batch_size=500)
-    for trajectory in trial.trajectories.exclude(step_bodies=None):
+    for trajectory in trial.trajectories.all():  # (a running live trial's steps are in segments: no step_bodies)
         withhold_in_stored(trajectory, named, spool)
 
 
@@ -79,6 +79,7 @@ def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]],
     if scrubbed == raws and header == trajectory.header:
         return
     search.unindex(trajectory.trial)  # the trial is indexed again from the new bodies
+    before = {trajectory.step_bodies_id, *trajectory.steps.exclude(segment=None).values_list("segment_id", flat=True)}
     Step.objects.filter(trajectory=trajectory).delete()
     steps = [trajectory.read_step(raw, step.index) for raw, step in zip(scrubbed, stored, strict=True)]
     copies = StepBodies(spool)
@@ -89,3 +90,4 @@ def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]],
         copies.discard()
     trajectory.header, trajectory.withheld = header, True
     trajectory.save(update_fields=["step_bodies", "header", "withheld"])
+    release_blobs(before)  # the unscrubbed bodies, unless the file itself or shared (a live trial's segments)

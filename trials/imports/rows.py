@@ -339,20 +339,25 @@ def write_permissions(trial: Trial, permissions: Iterable[ParsedPermission]) -> 
 
 
 def event_row(event: ParsedEvent, trial: Trial | None, pack: Pack | None) -> RuntimeEvent:
-    return RuntimeEvent(
-        trial=trial,
-        pack=pack,
-        type=event.type[:100],
-        event_id=event.event_id[:200],
-        timestamp=_aware(event.timestamp),
-        sequence=column_count(event.sequence) if isinstance(event.sequence, int) else None,
-        session_id=str(event.correlation.get("sessionId") or "")[:200],
-        run_id=str(event.correlation.get("runId") or "")[:200],
-        correlation=event.correlation,
-        payload=event.payload,
-        refs=event.refs,
-        raw=event.raw,
-    )
+    return RuntimeEvent(**event_values(event, trial.pk if trial else None, pack.pk if pack else None))
+
+
+def event_values(event: ParsedEvent, trial_id: int | None, pack_id: int | None) -> dict[str, Any]:
+    """An event's row as column values (insert_rows takes these: a live POST of thousands of events)."""
+    return {
+        "trial_id": trial_id,
+        "pack_id": pack_id,
+        "type": event.type[:100],
+        "event_id": event.event_id[:200],
+        "timestamp": _aware(event.timestamp),
+        "sequence": column_count(event.sequence) if isinstance(event.sequence, int) else None,
+        "session_id": str(event.correlation.get("sessionId") or "")[:200],
+        "run_id": str(event.correlation.get("runId") or "")[:200],
+        "correlation": event.correlation,
+        "payload": event.payload,
+        "refs": event.refs,
+        "raw": event.raw,
+    }
 
 
 def context_row(record: ParsedContextRecord, trial: Trial | None, pack: Pack | None) -> ContextRecord:

@@ -115,12 +115,12 @@ def trajectory_row(trial: Trial, parsed: ParsedTrajectory, position: int, blob_i
 StepChunk = tuple[Trajectory, list[ParsedStep], StepBodies | None]
 
 
-def write_steps(chunks: list[StepChunk]) -> None:
+def write_steps(chunks: list[StepChunk], segment: int | None = None) -> None:
     """Steps of one or more trajectories, with their tool calls and observations: one insert per table.
 
     A chunk is a run of one trajectory's steps in order; several chunks are whole
     trajectories each. `bodies`: where the steps' JSON is copied to; None when each is
-    served from its span in the file.
+    served from its span in the file (or, given `segment`, in that blob: a live POST's steps).
     """
     chunks = [chunk for chunk in chunks if chunk[1]]
     if not chunks:
@@ -137,7 +137,7 @@ def write_steps(chunks: list[StepChunk]) -> None:
                 offset, size = bodies.add(body), len(body)
             signed = sign_step(step, chain)
             chain = signed.chain
-            rows.append(step_row(trajectory, step, offset, size, signed))
+            rows.append({**step_row(trajectory, step, offset, size, signed), "segment_id": segment})
     insert_rows(Step, rows)
     step_pks = {
         (trajectory_id, index): pk

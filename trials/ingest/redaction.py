@@ -259,12 +259,16 @@ def _scrubbed_steps(
     steps: Iterable[ParsedStep], trajectory: ParsedTrajectory, redactions: dict[str, dict[str, Any]]
 ) -> Iterator[ParsedStep]:
     for step in steps:
-        raw = scrub_tree(step.raw, redactions)
-        if raw == step.raw:
-            yield step
-            continue
-        trajectory.withheld = True
-        yield parse_step(raw, step.index)
+        scrubbed = scrub_step(step, redactions)
+        if scrubbed is not step:
+            trajectory.withheld = True
+        yield scrubbed
+
+
+def scrub_step(step: ParsedStep, redactions: dict[str, dict[str, Any]]) -> ParsedStep:
+    """The step read again with every redacted item in it scrubbed; the step itself when none is."""
+    raw = scrub_tree(step.raw, redactions)
+    return step if raw == step.raw else parse_step(raw, step.index)
 
 
 def without_redacted_context(objs: list[Any], named: dict[str, dict[str, Any]] | None = None) -> list[Any]:

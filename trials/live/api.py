@@ -124,7 +124,10 @@ class CommandView(APIView):
         return self.record(trial, event)
 
     def record(self, trial: Trial, event: dict[str, Any]) -> Response:
-        accepted = service.add_items(trial, [event], [])
+        try:
+            accepted = service.add_items(trial, [event], [])
+        except service.Refused as exc:  # (the event is built here: it names no redaction)
+            raise ValidationError({"errors": exc.errors}) from exc
         if accepted.errors:  # (the event is built here: a bad one is ours)
             raise ValidationError({"errors": accepted.errors})
         trial.refresh_from_db(fields=["status"])
@@ -209,7 +212,8 @@ class TrialEvents(APIView):
     """Runtime events and ATIF steps of a live trial, as they happen: `{"events": [...], "steps": [...]}`
     (either key) or a JSON-lines body of events. Idempotent by `eventId` and `step_id`; kept in
     `sequence` / `step_id` order whatever the order they arrive in. A bad item: 400 naming it
-    (`events[3]`, `steps[0]`, `line 7`), and every good one is kept."""
+    (`events[3]`, `steps[0]`, `line 7`), and every good one is kept; but a redaction naming no item
+    (400) or steps for a finished trial (409) refuse the whole POST, nothing of it stored."""
 
     required_right = roles.RUN
     max_body_setting = "LIVE_MAX_BODY_BYTES"
@@ -227,9 +231,12 @@ class TrialEvents(APIView):
         responses={
             200: ACCEPTED,
             400: OpenApiResponse(
-                ACCEPTED, description="bad items, named; the good ones kept (a body it cannot read: path `body`)"
+                ACCEPTED,
+                description="bad items, named; the good ones kept (a body it cannot read: path `body`; a redaction "
+                "naming no item: none kept)",
             ),
             403: OpenApiResponse(description="your role may not run, or another account started this trial"),
+            409: OpenApiResponse(ACCEPTED, description="steps for a trial no longer running: nothing kept"),
             413: OpenApiResponse(description="the body is over LIVE_MAX_BODY_BYTES: nothing of it was read"),
         },
         examples=[
@@ -262,6 +269,12 @@ class TrialEvents(APIView):
             data = request.data
         except ParseError as exc:
             return _refused("body", str(exc.detail))
+        try:
+            return self.accept(trial, data)
+        except service.Refused as exc:
+            return Response(service.Accepted(errors=exc.errors).as_dict(), status=exc.status)
+
+    def accept(self, trial: Trial, data: Any) -> Response:
         errors: list[dict[str, str]] = []
         if isinstance(data, bytes):  # JSON lines
             events: list[Any] = []

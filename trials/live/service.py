@@ -1,10 +1,11 @@
 """Live trials: every write a runner's commands make (start, events and steps, reward, completion).
 
-A live trial is stored like an imported one: a Trial keyed as its Lime evidence pack would
-be (`lime:<trialId>`, so a pack imported later joins it), RuntimeEvent rows, and one main
-Trajectory whose Step rows point into a blob of step bodies (rewritten, appended to, on
-each POST of steps). On completion its ATIF file is written as a blob, as if imported; a
-trial with events and no steps gets a trajectory derived from its events (derive.py).
+A live trial is stored like an imported one, through the importer's stages (parse, redact,
+write, index, sign): a Trial keyed as its Lime evidence pack would be (`lime:<trialId>`, so a
+pack imported later joins it), RuntimeEvent rows, and one main Trajectory whose Step rows
+point into a segment blob per POST of steps (a POST writes its own steps only). On completion
+the segments are compacted into its ATIF file, stored as if imported; a trial with events
+and no steps gets a trajectory derived from its events (derive.py).
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
-from trials.imports.blobs import StepBodies, store_file
+from trials import search
+from trials.imports import rescrub
+from trials.imports.blobs import StepBodies, release_blobs, store_file
 from trials.imports.rows import (
     apply_completeness,
+    event_values,
     get_configuration,
     get_dataset,
     get_task,
@@ -30,15 +34,16 @@ from trials.imports.rows import (
     write_permissions,
 )
 from trials.imports.steps import write_steps, write_trajectory
+from trials.ingest import redaction
 from trials.ingest.formats import atif, lime
 from trials.ingest.formats.atif_checks import validate_step
-from trials.ingest.records import ParsedStep
-from trials.ingest.redaction import without_redacted_context
+from trials.ingest.formats.context_kinds import record_kind
+from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.values import as_dict, parse_iso
 from trials.live.derive import SCHEMA_VERSION, derive_trajectory
-from trials.models import Blob, Job, RewardCriterion, RuntimeEvent, Trajectory, Trial
-from trials.storage.backend import blob_storage, open_blob
+from trials.models import Job, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
 from trials.storage.bulk_insert import insert_rows
+from trials.triage import signatures
 
 LIVE_FORMAT = "live"
 TRAJECTORY_PATH = "agent/trajectory.json"
@@ -168,6 +173,14 @@ class Accepted:
         return {"events": self.events, "steps": self.steps, "duplicates": self.duplicates, "errors": self.errors}
 
 
+class Refused(ValueError):
+    """The POST is refused whole, nothing of it stored: `status` is the HTTP status it answers."""
+
+    def __init__(self, status: int, errors: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{e['path']}: {e['error']}" for e in errors))
+        self.status, self.errors = status, errors
+
+
 def event_problem(item: Any) -> str:
     if not isinstance(item, dict):
         return f"an event must be a JSON object, not {type(item).__name__}"
@@ -178,6 +191,16 @@ def event_problem(item: Any) -> str:
     if item.get("sequence") is not None and not isinstance(item.get("sequence"), int):
         return f"sequence must be a whole number, not {item.get('sequence')!r}"
     return ""
+
+
+def redaction_problem(item: dict[str, Any]) -> str:
+    """What is wrong with a redaction event that names no item (it could withhold nothing), or ""."""
+    payload = as_dict(item.get("payload"))
+    if "redaction" not in item["type"] and record_kind(payload) != "redaction":
+        return ""
+    if any(target.strip() for target in redaction.collect_redactions(item)):  # (wherever in it the record is)
+        return ""
+    return "a redaction must name the item it redacts (payload.item_id, target_ref or item_refs); none is named"
 
 
 def step_problem(item: Any) -> str:
@@ -199,18 +222,27 @@ def step_problem(item: Any) -> str:
 def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "events[{}]") -> Accepted:
     """Store the new events and steps of a live trial; a bad item is named in `errors`, the good ones kept.
 
+    The importer's stages, in its order: each step parsed (atif.parse_step), scrubbed by every redaction
+    the trial declares with these events (ingest/redaction.py), written (imports/steps.write_steps,
+    its bodies a segment of their own: a POST writes its own steps only), indexed (search.py); a
+    redaction among the events scrubs again what the trial holds already (imports/rescrub.py).
     Idempotent: an event already stored (same eventId) or a step (same step_id) is skipped.
     Order comes from `sequence` and `step_id`, not from the order of arrival.
     `where`: how an event's place is named ("events[{}]", or "line {}" for a JSON-lines body).
+    Raises Refused, storing nothing: a redaction that names no item (400), steps for a finished trial (409).
     """
     accepted = Accepted()
-    good_events = []
+    good_events, refused = [], []
     for index, item in enumerate(events):
+        place = where.format(index + 1 if where.startswith("line") else index)  # (lines count from 1)
         if problem := event_problem(item):
-            place = index + 1 if where.startswith("line") else index  # (lines count from 1)
-            accepted.errors.append({"path": where.format(place), "error": problem})
+            accepted.errors.append({"path": place, "error": problem})
+        elif problem := redaction_problem(item):
+            refused.append({"path": place, "error": problem})
         else:
             good_events.append(item)
+    if refused:  # (its steps may carry the item: none is stored until the redaction says which)
+        raise Refused(400, refused)
     good_steps = []
     for index, item in enumerate(steps):
         if problem := step_problem(item):
@@ -218,45 +250,54 @@ def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "e
         else:
             good_steps.append(item)
     with transaction.atomic():
-        Trial.objects.select_for_update().filter(pk=trial.pk).first()  # one writer per trial at a time
+        locked = Trial.objects.select_for_update().get(pk=trial.pk)  # one writer per trial at a time
+        if steps and locked.status != Trial.Status.RUNNING and (late := _late_steps(trial, steps)):
+            error = f"trial {trial.pk} is {locked.status}: a step comes before its completion, not after"
+            raise Refused(409, [{"path": f"steps[{index}]", "error": error} for index in late])
+        before = trial.redactions()
+        copied = {key: {**entry, "fields": [*entry["fields"]]} for key, entry in before.items()}
+        named = (  # the trial's, and these events' (walked only when a key or value starts "redact)
+            redaction.collect_redactions(good_events, copied) if redaction.has_redaction_marks(good_events) else copied
+        )
         new_events: list[dict[str, Any]] = []
         if good_events:
-            new_events = _store_events(trial, good_events)
+            new_events = _store_events(trial, good_events, named)
             accepted.events = len(new_events)
             accepted.duplicates += len(good_events) - len(new_events)
         if good_steps:
-            accepted.steps, duplicates = _store_steps(trial, good_steps)
+            accepted.steps, duplicates = _store_steps(trial, good_steps, named)
             accepted.duplicates += duplicates
+        if _adds_to(before, named):  # a redaction arrived: what the trial holds already is scrubbed by it
+            rescrub_live(trial)
         Trial.objects.filter(pk=trial.pk).update(live_seen_at=timezone.now())
         # (an event sent again changes nothing: the first completion of a trial is its completion)
         _apply_benchmark_events(trial, [e for e in new_events if e["type"].startswith("benchmark.")])
     return accepted
 
 
-def _store_events(trial: Trial, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Store the events not stored before; those, as sent."""
+def _late_steps(trial: Trial, steps: list[Any]) -> list[int]:
+    """The places of the steps a finished trial does not hold already (a retry of one it holds is no news)."""
+    numbers = [item.get("step_id") if isinstance(item, dict) else None for item in steps]
+    wanted = [n - 1 for n in numbers if isinstance(n, int) and n > 0]
+    held = set(trial.steps.filter(trajectory__path=TRAJECTORY_PATH, index__in=wanted).values_list("index", flat=True))
+    return [place for place, n in enumerate(numbers) if not (isinstance(n, int) and n - 1 in held)]
+
+
+def _adds_to(before: dict[str, dict[str, Any]], named: dict[str, dict[str, Any]]) -> bool:
+    """Does `named` redact an item, or a field of one, that `before` did not?"""
+    return any(
+        key not in before or set(map(str, entry["fields"])) - set(map(str, before[key]["fields"]))
+        for key, entry in named.items()
+    )
+
+
+def _store_events(trial: Trial, items: list[dict[str, Any]], named: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store the events not stored before, scrubbed by the trial's redactions (`named`); those, as stored."""
     unique = {item["eventId"][:200]: item for item in reversed(items)}  # the first of repeats in one POST
     known = set(RuntimeEvent.objects.filter(trial=trial, event_id__in=list(unique)).values_list("event_id", flat=True))
-    new = _first_completion_only(trial, [item for event_id, item in unique.items() if event_id not in known])
-    rows = []
-    for obj in without_redacted_context(new):  # a redacted context value never reaches a row
-        event = lime.parse_event(obj, "events")
-        rows.append(
-            {
-                "trial_id": trial.pk,
-                "pack_id": None,
-                "type": event.type[:100],
-                "event_id": event.event_id[:200],
-                "timestamp": event.timestamp,
-                "sequence": event.sequence,
-                "session_id": str(event.correlation.get("sessionId") or "")[:200],
-                "run_id": str(event.correlation.get("runId") or "")[:200],
-                "correlation": event.correlation,
-                "payload": event.payload,
-                "refs": event.refs,
-                "raw": event.raw,
-            }
-        )
+    new = redaction.without_redacted_context([item for key, item in unique.items() if key not in known], named)
+    new = _first_completion_only(trial, new)
+    rows = [event_values(lime.parse_event(obj, "events"), trial.pk, None) for obj in new]  # (scrubbed already)
     insert_rows(RuntimeEvent, rows)
     return new
 
@@ -303,63 +344,49 @@ def live_trajectory(trial: Trial) -> Trajectory:
     return trajectory
 
 
-def _store_steps(trial: Trial, items: list[dict[str, Any]]) -> tuple[int, int]:
+def _store_steps(trial: Trial, items: list[dict[str, Any]], named: dict[str, dict[str, Any]]) -> tuple[int, int]:
+    """The new steps, parsed, scrubbed, their bodies one segment blob, written and indexed; (new, duplicates)."""
     trajectory = live_trajectory(trial)
     unique = {item["step_id"]: item for item in reversed(items)}
     known = set(trajectory.steps.filter(index__in=[n - 1 for n in unique]).values_list("index", flat=True))
-    new = [atif.parse_step(unique[n], n - 1) for n in sorted(unique) if n - 1 not in known]
-    if not new:
+    parsed = [atif.parse_step(unique[n], n - 1) for n in sorted(unique) if n - 1 not in known]
+    if not parsed:
         return 0, len(items)
-    bodies = StepBodies(spool())
-    before = trajectory.step_bodies_id
+    new = [redaction.scrub_step(step, named) for step in parsed] if named else parsed
+    segment = StepBodies(spool())
     try:
-        if trajectory.step_bodies is not None:  # the bodies so far, then the new ones: old offsets stay
-            bodies.add(_read_all(trajectory))
-        write_steps([(trajectory, new, bodies)])
-        trajectory.step_bodies_id = bodies.store()
+        for step in new:
+            body = dumps_bytes(step.raw)
+            step.span = (segment.add(body), len(body))
+        segment_id = segment.store()
     finally:
-        bodies.discard()
-    _refresh_counts(trial, trajectory, new)
-    if before is not None:
-        release_blob(before)
-    if trajectory.blob_id is not None:  # steps arriving after the completion: its file again, with them
-        _store_atif_file(trajectory)
+        segment.discard()
+    write_steps([(trajectory, new, None)], segment=segment_id)
+    withheld = trajectory.withheld or any(a is not b for a, b in zip(new, parsed, strict=True))
+    tokens = max(trajectory.max_step_tokens or 0, *(step_tokens(s) for s in new)) or None
+    calls = sum(len(s.tool_calls) for s in new)
+    Trajectory.objects.filter(pk=trajectory.pk).update(
+        step_count=F("step_count") + len(new), max_step_tokens=tokens, withheld=withheld
+    )
+    Trial.objects.filter(pk=trial.pk).update(
+        step_count=F("step_count") + len(new), tool_call_count=F("tool_call_count") + calls
+    )
+    written = trajectory.steps.filter(index__in=[s.index for s in new]).values_list("pk", flat=True)
+    search.index_new_steps(trial, list(written))
     return len(new), len(items) - len(new)
 
 
-def release_blob(blob_id: int) -> None:
-    """Forget a blob nothing points to any more: the step bodies a POST of steps replaced.
-
-    Without this a trial streamed a step at a time would keep every copy of its bodies
-    (its size squared, halved). Its row goes now; a pack object it alone filled is removed
-    by the storage sweep (blobs.remove_unnamed_packs), a file of its own once this commits.
-    """
-    blob = Blob.objects.filter(pk=blob_id).first()
-    if blob is None:
-        return
-    for relation in Blob._meta.related_objects:  # (every row that may point to a blob: files, artifacts…)
-        model = relation.related_model
-        assert not isinstance(model, str)  # (resolved once the apps are loaded)
-        if model._default_manager.filter(**{relation.field.name: blob_id}).exists():
-            return  # (the same bytes elsewhere: content-addressed)
-    blob.delete()
-    if not blob.pack:
-        name = blob.storage_name
-        transaction.on_commit(lambda: blob_storage().delete(name))
-
-
-def _read_all(trajectory: Trajectory) -> bytes:
-    assert trajectory.step_bodies is not None
-    with open_blob(trajectory.step_bodies) as f:
-        return f.read()
-
-
-def _refresh_counts(trial: Trial, trajectory: Trajectory, new: list[ParsedStep]) -> None:
-    totals = trajectory.steps.aggregate(n=Count("pk"), calls=Sum("tool_call_count"))
-    trajectory.step_count = totals["n"]
-    trajectory.max_step_tokens = max(trajectory.max_step_tokens or 0, *(step_tokens(s) for s in new)) or None
-    trajectory.save(update_fields=["step_bodies", "step_count", "max_step_tokens"])
-    Trial.objects.filter(pk=trial.pk).update(step_count=totals["n"], tool_call_count=totals["calls"] or 0)
+def rescrub_live(trial: Trial) -> None:
+    """A redaction that arrived after what it covers: the importer's re-scrub (imports/rescrub.py), then what
+    the live path made of the stored steps again from the scrubbed ones: ATIF file, index, cluster."""
+    trial.refresh_from_db()
+    rescrub.scrub_trial(trial, spool())
+    made = trial.trajectories.filter(path__in=[TRAJECTORY_PATH, DERIVED_PATH]).exclude(blob=None)
+    for trajectory in made if trial.source_format == LIVE_FORMAT else []:
+        compact(trajectory)  # (the file made from the unscrubbed steps goes)
+    search.index_trial(trial)
+    if trial.status != Trial.Status.RUNNING:
+        signatures.sign_trials([trial.pk])
 
 
 # ---------------------------------------------------------------- reward and completion
@@ -396,6 +423,8 @@ def _apply_benchmark_events(trial: Trial, events: list[dict[str, Any]]) -> None:
             _record_reward(trial, payload)
         elif event["type"] in ("benchmark.trial.completed", "benchmark.trial.failed"):
             _finish(trial, event, payload)
+    if events and trial.status != Trial.Status.RUNNING:  # its failure cluster and flags, as an import's
+        signatures.sign_trials([trial.pk])
 
 
 def _record_reward(trial: Trial, payload: dict[str, Any]) -> None:
@@ -448,9 +477,10 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
     _write_permissions(trial)
     trajectory = trial.trajectories.filter(path=TRAJECTORY_PATH).first()
     if trajectory is not None and trajectory.step_count:
-        _store_atif_file(trajectory)
-    elif not trial.trajectories.exists():
-        derive_from_events(trial)
+        compact(trajectory)
+    elif not trial.trajectories.exists() and derive_from_events(trial) is not None:
+        search.unindex(trial)  # (indexed, maybe, while it had no steps)
+    search.index_trial(trial)
     if trial.job_id is not None:  # the job is finished once none of its trials runs
         running = Trial.objects.filter(job_id=trial.job_id, status=Trial.Status.RUNNING)
         Job.objects.filter(pk=trial.job_id, finished_at__isnull=True).exclude(pk__in=running.values("job_id")).update(
@@ -467,17 +497,28 @@ def _write_permissions(trial: Trial) -> None:
     write_permissions(trial, lime.permissions_from_events(events))
 
 
-def _store_atif_file(trajectory: Trajectory) -> None:
-    """The finished trajectory's ATIF file, stored as a blob like an imported file's bytes."""
+def compact(trajectory: Trajectory) -> None:
+    """The trajectory's ATIF file, stored as a blob like an imported file's bytes, its steps then served
+    from their places in it: the segments its POSTs wrote (and an earlier file) go, so one copy stays."""
+    places: dict[int, int] = {}
     with tempfile.NamedTemporaryFile(dir=_spool_dir(), suffix=".json", delete=False) as f:
-        for piece in trajectory.withheld_atif():  # (its header and step bodies, in order)
+        for index, piece in trajectory.atif_pieces():  # (its header and step bodies, in order)
+            if index is not None:
+                places[index] = f.tell()
             f.write(piece)
     path = Path(f.name)
     try:
-        trajectory.blob = store_file(path)
+        blob = store_file(path)
     finally:
         path.unlink(missing_ok=True)
-    trajectory.save(update_fields=["blob"])
+    steps = list(trajectory.steps.only("pk", "index", "segment_id", "body_offset"))
+    before = {trajectory.blob_id, trajectory.step_bodies_id, *(step.segment_id for step in steps)}
+    for step in steps:
+        step.segment_id, step.body_offset = None, places[step.index]
+    Step.objects.bulk_update(steps, ["segment", "body_offset"], batch_size=1000)
+    trajectory.blob = trajectory.step_bodies = blob
+    trajectory.save(update_fields=["blob", "step_bodies"])
+    release_blobs(before - {blob.pk})
 
 
 def _spool_dir() -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -14,7 +14,7 @@ from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.records import ParsedStep
 from trials.models.imports import Blob
 from trials.models.trial import Trial
-from trials.storage.backend import open_blob, read_range
+from trials.storage.backend import read_range
 from trials.storage.fields import CharField, JSONField, TextField
 
 
@@ -57,15 +57,23 @@ class Trajectory(models.Model):
 
     def withheld_atif(self) -> Iterator[bytes]:
         """The ATIF JSON of a `withheld` trajectory, in pieces: its scrubbed header and step bodies."""
+        return (piece for _, piece in self.atif_pieces())
+
+    def atif_pieces(self) -> Iterator[tuple[int | None, bytes]]:
+        """ATIF JSON made of its header and step bodies: (step index, its body) or (None, the JSON between)."""
         header = orjson.dumps(self.header)
-        yield header[:-1] + (b"," if len(header) > 2 else b"") + b'"steps":['
-        if self.step_bodies is not None:
-            with open_blob(self.step_bodies) as bodies:
-                places = self.steps.order_by("index").values_list("body_offset", "size")
-                for number, (offset, size) in enumerate(places.iterator()):
-                    bodies.seek(offset)
-                    yield (b"," if number else b"") + bodies.read(size)
-        yield b"]}"
+        yield None, header[:-1] + (b"," if len(header) > 2 else b"") + b'"steps":['
+        for number, (index, body) in enumerate(self.bodies()):
+            if number:
+                yield None, b","
+            yield index, body
+        yield None, b"]}"
+
+    def bodies(self) -> Iterator[tuple[int, bytes]]:
+        """(index, JSON) of each of its steps in order, wherever each body is (`step_bodies` or a segment)."""
+        places = list(self.steps.order_by("index").values_list("index", "segment_id", "body_offset", "size"))
+        read = read_bodies([(segment or self.step_bodies_id, offset, size) for _, segment, offset, size in places])
+        return zip((place[0] for place in places), read, strict=True)
 
     def atif_bytes(self) -> bytes:
         """The ATIF JSON of this trajectory: its file's bytes, or an embedded subagent's object in its parent's."""
@@ -102,6 +110,9 @@ class Step(models.Model):
     context_management = CharField(max_length=20, blank=True)
     tool_call_count = models.PositiveIntegerField(default=0)
     body_offset = models.BigIntegerField(default=0)  # where the step's JSON starts in trajectory.step_bodies
+    # While a live trial runs: the blob its POST appended (a POST writes its own steps, not the whole
+    # trajectory again); its bodies move into `trajectory.step_bodies` when the trial completes.
+    segment = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     size = models.PositiveIntegerField(default=0)  # bytes of the step's JSON
     # What aligns it with another trial's step (trials.ingest.signatures): what may pair it, what makes
     # the pair the same, and the signature of its whole prefix (a search on it finds the first divergence).
@@ -123,9 +134,27 @@ class Step(models.Model):
         return orjson.loads(self.body())
 
     def body(self) -> bytes:
-        bodies = self.trajectory.step_bodies
+        bodies = self.segment if self.segment_id is not None else self.trajectory.step_bodies
         assert bodies is not None  # (the import stores them for every trajectory that has steps)
         return read_range(bodies, self.body_offset, self.size)
+
+
+def read_bodies(places: Sequence[tuple[int | None, int, int]]) -> Iterator[bytes]:
+    """The bytes at each (blob id, offset, size), in order; a blob stays open while the next places are in it."""
+    blobs = Blob.objects.in_bulk(sorted({blob_id for blob_id, _, _ in places if blob_id is not None}))
+    current, file = None, None
+    try:
+        for blob_id, offset, size in places:
+            assert blob_id is not None  # (the import stores bodies for every trajectory that has steps)
+            if file is None or blob_id != current:
+                if file is not None:
+                    file.close()
+                file, current = blobs[blob_id].open(), blob_id
+            file.seek(offset)
+            yield file.read(size)
+    finally:
+        if file is not None:
+            file.close()
 
 
 class StepText(models.Model):

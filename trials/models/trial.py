@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils import timezone
 
+from trials.ingest import redaction
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.imports import Pack
 from trials.storage.fields import CharField, JSONField, TextField
@@ -164,3 +167,16 @@ class Trial(models.Model):
         """Events, steps, rewards and completions come from the account that started it, or one granted more."""
         started_here = self.started_by_id is not None and self.started_by_id == user.pk
         return started_here or user.has_perm("trials.write_any_live_trial")
+
+    def redactions(self) -> dict[str, dict[str, Any]]:
+        """The redactions the trial declares (its runtime events, context records, documents): item id -> entry.
+
+        Every mark of a redaction is a key or value starting "redact (redaction.has_redaction_marks),
+        so the database leaves out the rows without one: a live trial asks this on every POST.
+        """
+        marked = '"redact'
+        events = self.events.alias(text=Cast("raw", models.TextField())).filter(text__contains=marked)
+        records = self.context_records.alias(text=Cast("data", models.TextField())).filter(text__contains=marked)
+        return redaction.redactions_in(
+            [*events.values_list("raw", flat=True), *records.values_list("data", flat=True), self.documents]
+        )

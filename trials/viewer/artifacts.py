@@ -10,7 +10,7 @@ import orjson
 
 from trials.ingest import redaction
 from trials.ingest.formats.terminal_bench import RECORDING_KIND
-from trials.models import Artifact, ContextRecord, RuntimeEvent, Trial
+from trials.models import Artifact, Trial
 from trials.viewer.text import pretty_json, scrub
 
 PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
@@ -62,7 +62,7 @@ def artifact_rows(trial: Trial, artifacts: list[Artifact]) -> list[ArtifactRow]:
             row.why_not = f"only the first {PREVIEWS_PER_PAGE} are previewed"
         else:
             read += 1
-            named = trial_redactions(trial) if named is None else named
+            named = trial.redactions() if named is None else named
             row.kind, row.text = _text_preview(blob.read(), file_name(artifact), named)
             row.why_not = "" if row.kind else "not text (or not UTF-8) and not an image"
     return rows
@@ -79,15 +79,8 @@ def recording_text(trial: Trial, artifact: Artifact) -> str:
     Each line is a JSON array; masking replaces a token inside a string by `[redacted]`, so it stays JSON."""
     assert artifact.blob is not None  # (is_recording: only a stored recording is played)
     text = artifact.blob.read().decode("utf-8", "replace")
-    named = trial_redactions(trial)
+    named = trial.redactions()
     return scrub(redaction.scrub_text(text, named) if named else text)
-
-
-def trial_redactions(trial: Trial) -> dict[str, dict]:
-    """The redactions the trial's runtime events, context records and documents declare."""
-    raws = list(RuntimeEvent.objects.filter(trial=trial).values_list("raw", flat=True))
-    data = list(ContextRecord.objects.filter(trial=trial).values_list("data", flat=True))
-    return redaction.collect_redactions([*raws, *data, trial.documents])
 
 
 def _text_preview(data: bytes, name: str, named: dict[str, dict]) -> tuple[str, str]:
