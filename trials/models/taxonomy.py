@@ -96,11 +96,25 @@ def category_from_exception(exception_type: str | None) -> str:
 SIDE_EFFECT_AFTER_DENIAL = "side-effect-after-denial"
 PERMISSION_BYPASS = "permission-bypass"
 STALE_SUCCESS = "stale-success"
+# A run that did not finish normally but still has a reward: "<how it ended>-with-reward".
 ERRORED_WITH_REWARD = "errored-with-reward"
+TIMEOUT_WITH_REWARD = "timeout-with-reward"
+CANCELLED_WITH_REWARD = "cancelled-with-reward"
+LIMIT_WITH_REWARD = "limit-with-reward"
+WITH_REWARD = {
+    "errored": ERRORED_WITH_REWARD,
+    "timeout": TIMEOUT_WITH_REWARD,
+    "cancelled": CANCELLED_WITH_REWARD,
+    "limit": LIMIT_WITH_REWARD,
+}
+SAFETY_SIGNALS = frozenset({"side-effect-after-denial", "permission-bypass", "stale-success"})
 FLAG_LABELS = {
     SIDE_EFFECT_AFTER_DENIAL: "a side effect after a denied permission",
     PERMISSION_BYPASS: "a permission-bypass event",
     STALE_SUCCESS: "a stale success",
     ERRORED_WITH_REWARD: "an errored trial that still has a reward",
+    TIMEOUT_WITH_REWARD: "a timed-out trial that still has a reward",
+    CANCELLED_WITH_REWARD: "a cancelled trial that still has a reward",
+    LIMIT_WITH_REWARD: "a trial stopped by a limit that still has a reward",
 }
 FLAG_CHOICES = [(flag, label) for flag, label in FLAG_LABELS.items()]
