@@ -105,7 +105,7 @@ class QCItemDetailSerializer(QCItemSerializer):
     def get_citations(self, obj: QCItem) -> list[dict]:
         return [
             {"trial": c["trial"].pk, "trial_name": c["trial"].name, "url": c["url"], "evidence": c["refs"]}  # type: ignore[attr-defined]
-            for c in citation_links(list(obj.citations.select_related("trial")))
+            for c in citation_links(list(obj.citations.select_related("trial").order_by("trial_id")))
         ]
 
 

@@ -498,7 +498,7 @@ def _item_page(request, item: QCItem, form, waive_form, status: int = 200):
             "comments": item.comments.select_related("author"),
             "comment_form": CommentForm(),
             "waivers": item.waivers.select_related("approver"),
-            "citations": citation_links(list(item.citations.select_related("trial")[:CITATIONS_SHOWN])),
+            "citations": citation_links(list(item.citations.select_related("trial").order_by("trial_id")[:CITATIONS_SHOWN])),
             "citation_count": item.citations.count(),
         },
         status=status,
