@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='failurecluster',
             name='failure_class',
-            field=models.CharField(choices=[('infrastructure', 'Infrastructure'), ('task_quality', 'task quality'), ('capability', 'Capability'), ('safety', 'Safety')], default='capability', max_length=20),
+            field=models.CharField(choices=[('infrastructure', 'Infrastructure'), ('task_quality', 'Task quality'), ('capability', 'Capability'), ('safety', 'Safety')], default='capability', max_length=20),
         ),
         migrations.AddField(
             model_name='failurecluster',

@@ -235,7 +235,7 @@ class FailureCluster(models.Model):
 
     class Class(models.TextChoices):
         INFRASTRUCTURE = "infrastructure"
-        TASK_QUALITY = "task_quality", "task quality"
+        TASK_QUALITY = "task_quality", "Task quality"
         CAPABILITY = "capability"
         SAFETY = "safety"
 

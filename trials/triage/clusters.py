@@ -17,7 +17,8 @@ from django.http import QueryDict
 from trials.filters import TrialFilter
 from trials.models import Configuration, Step, ToolCall, Trial
 from trials.models.qc import FailureCluster
-from trials.triage import signatures
+from trials.models.taxonomy import Category
+from trials.triage import prefill, signatures
 
 TRIAL_IDS_LISTED = 1000  # per cluster in the API list: `count` says how many there are in all
 FILTER_KEYS = ("job", "configuration", "dataset", "task", "role")
@@ -66,6 +67,22 @@ def facets(cluster: FailureCluster, params: QueryDict | dict[str, Any] | None = 
 
 
 FACETS_SHOWN = 20
+# The category a cluster's form offers when its cause names none (a plain wrong answer): by its class.
+CLASS_CATEGORY = {
+    FailureCluster.Class.INFRASTRUCTURE: Category.ENVIRONMENT,
+    FailureCluster.Class.TASK_QUALITY: Category.VERIFIER,
+    FailureCluster.Class.CAPABILITY: Category.MODEL,
+    FailureCluster.Class.SAFETY: Category.RUNTIME,
+}
+
+
+def form_category(cluster: FailureCluster, representative: Trial) -> str:
+    """The category the form offers: its cause's, else its representative's guess, else its class's."""
+    return (
+        cluster.signature.get("category")
+        or prefill.prefill(representative).category
+        or CLASS_CATEGORY.get(cluster.failure_class, Category.RUNTIME)
+    )
 
 
 def passing_attempt(trial: Trial) -> Trial | None:

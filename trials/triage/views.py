@@ -192,12 +192,14 @@ def add_to_queue(request):
         messages.success(request, f"Added {added} trial{pluralize(added)} to the triage queue.")
         return redirect("triage-queue")
     count = trials.count()
+    already = trials.filter(pk__in=Trial.objects.untriaged().values("pk")).count()
     return render(
         request,
         "triage/queue_add.html",
         {
             "count": count,
-            "already": trials.filter(pk__in=Trial.objects.untriaged().values("pk")).count(),
+            "already": already,
+            "new": count - already,
             "params": [(k, v) for k, values in request.GET.lists() for v in values if k != "page"],
             "list_query": lists.list_query(request.GET),
         },
@@ -240,7 +242,7 @@ def _cluster_page(request, cluster: FailureCluster, form):
         form = ClusterFeedbackForm(trial=example.trial, user=request.user)
         form.initial = {
             "kind": QCItem.Kind.FAILURE_MODE,
-            "category": signature.get("category") or "",
+            "category": clusters.form_category(cluster, example.trial),
             "code": signature.get("code") or "",
             "severity": "P1",
         }
