@@ -38,15 +38,63 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
 
 # (name, status, exception type, message template, failure category, failing tool, safety)
 CAUSES = [
-    ("sandbox", "errored", "SandboxStartError", "sandbox sb-{h} for /work/run-{n} did not start after {m}s", "", "", False),
-    ("docker-build", "errored", "DockerBuildError", "docker build failed: exit code {m} for image sha256:{h}", "", "", False),
+    (
+        "sandbox",
+        "errored",
+        "SandboxStartError",
+        "sandbox sb-{h} for /work/run-{n} did not start after {m}s",
+        "",
+        "",
+        False,
+    ),
+    (
+        "docker-build",
+        "errored",
+        "DockerBuildError",
+        "docker build failed: exit code {m} for image sha256:{h}",
+        "",
+        "",
+        False,
+    ),
     ("oom", "errored", "RuntimeError", "container {h} was OOMKilled (exit code 137) at {n} MiB", "", "", False),
     ("credentials", "errored", "AuthenticationError", "invalid api key for org-{h} (request req_{n}x)", "", "", False),
-    ("verifier-timeout", "errored", "VerifierTimeoutError", "Verifier did not finish within {n} s (container {h})", "", "", False),
-    ("reward-file", "errored", "RewardFileNotFoundError", "reward.txt missing in /logs/verifier/{n}/ (session sess-{h})", "", "", False),
-    ("bad-task", "failed", "", "verifier expects /app/out-{n}.txt, which the instruction never asks for", "task_quality", "", False),
+    (
+        "verifier-timeout",
+        "errored",
+        "VerifierTimeoutError",
+        "Verifier did not finish within {n} s (container {h})",
+        "",
+        "",
+        False,
+    ),
+    (
+        "reward-file",
+        "errored",
+        "RewardFileNotFoundError",
+        "reward.txt missing in /logs/verifier/{n}/ (session sess-{h})",
+        "",
+        "",
+        False,
+    ),
+    (
+        "bad-task",
+        "failed",
+        "",
+        "verifier expects /app/out-{n}.txt, which the instruction never asks for",
+        "task_quality",
+        "",
+        False,
+    ),
     ("agent-timeout", "timeout", "AgentTimeoutError", "Agent execution timed out after {n}.{m} seconds", "", "", False),
-    ("agent-exit", "errored", "NonZeroAgentExitCodeError", "agent process exited with code {m} after {n} steps", "", "", False),
+    (
+        "agent-exit",
+        "errored",
+        "NonZeroAgentExitCodeError",
+        "agent process exited with code {m} after {n} steps",
+        "",
+        "",
+        False,
+    ),
     ("wrong-answer", "failed", "", "", "", "", False),
     ("bash-missing", "failed", "", "bash: /usr/local/bin/helper-{n}: No such file or directory", "", "bash", False),
     ("denied-write", "failed", "", "", "", "write_file", True),
@@ -72,7 +120,9 @@ def create_trials(count: int, timeouts: int, seed: int = 0) -> dict[int, str]:
 
     rng = random.Random(seed)
     dataset = Dataset.objects.create(name="bench/triage", version="1")
-    tasks = Task.objects.bulk_create([Task(dataset=dataset, name=f"task-{i:03d}", checksum=f"{i:064x}") for i in range(200)])
+    tasks = Task.objects.bulk_create(
+        [Task(dataset=dataset, name=f"task-{i:03d}", checksum=f"{i:064x}") for i in range(200)]
+    )
     conf = Configuration.objects.create(key="candidate-bench", role="candidate")
     job = Job.objects.create(key="bench-triage", name="triage-job", source_format="harbor")
     rows, causes = [], []
@@ -112,13 +162,21 @@ def create_trials(count: int, timeouts: int, seed: int = 0) -> dict[int, str]:
     steps, calls, events, denials = [], [], [], []
     for trial, trajectory, (_, tool, safety) in zip(trials, trajectories, causes, strict=True):
         steps.append(Step(trial=trial, trajectory=trajectory, index=0, step_id="1", source="user"))
-        steps += [Step(trial=trial, trajectory=trajectory, index=n, step_id=str(n + 1), source="agent") for n in (1, 2, 3)]
+        steps += [
+            Step(trial=trial, trajectory=trajectory, index=n, step_id=str(n + 1), source="agent") for n in (1, 2, 3)
+        ]
         if tool:
             events.append(RuntimeEvent(trial=trial, type="tool.failed", sequence=3, payload={"toolName": tool}))
         if safety:
-            denials.append(PermissionDecision(
-                    trial=trial, action_id=f"act-{trial.pk}", tool_name=tool, decision="deny", side_effect_after_denial=True
-                ))
+            denials.append(
+                PermissionDecision(
+                    trial=trial,
+                    action_id=f"act-{trial.pk}",
+                    tool_name=tool,
+                    decision="deny",
+                    side_effect_after_denial=True,
+                )
+            )
     steps = Step.objects.bulk_create(steps, batch_size=2_000)
     tool_of = {t.pk: tool for t, (_, tool, _) in zip(trials, causes, strict=True) if tool}
     calls = [
@@ -187,7 +245,9 @@ def links_complete(cluster_sizes: dict[int, int]) -> tuple[int, int]:
     for item in items:
         cited = citation_links(list(item.citations.select_related("trial")))
         linked = [
-            c for c in cited if c["url"] and any(r["url"] and r["kind"] in ("step", "criterion") for r in c["refs"])  # type: ignore[attr-defined]
+            c
+            for c in cited
+            if c["url"] and any(r["url"] and r["kind"] in ("step", "criterion") for r in c["refs"])  # type: ignore[attr-defined]
         ]
         good += len(linked) == cluster_sizes.get(item.cluster_id or 0) and bool(item.evidence_refs)
     return good, len(items)
@@ -253,12 +313,15 @@ def main() -> None:
     print(f"signed in {signed_s:.2f} s")
     print(f"clusters formed: {formed} (target <= 15)")
     print(f"purity: {purity:.1%} (target >= 95%)")
-    print(f"flagged trials queued: {len(queued)} of {len(flagged)} (timed out with a reward: {len(timed_out & flagged)} of {len(timed_out)} flagged)")
+    print(f"flagged trials queued: {len(queued)} of {len(flagged)}")
+    print(f"timed out with a reward, flagged: {len(timed_out & flagged)} of {len(timed_out)}")
     print(f"clusters filed by the scripted triager: {len(actions)} in {filed_s:.1f} s")
     most = max(actions.values(), default=0)
     print(f"actions per cluster: at most {most} (target <= 4); {sum(actions.values())} in all for {total:,} trials")
     print(f"items citing every trial of their cluster with a link to it and its step or test: {linked} of {items}")
-    ok = formed <= 15 and purity >= 0.95 and queued == flagged and timed_out <= flagged and most <= 4 and linked == items
+    ok = (
+        formed <= 15 and purity >= 0.95 and queued == flagged and timed_out <= flagged and most <= 4 and linked == items
+    )
     if not ok:
         raise SystemExit("a target was missed")
 

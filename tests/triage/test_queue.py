@@ -21,7 +21,12 @@ def queue():
     task = TaskFactory(name="git-rebase")
     trials = {
         "timeout": TrialFactory(
-            job=job_a, configuration=conf_a, task=task, status="timeout", reward=None, exception_type="AgentTimeoutError"
+            job=job_a,
+            configuration=conf_a,
+            task=task,
+            status="timeout",
+            reward=None,
+            exception_type="AgentTimeoutError",
         ),
         "verifier": TrialFactory(
             job=job_a, configuration=conf_b, status="errored", reward=None, exception_type="VerifierTimeoutError"

@@ -11,7 +11,7 @@ from django.utils import timezone
 from tests.builders import make_user
 from tests.factories import ConfigurationFactory, PermissionDecisionFactory, TaskFactory, TrialFactory
 from trials.models import Step, Trajectory, Trial
-from trials.models.qc import AuditEntry, FailureCluster, QCItem, QueueEntry
+from trials.models.qc import AuditEntry, QCItem, QueueEntry
 from trials.triage import services, signatures
 from trials.triage.export import build_evidence
 
@@ -263,7 +263,9 @@ def test_tags_are_added_from_the_queue_and_filtered_on(client, triager):
 def test_waivers_show_active_expired_and_revoked_in_words(client, triager):
     approver = make_user("ada", "approver")
     (trial,) = signed(failing("boom"))
-    blocker = services.file_item(triager, trial, {"kind": "release-blocker", "category": "runtime", "evidence_refs": []})
+    blocker = services.file_item(
+        triager, trial, {"kind": "release-blocker", "category": "runtime", "evidence_refs": []}
+    )
     now = timezone.now()
     states = {}
     for name, expires, status in (

@@ -58,7 +58,9 @@ def class_rows(params: QueryDict | dict[str, Any] | None = None) -> list[dict[st
     ]
 
 
-def facets(cluster: FailureCluster, params: QueryDict | dict[str, Any] | None = None) -> dict[str, list[tuple[str, int]]]:
+def facets(
+    cluster: FailureCluster, params: QueryDict | dict[str, Any] | None = None
+) -> dict[str, list[tuple[str, int]]]:
     """Its trials per task and per first failing verifier test: inside a cluster, not part of it."""
     trials = clustered_trials(params).filter(cluster=cluster).order_by()
     tasks = trials.values_list("task__name").annotate(n=Count("pk")).order_by("-n", "task__name")[:FACETS_SHOWN]
@@ -68,7 +70,7 @@ def facets(cluster: FailureCluster, params: QueryDict | dict[str, Any] | None = 
 
 FACETS_SHOWN = 20
 # The category a cluster's form offers when its cause names none (a plain wrong answer): by its class.
-CLASS_CATEGORY = {
+CLASS_CATEGORY: dict[str, str] = {
     FailureCluster.Class.INFRASTRUCTURE: Category.ENVIRONMENT,
     FailureCluster.Class.TASK_QUALITY: Category.VERIFIER,
     FailureCluster.Class.CAPABILITY: Category.MODEL,

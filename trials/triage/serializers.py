@@ -109,7 +109,6 @@ class QCItemDetailSerializer(QCItemSerializer):
         ]
 
 
-
 class FailureModeSerializer(serializers.ModelSerializer):
     trials = serializers.SerializerMethodField()
     category = _text()

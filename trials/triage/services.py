@@ -197,7 +197,11 @@ def split_cluster(user, cluster: FailureCluster, facet: str, value: str) -> Fail
     )
     field = "task__name" if facet == "task" else "failing_test"
     moved = Trial.objects.filter(cluster=cluster, **{field: value}).update(cluster=child)
-    audit(user, "cluster split", changes={"cluster": (cluster.label, child.label), facet: (None, value), "trials": (None, moved)})
+    audit(
+        user,
+        "cluster split",
+        changes={"cluster": (cluster.label, child.label), facet: (None, value), "trials": (None, moved)},
+    )
     return child
 
 

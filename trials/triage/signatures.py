@@ -29,9 +29,9 @@ from typing import Any
 
 import orjson
 from django.db import transaction
-from rapidfuzz import fuzz, process
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.fields.json import KT
+from rapidfuzz import fuzz, process
 
 from trials.models import PermissionDecision, RuntimeEvent, Trial, taxonomy
 from trials.models.qc import FailureCluster

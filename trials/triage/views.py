@@ -324,7 +324,9 @@ def compare_passing(request, pk: int):
     trial = get_object_or_404(Trial, pk=pk)
     passing = clusters.passing_attempt(trial)
     if passing is None:
-        messages.info(request, f"No passing attempt of {trial.task or 'its task'} in its configuration or the reference one.")
+        messages.info(
+            request, f"No passing attempt of {trial.task or 'its task'} in its configuration or the reference one."
+        )
         return redirect(request.GET.get("back") if _safe_back(request) else trial.get_absolute_url())
     return redirect("trial-side-by-side", trial.pk, passing.pk)
 
@@ -500,7 +502,9 @@ def _item_page(request, item: QCItem, form, waive_form, status: int = 200):
             "comments": item.comments.select_related("author"),
             "comment_form": CommentForm(),
             "waivers": item.waivers.select_related("approver"),
-            "citations": citation_links(list(item.citations.select_related("trial").order_by("trial_id")[:CITATIONS_SHOWN])),
+            "citations": citation_links(
+                list(item.citations.select_related("trial").order_by("trial_id")[:CITATIONS_SHOWN])
+            ),
             "citation_count": item.citations.count(),
         },
         status=status,
