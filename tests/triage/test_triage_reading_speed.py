@@ -141,6 +141,7 @@ def test_compare_with_a_passing_attempt_takes_the_same_configuration_first_else_
     assert response["Location"] == f"/trials/{failed.pk}/side-by-side/{same_pass.pk}/"
     page = client.get(f"/qc/clusters/{failed.cluster_id}/").content.decode()
     assert page.count(f"/trials/{failed.pk}/compare-passing/") == 2  # the representative and its row
+    assert f"/trials/{failed.pk}/compare-passing/" in client.get(f"/trials/{failed.pk}/").content.decode()
 
 
 def test_compare_with_no_passing_attempt_says_so(client, triager):
