@@ -11,7 +11,7 @@ from django.utils import timezone
 from tests.builders import make_user
 from tests.factories import ConfigurationFactory, PermissionDecisionFactory, TaskFactory, TrialFactory
 from trials.models import Step, Trajectory, Trial
-from trials.models.qc import AuditEntry, QCItem, QueueEntry
+from trials.models.qc import AuditEntry, FailureCluster, QCItem, QueueEntry
 from trials.triage import services, signatures
 from trials.triage.export import build_evidence
 
@@ -284,3 +284,18 @@ def test_waivers_show_active_expired_and_revoked_in_words(client, triager):
     for word in ("active", "expired", "revoked"):
         assert f'waiver-{word}">{word}</span>' in page
     assert states["active"].status_in_words == "active" and '">open</span>' not in page
+
+
+def test_a_cluster_signed_before_classes_still_reads_until_signed_again(client, triager):
+    old = FailureCluster.objects.create(
+        key="0" * 64,
+        signature={"status": "errored", "category": "runtime", "code": "", "exceptionType": "E", "message": "m",
+                   "tool": "", "test": "test_x", "flags": []},
+    )  # fmt: skip
+    trial = failing("m", exception="E", cluster=old)
+    client.force_login(triager)
+    assert client.get("/api/qc/clusters/").json()["results"][0]["signature"]["failure_class"] == ""
+    assert client.get("/qc/clusters/").status_code == 200 and client.get(f"/qc/clusters/{old.pk}/").status_code == 200
+    resign_everything()
+    assert Trial.objects.get(pk=trial.pk).cluster.signature["class"] == "capability"
+    assert not FailureCluster.objects.filter(pk=old.pk).exists()

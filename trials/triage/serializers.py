@@ -192,7 +192,9 @@ class FeedbackRequestSerializer(serializers.ModelSerializer):
 class ClusterSignatureSerializer(serializers.Serializer):
     # (the JSON key is "class", a Python keyword: the field is renamed in to_representation)
     failure_class = serializers.CharField(
-        source="class", help_text="infrastructure, task_quality, capability or safety: the level opened first"
+        source="class",
+        default="",  # (a cluster signed before classes, until `manage.py sign_failures` signs it again)
+        help_text="infrastructure, task_quality, capability or safety: the level opened first",
     )
     category = serializers.CharField()
     code = serializers.CharField()
