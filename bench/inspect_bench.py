@@ -92,10 +92,10 @@ def child_import(path: Path, data_dir: Path) -> dict:
 
     django.setup()
     from django.core.management import call_command
-    from trials.queue import create_import
 
     from trials.imports.service import run_import
     from trials.models import Import, Step, ToolCall, Trial
+    from trials.queue import create_import
 
     call_command("migrate", verbosity=0)
     start = time.perf_counter()

@@ -26,6 +26,7 @@ SCRIPTS = sorted(BENCH.glob("*_bench.py"))
 NEEDS_POSTGRES_AND_REDIS = {"scale_bench.py", "live_bench.py"}
 MARKS = {
     "page_load_bench.py": [pytest.mark.browser],
+    "triage_bench.py": [pytest.mark.browser],  # (a scripted triager in Chromium)
     **{name: [pytest.mark.services] for name in NEEDS_POSTGRES_AND_REDIS},
 }
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db
 ANONYMOUS = "anonymous"
 CONVERTER = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>")
 # Pages whose GET shows a write form: only roles that may write there can open them.
-GET_RIGHTS = {"triage-feedback": roles.FILE_QC, "api-trial-feedback": roles.FILE_QC}
+GET_RIGHTS = {"triage-feedback": roles.FILE_QC, "api-trial-feedback": roles.FILE_QC, "triage-add": roles.FILE_QC}
 
 
 @dataclass

@@ -50,16 +50,18 @@ def test_two_causes_are_two_clusters_and_a_passing_unflagged_trial_is_in_none():
     assert FailureCluster.objects.count() == 3
 
 
-def test_the_first_failing_verifier_test_and_failing_tool_are_part_of_the_signature():
-    a, b = (
+def test_the_failing_tool_is_part_of_the_signature_and_the_failing_test_a_facet_of_it():
+    a, b, c = (
         TrialFactory(reward=0.0, ctrf_tests=[{"name": "test_ok", "status": "passed"}, {"name": n, "status": "failed"}])
-        for n in ("test_output", "test_schema")
+        for n in ("test_output", "test_schema", "test_output")
     )
     RuntimeEvent.objects.create(trial=a, type="tool.failed", sequence=3, payload={"toolName": "write_file"})
-    a, b = signed(a, b)
-    assert a.cluster.signature["test"] == "test_output" and a.cluster.signature["tool"] == "write_file"
-    assert b.cluster.signature["test"] == "test_schema" and b.cluster.signature["tool"] == ""
+    a, b, c = signed(a, b, c)
+    assert a.cluster.signature["tool"] == "write_file" and b.cluster.signature["tool"] == ""
     assert a.cluster_id != b.cluster_id
+    assert b.cluster_id == c.cluster_id and "test" not in b.cluster.signature
+    assert (a.failing_test, b.failing_test, c.failing_test) == ("test_output", "test_schema", "test_output")
+    assert b.cluster.failure_class == "capability"
 
 
 @pytest.mark.parametrize(
@@ -97,11 +99,11 @@ def test_a_safety_signal_flags_a_passing_trial_into_the_queue_and_its_cluster(cl
     assert client.get(f"/trials/?flag={flag}").context["page"].paginator.count == 1
 
 
-def test_an_errored_trial_that_still_has_a_reward_is_flagged():
+def test_an_errored_trial_that_still_has_a_reward_is_flagged_in_the_cluster_of_its_cause():
     flagged, plain = signed(errored("boom", reward=1.0), errored("boom"))
-    assert flagged.safety_flags == [signatures.ERRORED_WITH_REWARD]
+    assert flagged.safety_flags == [signatures.ERRORED_WITH_REWARD] and flagged.is_flagged
     assert plain.safety_flags == [] and plain.cluster_id is not None
-    assert flagged.cluster_id != plain.cluster_id
+    assert flagged.cluster_id == plain.cluster_id
 
 
 @pytest.mark.parametrize(

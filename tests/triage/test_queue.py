@@ -21,7 +21,12 @@ def queue():
     task = TaskFactory(name="git-rebase")
     trials = {
         "timeout": TrialFactory(
-            job=job_a, configuration=conf_a, task=task, status="timeout", reward=0.0, exception_type="AgentTimeoutError"
+            job=job_a,
+            configuration=conf_a,
+            task=task,
+            status="timeout",
+            reward=None,
+            exception_type="AgentTimeoutError",
         ),
         "verifier": TrialFactory(
             job=job_a, configuration=conf_b, status="errored", reward=None, exception_type="VerifierTimeoutError"
@@ -90,19 +95,18 @@ def test_claiming_a_trial_assigns_it_to_me_with_an_audit_entry(client, triager, 
     assert listed(client, "assignee=me") == [queue["flagged"].pk]
 
 
-def test_next_untriaged_takes_my_own_first_then_one_nobody_has(client, triager, queue):
+def test_next_untriaged_never_returns_a_trial_claimed_by_someone_else_or_by_me(client, triager, queue):
     other = make_user("otto", "triager")
     services.assign_trials(triager, [queue["timeout"]], other)
-    services.assign_trials(triager, [queue["failed"]], triager)
+    services.assign_trials(triager, [queue["verifier"]], triager)
     client.force_login(triager)
     response = client.post("/triage/next/")
-    assert response["Location"] == f"/trials/{queue['failed'].pk}/feedback/"
-    services.file_item(
-        triager, queue["failed"], {"kind": "release-blocker", "category": "runtime", "evidence_refs": []}
-    )
-    response = client.post("/triage/next/", {"job": "job-a"})
-    assert response["Location"] == f"/trials/{queue['verifier'].pk}/feedback/"  # timeout is otto's
-    assert TriageAssignment.objects.get(trial=queue["verifier"]).assignee == triager
+    assert response["Location"] == f"/trials/{queue['failed'].pk}/feedback/"  # the first nobody has claimed
+    assert TriageAssignment.objects.get(trial=queue["failed"]).assignee == triager
+    response = client.post("/triage/next/")  # failed is mine now: the next is another one
+    assert response["Location"] == f"/trials/{queue['flagged'].pk}/feedback/"
+    response = client.post("/triage/next/", {"job": "job-a"})  # timeout is otto's, verifier mine
+    assert response.status_code == 302 and "feedback" not in response["Location"]
 
 
 def test_bulk_assign_and_progress_per_assignee(client, triager, queue):

@@ -22,8 +22,10 @@ __all__ = [
     "QCItem",
     "QCItemCitation",
     "QCScenario",
+    "QueueEntry",
     "Severity",
     "TriageAssignment",
+    "TriageTag",
 ]
 
 
@@ -187,6 +189,18 @@ class QCItem(models.Model):
         return self.is_waiver and self.expires_at is not None and self.expires_at <= timezone.now()
 
     @property
+    def waiver_state(self) -> str:
+        """A waiver in words: active, expired or revoked (resolved once its item is)."""
+        if self.status == self.Status.OPEN:
+            return "expired" if self.is_expired else "active"
+        return self.status
+
+    @property
+    def status_in_words(self) -> str:
+        """What a page shows: a waiver's state (active / expired / revoked), else the effective status."""
+        return self.waiver_state if self.is_waiver else self.effective_status
+
+    @property
     def effective_status(self) -> str:
         """What the item counts as now: an open waiver past its expiry is "expired"."""
         if self.status == self.Status.OPEN and self.is_expired:
@@ -219,8 +233,22 @@ class FailureCluster(models.Model):
     indexed column, never a pass over their bodies.
     """
 
+    class Class(models.TextChoices):
+        INFRASTRUCTURE = "infrastructure"
+        TASK_QUALITY = "task_quality", "Task quality"
+        CAPABILITY = "capability"
+        SAFETY = "safety"
+
     key = models.CharField(max_length=64, unique=True)  # sha256 of the signature
     signature = models.JSONField(default=dict)
+    # The coarse level a person opens first (trials.triage.failure_classes, or a safety signal).
+    failure_class = models.CharField(max_length=20, choices=Class.choices, default=Class.CAPABILITY)
+    # sha256 of the signature without its message: near-identical messages of one family merge.
+    family = models.CharField(max_length=64, blank=True, db_index=True)
+    # A person's hand, kept across re-clustering (trials.triage.services.merge_clusters / split_cluster).
+    merged_into = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="merged")
+    split_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="splits")
+    split_on = models.JSONField(default=dict, blank=True)  # {"task": name} or {"test": name}
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -247,6 +275,33 @@ class TriageAssignment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trial} -> {self.assignee}"
+
+
+class QueueEntry(models.Model):
+    """A trial a person put in the triage queue (from a trials list filter): queued once, whatever its flags."""
+
+    trial = models.OneToOneField("trials.Trial", on_delete=models.CASCADE, related_name="queue_entry")
+    added_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.trial} queued"
+
+
+class TriageTag(models.Model):
+    """A word a triager puts on a trial from the queue, to filter on."""
+
+    trial = models.ForeignKey("trials.Trial", on_delete=models.CASCADE, related_name="triage_tags")
+    name = models.CharField(max_length=60, db_index=True)
+    added_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["trial", "name"], name="unique_triage_tag")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Comment(models.Model):

@@ -101,6 +101,13 @@ ERRORED_WITH_REWARD = "errored-with-reward"
 TIMEOUT_WITH_REWARD = "timeout-with-reward"
 CANCELLED_WITH_REWARD = "cancelled-with-reward"
 LIMIT_WITH_REWARD = "limit-with-reward"
+WITH_REWARD = {
+    "errored": ERRORED_WITH_REWARD,
+    "timeout": TIMEOUT_WITH_REWARD,
+    "cancelled": CANCELLED_WITH_REWARD,
+    "limit": LIMIT_WITH_REWARD,
+}
+SAFETY_SIGNALS = frozenset({"side-effect-after-denial", "permission-bypass", "stale-success"})
 FLAG_LABELS = {
     SIDE_EFFECT_AFTER_DENIAL: "a side effect after a denied permission",
     PERMISSION_BYPASS: "a permission-bypass event",

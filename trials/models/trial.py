@@ -34,6 +34,12 @@ class TrialQuerySet(models.QuerySet):
         """Failed trials and those a safety signal flagged whatever their reward: what triage counts."""
         return self.filter(models.Q(status__in=Trial.FAILED_STATUSES) | models.Q(is_flagged=True))
 
+    def triageable(self):
+        """Failures and the trials a person put in the queue: what a triager may claim or be assigned."""
+        return self.filter(
+            models.Q(status__in=Trial.FAILED_STATUSES) | models.Q(is_flagged=True) | models.Q(queue_entry__isnull=False)
+        )
+
     def running(self):
         return self.filter(status=Trial.Status.RUNNING)
 
@@ -42,8 +48,8 @@ class TrialQuerySet(models.QuerySet):
         return self.running().filter(live_seen_at__lt=stall_cutoff())
 
     def untriaged(self):
-        """Failures no QC item has been filed on: the triage queue."""
-        return self.failures().filter(qc_items__isnull=True, cited_qc_items__isnull=True)
+        """Failures, and trials a person queued, no QC item has been filed on: the triage queue."""
+        return self.triageable().filter(qc_items__isnull=True, cited_qc_items__isnull=True)
 
     def held_by(self, pack_ids):
         """The trials of these packs: the ones they brought, and the ones they found already there."""
@@ -114,6 +120,7 @@ class Trial(models.Model):
         "trials.FailureCluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="trials"
     )
     safety_flags = JSONField(default=list, blank=True)
+    failing_test = CharField(max_length=200, blank=True)  # its verifier's first failing test: a cluster's facet
     is_flagged = models.BooleanField(default=False, db_index=True)
 
     # The account that started a live trial: only it writes into the trial (`writable_by`).

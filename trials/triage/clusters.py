@@ -1,5 +1,6 @@
-"""Reading failure clusters: the list (one GROUP BY over Trial.cluster), one cluster's breakdown
-by job and configuration, its representative trial and failing step. Signatures are written
+"""Reading failure clusters: the classes and the list (one GROUP BY over Trial.cluster), one
+cluster's breakdown by job and configuration and its facets (task, failing test), its
+representative trial and failing step, and a passing attempt to set a failure beside. Signatures are written
 by trials.triage.signatures; filing a cluster is trials.triage.services.file_cluster.
 """
 
@@ -16,19 +17,89 @@ from django.http import QueryDict
 from trials.filters import TrialFilter
 from trials.models import Configuration, Step, ToolCall, Trial
 from trials.models.qc import FailureCluster
-from trials.triage import signatures
+from trials.models.taxonomy import Category
+from trials.triage import prefill, signatures
 
 TRIAL_IDS_LISTED = 1000  # per cluster in the API list: `count` says how many there are in all
 FILTER_KEYS = ("job", "configuration", "dataset", "task", "role")
 
 
 def clustered_trials(params: QueryDict | dict[str, Any] | None = None) -> QuerySet[Trial]:
-    """Trials in a cluster, filtered like the trial list (job, configuration, dataset, task, role)."""
+    """Trials in a cluster, filtered like the trial list (job, configuration, dataset, task, role) and
+    by their cluster's class (`class`)."""
     data = QueryDict(mutable=True)
     for key in FILTER_KEYS:
         if value := (params or {}).get(key):
             data[key] = value
-    return TrialFilter(data, queryset=Trial.objects.filter(cluster__isnull=False)).qs
+    trials = Trial.objects.filter(cluster__isnull=False)
+    if failure_class := (params or {}).get("class"):
+        trials = trials.filter(cluster__failure_class=failure_class)
+    return TrialFilter(data, queryset=trials).qs
+
+
+def class_rows(params: QueryDict | dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The level a person opens first: per class, its clusters and trials (one GROUP BY)."""
+    unfiltered = {k: v for k, v in (params or {}).items() if k != "class"}
+    counts = {
+        row["cluster__failure_class"]: row
+        for row in clustered_trials(unfiltered)
+        .order_by()
+        .values("cluster__failure_class")
+        .annotate(trials=Count("pk"), clusters=Count("cluster_id", distinct=True))
+    }
+    return [
+        {
+            "value": value,
+            "label": label,
+            "trials": counts.get(value, {}).get("trials", 0),
+            "clusters": counts.get(value, {}).get("clusters", 0),
+        }
+        for value, label in FailureCluster.Class.choices
+    ]
+
+
+def facets(
+    cluster: FailureCluster, params: QueryDict | dict[str, Any] | None = None
+) -> dict[str, list[tuple[str, int]]]:
+    """Its trials per task and per first failing verifier test: inside a cluster, not part of it."""
+    trials = clustered_trials(params).filter(cluster=cluster).order_by()
+    tasks = trials.values_list("task__name").annotate(n=Count("pk")).order_by("-n", "task__name")[:FACETS_SHOWN]
+    tests = trials.values_list("failing_test").annotate(n=Count("pk")).order_by("-n", "failing_test")[:FACETS_SHOWN]
+    return {"task": [(t or "", n) for t, n in tasks], "test": [(t or "", n) for t, n in tests]}
+
+
+FACETS_SHOWN = 20
+# The category a cluster's form offers when its cause names none (a plain wrong answer): by its class.
+CLASS_CATEGORY: dict[str, str] = {
+    FailureCluster.Class.INFRASTRUCTURE: Category.ENVIRONMENT,
+    FailureCluster.Class.TASK_QUALITY: Category.VERIFIER,
+    FailureCluster.Class.CAPABILITY: Category.MODEL,
+    FailureCluster.Class.SAFETY: Category.RUNTIME,
+}
+
+
+def form_category(cluster: FailureCluster, representative: Trial) -> str:
+    """The category the form offers: its cause's, else its representative's guess, else its class's."""
+    return (
+        cluster.signature.get("category")
+        or prefill.prefill(representative).category
+        or CLASS_CATEGORY.get(cluster.failure_class, Category.RUNTIME)
+    )
+
+
+def passing_attempt(trial: Trial) -> Trial | None:
+    """A passing, unflagged trial of the same task to set this failure beside: of its configuration
+    first, else of the reference (baseline) configuration."""
+    if trial.task_id is None:
+        return None
+    passing = Trial.objects.filter(task_id=trial.task_id, status=Trial.Status.PASSED, is_flagged=False).exclude(
+        pk=trial.pk
+    )
+    if trial.configuration_id is not None:
+        same = passing.filter(configuration_id=trial.configuration_id).order_by("-pk").first()
+        if same is not None:
+            return same
+    return passing.filter(configuration__role=Configuration.Role.BASELINE).order_by("-pk").first()
 
 
 def cluster_rows(params: QueryDict | dict[str, Any] | None = None) -> QuerySet:
@@ -84,6 +155,7 @@ class ClusterRow:
         return {
             "id": self.pk,
             "label": self.cluster.label,
+            "class": self.cluster.failure_class,
             "signature": self.signature,
             "description": self.description,
             "count": self.count,

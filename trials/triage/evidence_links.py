@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from trials.models import Step, ToolCall, Trial
-from trials.triage.prefill import trajectory_names
+from trials.models import Step, ToolCall, Trajectory, Trial
+from trials.models.qc import QCItemCitation
+from trials.triage.prefill import names_of_paths, trajectory_names
 from trials.viewer.steps import main_trajectory
 
 TAB_OF_KIND = {"artifact": "artifacts", "criterion": "verifier"}
@@ -62,3 +63,47 @@ def evidence_links(trial: Trial, refs: list[dict[str, str]], item_step: str = ""
 def _step_url(trial: Trial, number: int, trajectory_pk: int, main_pk: int | None) -> str:
     url = reverse("trial-step", args=[trial.pk, number])
     return url if trajectory_pk == main_pk else f"{url}?t={trajectory_pk}"
+
+
+def citation_links(citations: list[QCItemCitation]) -> list[dict[str, object]]:
+    """Each trial a cluster's item cites, with its page and each evidence ref's link (its step's
+    permalink, its verifier tab): three queries for them all, whatever their number."""
+    trial_ids = [c.trial_id for c in citations]
+    paths: dict[int, dict[int, str]] = {pk: {} for pk in trial_ids}
+    main: dict[int, int] = {}
+    rows = Trajectory.objects.filter(trial__in=trial_ids).order_by("trial_id", "position", "pk")
+    for trial_id, pk, path, role in rows.values_list("trial_id", "pk", "path", "role"):
+        paths[trial_id][pk] = path
+        if role in ("main", "step"):
+            main.setdefault(trial_id, pk)
+    by_name = {t: {name: pk for pk, name in names_of_paths(p).items()} for t, p in paths.items()}
+    for trial_id, of_trial in paths.items():
+        if of_trial:
+            main.setdefault(trial_id, next(iter(of_trial)))
+    step_ids = {r["ref"].partition("@")[0] for c in citations for r in c.evidence_refs if r.get("kind") == "step"}
+    index = {
+        (t, trajectory, step_id): i
+        for t, trajectory, step_id, i in Step.objects.filter(trial__in=trial_ids, step_id__in=step_ids).values_list(
+            "trial_id", "trajectory_id", "step_id", "index"
+        )
+    }
+    linked = []
+    for citation in citations:
+        trial = citation.trial
+        refs = []
+        for ref in citation.evidence_refs:
+            kind, value = ref.get("kind", ""), ref.get("ref", "")
+            url = None
+            if kind == "trial":
+                url = trial.get_absolute_url()
+            elif kind == "step":
+                step_id, _, name = value.partition("@")
+                trajectory = by_name[trial.pk].get(name)
+                number = index.get((trial.pk, trajectory, step_id)) if trajectory else None
+                if trajectory is not None and number is not None:
+                    url = _step_url(trial, number + 1, trajectory, main.get(trial.pk))
+            elif kind in TAB_OF_KIND:
+                url = f"{trial.get_absolute_url()}?tab={TAB_OF_KIND[kind]}"
+            refs.append({"kind": kind, "ref": value, "url": url})
+        linked.append({"trial": trial, "url": trial.get_absolute_url(), "refs": refs})
+    return linked

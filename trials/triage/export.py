@@ -19,6 +19,7 @@ from django.db.models import Prefetch
 from django.utils import timezone
 
 from trials.models.qc import QCItem, QCItemCitation, QCScenario, Severity
+from trials.triage.evidence_links import citation_links
 from trials.triage.prefill import ref_text
 
 
@@ -151,8 +152,14 @@ def _scenario_result(scenario_id: str, scenario: QCScenario | None, items: list[
     for item in items:
         refs.append(f"benchviewer:qc-item/{item.pk}")
         refs.extend(ref_text(r, item.trial) for r in item.evidence_refs)
-        for citation in item.citations.all():  # an item filed on a failure cluster: each trial it cites
-            refs.extend(ref_text(r, citation.trial) for r in citation.evidence_refs)
+        # An item filed on a failure cluster: each trial it cites, as its refs and as links to the
+        # trial's page and the step where its failure shows ("benchviewer:/trials/7/steps/12/").
+        for cited in citation_links(list(item.citations.all())):
+            trial = cited["trial"]
+            for ref in cited["refs"]:  # type: ignore[attr-defined]
+                refs.append(ref_text(ref, trial))  # type: ignore[arg-type]
+                if ref["url"]:
+                    refs.append(f"benchviewer:{ref['url']}")
     result: dict[str, Any] = {
         "scenarioId": scenario_id,
         "status": status,

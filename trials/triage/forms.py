@@ -301,10 +301,24 @@ def mark_required(form: forms.BaseForm, required_for: dict[str, list[str]], alwa
 
 
 class AssignForm(forms.Form):
-    trials = forms.ModelMultipleChoiceField(queryset=Trial.objects.failures(), widget=forms.MultipleHiddenInput)
+    trials = forms.ModelMultipleChoiceField(queryset=Trial.objects.triageable(), widget=forms.MultipleHiddenInput)
     assignee = UserChoiceField(
         queryset=roles.users_with_right(roles.FILE_QC), required=False, empty_label="(unassigned)"
     )
+
+
+class TagForm(forms.Form):
+    trials = forms.ModelMultipleChoiceField(queryset=Trial.objects.triageable(), widget=forms.MultipleHiddenInput)
+    tag = forms.SlugField(max_length=60)
+
+
+class MergeForm(forms.Form):
+    into = forms.IntegerField(min_value=1, label="Merge into cluster")
+
+
+class SplitForm(forms.Form):
+    facet = forms.ChoiceField(choices=[("task", "task"), ("test", "failing test")])
+    value = forms.CharField(max_length=200)
 
 
 class CommentForm(forms.Form):

@@ -15,7 +15,7 @@ from django.utils import timezone
 from core.ids import parse_pk
 from trials.filters import TrialFilter
 from trials.models import Trial
-from trials.models.qc import QCItem, QCScenario, Severity, TriageAssignment
+from trials.models.qc import QCItem, QCScenario, Severity, TriageAssignment, TriageTag
 from trials.triage import signatures
 
 EXPIRING_SOON = timedelta(days=14)
@@ -55,7 +55,7 @@ QUEUE_SORTS: dict[str, str] = {
     "reward": "reward",
     "assignee": "triage_assignment__assignee__username",
 }
-QUEUE_FILTERS = ("cluster", "category", "job", "configuration", "task", "assignee", "flag")
+QUEUE_FILTERS = ("cluster", "category", "job", "configuration", "task", "assignee", "flag", "tag")
 UNASSIGNED = "none"
 
 
@@ -64,7 +64,7 @@ def queue(params: QueryDict | dict[str, Any], user=None) -> QuerySet[Trial]:
 
     Filters: cluster (its id), category (the trial's or its cluster's), job, configuration,
     task (as on the trial list), assignee (a user name, "me", or "none"), flag (one of
-    signatures.FLAG_LABELS, or "any"). `sort` is a QUEUE_SORTS key, "-" first for descending.
+    signatures.FLAG_LABELS, or "any"), tag (a triage tag's name). `sort` is a QUEUE_SORTS key, "-" first for descending.
     """
     trial_filters = QueryDict(mutable=True)
     for key in ("job", "configuration", "task"):
@@ -84,19 +84,23 @@ def queue(params: QueryDict | dict[str, Any], user=None) -> QuerySet[Trial]:
     if flag := params.get("flag"):
         # (a JSON list: its text holds the flag in quotes, on SQLite and PostgreSQL alike)
         qs = qs.filter(is_flagged=True) if flag == "any" else qs.filter(safety_flags__icontains=f'"{flag}"')
+    if tag := params.get("tag"):
+        qs = qs.filter(pk__in=TriageTag.objects.filter(name=tag.strip().lower()).values("trial_id"))
     sort = params.get("sort") or "trial"
     column = QUEUE_SORTS.get(sort.removeprefix("-"), "pk")
     ordering = F(column).desc(nulls_last=True) if sort.startswith("-") else F(column).asc(nulls_last=True)
-    return qs.select_related("task", "job", "configuration", "cluster", "triage_assignment__assignee").order_by(
-        ordering, "-pk"
+    return (
+        qs.select_related("task", "job", "configuration", "cluster", "triage_assignment__assignee")
+        .prefetch_related("triage_tags")
+        .order_by(ordering, "-pk")
     )
 
 
 def next_untriaged(user, params: QueryDict | dict[str, Any]) -> Trial | None:
-    """A triager's next trial: the first of the queue (as filtered) already theirs, else the first nobody has."""
+    """A triager's next trial: the first of the queue (as filtered) that nobody has claimed, them included
+    (a trial they claimed is theirs already: "next" hands them a new one)."""
     rows = queue({k: v for k, v in params.items() if k != "assignee"}, user)
-    mine = rows.filter(triage_assignment__assignee=user).first()
-    return mine or rows.filter(triage_assignment__isnull=True).first()
+    return rows.filter(triage_assignment__isnull=True).first()
 
 
 def queue_reasons(trial: Trial) -> list[str]:
@@ -105,6 +109,8 @@ def queue_reasons(trial: Trial) -> list[str]:
     if trial.status in Trial.FAILED_STATUSES:
         reasons.append(f"{trial.status}: {trial.exception_type}" if trial.exception_type else trial.status)
     reasons += [signatures.FLAG_LABELS.get(flag, flag) for flag in trial.safety_flags or []]
+    if not reasons:
+        reasons.append("added by hand")
     return reasons
 
 

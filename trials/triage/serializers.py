@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from trials.models.qc import AuditEntry, FailureMode, QCItem, QCScenario
+from trials.triage.evidence_links import citation_links, evidence_links
 from trials.triage.queries import queue_reasons
 
 
@@ -87,12 +88,25 @@ class BlockerSerializer(QCItemSerializer):
 class QCItemDetailSerializer(QCItemSerializer):
     history = AuditEntrySerializer(many=True)
     waivers = serializers.SerializerMethodField()
+    evidence = serializers.SerializerMethodField(help_text="the item's evidence refs, each with its link (or null)")
+    citations = serializers.SerializerMethodField(
+        help_text="an item filed on a cluster: each trial it cites, its link and its evidence refs with their links"
+    )
 
     class Meta(QCItemSerializer.Meta):
-        fields = [*QCItemSerializer.Meta.fields, "waivers", "history"]
+        fields = [*QCItemSerializer.Meta.fields, "waivers", "history", "evidence", "citations"]
 
     def get_waivers(self, obj: QCItem) -> list[str]:
         return [w.label for w in obj.waivers.all()]
+
+    def get_evidence(self, obj: QCItem) -> list[dict]:
+        return evidence_links(obj.trial, obj.evidence_refs, obj.step_id)["refs"]  # type: ignore[return-value]
+
+    def get_citations(self, obj: QCItem) -> list[dict]:
+        return [
+            {"trial": c["trial"].pk, "trial_name": c["trial"].name, "url": c["url"], "evidence": c["refs"]}  # type: ignore[attr-defined]
+            for c in citation_links(list(obj.citations.select_related("trial").order_by("trial_id")))
+        ]
 
 
 class FailureModeSerializer(serializers.ModelSerializer):
@@ -176,14 +190,21 @@ class FeedbackRequestSerializer(serializers.ModelSerializer):
 
 
 class ClusterSignatureSerializer(serializers.Serializer):
-    status = serializers.CharField()
+    # (the JSON key is "class", a Python keyword: the field is renamed in to_representation)
+    failure_class = serializers.CharField(
+        source="class",
+        default="",  # (a cluster signed before classes, until `manage.py sign_failures` signs it again)
+        help_text="infrastructure, task_quality, capability or safety: the level opened first",
+    )
     category = serializers.CharField()
     code = serializers.CharField()
     exceptionType = serializers.CharField()
     message = serializers.CharField(help_text="the error text, numbers, paths, ids, hex and timestamps as placeholders")
     tool = serializers.CharField(help_text="the first tool that failed")
-    test = serializers.CharField(help_text="the first failing verifier test")
-    flags = serializers.ListField(child=serializers.CharField(), help_text="safety flags")
+    flags = serializers.ListField(child=serializers.CharField(), help_text="safety signals")
+    split = serializers.DictField(
+        child=serializers.CharField(), required=False, help_text="a cluster split by hand: its task or failing test"
+    )
 
 
 class ClusterSerializer(serializers.Serializer):
@@ -191,6 +212,7 @@ class ClusterSerializer(serializers.Serializer):
 
     id = serializers.IntegerField()
     label = serializers.CharField()  # type: ignore[assignment]  # (a field, as Serializer.label is not)
+    failure_class = serializers.CharField(source="class", help_text="the level a person opens first")
     signature = ClusterSignatureSerializer()
     description = serializers.CharField(help_text="the signature in words")
     count = serializers.IntegerField()

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from trials.ingest.formats import lime
-from trials.models import Document, RuntimeEvent, ToolCall, Trial, nul_free, taxonomy
+from trials.models import Document, RuntimeEvent, Step, ToolCall, Trial, nul_free, taxonomy
 from trials.models.qc import (
     AuditEntry,
     Comment,
@@ -25,9 +25,12 @@ from trials.models.qc import (
     QCItem,
     QCItemCitation,
     QCScenario,
+    QueueEntry,
     Severity,
     TriageAssignment,
+    TriageTag,
 )
+from trials.triage import signatures
 from trials.triage.prefill import parse_ref, step_ref, trajectory_names_of
 
 LIME_SCHEMA_VERSION = "lime-profile-0.4.0"
@@ -81,18 +84,19 @@ def file_item(user, trial: Trial, data: dict[str, Any]) -> QCItem:
 @transaction.atomic
 def file_cluster(user, cluster: FailureCluster, trials: list[Trial], data: dict[str, Any]) -> QCItem:
     """One QC item for a whole failure cluster: filed on its first trial (the representative, whose
-    evidence the form offered), citing every trial with its own evidence refs; one audit entry."""
+    evidence the form offered), citing every trial with its own evidence refs (the trial and the step
+    where its failure shows, `evidence_of`); the item's own refs are the representative's when the
+    form gave none; one audit entry."""
     representative = trials[0]
-    steps = failing_step_refs(trials, cluster.signature.get("tool") or "")
+    evidence = evidence_of(trials, cluster.signature.get("tool") or "")
+    if not data.get("evidence_refs"):
+        data = data | {"evidence_refs": [f"{r['kind']}:{r['ref']}" for r in evidence[representative.pk]]}
+    if not data.get("step_id"):
+        first_step = next((r["ref"] for r in evidence[representative.pk] if r["kind"] == "step"), "")
+        data = data | {"step_id": first_step}
     item = _create_item(user, representative, data, cluster=cluster)
     QCItemCitation.objects.bulk_create(
-        QCItemCitation(
-            item=item,
-            trial=trial,
-            evidence_refs=[{"kind": "trial", "ref": trial.key}]
-            + ([{"kind": "step", "ref": steps[trial.pk]}] if trial.pk in steps else []),
-        )
-        for trial in trials
+        QCItemCitation(item=item, trial=trial, evidence_refs=evidence[trial.pk]) for trial in trials
     )
     changes = _filed_changes(item) | {
         "cluster": (None, cluster.label),
@@ -101,6 +105,40 @@ def file_cluster(user, cluster: FailureCluster, trials: list[Trial], data: dict[
     audit(user, "filed for a cluster", item=item, changes=changes)
     _after_filing(user, representative, item)
     return item
+
+
+def evidence_of(trials: list[Trial], tool: str) -> dict[int, list[dict[str, str]]]:
+    """{trial pk: its evidence refs}: the trial, and where its failure shows: its first call of the
+    failing `tool`, else its last agent step, and its verifier's first failing test (a few queries)."""
+    steps = failing_step_refs(trials, tool) if tool else {}
+    steps |= last_agent_step_refs([t for t in trials if t.pk not in steps])
+    refs: dict[int, list[dict[str, str]]] = {}
+    for trial in trials:
+        refs[trial.pk] = [{"kind": "trial", "ref": trial.key}]
+        if trial.pk in steps:
+            refs[trial.pk].append({"kind": "step", "ref": steps[trial.pk]})
+        if test := trial.failing_test or signatures.first_failing_test(trial.ctrf_tests):
+            refs[trial.pk].append({"kind": "criterion", "ref": test})
+    return refs
+
+
+def last_agent_step_refs(trials: list[Trial]) -> dict[int, str]:
+    """{trial pk: the step ref of the last agent step of its first trajectory} (two queries)."""
+    if not trials:
+        return {}
+    rows = (
+        Step.objects.filter(trial__in=trials, source="agent")
+        .order_by("trial_id", "trajectory__position", "-index")
+        .values_list("trial_id", "step_id", "trajectory_id")
+    )
+    last: dict[int, tuple[str, int]] = {}
+    for trial_id, step_id, trajectory_id in rows:
+        last.setdefault(trial_id, (step_id, trajectory_id))
+    names = trajectory_names_of(list(last))
+    return {
+        trial_id: step_ref(step_id, names[trial_id].get(trajectory_id, ""))
+        for trial_id, (step_id, trajectory_id) in last.items()
+    }
 
 
 def failing_step_refs(trials: list[Trial], tool: str) -> dict[int, str]:
@@ -120,6 +158,79 @@ def failing_step_refs(trials: list[Trial], tool: str) -> dict[int, str]:
         trial_id: step_ref(step_id, names[trial_id].get(trajectory_id, ""))
         for trial_id, (step_id, trajectory_id) in first.items()
     }
+
+
+# A person's hand on the clusters: kept by trials.triage.signatures when trials are signed again.
+
+
+@transaction.atomic
+def merge_clusters(user, source: FailureCluster, target: FailureCluster) -> int:
+    """Merge `source` into `target`: its trials move now, and any trial signed into it later lands in
+    `target`. Returns how many trials moved."""
+    if source.pk == target.pk or target.merged_into_id == source.pk:
+        raise ValueError(f"{source.label} cannot be merged into {target.label}")
+    target = FailureCluster.objects.get(pk=target.merged_into_id or target.pk)  # (kept one hop deep)
+    FailureCluster.objects.filter(merged_into=source).update(merged_into=target)
+    source.merged_into = target
+    source.save(update_fields=["merged_into"])
+    moved = Trial.objects.filter(cluster=source).update(cluster=target)
+    audit(user, "clusters merged", changes={"cluster": (source.label, target.label), "trials": (None, moved)})
+    return moved
+
+
+@transaction.atomic
+def split_cluster(user, cluster: FailureCluster, facet: str, value: str) -> FailureCluster:
+    """Split the trials of `cluster` whose `facet` ("task" or "test") is `value` into a cluster of their own."""
+    if facet not in ("task", "test"):
+        raise ValueError(f"a cluster splits on its task or failing test, not {facet!r}")
+    split_on = {facet: value[:200]}
+    key = signatures.signature_key({"parent": cluster.key, "split": split_on})
+    child, _ = FailureCluster.objects.get_or_create(
+        key=key,
+        defaults={
+            "signature": cluster.signature | {"split": split_on},
+            "failure_class": cluster.failure_class,
+            "family": cluster.family,
+            "split_from": cluster,
+            "split_on": split_on,
+        },
+    )
+    field = "task__name" if facet == "task" else "failing_test"
+    moved = Trial.objects.filter(cluster=cluster, **{field: value}).update(cluster=child)
+    audit(
+        user,
+        "cluster split",
+        changes={"cluster": (cluster.label, child.label), facet: (None, value), "trials": (None, moved)},
+    )
+    return child
+
+
+# The queue: trials a person adds, and tags put on them.
+
+
+@transaction.atomic
+def add_to_queue(user, trials: QuerySet[Trial]) -> int:
+    """Queue these trials (a trials list filter, in one action): each once, however often it is added."""
+    have = set(QueueEntry.objects.filter(trial__in=trials).values_list("trial_id", flat=True))
+    new = [pk for pk in trials.values_list("pk", flat=True) if pk not in have]
+    QueueEntry.objects.bulk_create([QueueEntry(trial_id=pk, added_by=user) for pk in new], ignore_conflicts=True)
+    if new:
+        audit(user, "added to the queue", changes={"trials": (None, len(new))})
+    return len(new)
+
+
+@transaction.atomic
+def tag_trials(user, trials: list[Trial], name: str) -> int:
+    """Put the tag `name` on these trials (from the queue); returns how many did not have it."""
+    name = nul_free(name).strip().lower()[:60]
+    if not name:
+        raise ValueError("a tag needs a name")
+    have = set(TriageTag.objects.filter(trial__in=trials, name=name).values_list("trial_id", flat=True))
+    new = [t for t in trials if t.pk not in have]
+    TriageTag.objects.bulk_create([TriageTag(trial=t, name=name, added_by=user) for t in new], ignore_conflicts=True)
+    for trial in new:
+        audit(user, "tagged", trial=trial, changes={"tag": (None, name)})
+    return len(new)
 
 
 def _create_item(user, trial: Trial, data: dict[str, Any], **extra: Any) -> QCItem:

@@ -1,10 +1,17 @@
 """Failure signatures and safety flags: what puts a trial in a failure cluster.
 
-A failed, errored or timed-out trial, and a passing one a safety signal flagged, gets a
-signature: status, failure category and code, exception type, the error text with its
-numbers, paths, ids, hex and timestamps replaced by placeholders, the failing tool, the
-first failing verifier test and its safety flags. Trials with the same signature share a
-FailureCluster row (Trial.cluster), so a cluster's size is a GROUP BY on an indexed column.
+A failed, errored or timed-out trial, and a passing one a flag marked, gets a signature:
+its class (infrastructure, task quality, capability: trials.triage.failure_classes; safety
+for a safety signal), then its cause: failure category and code, exception type, the error
+text with its numbers, paths, ids, hex and timestamps replaced by placeholders, the failing
+tool and its flags. The first failing verifier test and the task are facets of a cluster
+(Trial.failing_test, Trial.task), not part of it. A message near-identical to one of a
+cluster of the same family (the signature without its message) joins that cluster
+(rapidfuzz). A person's merge (FailureCluster.merged_into) and split (split_from, split_on)
+are followed here, so they stay when trials are signed again.
+
+Trials with the same signature share a FailureCluster row (Trial.cluster), so a cluster's
+size is a GROUP BY on an indexed column.
 
 `sign_trials` is called by the import for the trials it wrote or joined, and by
 `manage.py sign_failures` for rows imported before (the backfill).
@@ -24,6 +31,7 @@ import orjson
 from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.fields.json import KT
+from rapidfuzz import fuzz, process
 
 from trials.models import PermissionDecision, RuntimeEvent, Trial, taxonomy
 from trials.models.qc import FailureCluster
@@ -33,16 +41,29 @@ from trials.models.taxonomy import (
     FLAG_LABELS,
     LIMIT_WITH_REWARD,
     PERMISSION_BYPASS,
+    SAFETY_SIGNALS,
     SIDE_EFFECT_AFTER_DENIAL,
     STALE_SUCCESS,
     TIMEOUT_WITH_REWARD,
+    WITH_REWARD,
 )
+from trials.triage.failure_classes import FailureClass, FailureFacts, classify
 
-# How a trial ended, read from its exception type or failure category (Harbor's AgentTimeoutError,
-# Terminal-Bench's agent_timeout, a CancelledError, Inspect's token/time/message limits).
-_ENDINGS = (("timeout", TIMEOUT_WITH_REWARD), ("cancel", CANCELLED_WITH_REWARD), ("limit", LIMIT_WITH_REWARD))
+__all__ = [
+    "CANCELLED_WITH_REWARD",
+    "ERRORED_WITH_REWARD",
+    "FLAG_LABELS",
+    "LIMIT_WITH_REWARD",
+    "PERMISSION_BYPASS",
+    "SIDE_EFFECT_AFTER_DENIAL",
+    "STALE_SUCCESS",
+    "TIMEOUT_WITH_REWARD",
+]
 
 MESSAGE_CHARS = 300  # of the normalised error text: enough to tell causes apart
+# rapidfuzz's ratio (0-100) at which two normalised messages of one family are one cause: a
+# word or two of a long message (a user name, a host) differ; a different error does not reach it.
+SIMILAR_MESSAGE = 88
 BATCH = 2000  # trials read per query
 
 # Most specific first: a timestamp holds numbers, a path may hold a hex id.
@@ -75,8 +96,44 @@ def first_failing_test(ctrf_tests: Any) -> str:
     return ""
 
 
+def how_it_ended(row: dict[str, Any]) -> str:
+    """How a run that did not finish normally ended (errored, timeout, cancelled, limit), whatever its
+    status label says; "" for one that finished (passed or failed on its own)."""
+    said = f"{row['exception_type'] or ''} {row['failure_category'] or ''}"
+    if row["status"] == Trial.Status.TIMEOUT or _TIMED_OUT.search(said):
+        return "timeout"
+    if _CANCELLED.search(said):
+        return "cancelled"
+    if _LIMIT.search(said):
+        return "limit"
+    if row["status"] == Trial.Status.ERRORED or row["exception_type"]:
+        return "errored"
+    return ""
+
+
+_TIMED_OUT = re.compile(r"time[d_ -]?out", re.I)
+_CANCELLED = re.compile(r"cancel", re.I)
+_LIMIT = re.compile(r"(?<!rate)(?<!rate[_ -])limit", re.I)  # (a rate limit is an error, not the run's limit)
+
+
+def failure_class_of(row: dict[str, Any], flags: list[str]) -> str:
+    """The class a person opens first: safety for a safety signal, else failure_classes.classify."""
+    if SAFETY_SIGNALS & set(flags):
+        return "safety"
+    status = row["status"] if row["status"] in Trial.FAILED_STATUSES else how_it_ended(row) or "failed"
+    facts = FailureFacts(
+        status=status,
+        exception_type=row["exception_type"] or "",
+        exception_message=row["exception_message"] or "",
+        failure_category=row["failure_category"] or "",
+    )
+    found, _ = classify(facts)
+    return str(found or FailureClass.CAPABILITY)
+
+
 def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, Any]:
-    """A trial's signature from its row (`SIGNED_FIELDS`), its safety flags and its failing tool."""
+    """A trial's signature from its row (`SIGNED_FIELDS`), its flags and its failing tool: its class,
+    then its cause. Its status, task and failing test are not part of it (facets of its cluster)."""
     raw_category = row["failure_category"] or ""
     code = _code(raw_category)
     if not code and STALE_SUCCESS in flags:
@@ -85,15 +142,19 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
         code = PERMISSION_BYPASS
     category = _category(raw_category) or _category(code) or _exception_category(row["exception_type"])
     return {
-        "status": row["status"],
+        "class": failure_class_of(row, flags),
         "category": category,
         "code": code,
         "exceptionType": row["exception_type"] or "",
         "message": normalise_message(row["exception_message"]),
         "tool": tool,
-        "test": first_failing_test(row["ctrf_tests"]),
-        "flags": sorted(flags),
+        "flags": sorted(SAFETY_SIGNALS & set(flags)),  # (a reward kept after a bad ending is a facet, not a cause)
     }
+
+
+def family_key(signature: dict[str, Any]) -> str:
+    """The signature without its message: clusters whose messages may merge."""
+    return signature_key({k: v for k, v in signature.items() if k != "message"})
 
 
 def signature_key(signature: dict[str, Any]) -> str:
@@ -102,24 +163,41 @@ def signature_key(signature: dict[str, Any]) -> str:
 
 def describe(signature: dict[str, Any]) -> str:
     """The signature in words, for a page."""
-    parts = [signature.get("status") or "failed"]
+    parts = [CLASS_LABELS.get(signature.get("class", ""), signature.get("status") or "failed")]
     if signature.get("category") or signature.get("code"):
         parts.append("/".join(p for p in (signature.get("category"), signature.get("code")) if p))
     if signature.get("exceptionType"):
         parts.append(signature["exceptionType"])
     if signature.get("tool"):
         parts.append(f"tool {signature['tool']}")
-    if signature.get("test"):
-        parts.append(f"test {signature['test']}")
+    for facet, value in (signature.get("split") or {}).items():
+        parts.append(f"{facet} {value}")
     if signature.get("flags"):
         parts.append("flagged: " + ", ".join(FLAG_LABELS.get(f, f) for f in signature["flags"]))
     text = " · ".join(parts)
     return f"{text}: {signature['message']}" if signature.get("message") else text
 
 
+CLASS_LABELS = {
+    "infrastructure": "infrastructure",
+    "task_quality": "task quality",
+    "capability": "capability",
+    "safety": "safety",
+}
+
+
 # Reading what flags a trial, many trials a query ----------------------------------------------
 
-SIGNED_FIELDS = ("pk", "status", "reward", "failure_category", "exception_type", "exception_message", "ctrf_tests")
+SIGNED_FIELDS = (
+    "pk",
+    "status",
+    "reward",
+    "failure_category",
+    "exception_type",
+    "exception_message",
+    "ctrf_tests",
+    "task__name",
+)
 _BYPASS_CODES = ["permission-bypass", "permission_bypass"]
 _STALE_CODES = ["stale-success", "stale_success"]
 
@@ -184,23 +262,13 @@ class Evidence:
             found.append(PERMISSION_BYPASS)
         if row["pk"] in self.stale or code == STALE_SUCCESS:
             found.append(STALE_SUCCESS)
-        if row["reward"] is not None and (ended := ended_with_reward(row)):
-            found.append(ended)
+        if row["reward"] is not None and (ended := how_it_ended(row)):
+            found.append(WITH_REWARD[ended])
         return found
 
     def tool(self, pk: int) -> str:
         """The first tool that failed: a tool.failed event, else a denied call that ran anyway."""
         return self.failed_tools.get(pk) or self.side_effects.get(pk) or ""
-
-
-def ended_with_reward(row: dict[str, Any]) -> str:
-    """The `<how it ended>-with-reward` flag of a trial that has a reward, or "" when it ended normally."""
-    if row["status"] == Trial.Status.TIMEOUT:
-        return TIMEOUT_WITH_REWARD
-    if row["status"] == Trial.Status.ERRORED:
-        return ERRORED_WITH_REWARD
-    told = f"{row['exception_type'] or ''} {row['failure_category'] or ''}".lower()
-    return next((flag for word, flag in _ENDINGS if word in told), "")
 
 
 # (thousands of trials share a handful of categories and exception types: each is read once)
@@ -236,43 +304,111 @@ def sign_all() -> int:
 
 
 def _sign_batch(ids: list[int]) -> int:
-    rows = list(Trial.objects.filter(pk__in=ids).values(*SIGNED_FIELDS, "cluster_id", "safety_flags"))
+    rows = list(Trial.objects.filter(pk__in=ids).values(*SIGNED_FIELDS, "cluster_id", "safety_flags", "failing_test"))
     evidence = Evidence.of(ids)
     signatures: dict[str, dict[str, Any]] = {}
-    wanted: dict[int, tuple[str | None, tuple[str, ...]]] = {}
+    wanted: dict[int, tuple[str | None, tuple[str, ...], str]] = {}
     for row in rows:
         found = evidence.flags(row)
+        test = first_failing_test(row["ctrf_tests"])
         if row["status"] not in Trial.FAILED_STATUSES and not found:
-            wanted[row["pk"]] = (None, ())
+            wanted[row["pk"]] = (None, (), test)
             continue
         signature = signature_of(row, found, evidence.tool(row["pk"]))
         key = signature_key(signature)
         signatures[key] = signature
-        wanted[row["pk"]] = (key, tuple(found))
+        wanted[row["pk"]] = (key, tuple(found), test)
     with transaction.atomic():
         cluster_ids = _clusters_for(signatures)
-        targets: dict[tuple[int | None, tuple[str, ...]], list[int]] = defaultdict(list)
+        splits = _splits_of(set(cluster_ids.values()))
+        targets: dict[tuple[int | None, tuple[str, ...], str], list[int]] = defaultdict(list)
         for row in rows:
-            cluster_key, flags = wanted[row["pk"]]
-            target = (cluster_ids.get(cluster_key) if cluster_key else None, flags)
-            if target != (row["cluster_id"], tuple(row["safety_flags"] or ())):  # rewrite only what changed
-                targets[target].append(row["pk"])
-        for (cluster_id, flags), pks in targets.items():
+            cluster_key, flags, test = wanted[row["pk"]]
+            cluster_id = cluster_ids.get(cluster_key) if cluster_key else None
+            if cluster_id in splits:
+                cluster_id = _split_for(splits[cluster_id], {"task": row["task__name"] or "", "test": test}, cluster_id)
+            target = (cluster_id, flags, test)
+            if target != (row["cluster_id"], tuple(row["safety_flags"] or ()), row["failing_test"]):
+                targets[target].append(row["pk"])  # rewrite only what changed
+        for (cluster_id, flags, test), pks in targets.items():
             Trial.objects.filter(pk__in=pks).update(
-                cluster_id=cluster_id, safety_flags=list(flags), is_flagged=bool(flags)
+                cluster_id=cluster_id, safety_flags=list(flags), is_flagged=bool(flags), failing_test=test
             )
         left = {row["cluster_id"] for row in rows if row["cluster_id"]} - set(cluster_ids.values())
         # A cluster its last trial left (a later redaction scrubbed its text, a re-score): its
-        # signature may hold what is no longer anywhere else, so it goes.
-        FailureCluster.objects.filter(pk__in=left, trials__isnull=True).delete()
-    return sum(1 for key, _ in wanted.values() if key)
+        # signature may hold what is no longer anywhere else, so it goes; one a person made or
+        # merged into stays, as their hand must outlive re-clustering.
+        FailureCluster.objects.filter(
+            pk__in=left, trials__isnull=True, merged__isnull=True, split_from__isnull=True, splits__isnull=True
+        ).delete()
+    return sum(1 for key, _, _ in wanted.values() if key)
 
 
 def _clusters_for(signatures: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """{signature key: cluster pk}, making the clusters not seen before (another import may race us)."""
+    """{signature key: cluster pk}: its own cluster, else one of its family with a near-identical
+    message, else a new one (another import may race us); a merged cluster answers its target."""
     existing = dict(FailureCluster.objects.filter(key__in=signatures).values_list("key", "pk"))
-    missing = [FailureCluster(key=k, signature=s) for k, s in signatures.items() if k not in existing]
-    if missing:
-        FailureCluster.objects.bulk_create(missing, ignore_conflicts=True)
-        existing = dict(FailureCluster.objects.filter(key__in=signatures).values_list("key", "pk"))
-    return existing
+    new = {k: s for k, s in signatures.items() if k not in existing}
+    if new:
+        families = {k: family_key(s) for k, s in new.items()}
+        known: dict[str, dict[str, int]] = defaultdict(dict)  # family -> {message: cluster pk}
+        for family, message, pk in FailureCluster.objects.filter(
+            family__in=set(families.values()), split_from__isnull=True
+        ).values_list("family", "signature__message", "pk"):
+            known[family].setdefault(message or "", pk)
+        made: dict[str, dict[str, str]] = defaultdict(dict)  # family -> {message: key of the new cluster}
+        alias: dict[str, str] = {}  # new key -> the new key of a near-identical message
+        for key in sorted(new, key=lambda k: (new[k]["message"], k)):
+            family, message = families[key], new[key]["message"]
+            if pk := _similar(message, known[family]):
+                existing[key] = pk
+            elif other := _similar(message, made[family]):
+                alias[key] = other
+            else:
+                made[family][message] = key
+        FailureCluster.objects.bulk_create(
+            [
+                FailureCluster(key=key, signature=new[key], family=families[key], failure_class=new[key]["class"])
+                for messages in made.values()
+                for key in messages.values()
+            ],
+            ignore_conflicts=True,
+        )
+        created = dict(FailureCluster.objects.filter(key__in=list(made_keys(made))).values_list("key", "pk"))
+        existing |= created | {key: created[other] for key, other in alias.items() if other in created}
+    merged = dict(
+        FailureCluster.objects.filter(pk__in=set(existing.values()), merged_into__isnull=False).values_list(
+            "pk", "merged_into_id"
+        )
+    )
+    return {key: merged.get(pk, pk) for key, pk in existing.items()}
+
+
+def made_keys(made: dict[str, dict[str, str]]) -> list[str]:
+    return [key for messages in made.values() for key in messages.values()]
+
+
+def _similar(message: str, choices: dict[str, Any]) -> Any:
+    """What `choices` holds for the message nearest this one, if near enough; exact first."""
+    if message in choices:
+        return choices[message]
+    if not message or not choices:
+        return None
+    found = process.extractOne(message, list(choices), scorer=fuzz.ratio, score_cutoff=SIMILAR_MESSAGE)
+    return choices[found[0]] if found else None
+
+
+def _splits_of(cluster_ids: set[int]) -> dict[int, list[tuple[dict[str, str], int]]]:
+    """{cluster pk: [(what a trial must have, the split's pk)]} for the clusters a person split."""
+    found: dict[int, list[tuple[dict[str, str], int]]] = defaultdict(list)
+    rows = FailureCluster.objects.filter(split_from_id__in=cluster_ids).order_by("pk")
+    for parent, split_on, pk, merged_into in rows.values_list("split_from_id", "split_on", "pk", "merged_into_id"):
+        found[parent].append((split_on or {}, merged_into or pk))
+    return found
+
+
+def _split_for(splits: list[tuple[dict[str, str], int]], facets: dict[str, str], default: int) -> int:
+    for split_on, pk in splits:
+        if split_on and all(facets.get(facet) == value for facet, value in split_on.items()):
+            return pk
+    return default

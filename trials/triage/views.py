@@ -18,16 +18,20 @@ from trials.models import Document, Step, Trial
 from trials.models.qc import AuditEntry, FailureCluster, QCItem, QCScenario
 from trials.models.taxonomy import FLAG_CHOICES, Category
 from trials.triage import clusters, export, prefill, queries, services
-from trials.triage.evidence_links import evidence_links
+from trials.triage.evidence_links import citation_links, evidence_links
 from trials.triage.forms import (
     AssignForm,
     ClusterFeedbackForm,
     CommentForm,
     FeedbackForm,
     ItemEditForm,
+    MergeForm,
     ScenarioStatusForm,
+    SplitForm,
+    TagForm,
     WaiveForm,
 )
+from trials.viewer import lists
 
 PAGE_SIZE = 50
 QUEUE_PAGE_SIZE = 100  # a queue page is dense rows, not cards
@@ -147,7 +151,7 @@ def assign(request):
 @roles.require_right(roles.ASSIGN)
 def claim(request, pk: int):
     """ "Assign to me": the trial is the triager's until they file it or hand it on."""
-    trial = get_object_or_404(Trial.objects.failures(), pk=pk)
+    trial = get_object_or_404(Trial.objects.triageable(), pk=pk)
     services.assign_trials(request.user, [trial], request.user)
     messages.success(request, f"{trial.name} is yours.")
     return _back_to_queue(request)
@@ -166,6 +170,42 @@ def next_untriaged(request):
     return redirect("triage-feedback", trial.pk)
 
 
+@require_POST
+@roles.require_right(roles.FILE_QC)
+def tag(request):
+    """Put a tag on the picked trials of the queue (the queue filters on it: `?tag=`)."""
+    form = TagForm(request.POST)
+    if form.is_valid():
+        count = services.tag_trials(request.user, list(form.cleaned_data["trials"]), form.cleaned_data["tag"])
+        messages.success(request, f"Tagged {count} trial{pluralize(count)} {form.cleaned_data['tag']}.")
+    else:
+        messages.error(request, "Pick trials and a tag (letters, digits, - and _).")
+    return _back_to_queue(request)
+
+
+@roles.require_right(roles.FILE_QC)
+def add_to_queue(request):
+    """Every trial of a trials list filter into the queue in one action: GET says how many, POST adds them."""
+    _, trials = lists.trial_list(request.POST if request.method == "POST" else request.GET)
+    if request.method == "POST":
+        added = services.add_to_queue(request.user, trials)
+        messages.success(request, f"Added {added} trial{pluralize(added)} to the triage queue.")
+        return redirect("triage-queue")
+    count = trials.count()
+    already = trials.filter(pk__in=Trial.objects.untriaged().values("pk")).count()
+    return render(
+        request,
+        "triage/queue_add.html",
+        {
+            "count": count,
+            "already": already,
+            "new": count - already,
+            "params": [(k, v) for k, values in request.GET.lists() for v in values if k != "page"],
+            "list_query": lists.list_query(request.GET),
+        },
+    )
+
+
 def _back_to_queue(request):
     query = request.POST.get("query") or ""
     return redirect(f"{reverse('triage-queue')}?{query}" if query else reverse("triage-queue"))
@@ -180,6 +220,9 @@ def cluster_list(request):
         {
             "page": page,
             "rows": clusters.with_details(list(page), request.GET),
+            "classes": clusters.class_rows(request.GET),
+            "chosen_class": request.GET.get("class", ""),
+            "class_query": _without(request.GET, "page", "class"),
             "filters": {key: request.GET.get(key, "") for key in clusters.FILTER_KEYS},
             "query": _without(request.GET, "page"),
         },
@@ -199,7 +242,7 @@ def _cluster_page(request, cluster: FailureCluster, form):
         form = ClusterFeedbackForm(trial=example.trial, user=request.user)
         form.initial = {
             "kind": QCItem.Kind.FAILURE_MODE,
-            "category": signature.get("category") or "",
+            "category": clusters.form_category(cluster, example.trial),
             "code": signature.get("code") or "",
             "severity": "P1",
         }
@@ -216,6 +259,7 @@ def _cluster_page(request, cluster: FailureCluster, form):
             "cluster": cluster,
             "row": clusters.cluster_row(cluster, request.GET),
             "breakdown": clusters.breakdown(cluster, request.GET),
+            "facets": clusters.facets(cluster, request.GET),
             "example": example,
             "page": page,
             "form": form,
@@ -240,6 +284,56 @@ def cluster_file(request, pk: int):
     item = services.file_cluster(request.user, cluster, trials, form.cleaned_data)
     messages.success(request, f"Filed {item.label} for {len(trials)} trial{pluralize(len(trials))} of {cluster.label}.")
     return redirect(item)
+
+
+@require_POST
+@roles.require_right(roles.FILE_QC)
+def cluster_merge(request, pk: int):
+    cluster = get_object_or_404(FailureCluster, pk=pk)
+    form = MergeForm(request.POST)
+    target = FailureCluster.objects.filter(pk=form.cleaned_data["into"]).first() if form.is_valid() else None
+    if target is None:
+        messages.error(request, "Name the cluster to merge into by its number (C-12 is 12).")
+        return redirect(cluster)
+    try:
+        moved = services.merge_clusters(request.user, cluster, target)
+    except ValueError as error:
+        messages.error(request, str(error))
+        return redirect(cluster)
+    messages.success(request, f"Merged {cluster.label} into {target.label}: {moved} trial{pluralize(moved)} moved.")
+    return redirect(target.merged_into or target)
+
+
+@require_POST
+@roles.require_right(roles.FILE_QC)
+def cluster_split(request, pk: int):
+    cluster = get_object_or_404(FailureCluster, pk=pk)
+    form = SplitForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Split on a task or a failing test of this cluster.")
+        return redirect(cluster)
+    child = services.split_cluster(request.user, cluster, form.cleaned_data["facet"], form.cleaned_data["value"])
+    messages.success(request, f"Split {child.label} out of {cluster.label}.")
+    return redirect(child)
+
+
+@roles.require_right(roles.READ)
+def compare_passing(request, pk: int):
+    """The failure beside a passing attempt of its task (its configuration first, else the reference's),
+    on the side-by-side page, which opens at the first divergence."""
+    trial = get_object_or_404(Trial, pk=pk)
+    passing = clusters.passing_attempt(trial)
+    if passing is None:
+        messages.info(
+            request, f"No passing attempt of {trial.task or 'its task'} in its configuration or the reference one."
+        )
+        return redirect(request.GET.get("back") if _safe_back(request) else trial.get_absolute_url())
+    return redirect("trial-side-by-side", trial.pk, passing.pk)
+
+
+def _safe_back(request) -> bool:
+    target = request.GET.get("back") or ""
+    return bool(target) and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()})
 
 
 @roles.require_right(roles.READ)
@@ -408,7 +502,9 @@ def _item_page(request, item: QCItem, form, waive_form, status: int = 200):
             "comments": item.comments.select_related("author"),
             "comment_form": CommentForm(),
             "waivers": item.waivers.select_related("approver"),
-            "citations": item.citations.select_related("trial")[:CITATIONS_SHOWN],
+            "citations": citation_links(
+                list(item.citations.select_related("trial").order_by("trial_id")[:CITATIONS_SHOWN])
+            ),
             "citation_count": item.citations.count(),
         },
         status=status,
