@@ -39,9 +39,10 @@ FILE_QC = "file_qc"  # file and edit QC items, import scenarios from a manifest
 ASSIGN = "assign"
 WAIVE = "waive"  # grant waivers
 PROMOTE = "promote"  # decide candidate promotions
+SHARE = "share"  # share links for people without an account (shares/)
 RUN = "run"  # the runner commands: start trials, send their events, rewards, completions, compare
 
-_REVIEWER = {READ, COMMENT, IMPORT, SAVE_COMPARISON, RUN}
+_REVIEWER = {READ, COMMENT, IMPORT, SAVE_COMPARISON, RUN, SHARE}
 _TRIAGER = _REVIEWER | {FILE_QC, ASSIGN}
 _APPROVER = _TRIAGER | {WAIVE, PROMOTE}
 GROUP_RIGHTS: dict[str, frozenset[str]] = {
