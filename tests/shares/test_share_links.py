@@ -95,7 +95,7 @@ def test_a_shared_comparison_shows_its_decision_intervals_table_and_charts(revie
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="decision"' in html and "CI95" in html and 'id="matrix"' in html
-    assert html.count("<tr class=\"outcome-") == 12
+    assert html.count('<tr class="outcome-') == 12
     assert 'id="figure-heatmap"' in html and 'type="application/json"' in html
     report = Client().get(path, {"download": "html"}).content.decode()
     assert 'id="figure-heatmap"' in report and 'id="decision"' in report
