@@ -19,7 +19,7 @@ from shares import pages
 from shares.models import Share
 
 STATIC = Path(settings.BASE_DIR) / "static"
-TEMPLATES = {
+TEMPLATES: dict[str, str] = {
     Share.Kind.TRIAL: "shares/trial.html",
     Share.Kind.QC_ITEM: "shares/qc_item.html",
     Share.Kind.COMPARISON: "shares/comparison.html",
@@ -35,9 +35,9 @@ def _inlined(*names: str) -> SafeString:
 
 def context(share: Share) -> dict:
     """The share's page context, with the whole trajectory (up to REPORT_STEPS) instead of one window."""
-    if share.kind == Share.Kind.TRIAL:
+    if share.trial is not None:
         return pages.trial_context(share.trial, "#", None, None, None) | pages.report_steps(share.trial)
-    if share.kind == Share.Kind.QC_ITEM:
+    if share.qc_item is not None:
         item = share.qc_item
         return pages.qc_item_context(item, "#", None, None, None) | pages.report_steps(item.trial)
     if share.kind == Share.Kind.COMPARISON:

@@ -18,9 +18,9 @@ from shares.services import Gone, NotFound, ShareError, open_share, record_view,
 
 def shared_context(share: Share, request: HttpRequest, base: str, number: int | None = None) -> dict[str, Any]:
     t, page = request.GET.get("t"), request.GET.get("page")
-    if share.kind == Share.Kind.TRIAL:
+    if share.trial is not None:
         return pages.trial_context(share.trial, base, t, number, page)
-    if share.kind == Share.Kind.QC_ITEM:
+    if share.qc_item is not None:
         return pages.qc_item_context(share.qc_item, base, t, number, page)
     if number is not None:
         raise Http404("a comparison has no steps")
