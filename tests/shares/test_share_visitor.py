@@ -64,9 +64,7 @@ def test_a_visitor_holding_a_share_may_open_nothing_else(comparison_share):
 
 
 @pytest.mark.browser
-def test_the_downloaded_report_draws_its_charts_from_disk_with_the_network_blocked(
-    comparison_share, browser, tmp_path
-):
+def test_the_downloaded_report_draws_its_charts_from_disk_with_the_network_blocked(comparison_share, browser, tmp_path):
     report = Client().get(comparison_share, {"download": "html"})
     path = tmp_path / "report.html"
     path.write_bytes(report.content)
