@@ -2,7 +2,15 @@
 // (no request: the report opened from disk has no server), and hide what needs the API.
 (function () {
   "use strict";
-  document.querySelectorAll("button.expand, button.copy-link").forEach(function (b) { b.hidden = true; });
+  // "show all" asks the API for a step's whole text: a visitor has no API, so the preview stays.
+  document.querySelectorAll("button.expand").forEach(function (b) { b.hidden = true; });
+  // A step's permalink within the share (in a report, its anchor in the file).
+  document.querySelectorAll("button.copy-link").forEach(function (b) {
+    b.addEventListener("click", function () {
+      navigator.clipboard.writeText(new URL(b.dataset.url, window.location.href).href)
+        .then(function () { b.textContent = "copied"; });
+    });
+  });
   document.querySelectorAll("[data-figure]").forEach(function (el) {
     const data = document.getElementById(el.dataset.figure);
     if (!data || !window.Plotly) {
