@@ -10,6 +10,7 @@ from rest_framework.authtoken.views import obtain_auth_token
 
 from comparisons import api as comparisons
 from comparisons import family_api
+from shares import api as shares
 from trials import api as trials
 from trials.live import api as live
 from trials.triage import api as triage
@@ -83,6 +84,12 @@ urlpatterns += [
     path("commands/compare_benchmark_runs/", live.CompareRuns.as_view(), name="api-command-compare-runs"),
     path("trials/<int:pk>/events/", live.TrialEvents.as_view(), name="api-trial-events"),
     path("trials/<int:pk>/live/", live.TrialLive.as_view(), name="api-trial-live"),
+]
+
+# Share links (shares/)
+urlpatterns += [
+    path("shares/", shares.ShareList.as_view(), name="api-shares"),
+    path("shares/<int:pk>/", shares.ShareDetail.as_view(), name="api-share"),
 ]
 
 urlpatterns += [

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "trials",
     "comparisons",
+    "shares",
 ]
 
 MIDDLEWARE = [
@@ -216,6 +217,9 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 # With no broker, an import sent from the upload page or the API runs in a thread of the web
 # process, so the request answers at once (the tests turn this off to run imports inline).
 IMPORTS_IN_THREAD = CELERY_TASK_ALWAYS_EAGER and env_bool("IMPORTS_IN_THREAD", True)
+
+# Share links (shares/): off, every share link, old and new, answers 404 and none can be made.
+SHARING_ENABLED = env_bool("SHARING_ENABLED", True)
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True

@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("benchviewer.api_urls")),
     path("comparisons/", include("comparisons.urls")),
+    path("", include("shares.urls")),
     path("", include("trials.triage.urls")),
     path("", include("trials.urls")),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from html import escape
 from typing import Any
@@ -154,6 +155,7 @@ def grid_page(request):
             "tasks": _task_rows(request, result, query),
             "chart_url": f"{reverse('api-comparison-grid-chart')}?{query}",
             "api_url": f"{reverse('api-comparison-grid')}?{query}",
+            "share_json": json.dumps({"comparison": grid_query(sides, reference)}),  # the Share button's body
         }
     )
     return render(request, "comparisons/grid.html", context)

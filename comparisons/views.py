@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -214,6 +215,7 @@ def comparison_page(request):
                 "agentv_outcome": request.GET.get("agentv", ""),
                 "agentv_rows": figures.agentv_rows(result, request.GET.get("agentv", "")) if "agentv" in result else [],
                 "api_url": f"{reverse('api-comparison')}?{query}",
+                "share_json": json.dumps({"comparison": dict(parse_qsl(query))}),  # the Share button's body
             }
         )
     return render(request, "comparisons/comparison.html", context)

@@ -40,9 +40,10 @@ FILE_QC = "file_qc"  # file and edit QC items, import scenarios from a manifest
 ASSIGN = "assign"
 WAIVE = "waive"  # grant waivers
 PROMOTE = "promote"  # decide candidate promotions
+SHARE = "share"  # share links for people without an account (shares/)
 RUN = "run"  # the runner commands: start trials, send their events, rewards, completions, compare
 
-_REVIEWER = {READ, COMMENT, IMPORT, SAVE_COMPARISON, RUN}
+_REVIEWER = {READ, COMMENT, IMPORT, SAVE_COMPARISON, RUN, SHARE}
 _TRIAGER = _REVIEWER | {FILE_QC, ASSIGN}
 _APPROVER = _TRIAGER | {WAIVE, PROMOTE}
 GROUP_RIGHTS: dict[str, frozenset[str]] = {
@@ -57,6 +58,8 @@ WRITE_RIGHTS = ALL_RIGHTS - {READ}
 
 # Unsafe requests the middleware always lets through (a viewer must be able to log out).
 ALWAYS_ALLOWED_URL_NAMES = {"login", "logout", "api-token"}  # a viewer may fetch their own API token
+# Pages open without an account: a share link's token is the visitor's only credential (shares/).
+PUBLIC_URL_NAMES = {"share", "share-step"}
 
 
 def user_rights(user) -> frozenset[str]:

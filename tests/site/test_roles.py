@@ -32,6 +32,7 @@ ANONYMOUS = "anonymous"
 CONVERTER = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>")
 # Pages whose GET shows a write form: only roles that may write there can open them.
 GET_RIGHTS = {"triage-feedback": roles.FILE_QC, "api-trial-feedback": roles.FILE_QC, "triage-add": roles.FILE_QC}
+GET_RIGHTS |= {"api-shares": roles.SHARE, "api-share": roles.SHARE}  # who may share lists their shares
 
 
 @dataclass
@@ -138,7 +139,9 @@ def test_anonymous_users_are_sent_to_login_or_refused_everywhere(client, world):
         if name in roles.ALWAYS_ALLOWED_URL_NAMES:
             continue
         response = client.get(url)
-        if url.startswith("/api/") and name != "api-docs":  # the docs are a page for people
+        if name in roles.PUBLIC_URL_NAMES:  # a share link: its token is the credential, and "reward" is none
+            assert response.status_code == 404, (url, response.status_code)
+        elif url.startswith("/api/") and name != "api-docs":  # the docs are a page for people
             assert response.status_code == 401, (url, response.status_code)
         else:
             assert response.status_code == 302, (url, response.status_code)

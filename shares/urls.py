@@ -1,0 +1,9 @@
+from django.urls import path
+
+from shares import views
+
+urlpatterns = [
+    path("s/<str:token>/", views.shared, name="share"),
+    path("s/<str:token>/steps/<int:number>/", views.shared, name="share-step"),
+    path("shares/report/", views.download_report, name="share-report"),
+]

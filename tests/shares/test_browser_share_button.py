@@ -1,0 +1,42 @@
+"""The Share button in a real browser: it makes a link, shows it with a copy button, and the link opens."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from core import roles
+from tests.builders import PASSWORD, build_side, make_user
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_the_share_button_shows_a_link_that_opens_for_someone_without_an_account(browser, live_server):
+    tasks = {f"t{i}": [1.0] for i in range(3)}
+    base = build_side("base", tasks, role="baseline")
+    cand = build_side("cand", tasks, role="candidate", dataset=base.trials.first().dataset)
+    make_user("rita", roles.REVIEWER)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", "rita")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r".*/(?!accounts/login).*"))
+    page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}")
+    page.click("#share-button")
+    link = page.locator("#share-link")
+    page.wait_for_function("document.getElementById('share-link').value.includes('/s/')")
+    assert page.locator("#share-box .copy-share").is_visible()
+    url = link.input_value()
+    context.close()
+
+    visitor = browser.new_context(viewport={"width": 1280, "height": 800})  # no session
+    shared = visitor.new_page()
+    shared.goto(url)
+    shared.wait_for_function("document.querySelectorAll('[data-rendered=true]').length >= 4", timeout=20_000)
+    assert "decision" in shared.locator("#decision").inner_text().lower()
+    assert shared.locator("header nav").count() == 0  # none of the site's navigation
+    visitor.close()
