@@ -6,26 +6,31 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import urllib3
+from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
+from django.test import Client
 from harbor_atif2otel import convert_trajectory, resource_spans_to_otlp_json
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Status, StatusCode
+from playwright.sync_api import expect
 
 from tests.builders import REFERENCE
 from tests.live.helpers import runner_client
 from trials.ingest.formats.otlp import _text
 from trials.models import Import, Trial
 
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
 ATIF = REFERENCE / "harbor" / "atif"
 FILES = [
     "claude-code/trajectory_pass.json",
@@ -249,3 +254,28 @@ def test_an_otlp_json_file_through_the_upload_form_names_its_span_of_no_trace(
     assert named[0]["json_path"] == "resourceSpans[1].scopeSpans[0].spans[0]" and named[0]["kept"] == "the other spans"
     page = client_logged_in.get(f"/trials/{trial.pk}/")
     assert page.status_code == 200 and b"mark_task_complete" in page.content
+
+
+@pytest.mark.browser
+def test_a_trial_sent_by_the_sdk_exporter_and_one_imported_read_on_their_pages(browser, live_server, token, tmp_path):
+    exporter_trace(live_server.url, token, "otel-page")
+    trial = Trial.objects.get(key="lime:otel-page")
+    reader = get_user_model().objects.create_user("reader", password="pw-reader-1")
+    client = Client()
+    client.force_login(reader)
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 800})
+    context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}])
+    page = context.new_page()
+    page.goto(f"/trials/{trial.pk}/")
+    expect(page.get_by_text("Fix the README.").first).to_be_visible()
+    expect(page.get_by_text("read_file").first).to_be_visible()
+    page.screenshot(path=str(tmp_path / "otlp-trial.png"))
+    atif, data = otlp_json("terminus-2/hello-world-context-summarization.trajectory.json", trial_id="page-import")
+    path = tmp_path / "summarization.otlp.json"
+    path.write_bytes(orjson.dumps(data))
+    call_command("import_packs", str(path), "--no-progress", stdout=io.StringIO(), stderr=io.StringIO())
+    page.goto(f"/trials/{Trial.objects.get(key='lime:page-import').pk}/")
+    expect(page.get_by_text("steps 1–10 of 10")).to_be_visible()
+    expect(page.get_by_text("bash_command").first).to_be_visible()
+    page.screenshot(path=str(tmp_path / "otlp-imported.png"))
+    context.close()

@@ -138,7 +138,7 @@ def test_anonymous_users_are_sent_to_login_or_refused_everywhere(client, world):
         if name in roles.ALWAYS_ALLOWED_URL_NAMES:
             continue
         response = client.get(url)
-        if url.startswith("/api/") and name != "api-docs":  # the docs are a page for people
+        if url.startswith(("/api/", "/v1/")) and name != "api-docs":  # (/v1/: OTLP) the docs are for people
             assert response.status_code == 401, (url, response.status_code)
         else:
             assert response.status_code == 302, (url, response.status_code)
