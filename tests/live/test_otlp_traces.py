@@ -4,6 +4,7 @@ upload form and import_packs, with the steps coming back as the ATIF files have 
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -17,17 +18,20 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.test import Client
+from google.rpc import status_pb2
 from harbor_atif2otel import convert_trajectory, resource_spans_to_otlp_json
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 from playwright.sync_api import expect
 
 from tests.builders import REFERENCE
 from tests.live.helpers import runner_client
-from trials.ingest.formats.otlp import _text
+from trials.ingest.formats import otlp
 from trials.models import Import, Trial
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
@@ -150,11 +154,11 @@ def assert_same_steps(atif: dict[str, Any], trial: Trial) -> None:
     wanted = [s for s in atif["steps"] if not s.get("is_copied_context")]
     rows = list(trial.trajectories.get(role="main").steps.order_by("index").prefetch_related("tool_calls"))
     assert [r.source for r in rows] == [s["source"] for s in wanted]
-    results = {r["source_call_id"]: _text(r.get("content")) for s in wanted
+    results = {r["source_call_id"]: otlp.text_of(r.get("content")) for s in wanted
                for r in (s.get("observation") or {}).get("results", []) if r.get("source_call_id")}  # fmt: skip
     for step, row in zip(wanted, rows, strict=True):
         if not (step.get("extra") or {}).get("context_management"):  # (the converter keeps its kind, not its text)
-            assert row.message_text == _text(step.get("message"))[: 10240 - 14] or row.message_text.endswith(
+            assert row.message_text == otlp.text_of(step.get("message"))[: 10240 - 14] or row.message_text.endswith(
                 "...[truncated]"
             )
         if step["source"] == "agent":
@@ -279,3 +283,62 @@ def test_a_trial_sent_by_the_sdk_exporter_and_one_imported_read_on_their_pages(b
     expect(page.get_by_text("bash_command").first).to_be_visible()
     page.screenshot(path=str(tmp_path / "otlp-imported.png"))
     context.close()
+
+
+def test_a_gzipped_body_is_read_and_one_that_inflates_past_the_limit_is_a_413(live_server, token, settings):
+    atif, data = otlp_json("claude-code/hello-load-atif-trajectory.json", trial_id="gzipped")
+    response = post_json(live_server.url, token, gzip.compress(orjson.dumps(data)), **{"Content-Encoding": "gzip"})
+    assert response.status == 200, response.data
+    assert_same_steps(atif, Trial.objects.get(key="lime:gzipped"))
+    settings.OTLP_MAX_BODY_BYTES = 100_000
+    bomb = gzip.compress(b'{"resourceSpans": [' + b" " * 10_000_000 + b"]}")
+    assert len(bomb) < 100_000
+    response = post_json(live_server.url, token, bomb, **{"Content-Encoding": "gzip"})
+    assert response.status == 413 and "100,000 bytes" in response.json()["detail"]
+
+
+def test_a_protobuf_body_that_is_no_request_is_a_400_with_an_otlp_status(live_server, token):
+    headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Token {token}"}
+    body = b"\xff\xff\xff not protobuf"
+    response = urllib3.request("POST", f"{live_server.url}/v1/traces", body=body, headers=headers)
+    assert response.status == 400 and response.headers["Content-Type"] == "application/x-protobuf"
+    status = status_pb2.Status()
+    status.ParseFromString(response.data)
+    assert status.message.startswith("POST /v1/traces: not an OTLP ExportTraceServiceRequest")
+    assert not Trial.objects.exists()
+
+
+def test_a_nested_invoke_agent_span_is_a_subagent_trajectory_of_the_imported_trial(db, tmp_path):
+    """Spans the SDK encodes as protobuf, decoded to OTLP/JSON and imported as a file."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"benchmark.trial.id": "with-subagent"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("runner")
+    answer = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Delegating."}]}])
+    with tracer.start_as_current_span("invoke_agent lead") as lead:
+        lead.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "lead"})
+        with tracer.start_as_current_span("chat") as chat:
+            chat.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.output.messages": answer})
+        with tracer.start_as_current_span("invoke_agent searcher") as sub:
+            sub.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "searcher"})
+            with tracer.start_as_current_span("execute_tool grep") as tool:
+                tool.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep"})
+                tool.set_attributes({"gen_ai.tool.call.id": "call_9", "gen_ai.tool.call.result": "3 matches"})
+        lead.set_status(Status(StatusCode.ERROR, "the searcher ran out of time"))
+        lead.set_attribute("error.type", "TimeoutError")
+    provider.shutdown()
+    data = otlp.decode_protobuf(encode_spans(memory.get_finished_spans()).SerializeToString())
+    path = tmp_path / "subagent.otlp.json"
+    path.write_bytes(orjson.dumps(data))
+    call_command("import_packs", str(path), "--no-progress", stdout=io.StringIO(), stderr=io.StringIO())
+    trial = Trial.objects.get(key="lime:with-subagent")
+    assert (trial.status, trial.exception_type, trial.exception_message) == (
+        "errored",
+        "TimeoutError",
+        "the searcher ran out of time",
+    )
+    main, searcher = trial.trajectories.order_by("position")
+    assert (main.role, main.agent["name"], main.step_count) == ("main", "lead", 1)
+    assert (searcher.role, searcher.agent["name"], searcher.step_count) == ("subagent", "searcher", 1)
+    step = searcher.steps.get()
+    assert (step.tool_calls.get().function_name, step.observations.get().preview) == ("grep", "3 matches")

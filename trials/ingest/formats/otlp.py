@@ -309,24 +309,24 @@ def _json(value: Any) -> Any:
     return value
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
     """The text of a message's content or parts (GenAI `parts`, OpenInference `content`)."""
     if isinstance(content, str):
         return content
     if isinstance(content, dict):
         if "parts" in content:
-            return _text(content["parts"])
-        return _text(content.get("content") if "content" in content else content.get("text", ""))
+            return text_of(content["parts"])
+        return text_of(content.get("content") if "content" in content else content.get("text", ""))
     if isinstance(content, list):
-        return "".join(_text(p) for p in content if not (isinstance(p, dict) and p.get("type") == "tool_call"))
+        return "".join(text_of(p) for p in content if not (isinstance(p, dict) and p.get("type") == "tool_call"))
     return "" if content is None else str(content)
 
 
 def _messages(span: Span) -> list[tuple[str, str]]:
     raw = _json(span.attrs.get("gen_ai.input.messages") or span.attrs.get("input.value"))
-    found = [(str(as_dict(m).get("role") or ""), _text(m)) for m in as_list(raw) if isinstance(m, dict)]
+    found = [(str(as_dict(m).get("role") or ""), text_of(m)) for m in as_list(raw) if isinstance(m, dict)]
     if instructions := span.attrs.get("gen_ai.system_instructions"):
-        found.insert(0, ("system", _text(_json(instructions))))
+        found.insert(0, ("system", text_of(_json(instructions))))
     return found
 
 
@@ -376,11 +376,11 @@ def _agent_step(span: Span) -> dict[str, Any]:
     attrs = span.attrs
     output = _json(attrs.get("gen_ai.output.messages"))
     parts = [p for m in as_list(output) for p in as_list(as_dict(m).get("parts"))]
-    message = _text([p for p in parts if as_dict(p).get("type") == "text"]) if output else attrs.get("output.value")
-    reasoning = _text([p for p in parts if as_dict(p).get("type") == "reasoning"]) or attrs.get(
+    message = text_of([p for p in parts if as_dict(p).get("type") == "text"]) if output else attrs.get("output.value")
+    reasoning = text_of([p for p in parts if as_dict(p).get("type") == "reasoning"]) or attrs.get(
         "metadata.reasoning_content"
     )
-    step: dict[str, Any] = {"source": "agent", **_when(span), "message": _text(message)}
+    step: dict[str, Any] = {"source": "agent", **_when(span), "message": text_of(message)}
     if model := attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name"):
         step["model_name"] = str(model)
     if reasoning:
@@ -432,7 +432,9 @@ def _add_tool(step: dict[str, Any], span: Span) -> None:
         calls.append({"tool_call_id": call_id, "function_name": name, "arguments": kept})
     results = step.setdefault("observation", {"results": []})["results"]
     content = _json(result) if not isinstance(result, str) else result
-    results.append({"source_call_id": call_id, "content": _text(content) if not isinstance(content, str) else content})
+    results.append(
+        {"source_call_id": call_id, "content": text_of(content) if not isinstance(content, str) else content}
+    )
 
 
 # ---------------------------------------------------------------- import
