@@ -225,7 +225,8 @@ def _identity(spans: list[Span]) -> dict[str, Any]:
 
 def _trial(trial_id: str, spans: list[Span]) -> TraceTrial:
     # in time order; spans with no times (a converter given steps without timestamps) as the body lists them
-    spans = sorted(spans, key=lambda s: (s.start, s.order) if all(x.start for x in spans) else s.order)
+    timed = all(s.start for s in spans)
+    spans = sorted(spans, key=lambda s: (s.start, s.order) if timed else (0, s.order))
     by_id = {s.span_id: s for s in spans}
     agents = [s for s in spans if _is_agent(s)]
     owner = {s.span_id: _owner(s, by_id) for s in spans}
