@@ -219,6 +219,10 @@ def test_a_failed_tool_and_a_second_export_of_the_same_trial_keep_one_trial(live
     assert trial.events.filter(type="benchmark.trial.completed").count() == 1
     other, other_token = runner_client(name="runner-2")
     exporter_trace(live_server.url, other_token, "otel-trial-2")  # another account: refused, nothing written
+    _, data = otlp_json("terminus-2/hello-world-timeout.trajectory.json", trial_id="otel-trial-2")
+    partial = post_json(live_server.url, other_token, orjson.dumps(data)).json()["partialSuccess"]
+    spans = data["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert partial["rejectedSpans"] == str(len(spans)) and "started by another account" in partial["errorMessage"]
     assert Trial.objects.filter(key="lime:otel-trial-2").count() == 1
     assert Trial.objects.get(key="lime:otel-trial-2").step_count == 3
 

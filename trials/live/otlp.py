@@ -84,20 +84,21 @@ class Traces(APIView):
         if not isinstance(data, dict):
             return _status(400, f"{WHERE}: the body must be an ExportTraceServiceRequest object", as_protobuf)
         traces, problems = otlp.read_traces(data, WHERE)
-        refused = [p.message for p in problems]
+        rejected, messages = len(problems), [p.message for p in problems]
         for trace in traces:
-            refused += record(trace, request.user)
-        return _answer(len(refused), refused, as_protobuf)
+            count, why = record(trace, request.user)
+            rejected, messages = rejected + count, messages + why
+        return _answer(rejected, messages, as_protobuf)
 
 
-def record(trace: otlp.TraceTrial, user: Any) -> list[str]:
-    """The trace's spans into its live trial, through the live service; why each refused span was refused."""
+def record(trace: otlp.TraceTrial, user: Any) -> tuple[int, list[str]]:
+    """The trace's spans into its live trial, through the live service; (spans refused, why)."""
     spine: dict[str, Any] = {"benchmark": trace.benchmark, "agent": trace.agent}
     if trace.attempt is not None:
         spine["attempt"] = trace.attempt
     trial, _ = service.start_trial(spine, started_by=user)
     if not trial.writable_by(user):
-        return [f"trial {trace.trial_id!r} was started by another account: its {len(_all_steps(trace))} steps refused"]
+        return trace.span_count, [f"trial {trace.trial_id!r} was started by another account: its spans refused"]
     steps = _all_steps(trace)
     first = trial.step_count + 1  # (batches arrive in order: a step's place follows those stored)
     for number, step in enumerate(steps, start=first):
@@ -113,7 +114,7 @@ def record(trace: otlp.TraceTrial, user: Any) -> list[str]:
         reason = {"reason": str(trace.finished.status.get("message") or "")} if failed else {}
         events.append(service.completion_event(trial, {"status": "failed" if failed else "completed", **reason}))
         service.add_items(trial, events, [])
-    return refused
+    return len(refused), refused
 
 
 def _all_steps(trace: otlp.TraceTrial) -> list[dict[str, Any]]:

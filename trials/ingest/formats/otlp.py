@@ -186,6 +186,7 @@ class TraceTrial:
     agent: dict[str, Any]
     trajectories: list[dict[str, Any]]  # ATIF documents: the main one first, then each subagent
     trace_ids: list[str]
+    span_count: int
     finished: Span | None = None  # the top agent span (sent once ended): the trial is over
     reward: float | None = None
     problems: list[Problem] = field(default_factory=list)
@@ -255,6 +256,7 @@ def _trial(trial_id: str, spans: list[Span]) -> TraceTrial:
         agent=agent,
         trajectories=trajectories,
         trace_ids=sorted({s.trace_id for s in spans}),
+        span_count=len(spans),
         finished=top,  # (an exporter sends a span once it has ended)
         reward=float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
     )
