@@ -16,6 +16,8 @@ $(VENV)/.installed: pyproject.toml clients/benchviewer-push/pyproject.toml | $(B
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/pip install -q -e clients/benchviewer-push
+	# ATIF to OTLP spans, a test producer: its code runs on 3.11 though its metadata asks for 3.12
+	$(BIN)/pip install -q --no-deps --ignore-requires-python 'harbor-atif2otel==0.1.1'
 	touch $@
 
 install: $(VENV)/.installed

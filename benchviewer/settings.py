@@ -208,6 +208,9 @@ LIVE_STALL_SECONDS = env_int("LIVE_STALL_SECONDS", 120)
 LIVE_MAX_ITEMS = env_int("LIVE_MAX_ITEMS", 10_000)
 # Bytes one POST of events and steps may carry; a longer body is a 413 before it is read.
 LIVE_MAX_BODY_BYTES = env_int("LIVE_MAX_BODY_BYTES", 16 * 1024 * 1024)
+# The longest OTLP body POST /v1/traces reads (after gzip): an exporter batch is far smaller.
+OTLP_MAX_BODY_BYTES = env_int("OTLP_MAX_BODY_BYTES", 16 * 1024 * 1024)
+OTLP_MAX_ERROR_CHARS = 4000  # partial_success.error_message: the refused spans named, cut here
 
 # Celery: Redis when REDIS_URL is set; otherwise tasks run in-process (eager).
 REDIS_URL = os.environ.get("REDIS_URL", "")

@@ -63,8 +63,8 @@ def read_capped(stream: IO[bytes] | None, limit: int) -> bytes:
 
 
 def refuse(request: HttpRequest, code: int, detail: str) -> HttpResponse:
-    """The API's JSON error body under /api/, a short page elsewhere (no template: nothing to query)."""
-    if request.path.startswith("/api/"):
+    """The API's JSON error body under /api/ and OTLP's /v1/, a short page elsewhere (no template: no query)."""
+    if request.path.startswith(("/api/", "/v1/")):
         return JsonResponse({"detail": detail}, status=code)
     return HttpResponse(f"{code}: {detail}\n", status=code, content_type="text/plain; charset=utf-8")
 

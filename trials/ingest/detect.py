@@ -26,6 +26,7 @@ from trials.ingest.formats import (
     inspect_zip,
     lime,
     openchrome,
+    otlp,
     terminal_bench,
 )
 from trials.ingest.formats.atif import looks_like_atif
@@ -228,12 +229,14 @@ def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
         return agentv.parse_rows([(1, data)], rel)
     if isinstance(data, list) and data and all(agentv.is_result_row(r) for r in data):
         return agentv.parse_rows(list(enumerate(data, start=1)), rel)
+    if otlp.is_otlp(data):
+        return otlp.parse(data, rel)
     if harbor_trajectories.is_traces_export(data):
         return harbor_trajectories.parse_traces_export(data, rel)
     raise PackError(
         Problem(
             rel,
-            "JSON of no known pack format (Harbor, ATIF, Lime, Agent Context, Agent QC, AgentV, OpenChrome)",
+            "JSON of no known pack format (Harbor, ATIF, Lime, Agent Context, Agent QC, AgentV, OpenChrome, OTLP)",
             kept="the raw bytes",
         )
     )

@@ -1,0 +1,522 @@
+"""OpenTelemetry traces (OTLP/JSON, or an OTLP/protobuf body decoded to the same dict) as trials. No Django.
+
+GenAI semantic conventions (`gen_ai.*`), and OpenInference's (`openinference.span.kind`, what
+harbor-atif2otel writes): an `invoke_agent` (AGENT) span is a trajectory, or a subagent when it
+sits under another; `chat` (LLM) spans are agent steps with their tokens; `execute_tool` (TOOL)
+spans are tool calls with their arguments and result, joined to the step that asked for them.
+The benchmark identity comes from `benchmark.*` attributes of the resource or a span (IDENTITY);
+without `benchmark.trial.id` the trace id names the trial.
+
+`read_traces` is shared by the import (`parse`) and the live endpoint (trials/live/otlp.py): both
+see the same `TraceTrial`s with the same ATIF step dicts.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from trials.ingest.formats import atif
+from trials.ingest.formats.lime import parse_evidence_pack
+from trials.ingest.records import ConfigurationRef, PackError, ParsedJob, ParsedPack, ParsedTrial, Problem
+from trials.ingest.values import as_dict, as_list
+
+# Resource or span attributes that name the benchmark trial (docs/importing.md), as the spine's keys.
+IDENTITY = {
+    "benchmark.trial.id": "trialId",
+    "benchmark.task.id": "taskId",
+    "benchmark.dataset.id": "datasetId",
+    "benchmark.dataset.version": "datasetVersion",
+    "benchmark.job.id": "harborJobRef",
+    "benchmark.configuration.id": "configurationId",
+    "benchmark.configuration.role": "role",
+}
+ATTEMPT, REWARD = "benchmark.attempt", "benchmark.reward"
+OPENINFERENCE = {"AGENT": "invoke_agent", "LLM": "chat", "TOOL": "execute_tool", "CHAIN": "chain"}
+AGENT_IDENTITY = ("gen_ai.agent.name", "gen_ai.agent.id", "agent.name", "trajectory.id", "session.id")
+SCHEMA_VERSION = "ATIF-v1.7"
+STATUS_ERROR = (2, "STATUS_CODE_ERROR")
+
+
+def is_otlp(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("resourceSpans"), list)
+
+
+def decode_protobuf(body: bytes) -> dict[str, Any]:
+    """An ExportTraceServiceRequest as OTLP/JSON would write it (ids in hex); ValueError when it is not one."""
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise ValueError(f"not an OTLP ExportTraceServiceRequest: {exc}") from exc
+    data = MessageToDict(request)
+    for resource in as_list(data.get("resourceSpans")):
+        for scope in as_list(resource.get("scopeSpans")):
+            for span in as_list(scope.get("spans")):
+                for key in ("traceId", "spanId", "parentSpanId"):  # (protobuf's JSON writes bytes in base64)
+                    if span.get(key):
+                        span[key] = base64.b64decode(span[key]).hex()
+    return data
+
+
+# ---------------------------------------------------------------- spans
+
+
+@dataclass
+class Span:
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    start: int  # unix nanoseconds
+    end: int
+    attrs: dict[str, Any]
+    resource: dict[str, Any]
+    status: dict[str, Any]
+    place: str  # its JSON path in the body
+    order: int = 0  # its place among the body's spans
+
+    @property
+    def operation(self) -> str:
+        name = self.attrs.get("gen_ai.operation.name")
+        if isinstance(name, str) and name:
+            return name
+        return OPENINFERENCE.get(str(self.attrs.get("openinference.span.kind") or ""), "")
+
+    @property
+    def failed(self) -> bool:
+        return self.status.get("code") in STATUS_ERROR
+
+    def named(self) -> str:
+        return f"span {self.span_id or '(no spanId)'} {self.name!r} ({self.place})"
+
+
+def value_of(any_value: Any) -> Any:
+    """An OTLP AnyValue as plain JSON."""
+    value = as_dict(any_value)
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "intValue" in value:  # (a string in OTLP/JSON: 64 bits)
+        try:
+            return int(value["intValue"])
+        except (TypeError, ValueError):
+            return value["intValue"]
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "arrayValue" in value:
+        return [value_of(v) for v in as_list(as_dict(value["arrayValue"]).get("values"))]
+    if "kvlistValue" in value:
+        return attributes(as_dict(value["kvlistValue"]).get("values"))
+    if "bytesValue" in value:
+        return value["bytesValue"]
+    return None
+
+
+def attributes(pairs: Any) -> dict[str, Any]:
+    return {str(kv["key"]): value_of(kv.get("value")) for kv in as_list(pairs) if isinstance(kv, dict) and "key" in kv}
+
+
+def _nanos(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def read_spans(data: dict[str, Any], rel: str) -> tuple[list[Span], list[Problem]]:
+    """Every span of the body; one with no trace (or span) id is a problem naming it, the others kept."""
+    spans: list[Span] = []
+    problems: list[Problem] = []
+    for i, resource_spans in enumerate(as_list(data.get("resourceSpans"))):
+        resource = attributes(as_dict(as_dict(resource_spans).get("resource")).get("attributes"))
+        for j, scope in enumerate(as_list(as_dict(resource_spans).get("scopeSpans"))):
+            for k, raw in enumerate(as_list(as_dict(scope).get("spans"))):
+                place = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
+                raw = as_dict(raw)
+                span = Span(
+                    trace_id=str(raw.get("traceId") or "").lower(),
+                    span_id=str(raw.get("spanId") or "").lower(),
+                    parent_id=str(raw.get("parentSpanId") or "").lower(),
+                    name=str(raw.get("name") or ""),
+                    start=_nanos(raw.get("startTimeUnixNano")),
+                    end=_nanos(raw.get("endTimeUnixNano")),
+                    attrs=attributes(raw.get("attributes")),
+                    resource=resource,
+                    status=as_dict(raw.get("status")),
+                    place=place,
+                    order=len(spans) + len(problems),
+                )
+                if why := _unusable(span):
+                    problems.append(Problem(rel, f"{span.named()}: {why}", json_path=place, kept="the other spans"))
+                else:
+                    spans.append(span)
+    return spans, problems
+
+
+def _unusable(span: Span) -> str:
+    if not _hex_id(span.trace_id, 32):
+        return f"no trace: traceId must be 32 hex digits, not all zero (got {span.trace_id!r})"
+    if not _hex_id(span.span_id, 16):
+        return f"spanId must be 16 hex digits, not all zero (got {span.span_id!r})"
+    return ""
+
+
+def _hex_id(value: str, digits: int) -> bool:
+    return len(value) == digits and all(c in "0123456789abcdef" for c in value) and value.strip("0") != ""
+
+
+# ---------------------------------------------------------------- trials
+
+
+@dataclass
+class TraceTrial:
+    """The spans of one benchmark trial, as a runner's spine and ATIF trajectories."""
+
+    benchmark: dict[str, Any]
+    attempt: int | None
+    agent: dict[str, Any]
+    trajectories: list[dict[str, Any]]  # ATIF documents: the main one first, then each subagent
+    trace_ids: list[str]
+    span_count: int
+    finished: Span | None = None  # the top agent span (sent once ended): the trial is over
+    reward: float | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def trial_id(self) -> str:
+        return str(self.benchmark["trialId"])
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        return self.trajectories[0]["steps"] if self.trajectories else []
+
+
+def read_traces(data: dict[str, Any], rel: str) -> tuple[list[TraceTrial], list[Problem]]:
+    spans, problems = read_spans(data, rel)
+    by_trial: dict[str, list[Span]] = {}
+    by_trace: dict[str, list[Span]] = {}
+    for span in spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    for trace_id, members in by_trace.items():
+        trial_id = str(_identity(members).get("trialId") or trace_id)
+        by_trial.setdefault(trial_id, []).extend(members)
+    return [_trial(trial_id, members) for trial_id, members in by_trial.items()], problems
+
+
+def _first(spans: list[Span], key: str) -> Any:
+    for span in spans:
+        for source in (span.attrs, span.resource):
+            if source.get(key) not in (None, ""):
+                return source[key]
+    return None
+
+
+def _identity(spans: list[Span]) -> dict[str, Any]:
+    return {name: str(value) for key, name in IDENTITY.items() if (value := _first(spans, key)) is not None}
+
+
+def _trial(trial_id: str, spans: list[Span]) -> TraceTrial:
+    # in time order; spans with no times (a converter given steps without timestamps) as the body lists them
+    timed = all(s.start for s in spans)
+    spans = sorted(spans, key=lambda s: (s.start, s.order) if timed else (0, s.order))
+    by_id = {s.span_id: s for s in spans}
+    agents = [s for s in spans if _is_agent(s)]
+    owner = {s.span_id: _owner(s, by_id) for s in spans}
+    tops = [a for a in agents if owner[a.span_id] is None]
+    top = tops[0] if tops else None
+    subagents = [a for a in agents if owner[a.span_id] is not None]
+    sub_ids = {a.span_id for a in subagents}
+    benchmark = {**_identity(spans), "trialId": trial_id}
+    model = _first(spans, "gen_ai.request.model") or _first(spans, "llm.model_name") or ""
+    agent = {
+        "name": str(_first(tops, "gen_ai.agent.name") or _first(tops, "agent.name") or (top.name if top else "")),
+        "version": str(_first(tops, "gen_ai.agent.version") or _first(tops, "agent.version") or ""),
+        "model_name": str(model),
+    }
+    main_steps = _steps([s for s in spans if owner[s.span_id] not in sub_ids and s not in agents])
+    trajectories = [_document(top, agent, main_steps, trial_id)]
+    for sub in subagents:
+        sub_agent = {"name": str(sub.attrs.get("gen_ai.agent.name") or sub.attrs.get("agent.name") or sub.name)}
+        steps = _steps([s for s in spans if owner[s.span_id] == sub.span_id and s not in agents])
+        trajectories.append(_document(sub, {**sub_agent, "version": "", "model_name": ""}, steps, sub.span_id))
+    reward = _first(tops or spans, REWARD)
+    attempt = _first(spans, ATTEMPT)
+    return TraceTrial(
+        benchmark=benchmark,
+        attempt=int(attempt) if isinstance(attempt, (int, float, str)) and str(attempt).isdigit() else None,
+        agent=agent,
+        trajectories=trajectories,
+        trace_ids=sorted({s.trace_id for s in spans}),
+        span_count=len(spans),
+        finished=top,  # (an exporter sends a span once it has ended)
+        reward=float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
+    )
+
+
+def _is_agent(span: Span) -> bool:
+    if span.operation in ("invoke_agent", "create_agent"):
+        # an OpenInference AGENT span with no identity of its own is a turn of its parent, not an agent
+        return span.attrs.get("gen_ai.operation.name") is not None or any(k in span.attrs for k in AGENT_IDENTITY)
+    return False
+
+
+def _owner(span: Span, by_id: dict[str, Span]) -> str | None:
+    """The nearest agent span above this one (None: the trial's top, or a parent not in this body)."""
+    seen = set()
+    parent = by_id.get(span.parent_id)
+    while parent is not None and parent.span_id not in seen:
+        if _is_agent(parent):
+            return parent.span_id
+        seen.add(parent.span_id)
+        parent = by_id.get(parent.parent_id)
+    return None
+
+
+def _document(agent_span: Span | None, agent: dict[str, Any], steps: list[dict[str, Any]], tid: str) -> dict[str, Any]:
+    attrs = agent_span.attrs if agent_span else {}
+    session = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "session_id": str(session or tid),
+        "trajectory_id": str(attrs.get("trajectory.id") or tid),
+        "agent": {k: v for k, v in agent.items() if v} | {"name": agent.get("name") or "unknown"},
+        "steps": steps,
+    }
+
+
+# ---------------------------------------------------------------- steps
+
+
+def iso(nanos: int) -> str | None:
+    if not nanos:
+        return None
+    return datetime.fromtimestamp(nanos / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _json(value: Any) -> Any:
+    """An attribute that holds JSON as text (messages, arguments), read; other text as it is."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's content or parts (GenAI `parts`, OpenInference `content`)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        if "parts" in content:
+            return text_of(content["parts"])
+        return text_of(content.get("content") if "content" in content else content.get("text", ""))
+    if isinstance(content, list):
+        return "".join(text_of(p) for p in content if not (isinstance(p, dict) and p.get("type") == "tool_call"))
+    return "" if content is None else str(content)
+
+
+def _messages(span: Span) -> list[tuple[str, str]]:
+    raw = _json(span.attrs.get("gen_ai.input.messages") or span.attrs.get("input.value"))
+    found = [(str(as_dict(m).get("role") or ""), text_of(m)) for m in as_list(raw) if isinstance(m, dict)]
+    if instructions := span.attrs.get("gen_ai.system_instructions"):
+        found.insert(0, ("system", text_of(_json(instructions))))
+    return found
+
+
+def _steps(spans: list[Span]) -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = []
+    seen_inputs: dict[str, list[tuple[str, str]]] = {}  # per parent span: the input messages read so far
+    last_agent: dict[str, Any] | None = None
+    for span in spans:
+        operation = span.operation
+        if operation == "chat" or operation == "text_completion":
+            for role, text in _new_inputs(span, seen_inputs):
+                steps.append({"source": role, "message": text, **_when(span)})
+            last_agent = _agent_step(span)
+            steps.append(last_agent)
+        elif operation == "chain" and span.attrs.get("context_management.action"):
+            action = str(span.attrs["context_management.action"])  # (the step's text is not in the span)
+            steps.append({"source": "system", "message": "", **_when(span), "extra": {"context_management": action}})
+        elif operation == "execute_tool":
+            if last_agent is None:  # a tool the agent ran with no model call before it
+                last_agent = {"source": "agent", "message": "", "llm_call_count": 0, **_when(span), "extra": {}}
+                steps.append(last_agent)
+            _add_tool(last_agent, span)
+    for number, step in enumerate(steps, start=1):
+        step["step_id"] = number
+    return steps
+
+
+def _new_inputs(span: Span, seen_inputs: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """Input messages not read before under the same parent: a chat span repeats the history."""
+    messages = _messages(span)
+    seen = seen_inputs.get(span.parent_id, [])
+    seen_inputs[span.parent_id] = messages
+    if seen and messages[: len(seen)] == seen:
+        fresh = messages[len(seen) :]
+    else:  # (the first read, perhaps of a later batch: what follows the last answer is new)
+        last = max((n for n, (role, _) in enumerate(messages) if role in ("assistant", "tool")), default=-1)
+        fresh = messages[last + 1 :]
+    wanted = {"user": "user", "system": "system", "developer": "system"}
+    return [(wanted[role], text) for role, text in fresh if role in wanted]
+
+
+def _when(span: Span) -> dict[str, Any]:
+    return {"timestamp": stamp} if (stamp := iso(span.start)) else {}
+
+
+def _agent_step(span: Span) -> dict[str, Any]:
+    attrs = span.attrs
+    output = _json(attrs.get("gen_ai.output.messages"))
+    parts = [p for m in as_list(output) for p in as_list(as_dict(m).get("parts"))]
+    message = text_of([p for p in parts if as_dict(p).get("type") == "text"]) if output else attrs.get("output.value")
+    reasoning = text_of([p for p in parts if as_dict(p).get("type") == "reasoning"]) or attrs.get(
+        "metadata.reasoning_content"
+    )
+    step: dict[str, Any] = {"source": "agent", **_when(span), "message": text_of(message)}
+    if model := attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name"):
+        step["model_name"] = str(model)
+    if reasoning:
+        step["reasoning_content"] = str(reasoning)
+    calls = [
+        {
+            "tool_call_id": str(p.get("id") or f"call_{span.span_id}_{n}"),
+            "function_name": str(p.get("name") or ""),
+            "arguments": as_dict(_json(p.get("arguments"))),
+        }
+        for n, p in enumerate(as_dict(p) for p in parts)
+        if p.get("type") == "tool_call"
+    ]
+    if calls:
+        step["tool_calls"] = calls
+    metrics = {
+        name: value
+        for name, keys in (
+            ("prompt_tokens", ("gen_ai.usage.input_tokens", "llm.token_count.prompt")),
+            ("completion_tokens", ("gen_ai.usage.output_tokens", "llm.token_count.completion")),
+            ("cached_tokens", ("gen_ai.usage.cache_read.input_tokens", "llm.token_count.prompt_details.cache_read")),
+            ("cost_usd", ("gen_ai.usage.cost", "llm.cost.total")),
+        )
+        if (value := next((attrs[k] for k in keys if isinstance(attrs.get(k), (int, float))), None)) is not None
+    }
+    if metrics:
+        step["metrics"] = metrics
+    if isinstance(count := attrs.get("metadata.aggregated_llm_calls"), int):
+        step["llm_call_count"] = count
+    step["extra"] = {"otel": {"trace_id": span.trace_id, "span_id": span.span_id, "name": span.name}}
+    if span.failed:
+        step["extra"]["otel"]["error"] = str(span.status.get("message") or attrs.get("error.type") or "error")
+    return step
+
+
+def _add_tool(step: dict[str, Any], span: Span) -> None:
+    """The tool span's call and result on the step that asked for it (a call it did not list is added)."""
+    attrs = span.attrs
+    call_id = str(attrs.get("gen_ai.tool.call.id") or f"call_{span.span_id}")
+    name = str(attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or span.name)
+    arguments = _json(attrs.get("gen_ai.tool.call.arguments", attrs.get("input.value")))
+    result = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
+    if span.failed and not result:
+        result = f"error: {span.status.get('message') or attrs.get('error.type') or 'the tool failed'}"
+    calls = step.setdefault("tool_calls", [])
+    if not any(c["tool_call_id"] == call_id for c in calls):
+        # (arguments a producer cut short are no JSON object any more: kept as the text sent)
+        kept = arguments if isinstance(arguments, dict) else ({"value": arguments} if arguments else {})
+        calls.append({"tool_call_id": call_id, "function_name": name, "arguments": kept})
+    results = step.setdefault("observation", {"results": []})["results"]
+    content = _json(result) if not isinstance(result, str) else result
+    results.append(
+        {"source_call_id": call_id, "content": text_of(content) if not isinstance(content, str) else content}
+    )
+
+
+# ---------------------------------------------------------------- import
+
+
+def parse(data: dict[str, Any], rel: str) -> ParsedPack:
+    """An OTLP/JSON file: a trial per benchmark trial id (or trace); a bad span is named, the others kept."""
+    traces, problems = read_traces(data, rel)
+    if not traces:
+        raise PackError(Problem(rel, "no span with a trace in this OTLP file", kept="the raw bytes"))
+    jobs: dict[str, ParsedJob] = {}
+    trials = []
+    for trace in traces:
+        trial = imported_trial(trace, rel)
+        if trial.job_key and trial.job_key not in jobs:
+            ref = trace.benchmark["harborJobRef"]
+            jobs[trial.job_key] = ParsedJob(key=trial.job_key, name=ref.rstrip("/").rpartition("/")[2] or ref,
+                                            source_format="otlp")  # fmt: skip
+        trials.append(trial)
+    return ParsedPack(kind="otlp-traces", jobs=list(jobs.values()), trials=trials, problems=problems,
+                      trial_count=len(trials))  # fmt: skip
+
+
+def job_key(benchmark: dict[str, Any]) -> str:
+    """The job a live trial of the same identity is in (trials.live.service.start_trial keys it so)."""
+    ref = str(benchmark.get("harborJobRef") or benchmark.get("configurationId") or "")
+    return f"live:{ref}"[:300] if ref else ""
+
+
+def imported_trial(trace: TraceTrial, rel: str) -> ParsedTrial:
+    """The trial as its evidence pack would name it (the live path starts it from the same spine)."""
+    trial = parse_evidence_pack({"benchmark": trace.benchmark}, rel)
+    trial.source_format = "otlp"
+    trial.documents = {}
+    trial.present = {"trajectory"}
+    trial.refs = {"trajectoryRef": rel}
+    trial.attempt = trace.attempt
+    trial.job_key = job_key(trace.benchmark)
+    agent = trace.agent
+    config = trial.configuration or ConfigurationRef(
+        key="__".join(x for x in (agent["name"], agent["model_name"]) if x) or "unknown"
+    )
+    config.agent_name, config.agent_version, config.model_name = agent["name"], agent["version"], agent["model_name"]
+    trial.configuration = config
+    trial.provenance = {"otel": {"trace_ids": trace.trace_ids}}
+    for n, document in enumerate(trace.trajectories):
+        header = {k: v for k, v in document.items() if k != "steps"}
+        path = rel if n == 0 else f"{rel}#subagent/{document['trajectory_id']}"
+        trial.trajectories.append(
+            atif.trajectory_from(header, iter(document["steps"]), path, "main" if n == 0 else "subagent")
+        )
+    top = trace.finished
+    trial.started_at = _datetime(top.start) if top else None
+    trial.finished_at = _datetime(top.end) if top else None
+    trial.reward = trace.reward
+    trial.rewards = {"reward": trace.reward} if trace.reward is not None else {}
+    trial.status = "unknown" if trace.reward is None else ("passed" if trace.reward >= 1 else "failed")
+    if top is not None and top.failed:
+        trial.status = "errored"
+        trial.exception_type = str(top.attrs.get("error.type") or "")
+        trial.exception_message = str(top.status.get("message") or "")
+    trial.input_tokens, trial.output_tokens, trial.cached_tokens, trial.cost_usd = _totals(trace)
+    trial.problems = list(trace.problems)
+    return trial
+
+
+def _datetime(nanos: int) -> datetime | None:
+    return datetime.fromtimestamp(nanos / 1e9, tz=UTC) if nanos else None
+
+
+def _totals(trace: TraceTrial) -> tuple[int | None, int | None, int | None, float | None]:
+    sums: dict[str, float] = {}
+    for step in trace.steps:
+        for key, value in as_dict(step.get("metrics")).items():
+            sums[key] = sums.get(key, 0) + value
+    as_int = {k: int(v) for k, v in sums.items() if k != "cost_usd"}
+    return (
+        as_int.get("prompt_tokens"),
+        as_int.get("completion_tokens"),
+        as_int.get("cached_tokens"),
+        sums.get("cost_usd"),
+    )
