@@ -112,6 +112,11 @@ class Trial(models.Model):
     )
     safety_flags = JSONField(default=list, blank=True)
     is_flagged = models.BooleanField(default=False, db_index=True)
+    # Why it failed (trials.triage.failure_classes): the class the rules give, stored when it is
+    # signed so comparisons can leave infrastructure failures out, and a triager's override.
+    failure_class = CharField(max_length=20, blank=True)
+    failure_class_why = CharField(max_length=200, blank=True)
+    failure_class_override = CharField(max_length=20, blank=True)
 
     # When a runner last reported (an event, a step, a command): a running trial silent longer is stalled.
     live_seen_at = models.DateTimeField(null=True, blank=True)
@@ -144,6 +149,11 @@ class Trial(models.Model):
     def is_stalled(self) -> bool:
         seen = self.live_seen_at
         return self.status == self.Status.RUNNING and seen is not None and seen < stall_cutoff()
+
+    @property
+    def effective_failure_class(self) -> str:
+        """The triager's class when one was set, else the rules' ("" for a trial that did not fail)."""
+        return self.failure_class_override or self.failure_class
 
     @property
     def is_failure(self) -> bool:

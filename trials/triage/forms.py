@@ -11,6 +11,7 @@ from django.utils import timezone
 from benchviewer import roles
 from trials.models import Trial
 from trials.triage import prefill, taxonomy
+from trials.triage.failure_classes import FailureClass
 from trials.triage.models import FailureMode, QCItem, QCScenario, Severity
 
 # Django's DateTimeField also parses ISO 8601 (what the API sends and datetime-local posts).
@@ -327,3 +328,13 @@ class ScenarioStatusForm(forms.Form):
 
 
 SEVERITY_CHOICES = Severity.choices
+
+
+class FailureClassForm(forms.Form):
+    """A triager's override of one trial's failure class (trials.triage.failure_classes)."""
+
+    failure_class = forms.ChoiceField(
+        choices=[("", "the rules' class")] + [(c.value, c.value.replace("_", " ")) for c in FailureClass],
+        required=False,
+    )
+    reason = forms.CharField(max_length=500, required=False)

@@ -24,9 +24,11 @@ import orjson
 from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.fields.json import KT
+from django.utils import timezone
 
 from trials.models import PermissionDecision, RuntimeEvent, Trial
 from trials.triage import taxonomy
+from trials.triage.failure_classes import FailureFacts, classify
 from trials.triage.models import FailureCluster
 
 # Safety flags: each one makes its trial a failure to triage, whatever its reward.
@@ -120,6 +122,13 @@ def describe(signature: dict[str, Any]) -> str:
 # Reading what flags a trial, many trials a query ----------------------------------------------
 
 SIGNED_FIELDS = ("pk", "status", "reward", "failure_category", "exception_type", "exception_message", "ctrf_tests")
+# What a parser keeps in a trial's provenance for the failure classes: Terminal-Bench 1's
+# failure_mode, the kind of Inspect limit a sample hit, a `harbor check` finding on its task.
+CLASS_FACTS = {
+    "failure_mode": KT("provenance__failure_mode"),
+    "limit": KT("provenance__limit"),
+    "task_flagged": KT("provenance__task_flagged"),
+}
 _BYPASS_CODES = ["permission-bypass", "permission_bypass"]
 _STALE_CODES = ["stale-success", "stale_success"]
 
@@ -221,12 +230,46 @@ def sign_all() -> int:
         | Q(permissions__side_effect_after_denial=True)
         | Q(events__isnull=False)
         | ~Q(failure_category="")
+        | ~Q(exception_type="")
     )
     return sign_trials(Trial.objects.filter(maybe_flagged).values_list("pk", flat=True).distinct())
 
 
+def facts_of(row: dict[str, Any]) -> FailureFacts:
+    """What the failure classes read, from a row of SIGNED_FIELDS and CLASS_FACTS."""
+    return FailureFacts(
+        status=row["status"],
+        exception_type=row["exception_type"] or "",
+        exception_message=row["exception_message"] or "",
+        failure_category=row["failure_category"] or "",
+        failure_mode=str(row["failure_mode"] or ""),
+        limit=str(row["limit"] or ""),
+        task_flagged=str(row["task_flagged"] or "").lower() in ("true", "1"),
+    )
+
+
+def _classify_batch(rows: list[dict[str, Any]]) -> None:
+    """Store each trial's failure class by the rules (a triager's override stays beside it)."""
+    targets: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for row in rows:
+        failure_class, why = classify(facts_of(row))
+        wanted = (str(failure_class or ""), why[:200])
+        if wanted != (row["failure_class"], row["failure_class_why"]):
+            targets[wanted].append(row["pk"])
+    for (failure_class, why), pks in targets.items():
+        # updated_at moves so stored comparisons and grids see the new class
+        Trial.objects.filter(pk__in=pks).update(
+            failure_class=failure_class, failure_class_why=why, updated_at=timezone.now()
+        )
+
+
 def _sign_batch(ids: list[int]) -> int:
-    rows = list(Trial.objects.filter(pk__in=ids).values(*SIGNED_FIELDS, "cluster_id", "safety_flags"))
+    rows = list(
+        Trial.objects.filter(pk__in=ids)
+        .annotate(**CLASS_FACTS)
+        .values(*SIGNED_FIELDS, *CLASS_FACTS, "cluster_id", "safety_flags", "failure_class", "failure_class_why")
+    )
+    _classify_batch(rows)
     evidence = Evidence.of(ids)
     signatures: dict[str, dict[str, Any]] = {}
     wanted: dict[int, tuple[str | None, tuple[str, ...]]] = {}
