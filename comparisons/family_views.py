@@ -76,11 +76,15 @@ def _cell_html(cell: dict[str, Any]) -> str:
         return '<td><span class="muted">—</span></td>'
     mean = "—" if cell["mean_reward"] is None else f"{cell['mean_reward']:.3f}"
     detail = f"{cell['passes']}/{cell['decided']}"
-    detail += f" · {cell['errored']} err" if cell["errored"] else ""
+    detail += f" · {cell['unscored']} unscored" if cell.get("unscored") else ""
+    detail += f" · {cell['infra']} infra" if cell.get("infra") else ""
+    detail += " · ⚑" if cell.get("ended_with_reward") else ""
     detail += "" if cell["cost_usd"] is None else f" · ${cell['cost_usd']:.3f}"
     return (
         f'<td class="{_cell_class(cell["mean_reward"])}"><a class="cell-link" href="{escape(cell["url"])}" '
-        f'title="{cell["n"]} trial(s)">{mean} <small>{detail}</small></a></td>'
+        f'title="{cell["n"]} attempt(s): mean of the scored ones, passed / decided'
+        f'{"; ⚑ a run that did not end normally still has a reward" if cell.get("ended_with_reward") else ""}">'
+        f"{mean} <small>{detail}</small></a></td>"
     )
 
 
@@ -116,12 +120,15 @@ def _side_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
         field = SIDE_SORTS[sort.lstrip("-")]
         sides.sort(key=lambda s: s[field].lower() if field == "label" else s[field] or 0.0, reverse=sort[0] == "-")
         sides.sort(key=lambda s: s[field] is None)  # stable: sides without the figure last, either way
+    reference_url = next(s["trials_url"] for s in sides if s["is_reference"])
     for side in sides:
         delta, ci = side["delta_vs_reference"], side["delta_ci95"]
         side["delta_text"] = "" if delta is None else f"{delta:+.3f}"
         side["delta_ci_text"] = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
+        side["reference_trials_url"] = reference_url  # a difference opens both sides' trials
     links = {k: f"?{query}&side_sort={'-' + k if sort == k else k}" for k in SIDE_SORTS}
-    return {"rows": sides, "links": links}
+    holm = sum(1 for s in sides if s["mcnemar_p"] is not None) >= 2
+    return {"rows": sides, "links": links, "holm": holm}
 
 
 def grid_page(request):

@@ -31,6 +31,13 @@ class TrialQuerySet(models.QuerySet):
         """Failed trials and those a safety signal flagged whatever their reward: what triage counts."""
         return self.filter(models.Q(status__in=Trial.FAILED_STATUSES) | models.Q(is_flagged=True))
 
+    def with_failure_class(self, failure_class: str):
+        """Trials of this class: a triager's override where one is set, else the rules' class."""
+        return self.filter(
+            models.Q(failure_class_override=failure_class)
+            | models.Q(failure_class_override="", failure_class=failure_class)
+        )
+
     def running(self):
         return self.filter(status=Trial.Status.RUNNING)
 
