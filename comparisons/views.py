@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from comparisons import charts, figures, saved, services
-from comparisons.metrics import delta_or_none
 from comparisons.formatting import formatted
+from comparisons.metrics import delta_or_none
 from comparisons.models import Comparison, SavedComparison
 from comparisons.sides import SideError, parse_sides
 from trials.models import Configuration, Job, Trial
