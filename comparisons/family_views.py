@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from comparisons.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
+from comparisons.models import GridResult
 from comparisons.sides import SideError
 from comparisons.trend import get_or_compute_trend, parse_trend
 from trials.models import Configuration, Dataset, Job, Trial
@@ -88,20 +89,23 @@ def _cell_html(cell: dict[str, Any]) -> str:
     )
 
 
-def _task_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
-    """The task grid: sorted by task or by one side's mean (`?sort=side-<id>`), 100 tasks a page."""
+def _task_rows(request, stored: GridResult, query: str) -> dict[str, Any]:
+    """The task grid: sorted by task or by one side's mean (`?sort=side-<id>`), 100 tasks a page
+    (only the page's rows are decoded: GridResult.task_rows)."""
+    result = stored.result
     sort = request.GET.get("sort", "task")
     ids = [s["id"] for s in result["sides"]]
-    rows = list(result["tasks"])
+    means = result["task_means"]
+    rows = list(range(result["task_count"]))
     key = sort.lstrip("-")
     if sort.startswith("-"):
         rows.reverse()
     if key.startswith("side-") and key[5:].isdigit() and int(key[5:]) in ids:
         at = ids.index(int(key[5:]))
-        rows.sort(key=lambda r: r["cells"][at]["mean_reward"] or 0.0, reverse=sort.startswith("-"))
-        rows.sort(key=lambda r: r["cells"][at]["mean_reward"] is None)  # stable: tasks the side lacks last
+        rows.sort(key=lambda r: means[r][at] or 0.0, reverse=sort.startswith("-"))
+        rows.sort(key=lambda r: means[r][at] is None)  # stable: tasks the side lacks last
     page = Paginator(rows, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
-    page.object_list = present_tasks(result, list(page.object_list))
+    page.object_list = present_tasks(result, stored.task_rows(list(page.object_list)))
     for row in page.object_list:
         # Safe: _cell_html escapes the link, and the rest is numbers it formats.
         row["cells_html"] = mark_safe("".join(_cell_html(cell) for cell in row["cells"]))
@@ -146,7 +150,8 @@ def grid_page(request):
     context.update({"chosen": {s.id for s in sides}, "reference": reference})
     if params.get("pick"):
         return render(request, "comparisons/grid.html", _with_picker(context))
-    result = get_or_compute_grid(sides, reference).result
+    stored = get_or_compute_grid(sides, reference)
+    result = stored.result
     query = urlencode(grid_query(sides, reference))
     for side, row in zip(sides, result["sides"], strict=True):
         row["reference_link"] = "?" + urlencode(grid_query(sides, side))  # "make this the reference"
@@ -156,7 +161,7 @@ def grid_page(request):
             "query": query,
             "reference_label": next(s["label"] for s in result["sides"] if s["is_reference"]),
             "side_table": _side_rows(request, result, query),
-            "tasks": _task_rows(request, result, query),
+            "tasks": _task_rows(request, stored, query),
             "chart_url": f"{reverse('api-comparison-grid-chart')}?{query}",
             "api_url": f"{reverse('api-comparison-grid')}?{query}",
         }

@@ -33,7 +33,7 @@ from comparisons.verdict import validity_reasons
 from trials.models import Configuration, Job, Trial
 
 MIN_SIDES, MAX_SIDES = 2, 12
-GRID_VERSION = 2  # bump when the result's shape changes: stored grids are computed again
+GRID_VERSION = 3  # bump when the result's shape changes: stored grids are computed again
 
 
 def parse_grid(params: Any) -> tuple[list[Side], Side]:
@@ -154,6 +154,7 @@ def _side_row(
         "ended_with_reward": metrics["endedWithReward"],
         "unscored_url": side.trials_url(unscored="true"),
         "infra_url": side.trials_url(failure_class="infrastructure"),
+        "ended_with_reward_url": side.trials_url(status=["timeout", "errored"], reward_min="0"),
         "n_tasks": int(scored.size),
         "n_trials": metrics["trials"],
         "pass_rate": metrics["passRate"],
@@ -305,14 +306,22 @@ def stored_result(key_parts: list[Any], fingerprint: str, compute: Callable[[], 
     round trip costs a page.
     """
     key = hashlib.sha256(orjson.dumps(key_parts)).hexdigest()
-    stored = GridResult.objects.filter(key=key).first()
+    # task_lines is read when a page of tasks is shown (GridResult.task_rows), never whole
+    stored = GridResult.objects.defer("task_lines").filter(key=key).first()
     if stored and stored.fingerprint == fingerprint:
         return stored
     started = time.perf_counter()
     result = compute()
     elapsed = (time.perf_counter() - started) * 1000
+    tasks = result.pop("tasks", None)
+    lines = ""
+    if tasks is not None:
+        result["task_count"] = len(tasks)
+        # each task's mean per side: what sorting the task grid by a side reads
+        result["task_means"] = [[cell["mean_reward"] for cell in row["cells"]] for row in tasks]
+        lines = "\n".join(orjson.dumps(row).decode() for row in tasks)
     stored, _ = GridResult.objects.update_or_create(
-        key=key, defaults={"fingerprint": fingerprint, "result": result, "compute_ms": elapsed}
+        key=key, defaults={"fingerprint": fingerprint, "result": result, "compute_ms": elapsed, "task_lines": lines}
     )
     return stored
 
