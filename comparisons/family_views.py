@@ -16,7 +16,7 @@ from django.utils.safestring import mark_safe
 
 from comparisons.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
 from comparisons.models import GridResult
-from comparisons.sides import SideError
+from comparisons.sides import Side, SideError
 from comparisons.trend import get_or_compute_trend, parse_trend
 from trials.models import Configuration, Dataset, Job, Trial
 
@@ -104,7 +104,7 @@ def _task_rows(request, stored: GridResult, query: str) -> dict[str, Any]:
         at = ids.index(int(key[5:]))
         rows.sort(key=lambda r: means[r][at] or 0.0, reverse=sort.startswith("-"))
         rows.sort(key=lambda r: means[r][at] is None)  # stable: tasks the side lacks last
-    page = Paginator(rows, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
+    page: Any = Paginator(rows, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = present_tasks(result, stored.task_rows(list(page.object_list)))
     for row in page.object_list:
         # Safe: _cell_html escapes the link, and the rest is numbers it formats.
@@ -152,6 +152,8 @@ def grid_page(request):
         return render(request, "comparisons/grid.html", _with_picker(context))
     stored = get_or_compute_grid(sides, reference)
     result = stored.result
+    reference = Side(sides[0].kind, result["reference"])  # (the default one, when none was named)
+    context["reference"] = reference
     query = urlencode(grid_query(sides, reference))
     for side, row in zip(sides, result["sides"], strict=True):
         row["reference_link"] = "?" + urlencode(grid_query(sides, side))  # "make this the reference"

@@ -36,7 +36,7 @@ MIN_SIDES, MAX_SIDES = 2, 12
 GRID_VERSION = 3  # bump when the result's shape changes: stored grids are computed again
 
 
-def parse_grid(params: Any) -> tuple[list[Side], Side]:
+def parse_grid(params: Any) -> tuple[list[Side], Side | None]:
     """`sides=<configuration id>,…` or `side_jobs=<job id>,…`, and `reference=<id>` (default: the side
     with the most paired tasks, `default_reference`)."""
     jobs = not params.get("sides") and bool(params.get("side_jobs"))
@@ -58,7 +58,10 @@ def parse_grid(params: Any) -> tuple[list[Side], Side]:
     unknown = set(ids) - set(model.objects.filter(pk__in=ids).values_list("pk", flat=True))
     if unknown:
         raise SideError(f"{name}: {', '.join(map(str, sorted(unknown)))} not a known {kind} id")
-    reference = parse_pk(str(params["reference"])) if params.get("reference") else default_reference(kind, ids)
+    if not params.get("reference"):
+        # None: get_or_compute_grid chooses (default_reference) and stores the grid under "default"
+        return [Side(kind, pk) for pk in ids], None
+    reference = parse_pk(str(params["reference"]))
     if reference not in ids:
         raise SideError(f"reference={params.get('reference')!r} is not one of the sides")
     return [Side(kind, pk) for pk in ids], Side(kind, reference)
@@ -326,8 +329,16 @@ def stored_result(key_parts: list[Any], fingerprint: str, compute: Callable[[], 
     return stored
 
 
-def get_or_compute_grid(sides: list[Side], reference: Side) -> GridResult:
-    column = "configuration_id" if reference.kind == SideKind.CONFIGURATION else "job_id"
-    fingerprint = trials_fingerprint(Trial.objects.filter(**{f"{column}__in": [s.id for s in sides]}), column)
-    key_parts = ["grid", reference.kind, [s.id for s in sides], reference.id]
-    return stored_result(key_parts, fingerprint, lambda: compute_grid(sides, reference))
+def get_or_compute_grid(sides: list[Side], reference: Side | None) -> GridResult:
+    """The stored grid of these sides against `reference` (None: the default reference, chosen when
+    computed; its id is the result's `reference`)."""
+    kind = sides[0].kind
+    column = "configuration_id" if kind == SideKind.CONFIGURATION else "job_id"
+    ids = [s.id for s in sides]
+    fingerprint = trials_fingerprint(Trial.objects.filter(**{f"{column}__in": ids}), column)
+    key_parts = ["grid", kind, ids, reference.id if reference else "default"]
+
+    def compute() -> dict[str, Any]:
+        return compute_grid(sides, reference or Side(kind, default_reference(kind, ids)))
+
+    return stored_result(key_parts, fingerprint, compute)

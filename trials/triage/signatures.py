@@ -256,10 +256,10 @@ def _classify_batch(rows: list[dict[str, Any]]) -> None:
         wanted = (str(failure_class or ""), why[:200])
         if wanted != (row["failure_class"], row["failure_class_why"]):
             targets[wanted].append(row["pk"])
-    for (failure_class, why), pks in targets.items():
+    for (class_name, why), pks in targets.items():
         # updated_at moves so stored comparisons and grids see the new class
         Trial.objects.filter(pk__in=pks).update(
-            failure_class=failure_class, failure_class_why=why, updated_at=timezone.now()
+            failure_class=class_name, failure_class_why=why, updated_at=timezone.now()
         )
 
 
