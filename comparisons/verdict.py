@@ -152,10 +152,15 @@ def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any]
     elif flips["passToFail"]:
         risks.append(f"{flips['passToFail']} task(s) flipped from pass to fail")
     for role, side in (("baseline", base), ("candidate", cand)):
-        if side["erroredTrials"] or side["missingRewardTrials"]:
+        if side["unscoredTrials"]:
             risks.append(
-                f"{role}: {side['erroredTrials']} errored and {side['missingRewardTrials']} unrewarded trial(s) "
-                "are left out of the mean reward"
+                f"{role}: {side['unscoredTrials']} unscored trial(s) (no reward) are left out of the mean reward: "
+                "counted, not failed"
+            )
+        if side["endedWithReward"]:
+            risks.append(
+                f"{role}: {side['endedWithReward']} trial(s) timed out or errored yet have a reward, "
+                "counted by that reward"
             )
     if cand["deniedSideEffects"]:
         risks.append(f"candidate has {cand['deniedSideEffects']} side effect(s) after a denied permission")
