@@ -17,6 +17,7 @@ from comparisons.metrics import (
     outcome_counts,
     p0_qc_gate_regressions,
     paired_statistics,
+    score_intervals,
     side_metrics,
     task_matrix,
 )
@@ -26,9 +27,11 @@ from comparisons.verdict import promotion, remaining_risk, validity_reasons
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 4  # bump when the result's shape changes: cached results of another version are recomputed
+COMPUTE_VERSION = 5  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
+# Which score the decision reads (the page and API say it beside the decision).
+DECISION_BASIS = "scored trials, infrastructure failures included; attempts averaged within each task"
 
 
 def compute(
@@ -37,6 +40,8 @@ def compute(
     """The comparison result (for the page and API) and the per-trial points (for the charts)."""
     base, cand = load_side(baseline), load_side(candidate)
     base_metrics, cand_metrics = side_metrics(base), side_metrics(cand)
+    base_metrics |= score_intervals(base, resamples=resamples, seed=seed)
+    cand_metrics |= score_intervals(cand, resamples=resamples, seed=seed)
     invalid, one_side = validity_reasons(base, cand)
     paired = paired_statistics(base, cand, resamples=resamples, seed=seed)
     checksum_differs = any(r.startswith("verifier differs") for r in invalid)
@@ -57,6 +62,10 @@ def compute(
         "flips": paired["flips"],
         "mcnemarP": paired["mcnemarP"],
         "bootstrap": paired["bootstrap"],
+        "mde": paired["mde"],
+        "moreAttemptsPerTask": paired["moreAttemptsPerTask"],
+        "moreTasks": paired["moreTasks"],
+        "decisionBasis": DECISION_BASIS,
     }
     comparison.update(promotion(comparison))
     comparison["remainingRisk"] = remaining_risk(

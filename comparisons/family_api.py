@@ -51,15 +51,18 @@ class GridView(APIView):
             sides, reference = parse_grid(request.query_params)
         except SideError as exc:
             return _bad_request(exc)
-        result = get_or_compute_grid(sides, reference).result
+        stored = get_or_compute_grid(sides, reference)
+        result = stored.result
         paginator = GridTaskPages()
-        tasks = present_tasks(result, paginator.paginate_queryset(result["tasks"], request, view=self) or [])
+        shown = paginator.paginate_queryset(range(result["task_count"]), request, view=self) or []
+        tasks = present_tasks(result, stored.task_rows(shown))
         pages = {
-            "count": len(result["tasks"]),
+            "count": result["task_count"],
             "next": paginator.get_next_link(),
             "previous": paginator.get_previous_link(),
         }
-        return Response({**pages, **{k: v for k, v in result.items() if k != "tasks"}, "tasks": tasks})
+        sides_part = {k: v for k, v in result.items() if k not in ("task_means", "task_count")}
+        return Response({**pages, **sides_part, "tasks": tasks})
 
 
 @method_decorator(login_not_required, name="dispatch")

@@ -17,7 +17,8 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
 from comparisons.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
-from comparisons.sides import SideError
+from comparisons.models import GridResult
+from comparisons.sides import Side, SideError
 from comparisons.trend import get_or_compute_trend, parse_trend
 from trials.models import Configuration, Dataset, Job, Trial
 
@@ -78,28 +79,35 @@ def _cell_html(cell: dict[str, Any]) -> str:
         return '<td><span class="muted">—</span></td>'
     mean = "—" if cell["mean_reward"] is None else f"{cell['mean_reward']:.3f}"
     detail = f"{cell['passes']}/{cell['decided']}"
-    detail += f" · {cell['errored']} err" if cell["errored"] else ""
+    detail += f" · {cell['unscored']} unscored" if cell.get("unscored") else ""
+    detail += f" · {cell['infra']} infra" if cell.get("infra") else ""
+    detail += " · ⚑" if cell.get("ended_with_reward") else ""
     detail += "" if cell["cost_usd"] is None else f" · ${cell['cost_usd']:.3f}"
     return (
         f'<td class="{_cell_class(cell["mean_reward"])}"><a class="cell-link" href="{escape(cell["url"])}" '
-        f'title="{cell["n"]} trial(s)">{mean} <small>{detail}</small></a></td>'
+        f'title="{cell["n"]} attempt(s): mean of the scored ones, passed / decided'
+        f'{"; ⚑ a run that did not end normally still has a reward" if cell.get("ended_with_reward") else ""}">'
+        f"{mean} <small>{detail}</small></a></td>"
     )
 
 
-def _task_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
-    """The task grid: sorted by task or by one side's mean (`?sort=side-<id>`), 100 tasks a page."""
+def _task_rows(request, stored: GridResult, query: str) -> dict[str, Any]:
+    """The task grid: sorted by task or by one side's mean (`?sort=side-<id>`), 100 tasks a page
+    (only the page's rows are decoded: GridResult.task_rows)."""
+    result = stored.result
     sort = request.GET.get("sort", "task")
     ids = [s["id"] for s in result["sides"]]
-    rows = list(result["tasks"])
+    means = result["task_means"]
+    rows = list(range(result["task_count"]))
     key = sort.lstrip("-")
     if sort.startswith("-"):
         rows.reverse()
     if key.startswith("side-") and key[5:].isdigit() and int(key[5:]) in ids:
         at = ids.index(int(key[5:]))
-        rows.sort(key=lambda r: r["cells"][at]["mean_reward"] or 0.0, reverse=sort.startswith("-"))
-        rows.sort(key=lambda r: r["cells"][at]["mean_reward"] is None)  # stable: tasks the side lacks last
-    page = Paginator(rows, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
-    page.object_list = present_tasks(result, list(page.object_list))
+        rows.sort(key=lambda r: means[r][at] or 0.0, reverse=sort.startswith("-"))
+        rows.sort(key=lambda r: means[r][at] is None)  # stable: tasks the side lacks last
+    page: Any = Paginator(rows, TASK_PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = present_tasks(result, stored.task_rows(list(page.object_list)))
     for row in page.object_list:
         # Safe: _cell_html escapes the link, and the rest is numbers it formats.
         row["cells_html"] = mark_safe("".join(_cell_html(cell) for cell in row["cells"]))
@@ -118,12 +126,15 @@ def _side_rows(request, result: dict[str, Any], query: str) -> dict[str, Any]:
         field = SIDE_SORTS[sort.lstrip("-")]
         sides.sort(key=lambda s: s[field].lower() if field == "label" else s[field] or 0.0, reverse=sort[0] == "-")
         sides.sort(key=lambda s: s[field] is None)  # stable: sides without the figure last, either way
+    reference_url = next(s["trials_url"] for s in sides if s["is_reference"])
     for side in sides:
         delta, ci = side["delta_vs_reference"], side["delta_ci95"]
         side["delta_text"] = "" if delta is None else f"{delta:+.3f}"
         side["delta_ci_text"] = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
+        side["reference_trials_url"] = reference_url  # a difference opens both sides' trials
     links = {k: f"?{query}&side_sort={'-' + k if sort == k else k}" for k in SIDE_SORTS}
-    return {"rows": sides, "links": links}
+    holm = sum(1 for s in sides if s["mcnemar_p"] is not None) >= 2
+    return {"rows": sides, "links": links, "holm": holm}
 
 
 @require_safe
@@ -142,7 +153,10 @@ def grid_page(request):
     context.update({"chosen": {s.id for s in sides}, "reference": reference})
     if params.get("pick"):
         return render(request, "comparisons/grid.html", _with_picker(context))
-    result = get_or_compute_grid(sides, reference).result
+    stored = get_or_compute_grid(sides, reference)
+    result = stored.result
+    reference = Side(sides[0].kind, result["reference"])  # (the default one, when none was named)
+    context["reference"] = reference
     query = urlencode(grid_query(sides, reference))
     for side, row in zip(sides, result["sides"], strict=True):
         row["reference_link"] = "?" + urlencode(grid_query(sides, side))  # "make this the reference"
@@ -152,7 +166,7 @@ def grid_page(request):
             "query": query,
             "reference_label": next(s["label"] for s in result["sides"] if s["is_reference"]),
             "side_table": _side_rows(request, result, query),
-            "tasks": _task_rows(request, result, query),
+            "tasks": _task_rows(request, stored, query),
             "chart_url": f"{reverse('api-comparison-grid-chart')}?{query}",
             "api_url": f"{reverse('api-comparison-grid')}?{query}",
             "share_json": json.dumps({"comparison": grid_query(sides, reference)}),  # the Share button's body

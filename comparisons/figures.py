@@ -40,6 +40,9 @@ def figure_links(result: dict[str, Any], query: str) -> dict[str, Any]:
         links[role] = {
             "errored": side.trials_url(status=Trial.Status.ERRORED),
             "unscored": side.trials_url(unscored="true"),
+            "infra": side.trials_url(failure_class="infrastructure"),
+            # a run that timed out, errored or was cancelled and still has a reward
+            "endedWithReward": side.trials_url(status=["timeout", "errored"], reward_min="0"),
             "deniedSideEffects": side.trials_url(denied_side_effect="true"),
         }
     return links

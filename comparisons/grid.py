@@ -11,6 +11,7 @@ keeps the result in a GridResult row until a side's trials change.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -32,11 +33,12 @@ from core.ids import parse_pk
 from trials.models import Configuration, Job, Trial
 
 MIN_SIDES, MAX_SIDES = 2, 12
-GRID_VERSION = 1  # bump when the result's shape changes: stored grids are computed again
+GRID_VERSION = 3  # bump when the result's shape changes: stored grids are computed again
 
 
-def parse_grid(params: Any) -> tuple[list[Side], Side]:
-    """`sides=<configuration id>,…` or `side_jobs=<job id>,…`, and `reference=<id>` (default: the first)."""
+def parse_grid(params: Any) -> tuple[list[Side], Side | None]:
+    """`sides=<configuration id>,…` or `side_jobs=<job id>,…`, and `reference=<id>` (default: the side
+    with the most paired tasks, `default_reference`)."""
     jobs = not params.get("sides") and bool(params.get("side_jobs"))
     kind, name = (SideKind.JOB, "side_jobs") if jobs else (SideKind.CONFIGURATION, "sides")
     model: type[Configuration] | type[Job] = Job if jobs else Configuration
@@ -56,10 +58,25 @@ def parse_grid(params: Any) -> tuple[list[Side], Side]:
     unknown = set(ids) - set(model.objects.filter(pk__in=ids).values_list("pk", flat=True))
     if unknown:
         raise SideError(f"{name}: {', '.join(map(str, sorted(unknown)))} not a known {kind} id")
-    reference = parse_pk(str(params.get("reference") or ids[0]))
+    if not params.get("reference"):
+        # None: get_or_compute_grid chooses (default_reference) and stores the grid under "default"
+        return [Side(kind, pk) for pk in ids], None
+    reference = parse_pk(str(params["reference"]))
     if reference not in ids:
         raise SideError(f"reference={params.get('reference')!r} is not one of the sides")
     return [Side(kind, pk) for pk in ids], Side(kind, reference)
+
+
+def default_reference(kind: str, ids: list[int]) -> int:
+    """The side that pairs the most scored tasks with the others (the first of a tie): a side with
+    one task makes every other side "not comparable", so it is never the default by being ticked first."""
+    column = "configuration_id" if kind == SideKind.CONFIGURATION else "job_id"
+    tasks: dict[int, set[str]] = defaultdict(set)
+    scored = Trial.objects.filter(**{f"{column}__in": ids}, reward__isnull=False).order_by()
+    for side, task in scored.values_list(column, "task__name").distinct():
+        tasks[side].add(task or "(no task)")
+    paired = {pk: sum(len(tasks[pk] & tasks[other]) for other in ids if other != pk) for pk in ids}
+    return max(ids, key=lambda pk: (paired[pk], -ids.index(pk)))
 
 
 def grid_query(sides: list[Side], reference: Side) -> dict[str, str]:
@@ -80,9 +97,15 @@ def compute_grid(
     at = sides.index(reference)
     names = sorted(set().union(*(d.tasks for d in data)))
     means = [np.array([_mean(d, t) for t in names], dtype=float) for d in data]
+    without = [np.array([_mean(d, t, infra=False) for t in names], dtype=float) for d in data]
     # NaN marks a task a side lacks (or has no reward for); a delta is NaN unless both have it.
-    intervals = _intervals(means + [m - means[at] for m in means], resamples, seed)
-    rows = [_side_row(d, data[at], means[i], intervals[i], intervals[len(data) + i], seed) for i, d in enumerate(data)]
+    # One bootstrap pass for every column (side means, their means without infrastructure, deltas).
+    intervals = _intervals(means + without + [m - means[at] for m in means], resamples, seed)
+    k = len(data)
+    rows = [
+        _side_row(d, data[at], means[i], (intervals[i], intervals[k + i], intervals[2 * k + i]), seed)
+        for i, d in enumerate(data)
+    ]
     _holm_across(rows)
     costs = [_costs_by_task(d) for d in data]
     tasks = [{"task": name, "cells": [_cell(d, name, costs[i]) for i, d in enumerate(data)]} for name in names]
@@ -95,9 +118,9 @@ def compute_grid(
     }
 
 
-def _mean(data: SideData, task: str) -> float:
+def _mean(data: SideData, task: str, *, infra: bool = True) -> float:
     cell = data.tasks.get(task)
-    mean = cell.mean if cell else None
+    mean = (cell.mean if infra else cell.mean_without_infra) if cell else None
     return np.nan if mean is None else mean
 
 
@@ -109,19 +132,32 @@ def _side_row(
     data: SideData,
     ref: SideData,
     column: np.ndarray,
-    mean_ci: list[float] | None,
-    delta_ci: list[float] | None,
+    cis: tuple[list[float] | None, list[float] | None, list[float] | None],
     seed: int,
 ) -> dict[str, Any]:
+    mean_ci, without_infra_ci, delta_ci = cis
     scored = column[~np.isnan(column)]
     metrics = side_metrics(data)
+    side = data.side
     row: dict[str, Any] = {
-        "id": data.side.id,
-        "kind": data.side.kind,
+        "id": side.id,
+        "kind": side.kind,
         "label": data.label,
         "is_reference": data is ref,
         "mean_reward": float(scored.mean()) if scored.size else None,
         "mean_reward_ci95": mean_ci,
+        "mean_reward_scored": float(scored.mean()) if scored.size else None,
+        "mean_reward_excluding_infra": metrics["meanRewardExcludingInfra"],
+        "mean_reward_excluding_infra_ci95": without_infra_ci,
+        "leaderboard_score": metrics["leaderboardScore"],
+        "leaderboard_rule": metrics["leaderboardRule"],
+        "attempts_per_task": metrics["attemptsPerTask"],
+        "unscored": metrics["unscoredTrials"],
+        "infra_failures": metrics["infraFailures"],
+        "ended_with_reward": metrics["endedWithReward"],
+        "unscored_url": side.trials_url(unscored="true"),
+        "infra_url": side.trials_url(failure_class="infrastructure"),
+        "ended_with_reward_url": side.trials_url(status=["timeout", "errored"], reward_min="0"),
         "n_tasks": int(scored.size),
         "n_trials": metrics["trials"],
         "pass_rate": metrics["passRate"],
@@ -138,6 +174,10 @@ def _side_row(
         "flips": None,
         "mcnemar_p": None,
         "mcnemar_p_holm": None,
+        "mde": None,
+        "more_attempts_per_task": None,
+        "more_tasks": None,
+        "not_comparable": "",
     }
     if data is ref:
         return row
@@ -154,15 +194,37 @@ def _side_row(
             "delta_ci95": delta_ci,
             "flips": paired["flips"],
             "mcnemar_p": paired["mcnemarP"] if paired["flips"]["pairedTasks"] else None,
+            "mde": paired["mde"],
+            "more_attempts_per_task": paired["moreAttemptsPerTask"],
+            "more_tasks": paired["moreTasks"],
+            "not_comparable": not_comparable_line(reasons),
         }
     )
     return row
 
 
+_ROLES = {"baseline": "the reference", "candidate": "this side"}
+_ROLE_WORDS = re.compile(r"\b(baseline|candidate)\b")
+
+
+def not_comparable_line(reasons: list[str]) -> str:
+    """Why a side is not comparable with the reference, in one line (empty when it is)."""
+    if not reasons:
+        return ""
+    # validity_reasons speaks of a pair: here the baseline is the reference and the candidate this side
+    reasons = [_ROLE_WORDS.sub(lambda m: _ROLES[m.group(0)], r) for r in reasons]
+    return reasons[0] + (
+        f" (and {len(reasons) - 1} more reason{'s' if len(reasons) > 2 else ''})" if len(reasons) > 1 else ""
+    )
+
+
 def _holm_across(rows: list[dict[str, Any]]) -> None:
     """Holm over every side that has a McNemar p against the reference (valid or not: the
-    family is what was tested, so leaving a side out would under-correct)."""
+    family is what was tested, so leaving a side out would under-correct). With one p there is
+    no family: no Holm."""
     tested = [r for r in rows if r["mcnemar_p"] is not None]
+    if len(tested) < 2:
+        return
     for row, adjusted in zip(tested, stats.holm([r["mcnemar_p"] for r in tested]), strict=True):
         row["mcnemar_p_holm"] = adjusted
 
@@ -180,6 +242,9 @@ def _cell(data: SideData, task: str, costs: dict[str, float]) -> dict[str, Any]:
         "passes": cell.passes,
         "decided": cell.decided,
         "errored": cell.errored,
+        "unscored": cell.unscored,
+        "infra": cell.infra,
+        "ended_with_reward": cell.ended_with_reward,
         "cost_usd": costs.get(task),
     }
 
@@ -244,20 +309,36 @@ def stored_result(key_parts: list[Any], fingerprint: str, compute: Callable[[], 
     round trip costs a page.
     """
     key = hashlib.sha256(orjson.dumps(key_parts)).hexdigest()
-    stored = GridResult.objects.filter(key=key).first()
+    # task_lines is read when a page of tasks is shown (GridResult.task_rows), never whole
+    stored = GridResult.objects.defer("task_lines").filter(key=key).first()
     if stored and stored.fingerprint == fingerprint:
         return stored
     started = time.perf_counter()
     result = compute()
     elapsed = (time.perf_counter() - started) * 1000
+    tasks = result.pop("tasks", None)
+    lines = ""
+    if tasks is not None:
+        result["task_count"] = len(tasks)
+        # each task's mean per side: what sorting the task grid by a side reads
+        result["task_means"] = [[cell["mean_reward"] for cell in row["cells"]] for row in tasks]
+        lines = "\n".join(orjson.dumps(row).decode() for row in tasks)
     stored, _ = GridResult.objects.update_or_create(
-        key=key, defaults={"fingerprint": fingerprint, "result": result, "compute_ms": elapsed}
+        key=key, defaults={"fingerprint": fingerprint, "result": result, "compute_ms": elapsed, "task_lines": lines}
     )
     return stored
 
 
-def get_or_compute_grid(sides: list[Side], reference: Side) -> GridResult:
-    column = "configuration_id" if reference.kind == SideKind.CONFIGURATION else "job_id"
-    fingerprint = trials_fingerprint(Trial.objects.filter(**{f"{column}__in": [s.id for s in sides]}), column)
-    key_parts = ["grid", reference.kind, [s.id for s in sides], reference.id]
-    return stored_result(key_parts, fingerprint, lambda: compute_grid(sides, reference))
+def get_or_compute_grid(sides: list[Side], reference: Side | None) -> GridResult:
+    """The stored grid of these sides against `reference` (None: the default reference, chosen when
+    computed; its id is the result's `reference`)."""
+    kind = sides[0].kind
+    column = "configuration_id" if kind == SideKind.CONFIGURATION else "job_id"
+    ids = [s.id for s in sides]
+    fingerprint = trials_fingerprint(Trial.objects.filter(**{f"{column}__in": ids}), column)
+    key_parts = ["grid", kind, ids, reference.id if reference else "default"]
+
+    def compute() -> dict[str, Any]:
+        return compute_grid(sides, reference or Side(kind, default_reference(kind, ids)))
+
+    return stored_result(key_parts, fingerprint, compute)

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from comparisons import stats
 from comparisons.models import SideKind
-from comparisons.side_data import SideData, TaskCell
+from comparisons.side_data import SideData, TaskCell, leaderboard_score
 from comparisons.sides import Side
 from trials.models import PermissionDecision, Trial
 from trials.triage.queries import p0_qc_items_for_trials
@@ -40,10 +40,21 @@ def side_metrics(data: SideData) -> dict[str, Any]:
     costs = [r["cost_usd"] for r in rows if r["cost_usd"] is not None]
     durations = [r["duration_sec"] for r in rows if r["duration_sec"] is not None]
     complete = sum(1 for r in rows if r["is_complete"])
+    cells = data.tasks.values()
+    without_infra = [m for m in (c.mean_without_infra for c in cells) if m is not None]
+    leaderboard, rule = leaderboard_score(data)
     return {
         "trials": n,
         "tasks": len(data.tasks),
+        "attemptsPerTask": float(np.median([c.attempts for c in cells])) if cells else None,
         "meanReward": stats.mean_or_none(task_means),
+        "meanRewardScored": stats.mean_or_none(task_means),
+        "meanRewardExcludingInfra": stats.mean_or_none(without_infra),
+        "unscoredTrials": sum(c.unscored for c in cells),
+        "infraFailures": sum(c.infra for c in cells),
+        "endedWithReward": sum(c.ended_with_reward for c in cells),
+        "leaderboardScore": leaderboard,
+        "leaderboardRule": rule,
         "scoredTrials": sum(len(c.scored) for c in data.tasks.values()),
         "erroredTrials": sum(c.errored for c in data.tasks.values()),
         "missingRewardTrials": sum(c.missing for c in data.tasks.values()),
@@ -61,6 +72,20 @@ def side_metrics(data: SideData) -> dict[str, Any]:
         "deniedSideEffects": denied_side_effects(data.side),
         "passAtK": _pass_at_k(data.tasks.values()),
         "rewardKeys": _reward_key_means(data.tasks.values()),
+    }
+
+
+def score_intervals(data: SideData, *, resamples: int, seed: int) -> dict[str, list[float] | None]:
+    """CI95 (bootstrap over tasks) of the side's scored mean, with and without infrastructure failures."""
+    cells = list(data.tasks.values())
+    columns = [
+        np.array([np.nan if c.mean is None else c.mean for c in cells], dtype=float),
+        np.array([np.nan if c.mean_without_infra is None else c.mean_without_infra for c in cells], dtype=float),
+    ]
+    scored, without = stats.mean_intervals(columns, resamples=resamples, seed=seed) if cells else (None, None)
+    return {
+        "meanRewardScoredCi95": list(scored) if scored else None,
+        "meanRewardExcludingInfraCi95": list(without) if without else None,
     }
 
 
@@ -193,9 +218,16 @@ def paired_statistics(base: SideData, cand: SideData, *, resamples: int, seed: i
     to_fail = sum(1 for t in decided if base.tasks[t].passed and not cand.tasks[t].passed)
     to_pass = sum(1 for t in decided if not base.tasks[t].passed and cand.tasks[t].passed)
     ci = stats.paired_bootstrap_ci(b, c, resamples=resamples, seed=seed)
+    delta = float(np.mean(c - b)) if paired else None
+    attempt_var = np.array([base.tasks[t].attempt_var + cand.tasks[t].attempt_var for t in paired], dtype=float)
+    attempts = [min(base.tasks[t].attempts, cand.tasks[t].attempts) for t in paired]
+    plan = stats.sample_plan(c - b, attempt_var, float(np.median(attempts)) if attempts else 0.0, delta)
     return {
         "pairedTasks": len(paired),
-        "meanRewardDelta": float(np.mean(c - b)) if paired else None,
+        "meanRewardDelta": delta,
+        "mde": plan["mde"],
+        "moreAttemptsPerTask": plan["more_attempts_per_task"],
+        "moreTasks": plan["more_tasks"],
         "meanRewardDeltaCi95": list(ci) if ci else None,
         "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
         "flips": {"passToFail": to_fail, "failToPass": to_pass, "pairedTasks": len(decided)},

@@ -13,11 +13,11 @@ from typing import Any
 from django.db.models import QuerySet
 
 from comparisons.sides import Side
+from trials.ingest.records import PASS_REWARD
 from trials.models import Trial
 
 # Measurement modes a headline claim may rest on (comparisons.eligibility reads them too).
 HEADLINE_MODES = ("live", "live-llm", "recorded-real")
-DECIDED_STATUSES = ("passed", "failed", "timeout")
 
 TRIAL_FIELDS = (
     "id",
@@ -37,7 +37,17 @@ TRIAL_FIELDS = (
     "provenance",
     "configuration_id",
     "job_id",
+    "failure_class",
+    "failure_class_override",
 )
+
+# A source's own leaderboard rule where it differs from ours (unscored left out of the mean):
+# Terminal-Bench 1 counts an unscored trial (`is_resolved: null`) as unresolved, so its
+# published accuracy is resolved / all trials. One line per source format.
+LEADERBOARD_RULES = {"terminal-bench": "unscored counts as 0 (Terminal-Bench's accuracy)"}
+# Statuses of a run that did not finish normally: with a reward, such a trial is flagged.
+ENDED_ABNORMALLY = ("errored", "timeout", "cancelled")
+INFRASTRUCTURE = "infrastructure"
 
 
 @dataclass
@@ -48,6 +58,11 @@ class TaskCell:
     checksums: set[str] = field(default_factory=set)
     trial_ids: list[int] = field(default_factory=list)
     scored: list[float] = field(default_factory=list)
+    # the scored attempts whose failure is not the infrastructure's (a triager's class wins)
+    scored_without_infra: list[float] = field(default_factory=list)
+    unscored: int = 0
+    infra: int = 0
+    ended_with_reward: int = 0  # timed out, errored or cancelled and still scored: flagged
     by_key: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     passes: int = 0
     decided: int = 0
@@ -63,6 +78,24 @@ class TaskCell:
         return sum(self.scored) / len(self.scored) if self.scored else None
 
     @property
+    def mean_without_infra(self) -> float | None:
+        kept = self.scored_without_infra
+        return sum(kept) / len(kept) if kept else None
+
+    @property
+    def attempt_var(self) -> float:
+        """The sample variance of one scored attempt (NaN with fewer than two)."""
+        k = len(self.scored)
+        if k < 2:
+            return float("nan")
+        mean = sum(self.scored) / k
+        return sum((x - mean) ** 2 for x in self.scored) / (k - 1)
+
+    @property
+    def attempts(self) -> int:
+        return len(self.trial_ids)
+
+    @property
     def passed(self) -> bool | None:
         """A task counts as passed when at least half of its decided attempts passed."""
         return None if not self.decided else self.passes * 2 >= self.decided
@@ -70,8 +103,13 @@ class TaskCell:
     def summary(self) -> dict[str, Any]:
         return {
             "n": len(self.trial_ids),
+            "attempts": len(self.trial_ids),
             "scored": len(self.scored),
+            "unscored": self.unscored,
+            "infra": self.infra,
+            "endedWithReward": self.ended_with_reward,
             "mean": self.mean,
+            "meanWithoutInfra": self.mean_without_infra,
             "passes": self.passes,
             "decided": self.decided,
             "passRate": self.passes / self.decided if self.decided else None,
@@ -157,26 +195,57 @@ def task_cells(rows: list[dict[str, Any]]) -> dict[str, TaskCell]:
     return tasks
 
 
+def trial_passed(row: dict[str, Any]) -> bool:
+    """One trial, one outcome: a passed or failed status says so; a run that ended otherwise but
+    still has a reward passes by that reward, as the mean counts it."""
+    if row["status"] in (Trial.Status.PASSED, Trial.Status.FAILED):
+        return row["status"] == Trial.Status.PASSED
+    return row["reward"] is not None and row["reward"] >= PASS_REWARD
+
+
+def is_infrastructure(row: dict[str, Any]) -> bool:
+    return (row["failure_class_override"] or row["failure_class"]) == INFRASTRUCTURE
+
+
 def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:
+    # Inlined (trial_passed, is_infrastructure): run for each of a 12-side grid's 60,000 trials.
     cell.trial_ids.append(row["id"])
     cell.checksums.add(row["task__checksum"] or "")
-    status = row["status"]
-    # Missing and errored rewards are counted, never averaged in as zero.
-    if status == Trial.Status.ERRORED:
-        cell.errored += 1
-    elif row["reward"] is None:
-        cell.missing += 1
+    status, reward, provenance = row["status"], row["reward"], row["provenance"]
+    infra = (row["failure_class_override"] or row["failure_class"]) == INFRASTRUCTURE
+    cell.infra += infra
+    cell.errored += status == "errored"
+    # Unscored is not failed: a trial with no reward is counted, never averaged in as zero.
+    if reward is None:
+        if status != "running":
+            cell.unscored += 1
+            cell.missing += status != "errored"
+        if status == "passed" or status == "failed":  # a pass / fail its source gave without a reward
+            cell.decided += 1
+            cell.passes += status == "passed"
     else:
-        cell.scored.append(row["reward"])
+        cell.scored.append(reward)
+        if not infra:
+            cell.scored_without_infra.append(reward)
+        cell.ended_with_reward += status in ENDED_ABNORMALLY
         for key, value in (row["rewards"] or {}).items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 cell.by_key[key].append(float(value))
-    if status in DECIDED_STATUSES:
         cell.decided += 1
-        cell.passes += status == Trial.Status.PASSED
-    cell.timeouts += status == Trial.Status.TIMEOUT
-    mode = measurement_mode(row["provenance"])
+        cell.passes += status == "passed" if status in ("passed", "failed") else reward >= PASS_REWARD
+    cell.timeouts += status == "timeout"
+    mode = measurement_mode(provenance) if provenance else None
     if mode not in HEADLINE_MODES:
         cell.not_headline_modes.add(mode or "unknown")
-    if not postcondition_evaluated(row):
+    if not (postcondition_evaluated(row) if provenance else reward is not None):
         cell.postcondition_missing += 1
+
+
+def leaderboard_score(data: SideData) -> tuple[float | None, str]:
+    """The side's score by its source's own rule, where every trial's source defines one that differs
+    from ours (see LEADERBOARD_RULES); (None, "") otherwise. Over trials, as the sources publish it."""
+    rules = {LEADERBOARD_RULES.get(fmt, "") for fmt in data.source_formats}
+    if len(rules) != 1 or "" in rules:
+        return None, ""
+    counted = [r["reward"] or 0.0 for r in data.rows if r["status"] != Trial.Status.RUNNING]
+    return (sum(counted) / len(counted) if counted else None), rules.pop()

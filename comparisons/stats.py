@@ -158,3 +158,52 @@ def holm(pvalues: list[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * pvalues[i]))
         adjusted[i] = running
     return adjusted
+
+
+# --------------------------------------------------------------------------------------
+# What a paired sample can detect
+# --------------------------------------------------------------------------------------
+
+ALPHA, POWER = 0.05, 0.80
+
+
+def power_z(alpha: float = ALPHA, power: float = POWER) -> float:
+    """z(1 - alpha/2) + z(power): 1.96 + 0.84 = 2.80 at alpha 0.05 and 80% power."""
+    return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+
+
+def paired_mde(sd_diff: float, n: int, *, alpha: float = ALPHA, power: float = POWER) -> float | None:
+    """Minimum detectable effect of a paired mean difference (two-sided, normal approximation):
+    (z(1 - alpha/2) + z(power)) * sd(d) / sqrt(n), d being the per-task differences."""
+    if n < 2:
+        return None
+    return power_z(alpha, power) * sd_diff / np.sqrt(n)
+
+
+def sample_plan(diffs: np.ndarray, attempt_var: np.ndarray, attempts: float, delta: float | None) -> dict[str, object]:
+    """The MDE of the paired design as sampled, and what would bring it down to |delta|.
+
+    `diffs` are the per-task differences of attempt means; `attempt_var` per task, the variance
+    of one attempt on each side added (s2_ref + s2_side; NaN where a side has one attempt);
+    `attempts` the attempts per task (median). var(d) = tau2 + W / k: the tasks' own spread
+    (tau2) and the attempts' noise (W = mean attempt_var, over k attempts). With k' attempts
+    per task MDE(k') = z * sqrt((tau2 + W / k') / n); with n' tasks, z * sd(d) / sqrt(n').
+    """
+    n = int(diffs.size)
+    sd = float(np.std(diffs, ddof=1)) if n >= 2 else 0.0
+    mde = paired_mde(sd, n)
+    plan: dict[str, object] = {"mde": mde, "more_attempts_per_task": None, "more_tasks": None}
+    if mde is None or delta is None or abs(delta) < 1e-12 or mde <= abs(delta):
+        if mde is not None and delta is not None and mde <= abs(delta):
+            plan["more_attempts_per_task"] = plan["more_tasks"] = 0
+        return plan
+    z = power_z()
+    plan["more_tasks"] = max(0, int(np.ceil((z * sd / abs(delta)) ** 2)) - n)
+    known = attempt_var[~np.isnan(attempt_var)]
+    if known.size and attempts >= 2:
+        w = float(known.mean())
+        tau2 = max(0.0, sd**2 - w / attempts)
+        room = n * delta**2 / z**2 - tau2  # what W / k' may be at most
+        if room > 0 and w > 0:
+            plan["more_attempts_per_task"] = max(0, int(np.ceil(w / room - attempts)))
+    return plan

@@ -87,6 +87,7 @@ def promotion(comparison: dict[str, Any]) -> dict[str, Any]:
         decision = "revert"
     else:
         decision = "hold"
+        missing += below_mde(comparison)
     return {"guard": guard, "guardPasses": guard_passes, "decision": decision, "missingConditions": missing}
 
 
@@ -105,6 +106,20 @@ def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) 
             "(the seed's aggregate threshold N >= 10)"
         )
     return missing
+
+
+def below_mde(comparison: dict[str, Any]) -> list[str]:
+    """What a hold says when the delta is smaller than the sample can detect, and what would do."""
+    delta, mde = comparison["meanRewardDelta"], comparison.get("mde")
+    if delta is None or mde is None or abs(delta) >= mde:
+        return []
+    more = []
+    if comparison.get("moreAttemptsPerTask"):
+        more.append(f"{comparison['moreAttemptsPerTask']} more attempt(s) per task")
+    if comparison.get("moreTasks"):
+        more.append(f"{comparison['moreTasks']} more task(s)")
+    need = f": {' or '.join(more)} would bring it down to the delta" if more else ""
+    return [f"the delta ({delta:+.3f}) is below the minimum detectable effect ({mde:.3f}, 80% power, alpha 0.05){need}"]
 
 
 def _pct(rate: float | None) -> str:
@@ -137,10 +152,15 @@ def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any]
     elif flips["passToFail"]:
         risks.append(f"{flips['passToFail']} task(s) flipped from pass to fail")
     for role, side in (("baseline", base), ("candidate", cand)):
-        if side["erroredTrials"] or side["missingRewardTrials"]:
+        if side["unscoredTrials"]:
             risks.append(
-                f"{role}: {side['erroredTrials']} errored and {side['missingRewardTrials']} unrewarded trial(s) "
-                "are left out of the mean reward"
+                f"{role}: {side['unscoredTrials']} unscored trial(s) (no reward) are left out of the mean reward: "
+                "counted, not failed"
+            )
+        if side["endedWithReward"]:
+            risks.append(
+                f"{role}: {side['endedWithReward']} trial(s) timed out or errored yet have a reward, "
+                "counted by that reward"
             )
     if cand["deniedSideEffects"]:
         risks.append(f"candidate has {cand['deniedSideEffects']} side effect(s) after a denied permission")

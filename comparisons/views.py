@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from comparisons import charts, figures, saved, services
 from comparisons.formatting import formatted
+from comparisons.metrics import delta_or_none
 from comparisons.models import Comparison, SavedComparison
 from comparisons.sides import SideError, parse_sides
 from core import roles
@@ -91,9 +92,12 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
                 "delta": formatted(deltas["rewardKeys"].get(key), "delta"),
             }
         )
+    rows += _score_rows(base, cand, links)
     for label, key, link in (
-        ("Errored trials (not in the mean)", "erroredTrials", "errored"),
-        ("Unrewarded trials (not in the mean)", "missingRewardTrials", "unscored"),
+        ("Errored trials", "erroredTrials", "errored"),
+        ("Unscored trials (not in the mean, not failed)", "unscoredTrials", "unscored"),
+        ("Infrastructure failures", "infraFailures", "infra"),
+        ("Ended abnormally yet scored (flagged)", "endedWithReward", "endedWithReward"),
     ):
         rows.append(
             {
@@ -103,6 +107,48 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
                 "delta": formatted(cand[key] - base[key], "dint"),
                 "baseline_url": links["baseline"][link],
                 "candidate_url": links["candidate"][link],
+            }
+        )
+    return rows
+
+
+def _with_ci(value: float | None, ci: list[float] | None) -> str:
+    return formatted(value) + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def _score_rows(base: dict[str, Any], cand: dict[str, Any], links: dict[str, Any]) -> list[dict[str, str]]:
+    """Attempts, and the score three ways: scored trials, without infrastructure failures, the source's rule."""
+    rows = [
+        {
+            "label": "Attempts per task (median)",
+            "baseline": formatted(base["attemptsPerTask"], "int"),
+            "candidate": formatted(cand["attemptsPerTask"], "int"),
+            "delta": "",
+        },
+        {
+            "label": "Score, scored trials [CI95]",
+            "baseline": _with_ci(base["meanRewardScored"], base["meanRewardScoredCi95"]),
+            "candidate": _with_ci(cand["meanRewardScored"], cand["meanRewardScoredCi95"]),
+            "delta": formatted(delta_or_none(base["meanRewardScored"], cand["meanRewardScored"]), "delta"),
+        },
+        {
+            "label": "Score without infrastructure failures [CI95]",
+            "baseline": _with_ci(base["meanRewardExcludingInfra"], base["meanRewardExcludingInfraCi95"]),
+            "candidate": _with_ci(cand["meanRewardExcludingInfra"], cand["meanRewardExcludingInfraCi95"]),
+            "delta": formatted(
+                delta_or_none(base["meanRewardExcludingInfra"], cand["meanRewardExcludingInfra"]), "delta"
+            ),
+            "baseline_url": links["baseline"]["infra"],
+            "candidate_url": links["candidate"]["infra"],
+        },
+    ]
+    if base["leaderboardRule"] or cand["leaderboardRule"]:
+        rows.append(
+            {
+                "label": f"Leaderboard score ({base['leaderboardRule'] or cand['leaderboardRule']})",
+                "baseline": formatted(base["leaderboardScore"]),
+                "candidate": formatted(cand["leaderboardScore"]),
+                "delta": formatted(delta_or_none(base["leaderboardScore"], cand["leaderboardScore"]), "delta"),
             }
         )
     return rows

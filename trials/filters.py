@@ -11,10 +11,12 @@ from django.db.models import Q
 
 from core.ids import parse_pk
 from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
+from trials.models.failure_classes import FailureClass
 from trials.models.taxonomy import FLAG_CHOICES
 
 # Role "" (no role) is a value the empty choice ("any") cannot carry: it goes as "unassigned".
 UNASSIGNED = "unassigned"
+FAILURE_CLASS_CHOICES = [(c.value, c.value.replace("_", " ")) for c in FailureClass]
 ROLE_CHOICES = [(value, label) for value, label in Configuration.Role.choices if value] + [(UNASSIGNED, "unassigned")]
 
 
@@ -53,6 +55,9 @@ class TrialFilter(django_filters.FilterSet):
     import_id = django_filters.UUIDFilter(method="filter_import", widget=forms.HiddenInput, label="Import")
     # Set by a comparison's figures (the trials each one counts), kept (hidden) when filtered further.
     unscored = django_filters.BooleanFilter(method="filter_unscored", widget=forms.HiddenInput)
+    failure_class = django_filters.ChoiceFilter(
+        choices=FAILURE_CLASS_CHOICES, method="filter_failure_class", widget=forms.HiddenInput
+    )
     denied_side_effect = django_filters.BooleanFilter(method="filter_denied_side_effect", widget=forms.HiddenInput)
 
     class Meta:
@@ -103,9 +108,14 @@ class TrialFilter(django_filters.FilterSet):
         return queryset.filter(is_complete=value == "true")
 
     def filter_unscored(self, queryset, name, value):
-        """No reward and not errored: what a comparison counts as unrewarded (comparisons.side_data)."""
-        unscored = Q(reward=None) & ~Q(status=Trial.Status.ERRORED)
+        """No reward, whatever the status (a running trial aside): what a comparison counts as unscored
+        (comparisons.side_data), never as failed."""
+        unscored = Q(reward=None) & ~Q(status=Trial.Status.RUNNING)
         return queryset.filter(unscored) if value else queryset.exclude(unscored)
+
+    def filter_failure_class(self, queryset, name, value):
+        """The trial's class: a triager's override, else the rules' (trials.models.failure_classes)."""
+        return queryset.with_failure_class(value)
 
     def filter_denied_side_effect(self, queryset, name, value):
         """Trials with a side effect after a denied permission (comparisons.metrics.denied_side_effects)."""

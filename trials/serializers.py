@@ -134,6 +134,9 @@ class TrialDetailSerializer(TrialListSerializer):
             "trajectories",
             "live_seen_at",
             "stalled",
+            "failure_class",
+            "failure_class_why",
+            "failure_class_override",
         ]
 
     def get_completeness(self, obj: Trial) -> dict:

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from tests.builders import REPO
-from trials.triage.failure_classes import RULES, FailureClass, FailureFacts, classify
+from trials.models.failure_classes import RULES, FailureClass, FailureFacts, classify
 
 INFRA, TASK, AGENT = FailureClass.INFRASTRUCTURE, FailureClass.TASK_QUALITY, FailureClass.CAPABILITY
 

@@ -241,7 +241,7 @@ class FailureCluster(models.Model):
 
     key = models.CharField(max_length=64, unique=True)  # sha256 of the signature
     signature = models.JSONField(default=dict)
-    # The coarse level a person opens first (trials.triage.failure_classes, or a safety signal).
+    # The coarse level a person opens first (trials.models.failure_classes, or a safety signal).
     failure_class = models.CharField(max_length=20, choices=Class.choices, default=Class.CAPABILITY)
     # sha256 of the signature without its message: near-identical messages of one family merge.
     family = models.CharField(max_length=64, blank=True, db_index=True)

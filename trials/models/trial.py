@@ -40,6 +40,13 @@ class TrialQuerySet(models.QuerySet):
             models.Q(status__in=Trial.FAILED_STATUSES) | models.Q(is_flagged=True) | models.Q(queue_entry__isnull=False)
         )
 
+    def with_failure_class(self, failure_class: str):
+        """Trials of this class: a triager's override where one is set, else the rules' class."""
+        return self.filter(
+            models.Q(failure_class_override=failure_class)
+            | models.Q(failure_class_override="", failure_class=failure_class)
+        )
+
     def running(self):
         return self.filter(status=Trial.Status.RUNNING)
 
@@ -122,6 +129,11 @@ class Trial(models.Model):
     safety_flags = JSONField(default=list, blank=True)
     failing_test = CharField(max_length=200, blank=True)  # its verifier's first failing test: a cluster's facet
     is_flagged = models.BooleanField(default=False, db_index=True)
+    # Why it failed (trials.models.failure_classes): the class the rules give, stored when it is
+    # signed so comparisons can leave infrastructure failures out, and a triager's override.
+    failure_class = CharField(max_length=20, blank=True)
+    failure_class_why = CharField(max_length=200, blank=True)
+    failure_class_override = CharField(max_length=20, blank=True)
 
     # The account that started a live trial: only it writes into the trial (`writable_by`).
     started_by = models.ForeignKey(
@@ -148,6 +160,10 @@ class Trial(models.Model):
             models.Index(fields=["name"], name="trial_name_idx"),
             models.Index(fields=["duration_sec"], name="trial_duration_idx"),
             models.Index(fields=["cost_usd"], name="trial_cost_idx"),
+            # what a stored grid's fingerprint reads (comparisons.grid.trials_fingerprint), read
+            # from the index alone instead of every wide trial row: a stored grid served in O(index)
+            models.Index(fields=["configuration", "updated_at", "reward", "is_complete"], name="trial_conf_fp_idx"),
+            models.Index(fields=["job", "updated_at", "reward", "is_complete"], name="trial_job_fp_idx"),
         ]
 
     def __str__(self) -> str:
@@ -165,6 +181,11 @@ class Trial(models.Model):
     def is_stalled(self) -> bool:
         seen = self.live_seen_at
         return self.status == self.Status.RUNNING and seen is not None and seen < stall_cutoff()
+
+    @property
+    def effective_failure_class(self) -> str:
+        """The triager's class when one was set, else the rules' ("" for a trial that did not fail)."""
+        return self.failure_class_override or self.failure_class
 
     @property
     def is_failure(self) -> bool:

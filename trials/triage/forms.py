@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from core import roles
 from trials.models import Trial, taxonomy
+from trials.models.failure_classes import FailureClass
 from trials.models.qc import FailureMode, QCItem, QCScenario, Severity
 from trials.triage import prefill
 
@@ -341,3 +342,13 @@ class ScenarioStatusForm(forms.Form):
 
 
 SEVERITY_CHOICES = Severity.choices
+
+
+class FailureClassForm(forms.Form):
+    """A triager's override of one trial's failure class (trials.models.failure_classes)."""
+
+    failure_class = forms.ChoiceField(
+        choices=[("", "the rules' class")] + [(c.value, c.value.replace("_", " ")) for c in FailureClass],
+        required=False,
+    )
+    reason = forms.CharField(max_length=500, required=False)

@@ -17,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from trials.ingest.formats import lime
 from trials.models import Document, RuntimeEvent, Step, ToolCall, Trial, nul_free, taxonomy
+from trials.models.failure_classes import FailureClass
 from trials.models.qc import (
     AuditEntry,
     Comment,
@@ -377,6 +378,23 @@ def update_item(user, item: QCItem, values: dict[str, Any]) -> dict[str, tuple[A
 
 
 @transaction.atomic
+def set_failure_class(user, trial: Trial, failure_class: str, reason: str = "") -> bool:
+    """A triager's class for one failing trial ("" goes back to the rules' class); audited with the reason."""
+    if failure_class and failure_class not in FailureClass.__members__.values():
+        raise ValueError(f"{failure_class!r} is not a failure class")
+    with transaction.atomic():
+        changes = _apply(trial, {"failure_class_override": failure_class})
+        if not changes:
+            return False
+        # updated_at moves with it: stored comparisons and grids are computed again
+        trial.save(update_fields=["failure_class_override", "updated_at"])
+        if reason:
+            changes["reason"] = ("", reason)
+        audit(user, "failure class set" if failure_class else "failure class reset", trial=trial, changes=changes)
+    signatures.sign_trials([trial.pk])  # its cluster opens at its class: it moves with the override
+    return True
+
+
 def add_comment(user, trial: Trial, text: str, *, step_id: str = "", item: QCItem | None = None) -> Comment:
     comment = Comment.objects.create(trial=trial, step_id=step_id, item=item, author=user, text=nul_free(text))
     audit(user, "commented", item=item, trial=trial, changes={"comment": (None, comment.text[:200])})

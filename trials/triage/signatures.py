@@ -1,7 +1,7 @@
 """Failure signatures and safety flags: what puts a trial in a failure cluster.
 
 A failed, errored or timed-out trial, and a passing one a flag marked, gets a signature:
-its class (infrastructure, task quality, capability: trials.triage.failure_classes; safety
+its class (infrastructure, task quality, capability: trials.models.failure_classes; safety
 for a safety signal), then its cause: failure category and code, exception type, the error
 text with its numbers, paths, ids, hex and timestamps replaced by placeholders, the failing
 tool and its flags. The first failing verifier test and the task are facets of a cluster
@@ -23,7 +23,7 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -31,9 +31,11 @@ import orjson
 from django.db import transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.fields.json import KT
+from django.utils import timezone
 from rapidfuzz import fuzz, process
 
 from trials.models import PermissionDecision, RuntimeEvent, Trial, taxonomy
+from trials.models.failure_classes import FailureClass, FailureFacts, classify
 from trials.models.qc import FailureCluster
 from trials.models.taxonomy import (
     CANCELLED_WITH_REWARD,
@@ -47,7 +49,6 @@ from trials.models.taxonomy import (
     TIMEOUT_WITH_REWARD,
     WITH_REWARD,
 )
-from trials.triage.failure_classes import FailureClass, FailureFacts, classify
 
 __all__ = [
     "CANCELLED_WITH_REWARD",
@@ -117,17 +118,14 @@ _LIMIT = re.compile(r"(?<!rate)(?<!rate[_ -])limit", re.I)  # (a rate limit is a
 
 
 def failure_class_of(row: dict[str, Any], flags: list[str]) -> str:
-    """The class a person opens first: safety for a safety signal, else failure_classes.classify."""
+    """The class a person opens first: safety for a safety signal, else a triager's override, else the
+    rules' (failure_classes.classify) for how the run ended."""
     if SAFETY_SIGNALS & set(flags):
         return "safety"
+    if row.get("failure_class_override"):
+        return row["failure_class_override"]
     status = row["status"] if row["status"] in Trial.FAILED_STATUSES else how_it_ended(row) or "failed"
-    facts = FailureFacts(
-        status=status,
-        exception_type=row["exception_type"] or "",
-        exception_message=row["exception_message"] or "",
-        failure_category=row["failure_category"] or "",
-    )
-    found, _ = classify(facts)
+    found, _ = classify(replace(facts_of(row), status=status))
     return str(found or FailureClass.CAPABILITY)
 
 
@@ -198,6 +196,13 @@ SIGNED_FIELDS = (
     "ctrf_tests",
     "task__name",
 )
+# What a parser keeps in a trial's provenance for the failure classes: Terminal-Bench 1's
+# failure_mode, the kind of Inspect limit a sample hit, a `harbor check` finding on its task.
+CLASS_FACTS = {
+    "failure_mode": KT("provenance__failure_mode"),
+    "limit": KT("provenance__limit"),
+    "task_flagged": KT("provenance__task_flagged"),
+}
 _BYPASS_CODES = ["permission-bypass", "permission_bypass"]
 _STALE_CODES = ["stale-success", "stale_success"]
 
@@ -299,12 +304,55 @@ def sign_all() -> int:
         | Q(permissions__side_effect_after_denial=True)
         | Q(events__isnull=False)
         | ~Q(failure_category="")
+        | ~Q(exception_type="")
     )
     return sign_trials(Trial.objects.filter(maybe_flagged).values_list("pk", flat=True).distinct())
 
 
+def facts_of(row: dict[str, Any]) -> FailureFacts:
+    """What the failure classes read, from a row of SIGNED_FIELDS and CLASS_FACTS."""
+    return FailureFacts(
+        status=row["status"],
+        exception_type=row["exception_type"] or "",
+        exception_message=row["exception_message"] or "",
+        failure_category=row["failure_category"] or "",
+        failure_mode=str(row["failure_mode"] or ""),
+        limit=str(row["limit"] or ""),
+        task_flagged=str(row["task_flagged"] or "").lower() in ("true", "1"),
+    )
+
+
+def _classify_batch(rows: list[dict[str, Any]]) -> None:
+    """Store each trial's failure class by the rules (a triager's override stays beside it)."""
+    targets: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for row in rows:
+        failure_class, why = classify(facts_of(row))
+        wanted = (str(failure_class or ""), why[:200])
+        if wanted != (row["failure_class"], row["failure_class_why"]):
+            targets[wanted].append(row["pk"])
+    for (class_name, why), pks in targets.items():
+        # updated_at moves so stored comparisons and grids see the new class
+        Trial.objects.filter(pk__in=pks).update(
+            failure_class=class_name, failure_class_why=why, updated_at=timezone.now()
+        )
+
+
 def _sign_batch(ids: list[int]) -> int:
-    rows = list(Trial.objects.filter(pk__in=ids).values(*SIGNED_FIELDS, "cluster_id", "safety_flags", "failing_test"))
+    rows = list(
+        Trial.objects.filter(pk__in=ids)
+        .annotate(**CLASS_FACTS)
+        .values(
+            *SIGNED_FIELDS,
+            *CLASS_FACTS,
+            "cluster_id",
+            "safety_flags",
+            "failing_test",
+            "failure_class",
+            "failure_class_why",
+            "failure_class_override",
+        )
+    )
+    _classify_batch(rows)
     evidence = Evidence.of(ids)
     signatures: dict[str, dict[str, Any]] = {}
     wanted: dict[int, tuple[str | None, tuple[str, ...], str]] = {}

@@ -6,6 +6,7 @@ from trials.triage import views
 
 urlpatterns = [
     path("trials/<int:pk>/feedback/", views.feedback, name="triage-feedback"),
+    path("trials/<int:pk>/failure-class/", views.set_failure_class, name="triage-failure-class"),
     path("trials/<int:pk>/comments/", views.trial_comment, name="triage-comment"),
     path("triage/", views.queue, name="triage-queue"),
     path("triage/assign/", views.assign, name="triage-assign"),

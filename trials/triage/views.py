@@ -23,6 +23,7 @@ from trials.triage.forms import (
     AssignForm,
     ClusterFeedbackForm,
     CommentForm,
+    FailureClassForm,
     FeedbackForm,
     ItemEditForm,
     MergeForm,
@@ -535,3 +536,19 @@ def trial_comment(request, pk: int):
 def _safe_next(request) -> bool:
     target = request.POST.get("next") or ""
     return bool(target) and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()})
+
+
+@require_POST
+@roles.require_right(roles.FILE_QC)
+def set_failure_class(request, pk: int):
+    """A triager's class for one failing trial, from its header; an empty choice goes back to the rules'."""
+    trial = get_object_or_404(Trial, pk=pk)
+    form = FailureClassForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose infrastructure, task quality, capability, or the rules' class.")
+    elif services.set_failure_class(
+        request.user, trial, form.cleaned_data["failure_class"], form.cleaned_data["reason"]
+    ):
+        shown = form.cleaned_data["failure_class"].replace("_", " ") or "the rules' class"
+        messages.success(request, f"Failure class set: {shown}.")
+    return redirect(trial.get_absolute_url())

@@ -269,6 +269,7 @@ def sample_trial(
             "member": where.name,
             "inspect_version": context.version,
             "sample_uuid": to_str(sample.get("uuid")),
+            "limit": limit_kind,  # (the failure classes read it: trials/models/failure_classes.py)
         },
         documents={"sample": {k: v for k, v in sample.items() if k not in (*_SKIPPED, "attachments")}},
         criteria=_criteria(scores, rewards),
