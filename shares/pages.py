@@ -133,13 +133,14 @@ def comparison_context(share: Share, request: Any | None) -> dict[str, Any]:
 
 def grid_context(share: Share, page: str | None) -> dict[str, Any]:
     sides, reference = parse_grid(comparison_query(share.params))
-    result = get_or_compute_grid(sides, reference).result
+    stored = get_or_compute_grid(sides, reference)
+    result = stored.result
     figure = family_charts.grid_sides(result)
-    tasks = Paginator(result["tasks"], GRID_TASKS).get_page(page)
+    tasks = Paginator(range(result["task_count"]), GRID_TASKS).get_page(page)
     return {
         "grid": result,
         "grid_page": tasks,
-        "grid_tasks": present_tasks(result, list(tasks.object_list)),
+        "grid_tasks": present_tasks(result, stored.task_rows(list(tasks.object_list))),  # (only the page decoded)
         "figures": [{"name": "grid", "id": "figure-grid", "title": "Mean reward per side, CI95", "figure": figure}],
     }
 

@@ -44,6 +44,8 @@ for model in (
     models.QCItem,
     models.FailureCluster,
     models.TriageAssignment,
+    models.QueueEntry,
+    models.TriageTag,
     models.Comment,
     models.AuditEntry,
     models.Document,

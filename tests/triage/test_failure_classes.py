@@ -16,6 +16,13 @@ INFRA, TASK, AGENT = FailureClass.INFRASTRUCTURE, FailureClass.TASK_QUALITY, Fai
         (FailureFacts("errored", exception_type="EnvironmentStartTimeoutError"), INFRA),
         (FailureFacts("errored", exception_type="DaytonaError"), INFRA),
         (FailureFacts("errored", exception_type="RuntimeError", exception_message="Container OOMKilled"), INFRA),
+        (
+            FailureFacts(
+                "failed", exception_type="RuntimeError", exception_message="runner exited with code 137 (OOM?)"
+            ),
+            INFRA,
+        ),
+        (FailureFacts("failed", exception_message="the room was empty"), AGENT),  # "oom" only as a word's start
         (FailureFacts("errored", exception_type="AuthenticationError"), INFRA),
         (FailureFacts("errored", exception_message="Error code: 401 - invalid api key"), INFRA),
         (FailureFacts("timeout", exception_type="VerifierTimeoutError"), INFRA),

@@ -19,8 +19,10 @@ from trials.models.qc import (
     QCItem,
     QCItemCitation,
     QCScenario,
+    QueueEntry,
     Severity,
     TriageAssignment,
+    TriageTag,
 )
 from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
 from trials.models.trial import Trial, TrialQuerySet
@@ -63,5 +65,7 @@ __all__ = [
     "Trial",
     "TrialQuerySet",
     "TriageAssignment",
+    "QueueEntry",
+    "TriageTag",
     "nul_free",
 ]

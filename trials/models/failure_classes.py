@@ -57,7 +57,7 @@ RULES: tuple[Rule, ...] = (
         "the sandbox or environment failed",
     ),
     Rule("exception_type", r"memoryerror|outofmemory|oom", INFRA, "out of memory"),
-    Rule("exception_message", r"out of memory|oomkilled|exit code 137|cannot allocate memory", INFRA, "out of memory"),
+    Rule("exception_message", r"out of memory|\boom|code 137|cannot allocate memory", INFRA, "out of memory"),
     Rule(
         "exception_type",
         r"auth|credential|login|apikey|permissiondenied|ratelimit|quota",
