@@ -171,12 +171,12 @@ def comparison_compute(client, url: str, log_dir: Path) -> dict:
 
 
 def page_urls() -> dict[str, str]:
-    from trials.models import Configuration, Dataset, Job, Trial
+    from trials.models import Configuration, Job, Trial
 
     base = Configuration.objects.get(agent_name="scale-agent-baseline")
     cand = Configuration.objects.get(agent_name="scale-agent-candidate")
     job = Job.objects.get(name="scale-baseline")
-    dataset = Dataset.objects.get()
+    dataset = Trial.objects.filter(job=job).select_related("dataset").first().dataset  # (the job's own)
     # A task in the middle of the alphabet, and a trial in the middle of the table.
     tasks = sorted(set(Trial.objects.values_list("task__name", flat=True)))
     task = tasks[len(tasks) // 2]

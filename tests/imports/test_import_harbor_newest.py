@@ -154,3 +154,31 @@ def test_a_timed_out_harbor_trial_that_still_has_a_reward_is_flagged(tmp_path):
     trial = Trial.objects.get()
     assert trial.status == "timeout" and trial.reward == 1.0
     assert trial.is_flagged and trial.safety_flags == ["timeout-with-reward"]
+
+
+def test_a_failing_trial_of_a_task_harbor_check_failed_is_classed_task_quality(tmp_path):
+    report = {"tasks": {"hello": {"checks": {"tests_match_instruction": {"outcome": "fail", "explanation": "No."}}}}}
+    import_path(job_folder(tmp_path, {"hello__AAA": 0.0, "other__BBB": 0.0}, **{"check_report.json": report}))
+    classes = dict(Trial.objects.values_list("name", "failure_class"))
+    assert classes == {"hello__AAA": "task_quality", "other__BBB": "capability"}
+
+
+@pytest.mark.parametrize("order", ["a-then-b", "b-then-a"])
+def test_a_job_imported_in_parts_each_with_the_jobs_result_keeps_one_trial_per_folder(tmp_path, order):
+    whole = job_folder(tmp_path, {"a__AAA": 1.0, "b__BBB": 0.0})
+    parts = {}
+    for name in ("a__AAA", "b__BBB"):  # each part: the job's files and one trial folder
+        part = tmp_path / f"part-{name}" / "job"
+        part.mkdir(parents=True)
+        for f in ("config.json", "result.json"):
+            (part / f).write_bytes((whole / f).read_bytes())
+        (whole / name).rename(part / name)
+        parts[name] = part
+    first, second = ("a__AAA", "b__BBB") if order == "a-then-b" else ("b__BBB", "a__AAA")
+    import_path(parts[first])
+    assert "named only" in Trial.objects.get(name=second).provenance["evidence"]  # known from the stats
+    imp = import_path(parts[second])
+    assert imp.status == "done"
+    trials = Trial.objects.filter(job__name="newest")
+    assert sorted(trials.values_list("name", flat=True)) == ["a__AAA", "b__BBB"]
+    assert not [t for t in trials if "evidence" in t.provenance]  # both from their folders, no stand-in left

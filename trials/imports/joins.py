@@ -16,6 +16,7 @@ from trials.imports import rescrub
 from trials.imports.rows import apply_completeness, context_row, event_row, get_configuration, write_permissions
 from trials.ingest import evidence, redaction
 from trials.ingest.formats import lime
+from trials.ingest.formats.harbor_jobstats import NAMED_ONLY
 from trials.ingest.records import (
     ConfigurationRef,
     ParsedContextRecord,
@@ -62,6 +63,25 @@ def adopt_job_trials(job: Job) -> int:
     job_id = job.key.removeprefix("harbor:")
     named = Q(documents__result__config__job_id=job_id) | Q(documents__config__job_id=job_id)
     return Trial.objects.filter(named, job__isnull=True, source_format="harbor").update(job=job)
+
+
+def is_named_only(trial: ParsedTrial) -> bool:
+    """A trial only its job's result.json stats name: no folder of it in this pack."""
+    return trial.provenance.get("evidence") == NAMED_ONLY
+
+
+def brought_elsewhere(trial: ParsedTrial) -> bool:
+    """A trial the job's stats name that another pack of the job brought with its folder: the stats add nothing."""
+    return is_named_only(trial) and Trial.objects.filter(job__key=trial.job_key, name=trial.name).exists()
+
+
+def drop_named_only(job_key: str, names: list[str]) -> int:
+    """Trials an earlier pack knew from the job's stats alone, whose folders have now come: the folders'
+    trials replace them (a job imported in parts, each part with the job's result.json)."""
+    if not names:
+        return 0
+    stand_ins = Trial.objects.filter(job__key=job_key, name__in=names, provenance__evidence=NAMED_ONLY)
+    return stand_ins.delete()[1].get("trials.Trial", 0)
 
 
 def find_trial_for_evidence_pack(parsed: ParsedTrial) -> Trial | None:

@@ -32,7 +32,15 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from trials.imports.blobs import store_file, store_files
-from trials.imports.joins import adopt_job_trials, adopt_loose_events, stored_job, write_loose_events
+from trials.imports.joins import (
+    adopt_job_trials,
+    adopt_loose_events,
+    brought_elsewhere,
+    drop_named_only,
+    is_named_only,
+    stored_job,
+    write_loose_events,
+)
 from trials.imports.rows import infer_job_configuration, join_trials_to_job, upsert_job
 from trials.imports.writer import (
     SharedRows,
@@ -398,6 +406,7 @@ class ImportRun:
         held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
         made: list[int] = []  # trials this pack brought
         found_by_job: dict[str, list[int]] = {}  # trials already there, by the job this pack says they ran in
+        with_folder: dict[str, list[str]] = {}  # names of the trials this pack brought with their folders, by job
 
         def write_one(trial: ParsedTrial) -> WriteResult:
             try:
@@ -420,6 +429,8 @@ class ImportRun:
             counts["steps"] += result.steps
             if result.outcome == "trials" and result.trial_id is not None:
                 made.append(result.trial_id)
+                if not is_named_only(trial):
+                    with_folder.setdefault(trial.job_key, []).append(trial.name)
             counts["differs"] += result.differs
             if result.outcome in ("already", "joined") and result.trial_id is not None:
                 found_by_job.setdefault(trial.job_key, []).append(result.trial_id)
@@ -442,6 +453,10 @@ class ImportRun:
             batch.clear()
 
         for trial in parsed.iter_trials():
+            if brought_elsewhere(trial):
+                if per_trial_progress:
+                    self.advance()
+                continue
             trial.files_sha256 = files_sha256(trial, files)
             if trial.job_key and trial.job_key not in jobs:  # its job came in another pack (or not yet)
                 jobs[trial.job_key] = stored_job(trial.job_key)
@@ -456,6 +471,8 @@ class ImportRun:
             written(trial, write_one(trial))
         if batch.trials:
             write_batch()
+        for job_key, names in with_folder.items():
+            counts["replaced"] = counts.get("replaced", 0) + drop_named_only(job_key, names)
         pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
         adopt_loose_events(made, self.workdir)
         for parsed_job in parsed.jobs:
@@ -481,6 +498,7 @@ OUTCOME_COUNTS = {
     "regrouped": "joined to their job",
     "job_results": "job result applied",
     "adopted": "trials imported before joined to their job",
+    "replaced": "trials known from the job's stats replaced by their folders",
     "rejected": "rejected",
     "events": "events",
     "documents": "documents",

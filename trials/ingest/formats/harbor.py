@@ -17,7 +17,7 @@ from trials.ingest.formats.atif import (
     embedded_subagents,
     read_trajectory,
 )
-from trials.ingest.formats.harbor_checks import read_check_report
+from trials.ingest.formats.harbor_checks import flag_checked_task, read_check_report
 from trials.ingest.formats.harbor_jobstats import apply_stats, named_only_trial, stats_trials
 from trials.ingest.formats.harbor_sidecars import read_log_text, read_sidecars
 from trials.ingest.formats.harbor_trajectories import flag_missing_continuations, is_trajectory_file, trajectory_role
@@ -139,12 +139,12 @@ def parse_job_dir(job_dir: Path, rel: str, dirs: list[Path] | None = None) -> Pa
             if "result" not in trial.present and trial_dir.name in named:
                 apply_stats(trial, named[trial_dir.name])
                 trial.status = trial_status(trial)
-            yield trial
+            yield flag_checked_task(trial, job)
         for name, stats in named.items():  # no folder at all: the job's stats are all there is
             if name not in seen:
                 trial = named_only_trial(name, stats, job.key, job.name)
                 trial.status = trial_status(trial)
-                yield trial
+                yield flag_checked_task(trial, job)
 
     count = len(dirs) + len(set(named) - {d.name for d in dirs})
     return ParsedPack(kind="harbor-job", jobs=[job], trials=trials(), problems=problems, trial_count=count)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trials.ingest.jsonio import load_json
-from trials.ingest.records import PackError, Problem
+from trials.ingest.records import PackError, ParsedJob, ParsedTrial, Problem
 from trials.ingest.values import as_dict, to_str
 
 FILE = "check_report.json"
@@ -84,3 +84,11 @@ def checks_for_task(report: dict[str, Any], task_name: str) -> dict[str, dict[st
     if short in by_short:
         return by_short[short]
     return tasks[ONE_TASK] if list(tasks) == [ONE_TASK] else {}
+
+
+def flag_checked_task(trial: ParsedTrial, job: ParsedJob) -> ParsedTrial:
+    """A trial of a task `harbor check` failed: the failure classes read it as the task's fault."""
+    report = job.extra.get("check_report")
+    if report and trial.task and any(c["outcome"] == "fail" for c in checks_for_task(report, trial.task.name).values()):
+        trial.provenance["task_flagged"] = True
+    return trial
