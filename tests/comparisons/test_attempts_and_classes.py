@@ -16,6 +16,8 @@ import pytest
 from statsmodels.stats.power import NormalIndPower
 
 from comparisons import stats
+from comparisons.side_data import LEADERBOARD_RULES, leaderboard_score, load_side
+from comparisons.sides import Side
 from tests.builders import import_path, make_user
 from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, TaskFactory, TrialFactory
 from trials.demo import write_demo
@@ -185,6 +187,18 @@ def test_terminal_bench_leaderboard_score_equals_the_published_accuracy(client_l
     # Ours leaves the unscored out: 11 resolved of the 48 scored rows, task by task.
     scored = [np.mean([v for v in vs if v != UNSCORED]) for vs in by_task.values() if set(vs) != {UNSCORED}]
     assert row["mean_reward_scored"] == pytest.approx(np.mean(scored))
+
+
+def test_the_shared_terminal_bench_run_imported_scores_its_published_accuracy_on_its_leaderboard():
+    """The same run read by the Terminal-Bench 1 parser itself: the side's leaderboard score is `accuracy`."""
+    imp = import_path(TB1_RUN)
+    assert imp.status == "done"
+    [job] = Job.objects.filter(trials__source_format="terminal-bench").distinct()  # the run is one job
+    data = load_side(Side("job", job.pk))
+    published = json.loads((TB1_RUN / "results.json").read_text())["accuracy"]
+    assert leaderboard_score(data) == (pytest.approx(published), LEADERBOARD_RULES["terminal-bench"])
+    scored = Trial.objects.filter(job=job, reward__isnull=False)
+    assert scored.count() == 48 and Trial.objects.filter(job=job).count() == 80  # 32 unscored: not failed
 
 
 def test_the_default_reference_is_the_side_with_the_most_paired_tasks(client_logged_in):
