@@ -9,6 +9,7 @@ from django.db.models import F
 from django.urls import reverse
 
 from tests.builders import demo_jobs, import_path
+from tests.factories import TrialFactory
 from trials.models import Job, Trial
 
 pytestmark = pytest.mark.django_db
@@ -81,6 +82,21 @@ def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
     assert re.search(r"<td><a href=[^>]+>\d</a> / \d</td>", table)  # pass count
     errored = job.trials.exclude(exception_type="").first()
     assert f"<code>{errored.exception_type}</code>" in table
+
+
+def test_the_job_page_shows_no_token_count_for_a_task_whose_trials_counted_none(client_logged_in):
+    counted = TrialFactory(input_tokens=1200, output_tokens=34)
+    job = counted.job
+    TrialFactory(job=job, task=counted.task, input_tokens=None, output_tokens=None)
+    uncounted = TrialFactory(job=job, input_tokens=None, output_tokens=None)
+    html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
+
+    def row(task_name: str) -> str:
+        rest = html[html.index(f">{task_name}</a></td>") :]
+        return rest[: rest.index("</tr>")]
+
+    assert "<td>1,234</td>" in row(counted.task.name)
+    assert "<td>0</td>" not in row(uncounted.task.name) and "<td>–</td>" in row(uncounted.task.name)
 
 
 def test_the_job_pages_pass_counts_link_to_the_trials_they_count(client_logged_in, demo):
