@@ -40,3 +40,25 @@ def test_the_share_button_shows_a_link_that_opens_for_someone_without_an_account
     assert "decision" in shared.locator("#decision").inner_text().lower()
     assert shared.locator("header nav").count() == 0  # none of the site's navigation
     visitor.close()
+
+
+def test_the_trial_pages_share_link_opens_on_a_line_of_its_own_below_the_buttons(browser, live_server):
+    trial = build_side("base", {"t0": [1.0]}, role="baseline").trials.get()
+    make_user("rita", roles.REVIEWER)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", "rita")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r".*/(?!accounts/login).*"))
+    page.goto(f"{live_server.url}/trials/{trial.pk}/")
+    export = page.locator("#export-trial").bounding_box()
+    page.click("#share-button")
+    page.wait_for_function("document.getElementById('share-link').value.includes('/s/')")
+    after = page.locator("#export-trial").bounding_box()
+    box = page.locator("#share-box").bounding_box()
+    assert after["height"] == export["height"]  # the buttons beside it are not squeezed onto two lines
+    assert box["y"] >= after["y"] + after["height"]  # below the buttons, not wedged between them
+    context.close()
