@@ -73,6 +73,20 @@ def test_the_jobs_list_shows_counts_and_mean_reward(client_logged_in, demo):
     assert "mean reward per trial" in page and "(a comparison averages per task)" in page
 
 
+def test_the_jobs_lists_trial_and_failure_counts_link_to_the_trials_they_count(client_logged_in, demo):
+    job = Job.objects.get(name="baseline-job")
+    failed = job.trials.filter(status__in=Trial.FAILED_STATUSES).count()
+    html = client_logged_in.get(reverse("job-list")).content.decode()
+    row = html[html.index(f">{job.name}</a>") :]
+    for css, expected in (("job-trials", job.trials.count()), ("job-failed", failed)):
+        link = re.search(rf'class="{css}" href="([^"]+)">(\d+)</a>', row)
+        listed = client_logged_in.get(link.group(1).replace("&amp;", "&")).content.decode()
+        assert int(link.group(2)) == expected
+        assert f'Trials <span class="muted">({expected})</span>' in listed
+    home = client_logged_in.get(reverse("home")).content.decode()
+    assert f'href="/trials/?job={job.pk}">{job.trials.count()} trials</a>' in home
+
+
 def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
     job = Job.objects.get(name="candidate-job")
     html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
