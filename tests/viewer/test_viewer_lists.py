@@ -70,7 +70,7 @@ def test_the_jobs_list_shows_counts_and_mean_reward(client_logged_in, demo):
     assert "baseline-job" in html and "Mean reward (per trial)" in html  # a comparison's is per task
     job = Job.objects.get(name="baseline-job")
     page = client_logged_in.get(job.get_absolute_url()).content.decode()
-    assert "mean reward per trial" in page and "(a comparison averages per task)" in page
+    assert "mean reward per scored trial" in page and "(a comparison averages per task)" in page
 
 
 def test_the_jobs_lists_trial_and_failure_counts_link_to_the_trials_they_count(client_logged_in, demo):
@@ -85,6 +85,14 @@ def test_the_jobs_lists_trial_and_failure_counts_link_to_the_trials_they_count(c
         assert f'Trials <span class="muted">({expected})</span>' in listed
     home = client_logged_in.get(reverse("home")).content.decode()
     assert f'href="/trials/?job={job.pk}">{job.trials.count()} trials</a>' in home
+
+
+def test_the_job_pages_mean_reward_says_it_leaves_unscored_trials_out(client_logged_in):
+    scored = TrialFactory(reward=1.0)
+    TrialFactory(job=scored.job, reward=0.0)
+    TrialFactory(job=scored.job, reward=None, status="errored")
+    html = client_logged_in.get(reverse("job-detail", args=[scored.job.pk])).content.decode()
+    assert "mean reward per scored trial 0.500" in html  # not 0.333: the errored trial has no score
 
 
 def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
