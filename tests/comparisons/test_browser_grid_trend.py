@@ -53,6 +53,9 @@ def test_picking_three_sides_shows_the_grid_and_a_cell_opens_its_trials(live_ser
     page.wait_for_selector("#chart-grid-sides .main-svg", state="attached")
     assert page.locator("#grid-sides tbody tr").count() == 2
     assert "+0.500" in page.text_content(f"#grid-sides tr[data-side='{b.pk}']")
+    interval = page.locator(f"#grid-sides tr[data-side='{b.pk}'] small.interval")
+    line = page.locator(f"#grid-sides tr[data-side='{b.pk}'] td:nth-child(2) small").first.bounding_box()
+    assert interval.bounding_box()["height"] <= line["height"] * 1.2  # the Δ's [low, high] on one line
     page.click(f'#task-grid a.cell-link[href="/trials/?configuration={b.pk}&task=task-2"]')
     page.wait_for_url(re.compile(rf".*/trials/\?configuration={b.pk}&task=task-2$"))
     shown = page.locator("table.trial-rows tbody tr td.task").all_text_contents()

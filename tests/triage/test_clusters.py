@@ -192,8 +192,11 @@ def test_filing_a_cluster_from_its_page(client, triager):
     url = f"/qc/clusters/{shared[0].cluster_id}/"
     page = client.get(url).content.decode()
     assert 'id="cluster-form"' in page and "File QC item for 3 trials" in page
+    # a refused filing comes back scrolled to the form, its errors in view, not to the page's top
+    assert f'action="{url}file/#cluster-form"' in page
     bad = client.post(f"{url}file/", {"kind": "replay-fixture", "category": "environment", "severity": "P1"})
     assert bad.status_code == 200 and "Name the replay fixture" in bad.content.decode()
+    assert f'action="{url}file/#cluster-form"' in bad.content.decode()
     good = {"kind": "replay-fixture", "category": "environment", "severity": "P1", "target_name": "disk-full"}
     response = client.post(f"{url}file/", good)
     item = QCItem.objects.get()

@@ -9,6 +9,7 @@ from django.db.models import F
 from django.urls import reverse
 
 from tests.builders import demo_jobs, import_path
+from tests.factories import TrialFactory
 from trials.models import Job, Trial
 
 pytestmark = pytest.mark.django_db
@@ -69,7 +70,29 @@ def test_the_jobs_list_shows_counts_and_mean_reward(client_logged_in, demo):
     assert "baseline-job" in html and "Mean reward (per trial)" in html  # a comparison's is per task
     job = Job.objects.get(name="baseline-job")
     page = client_logged_in.get(job.get_absolute_url()).content.decode()
-    assert "mean reward per trial" in page and "(a comparison averages per task)" in page
+    assert "mean reward per scored trial" in page and "(a comparison averages per task)" in page
+
+
+def test_the_jobs_lists_trial_and_failure_counts_link_to_the_trials_they_count(client_logged_in, demo):
+    job = Job.objects.get(name="baseline-job")
+    failed = job.trials.filter(status__in=Trial.FAILED_STATUSES).count()
+    html = client_logged_in.get(reverse("job-list")).content.decode()
+    row = html[html.index(f">{job.name}</a>") :]
+    for css, expected in (("job-trials", job.trials.count()), ("job-failed", failed)):
+        link = re.search(rf'class="{css}" href="([^"]+)">(\d+)</a>', row)
+        listed = client_logged_in.get(link.group(1).replace("&amp;", "&")).content.decode()
+        assert int(link.group(2)) == expected
+        assert f'Trials <span class="muted">({expected})</span>' in listed
+    home = client_logged_in.get(reverse("home")).content.decode()
+    assert f'href="/trials/?job={job.pk}">{job.trials.count()} trials</a>' in home
+
+
+def test_the_job_pages_mean_reward_says_it_leaves_unscored_trials_out(client_logged_in):
+    scored = TrialFactory(reward=1.0)
+    TrialFactory(job=scored.job, reward=0.0)
+    TrialFactory(job=scored.job, reward=None, status="errored")
+    html = client_logged_in.get(reverse("job-detail", args=[scored.job.pk])).content.decode()
+    assert "mean reward per scored trial 0.500" in html  # not 0.333: the errored trial has no score
 
 
 def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
@@ -81,6 +104,21 @@ def test_the_job_page_has_a_per_task_results_table(client_logged_in, demo):
     assert re.search(r"<td><a href=[^>]+>\d</a> / \d</td>", table)  # pass count
     errored = job.trials.exclude(exception_type="").first()
     assert f"<code>{errored.exception_type}</code>" in table
+
+
+def test_the_job_page_shows_no_token_count_for_a_task_whose_trials_counted_none(client_logged_in):
+    counted = TrialFactory(input_tokens=1200, output_tokens=34)
+    job = counted.job
+    TrialFactory(job=job, task=counted.task, input_tokens=None, output_tokens=None)
+    uncounted = TrialFactory(job=job, input_tokens=None, output_tokens=None)
+    html = client_logged_in.get(reverse("job-detail", args=[job.pk])).content.decode()
+
+    def row(task_name: str) -> str:
+        rest = html[html.index(f">{task_name}</a></td>") :]
+        return rest[: rest.index("</tr>")]
+
+    assert "<td>1,234</td>" in row(counted.task.name)
+    assert "<td>0</td>" not in row(uncounted.task.name) and "<td>–</td>" in row(uncounted.task.name)
 
 
 def test_the_job_pages_pass_counts_link_to_the_trials_they_count(client_logged_in, demo):

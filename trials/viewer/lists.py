@@ -129,7 +129,11 @@ def job_task_rows(job: Job, params: QueryDict) -> QuerySet:
             n_failed=Count("pk", filter=Q(status__in=Trial.FAILED_STATUSES)),
             mean_reward=Avg("reward"),
             mean_duration=Avg("duration_sec"),
-            tokens=Sum(Coalesce("input_tokens", 0) + Coalesce("output_tokens", 0)),
+            # None, shown "–", for a task none of whose trials counted tokens: not a measured 0
+            tokens=Sum(
+                Coalesce("input_tokens", 0) + Coalesce("output_tokens", 0),
+                filter=Q(input_tokens__isnull=False) | Q(output_tokens__isnull=False),
+            ),
             cost=Sum("cost_usd", output_field=FloatField()),
         )
     )
