@@ -42,7 +42,7 @@ from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.values import as_dict, parse_iso
 from trials.live.derive import SCHEMA_VERSION, derive_trajectory
 from trials.models import Job, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
-from trials.storage.bulk_insert import insert_rows
+from trials.storage.bulk_insert import insert_rows, set_integers
 from trials.triage import signatures
 
 LIVE_FORMAT = "live"
@@ -511,11 +511,10 @@ def compact(trajectory: Trajectory) -> None:
         blob = store_file(path)
     finally:
         path.unlink(missing_ok=True)
-    steps = list(trajectory.steps.only("pk", "index", "segment_id", "body_offset"))
-    before = {trajectory.blob_id, trajectory.step_bodies_id, *(step.segment_id for step in steps)}
-    for step in steps:
-        step.segment_id, step.body_offset = None, places[step.index]
-    Step.objects.bulk_update(steps, ["segment", "body_offset"], batch_size=1000)
+    steps = list(trajectory.steps.values_list("pk", "index", "segment_id"))
+    before = {trajectory.blob_id, trajectory.step_bodies_id, *(segment for _, _, segment in steps)}
+    set_integers(Step, "body_offset", {pk: places[index] for pk, index, _ in steps})
+    trajectory.steps.update(segment=None)
     trajectory.blob = trajectory.step_bodies = blob
     trajectory.save(update_fields=["blob", "step_bodies"])
     release_blobs(before - {blob.pk})

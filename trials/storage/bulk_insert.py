@@ -1,4 +1,4 @@
-"""Plain inserts for the biggest tables (steps, tool calls, observations).
+"""Plain inserts (and one update) for the biggest tables (steps, tool calls, observations).
 
 Building one model instance per row costs about half a millisecond in the ORM, which
 dominated imports of long trajectories (bench/import_bench.py). Values are prepared
@@ -66,3 +66,24 @@ def _converter(field: models.Field) -> Callable[[Any], Any] | None:
     if isinstance(field, models.DateTimeField):
         return connection.ops.adapt_datetimefield_value
     return None
+
+
+def set_integers(model: type[models.Model], column: str, values: dict[int, int | None], batch: int = 2000) -> None:
+    """Set one integer column to a value per row (by pk) in an UPDATE ... FROM a list of values a batch.
+
+    Django's bulk_update writes a CASE naming every row, which took 14 s for a live trial's 20,000
+    steps on SQLite; a join on the values is one pass (SQLite since 3.33 and PostgreSQL alike)."""
+    quote = connection.ops.quote_name
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
+    table, target = quote(model._meta.db_table), quote(by_attname[column].column)
+    pk = quote(model._meta.pk.column)
+    items = list(values.items())
+    with connection.cursor() as cursor:
+        for start in range(0, len(items), batch):
+            chunk = items[start : start + batch]
+            rows = ", ".join(["(CAST(%s AS BIGINT), CAST(%s AS BIGINT))"] * len(chunk))
+            sql = (
+                f"WITH v(pk, value) AS (VALUES {rows}) "
+                f"UPDATE {table} SET {target} = v.value FROM v WHERE {table}.{pk} = v.pk"
+            )
+            cursor.execute(sql, [x for pair in chunk for x in pair])
