@@ -38,6 +38,7 @@ from pathlib import Path
 
 import psycopg
 import urllib3
+from browser import CHROMIUM, CHROMIUM_ARGS
 from timing import p95  # bench/timing.py: this folder is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
@@ -251,9 +252,7 @@ def page_delay(args, base: str, session: str, trial: int, post, events_url: str,
     first = args.steps + 1
     api_ms, page_ms = [], []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=["--no-sandbox", "--headless", "--disable-gpu"]
-        )
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(base_url=base)
         context.add_cookies([{"name": "sessionid", "value": session, "url": base}])
         page = context.new_page()

@@ -15,29 +15,19 @@ its SVG. It also reports plotly.js's bytes on the wire. Target: < 800 ms.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
+from browser import CHROMIUM, CHROMIUM_ARGS, refuse_port_in_use, wait_until_up
 from compare_bench import create_trials  # this folder is on sys.path when run as a script
 from database import environment, setup_django
 from timing import p95
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 # When each part ended, in ms from the navigation's start (the browser's own clock).
@@ -63,17 +53,6 @@ TIMINGS_JS = """() => {
 CHARTS_IN_VIEW_JS = """() => Array.from(document.querySelectorAll("[data-chart-url]"))
   .filter((el) => { const r = el.getBoundingClientRect(); return r.bottom > 0 && r.top < window.innerHeight; })
   .map((el) => el.id)"""
-
-
-def wait_until_up(url: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1)  # noqa: S310 (our own local server)
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"the server did not answer at {url}")
 
 
 def main() -> None:
@@ -103,9 +82,7 @@ def main() -> None:
         client.force_login(get_user_model().objects.create_user("bench", password="bench-pw-1"))
         session = client.cookies[settings.SESSION_COOKIE_NAME].value
 
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", args.port)) == 0:
-                raise SystemExit(f"port {args.port} is in use: pick another with --port")
+        refuse_port_in_use(args.port)
         env = {**environment(data_dir), "DEBUG": "0"}
         server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload", "--nostatic"],
@@ -121,7 +98,7 @@ def main() -> None:
             drawn, first_screen, loaded, plotly_bytes, in_view = [], [], [], [], []
             parts: dict[str, list[float]] = {}
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 for run in range(args.runs + 1):  # the first run warms the server, not counted
                     context = browser.new_context(viewport={"width": 1440, "height": 900})
                     context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base_url}])

@@ -21,20 +21,18 @@ from __future__ import annotations
 
 import argparse
 import random
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from browser import CHROMIUM, CHROMIUM_ARGS, refuse_port_in_use, wait_until_up
 from database import environment, setup_django  # bench/: this folder is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 
 # (name, status, exception type, message template, failure category, failing tool, safety)
 CAUSES = [
@@ -201,24 +199,13 @@ def clustering(causes: dict[int, str]) -> tuple[int, float, dict[int, int]]:
     return len(members), majority / len(causes), {pk: sum(c.values()) for pk, c in members.items()}
 
 
-def wait_until_up(url: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=1)  # noqa: S310 (our own local server)
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"the server did not answer at {url}")
-
-
 def file_every_cluster(base_url: str, session_cookie: dict, cluster_ids: list[int]) -> dict[int, int]:
     """A scripted triager files each cluster from its page: {cluster pk: actions it took}."""
     from playwright.sync_api import sync_playwright
 
     actions: dict[int, int] = {}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1280, "height": 800})
         context.add_cookies([session_cookie])
         page = context.new_page()
@@ -287,9 +274,7 @@ def main() -> None:
         client = Client()
         client.force_login(user)
         cookie = {"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME].value}
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", args.port)) == 0:
-                raise SystemExit(f"port {args.port} is in use: pick another with --port")
+        refuse_port_in_use(args.port)
         server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{args.port}", "--noreload", "--nostatic"],
             cwd=REPO,
@@ -299,7 +284,7 @@ def main() -> None:
         )
         base_url = f"http://127.0.0.1:{args.port}"
         try:
-            wait_until_up(f"{base_url}/accounts/login/")
+            wait_until_up(f"{base_url}/accounts/login/", seconds=60)
             start = time.perf_counter()
             actions = file_every_cluster(base_url, cookie | {"url": base_url}, sorted(sizes))
             filed_s = time.perf_counter() - start
