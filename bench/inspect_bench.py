@@ -56,8 +56,8 @@ def many_events(source: Path, events: int, out: Path, records: bool = True) -> t
     """One sample whose turn (a model call, its approval, the tool call and its sandbox call) is repeated
     to `events` events; and the trials (1) and steps it holds (the input, then one a turn).
 
-    `records=False`: turns without the approval and sandbox events, which are permission decisions and
-    runtime events, rows the writer holds for the whole trial; the steps alone are streamed."""
+    `records=False`: turns without the approval and sandbox events (permission decisions and runtime
+    events), to show what the steps alone cost."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
     log = read_eval_log(str(source))
@@ -94,7 +94,7 @@ def child_import(path: Path, data_dir: Path) -> dict:
     from django.core.management import call_command
 
     from trials.imports.service import run_import
-    from trials.models import Import, Step, ToolCall, Trial
+    from trials.models import Import, PermissionDecision, RuntimeEvent, Step, ToolCall, Trial
     from trials.queue import create_import
 
     call_command("migrate", verbosity=0)
@@ -109,6 +109,8 @@ def child_import(path: Path, data_dir: Path) -> dict:
         "trials": Trial.objects.count(),
         "steps": Step.objects.count(),
         "tool_calls": ToolCall.objects.count(),
+        "approvals": PermissionDecision.objects.count(),
+        "sandbox_calls": RuntimeEvent.objects.filter(type__startswith="sandbox.").count(),
     }
 
 
@@ -147,6 +149,8 @@ def measure(label: str, path: Path, trials: int, steps: int) -> tuple[dict, bool
         "trials": result["trials"],
         "steps": result["steps"],
         "tool_calls": result["tool_calls"],
+        "approvals": result["approvals"],
+        "sandbox_calls": result["sandbox_calls"],
         "import_s": round(result["seconds"], 2),
         "peak_rss_MB": round(result["peak_rss_kb"] / 1024),
         "right": right,
@@ -188,11 +192,12 @@ def main() -> None:
             row, right = measure(label, path, trials, steps)
             rows.append(row)
             all_right = all_right and right
-    print("\n| scenario | .eval MB | largest member MB | trials | steps | tool calls | import s | peak RSS MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| scenario | .eval MB | largest member MB | trials | steps | tool calls | approvals | sandbox calls "
+          "| import s | peak RSS MB |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['scenario']} | {r['MB']} | {r['largest_member_MB']} | {r['trials']:,} | {r['steps']:,} | "
-              f"{r['tool_calls']:,} | "
+              f"{r['tool_calls']:,} | {r['approvals']:,} | {r['sandbox_calls']:,} | "
               f"{r['import_s']} | {r['peak_rss_MB']} |")  # fmt: skip
     if not all_right:
         print("FAILED: an import did not give the trials and steps expected", file=sys.stderr)

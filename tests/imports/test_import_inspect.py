@@ -127,6 +127,10 @@ def test_samples_past_the_stream_threshold_are_streamed_with_the_same_answers(lo
     assert {t.name: trial_facts(t) for t in Trial.objects.all()} == {
         f"{sample}_epoch_{epoch}": facts for sample, facts in AGENTIC.items() for epoch in (1, 2)
     }
+    if form == "eval":  # (approvals and sandbox calls, read again from the log as they are written)
+        loop = Trial.objects.get(name="loop_epoch_2")
+        assert PermissionDecision.objects.filter(trial=loop, decision="approve").count() == 3
+        assert RuntimeEvent.objects.filter(trial=loop, type="sandbox.exec").exists()
 
 
 def test_a_handoff_is_a_subagent_lane_the_main_agents_tool_result_refers_to(logs):
@@ -255,3 +259,20 @@ def test_a_redacted_context_item_in_a_sample_never_reaches_the_trial_or_its_step
     assert any('"ctx-1"' in body for body in bodies) and not any(secret in body for body in bodies)
     assert secret not in orjson.dumps(list(ToolCall.objects.filter(step__trial=trial).values("arguments"))).decode()
     assert secret not in client_logged_in.get(f"/trials/{trial.pk}/").content.decode()
+
+
+def test_a_redacted_item_in_a_streamed_samples_sandbox_call_never_reaches_its_runtime_events(
+    logs, tmp_path, monkeypatch
+):
+    monkeypatch.setattr("trials.ingest.formats.inspect.STREAM_THRESHOLD", 0)
+    secret = "SANDBOX-SECRET-7"
+    members = members_of(logs["eval"])
+    sample = orjson.loads(dict(members)["samples/loop_epoch_1.json"])
+    call = next(e for e in sample["events"] if e["event"] == "sandbox")
+    call["output"] = {"item_id": "ctx-9", "context_kind": "file", "redaction_state": "redacted", "content": secret}
+    log = rewritten([(n, orjson.dumps(sample) if n == "samples/loop_epoch_1.json" else d) for n, d in members],
+                    tmp_path / "redacted-sandbox.eval")  # fmt: skip
+    assert import_path(log).status == "done"
+    events = RuntimeEvent.objects.filter(trial__name="loop_epoch_1", type__startswith="sandbox.")
+    stored = orjson.dumps(list(events.values("payload", "raw"))).decode()
+    assert '"ctx-9"' in stored and secret not in stored

@@ -40,6 +40,7 @@ from trials.models import (
     Trajectory,
     Trial,
 )
+from trials.storage.bulk_insert import create_in_batches
 from trials.triage import services as triage
 
 
@@ -308,7 +309,7 @@ def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int
         )
         for a in parsed.artifacts
     )
-    RuntimeEvent.objects.bulk_create(event_row(e, trial, trial.pack) for e in parsed.events)
+    create_in_batches(RuntimeEvent, (event_row(e, trial, trial.pack) for e in parsed.events))
     write_permissions(trial, parsed.permissions)
     ContextRecord.objects.bulk_create(context_row(r, trial, trial.pack) for r in parsed.context_records)
     if parsed.qc_items:  # (an export's: triage items again, through the one service that writes them)
@@ -316,25 +317,28 @@ def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int
 
 
 def write_permissions(trial: Trial, permissions: Iterable[ParsedPermission]) -> None:
-    PermissionDecision.objects.bulk_create(
-        PermissionDecision(
-            trial=trial,
-            action_id=p.action_id[:200],
-            tool_call_id=p.tool_call_id[:200],
-            step_id=str(p.step_id)[:40],
-            action_type=p.action_type[:100],
-            tool_name=p.tool_name[:200],
-            scope=p.scope,
-            prompt=p.prompt,
-            decision=p.decision,
-            decided_by=p.decided_by[:200],
-            reason=p.reason,
-            side_effect_after_denial=p.side_effect_after_denial,
-            requested_at=_aware(p.requested_at),
-            resolved_at=_aware(p.resolved_at),
-            raw=p.raw,
-        )
-        for p in permissions
+    create_in_batches(
+        PermissionDecision,
+        (
+            PermissionDecision(
+                trial=trial,
+                action_id=p.action_id[:200],
+                tool_call_id=p.tool_call_id[:200],
+                step_id=str(p.step_id)[:40],
+                action_type=p.action_type[:100],
+                tool_name=p.tool_name[:200],
+                scope=p.scope,
+                prompt=p.prompt,
+                decision=p.decision,
+                decided_by=p.decided_by[:200],
+                reason=p.reason,
+                side_effect_after_denial=p.side_effect_after_denial,
+                requested_at=_aware(p.requested_at),
+                resolved_at=_aware(p.resolved_at),
+                raw=p.raw,
+            )
+            for p in permissions
+        ),
     )
 
 

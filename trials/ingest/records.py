@@ -246,8 +246,9 @@ class ParsedTrial:
     trajectories: list[ParsedTrajectory] = field(default_factory=list)
     criteria: list[ParsedCriterion] = field(default_factory=list)
     artifacts: list[ParsedArtifact] = field(default_factory=list)
-    events: list[ParsedEvent] = field(default_factory=list)
-    permissions: list[ParsedPermission] = field(default_factory=list)
+    # (a lazy generator for a big Inspect sample's approvals and sandbox calls: read as they are written)
+    events: Iterable[ParsedEvent] = field(default_factory=list)
+    permissions: Iterable[ParsedPermission] = field(default_factory=list)
     context_records: list[ParsedContextRecord] = field(default_factory=list)
     ctrf_tests: list[dict[str, Any]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # pack-relative paths that belong to this trial

@@ -9,7 +9,8 @@ executemany on SQLite and by COPY on PostgreSQL.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import islice
 from operator import itemgetter
 from typing import Any
 
@@ -46,6 +47,13 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
                     copy.write_row(row)
         else:
             cursor.executemany(f"INSERT INTO {target} VALUES ({', '.join(['%s'] * len(fields))})", values)
+
+
+def create_in_batches(model: type[models.Model], objs: Iterable[models.Model], batch: int = 2000) -> None:
+    """`bulk_create` a batch at a time: a generator's rows (a long sample's approvals) are never held whole."""
+    rows = iter(objs)
+    while chunk := list(islice(rows, batch)):
+        model._default_manager.bulk_create(chunk)
 
 
 def _converter(field: models.Field) -> Callable[[Any], Any] | None:

@@ -21,6 +21,7 @@ from typing import Any
 from trials.ingest.formats.atif import parse_step
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import ParsedEvent, ParsedPermission, ParsedStep, Problem
+from trials.ingest.redaction import collect_redactions, has_redaction_marks, scrub_tree
 from trials.ingest.values import as_dict, as_list, parse_iso, to_str
 
 MAIN = "main"
@@ -51,8 +52,7 @@ class Survey:
     """What one pass over a sample's events finds besides its steps."""
 
     lanes: dict[str, Lane] = field(default_factory=lambda: {MAIN: Lane(MAIN, "main")})
-    permissions: list[ParsedPermission] = field(default_factory=list)
-    events: list[ParsedEvent] = field(default_factory=list)
+    redactions: dict[str, dict[str, Any]] = field(default_factory=dict)  # named in its sandbox calls
     problems: list[Problem] = field(default_factory=list)
     count: int = 0
     first: str = ""  # the first and last event timestamps, as written
@@ -136,8 +136,9 @@ def _opened(event: dict[str, Any], stack: list[_Span], lanes: dict[str, Lane] | 
     return _Span(span_id, span_type, lane, in_agent or span_type in _AGENT_SPANS)
 
 
-def survey(events: Iterable[Any], where: str, resolve: Callable[[Any], Any]) -> Survey:
-    """Lanes, approvals (permission decisions) and sandbox calls (runtime events) of the sample's events."""
+def survey(events: Iterable[Any], where: str) -> Survey:
+    """Lanes, time span and redactions of the sample's events. Its approvals and sandbox calls are
+    read again as they are written (`approvals`, `sandbox_calls`): a long sample has thousands."""
     found = Survey()
     for lane, event in with_lanes(events, found.lanes):
         index = found.count
@@ -153,11 +154,26 @@ def survey(events: Iterable[Any], where: str, resolve: Callable[[Any], Any]) -> 
         kind = event.get("event")
         if kind in ("model", "tool"):
             found.lanes[lane].steps += 1
-        if kind == "approval":
-            found.permissions.append(_permission(event, index, resolve))
-        elif kind == "sandbox":
-            found.events.append(_sandbox_event(event, index, lane, where))
+        if kind == "sandbox" and has_redaction_marks(event):
+            collect_redactions(event, found.redactions)
     return found
+
+
+def approvals(events: Iterable[Any], resolve: Callable[[Any], Any]) -> Iterator[ParsedPermission]:
+    """The sample's approval events, as permission decisions."""
+    for index, (_, event) in enumerate(with_lanes(events)):
+        if isinstance(event, dict) and event.get("event") == "approval":
+            yield _permission(event, index, resolve)
+
+
+def sandbox_calls(events: Iterable[Any], where: str, redactions: dict[str, dict[str, Any]]) -> Iterator[ParsedEvent]:
+    """The sample's sandbox events, as runtime events, scrubbed of the redactions the sample names."""
+    for index, (lane, event) in enumerate(with_lanes(events)):
+        if isinstance(event, dict) and event.get("event") == "sandbox":
+            call = _sandbox_event(event, index, lane, where)
+            if redactions:
+                call.payload, call.raw = scrub_tree(call.payload, redactions), scrub_tree(call.raw, redactions)
+            yield call
 
 
 def _permission(event: dict[str, Any], index: int, resolve: Callable[[Any], Any]) -> ParsedPermission:

@@ -28,7 +28,7 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.redaction import redactions_in, scrub_tree, withhold_redacted
+from trials.ingest.redaction import collect_redactions, has_redaction_marks, withhold_redacted
 from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, to_str
 
 SHARED_LOG_SAMPLE_BYTES = 1 << 20
@@ -226,7 +226,7 @@ def sample_trial(
     scores = as_dict(sample.get("scores"))
     rewards, reward = _rewards(scores, where, problems)
     error, limit = as_dict(sample.get("error")), as_dict(sample.get("limit"))
-    found = inspect_events.survey(events(), where.path, resolve)
+    found = inspect_events.survey(events(), where.path)
     problems += found.problems
     input_tokens, output_tokens, cached_tokens, cost = _usage(sample)
     started = parse_iso(sample.get("started_at") or found.first)
@@ -273,18 +273,24 @@ def sample_trial(
         },
         documents={"sample": {k: v for k, v in sample.items() if k not in (*_SKIPPED, "attachments")}},
         criteria=_criteria(scores, rewards),
-        events=found.events,
-        permissions=found.permissions,
         # (writer.TrialBatch sizes a batch by the files named here: a small sample of a big log still joins one)
         files=[] if where.size is not None and where.size <= SHARED_LOG_SAMPLE_BYTES else [where.rel],
         present={"trajectory", "reward"} if scores else {"trajectory"},
         problems=problems,
     )
     trial.trajectories = _trajectories(sample, events, where, context, found, resolve, streamed)
-    if named := redactions_in([trial.documents, *(e.raw for e in trial.events)]):
+    named = (
+        collect_redactions(trial.documents, found.redactions)
+        if has_redaction_marks(trial.documents)
+        else found.redactions
+    )
+    if named:
         withhold_redacted(trial, named)
-        for event in trial.events:
-            event.payload, event.raw = scrub_tree(event.payload, named), scrub_tree(event.raw, named)
+    # (a streamed sample's are read again from its log as they are written, like its steps)
+    sandbox_calls = inspect_events.sandbox_calls(events(), where.path, named)
+    trial.events = sandbox_calls if streamed else list(sandbox_calls)
+    approvals = inspect_events.approvals(events(), resolve)
+    trial.permissions = approvals if streamed else list(approvals)
     return trial
 
 
