@@ -227,6 +227,36 @@ def test_a_failed_tool_and_a_second_export_of_the_same_trial_keep_one_trial(live
     assert Trial.objects.get(key="lime:otel-trial-2").step_count == 3
 
 
+def test_a_batch_the_exporter_sends_again_is_stored_once(live_server, token):
+    """The SDK's exporter sends each batch until it hears back: a retry after a lost answer is no news."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"benchmark.trial.id": "sent-twice"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("runner")
+    answer = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Looking."}]}])
+    with tracer.start_as_current_span("chat") as chat:
+        chat.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.output.messages": answer})
+    with tracer.start_as_current_span("execute_tool ls") as tool:
+        tool.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ls",
+                             "gen_ai.tool.call.id": "call_1", "gen_ai.tool.call.result": "README.md"})  # fmt: skip
+    first_batch = memory.get_finished_spans()
+    exporter = OTLPSpanExporter(endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"})
+    for _ in range(2):
+        assert exporter.export(first_batch).name == "SUCCESS"
+    trial = Trial.objects.get(key="lime:sent-twice")
+    assert (trial.step_count, trial.tool_call_count) == (1, 1)
+    assert list(trial.steps.values_list("message_text", flat=True)) == ["Looking."]
+    # a later batch holding one span already stored and a new one: the new one alone is added
+    with tracer.start_as_current_span("chat") as chat:
+        chat.set_attributes(
+            {"gen_ai.operation.name": "chat", "gen_ai.output.messages": answer.replace("Looking", "Done")}
+        )
+    provider.shutdown()
+    assert exporter.export([first_batch[0], memory.get_finished_spans()[-1]]).name == "SUCCESS"
+    trial.refresh_from_db()
+    assert list(trial.steps.order_by("index").values_list("message_text", flat=True)) == ["Looking.", "Done."]
+
+
 # ---------------------------------------------------------------- OTLP JSON files, imported
 
 
@@ -312,10 +342,10 @@ def test_a_protobuf_body_that_is_no_request_is_a_400_with_an_otlp_status(live_se
     assert not Trial.objects.exists()
 
 
-def test_a_nested_invoke_agent_span_is_a_subagent_trajectory_of_the_imported_trial(db, tmp_path):
-    """Spans the SDK encodes as protobuf, decoded to OTLP/JSON and imported as a file."""
+def subagent_spans(trial_id: str) -> list[Any]:
+    """A lead agent that hands a search to a subagent, which runs out of time: the SDK's finished spans."""
     memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"benchmark.trial.id": "with-subagent"}))
+    provider = TracerProvider(resource=Resource.create({"benchmark.trial.id": trial_id}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("runner")
     answer = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Delegating."}]}])
@@ -331,7 +361,20 @@ def test_a_nested_invoke_agent_span_is_a_subagent_trajectory_of_the_imported_tri
         lead.set_status(Status(StatusCode.ERROR, "the searcher ran out of time"))
         lead.set_attribute("error.type", "TimeoutError")
     provider.shutdown()
-    data = otlp.decode_protobuf(encode_spans(memory.get_finished_spans()).SerializeToString())
+    return list(memory.get_finished_spans())
+
+
+def assert_lead_and_searcher(trial: Trial) -> None:
+    main, searcher = trial.trajectories.order_by("position")
+    assert (main.role, main.agent["name"], main.step_count) == ("main", "lead", 1)
+    assert (searcher.role, searcher.agent["name"], searcher.step_count) == ("subagent", "searcher", 1)
+    step = searcher.steps.get()
+    assert (step.tool_calls.get().function_name, step.observations.get().preview) == ("grep", "3 matches")
+
+
+def test_a_nested_invoke_agent_span_is_a_subagent_trajectory_of_the_imported_trial(db, tmp_path):
+    """Spans the SDK encodes as protobuf, decoded to OTLP/JSON and imported as a file."""
+    data = otlp.decode_protobuf(encode_spans(subagent_spans("with-subagent")).SerializeToString())
     path = tmp_path / "subagent.otlp.json"
     path.write_bytes(orjson.dumps(data))
     call_command("import_packs", str(path), "--no-progress", stdout=io.StringIO(), stderr=io.StringIO())
@@ -341,8 +384,19 @@ def test_a_nested_invoke_agent_span_is_a_subagent_trajectory_of_the_imported_tri
         "TimeoutError",
         "the searcher ran out of time",
     )
-    main, searcher = trial.trajectories.order_by("position")
-    assert (main.role, main.agent["name"], main.step_count) == ("main", "lead", 1)
-    assert (searcher.role, searcher.agent["name"], searcher.step_count) == ("subagent", "searcher", 1)
-    step = searcher.steps.get()
-    assert (step.tool_calls.get().function_name, step.observations.get().preview) == ("grep", "3 matches")
+    assert_lead_and_searcher(trial)
+
+
+def test_a_nested_invoke_agent_span_sent_live_is_a_subagent_trajectory_too(live_server, token, client_logged_in):
+    """The SDK's exporter sending the same spans in one batch: the live trial has the imported one's lanes."""
+    exporter = OTLPSpanExporter(endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"})
+    assert exporter.export(subagent_spans("live-subagent")).name == "SUCCESS"
+    trial = Trial.objects.get(key="lime:live-subagent")
+    assert trial.status == "failed" and trial.step_count == 2
+    assert_lead_and_searcher(trial)
+    assert all(t.blob_id for t in trial.trajectories.all())  # (each compacted into its ATIF file at completion)
+    searcher = trial.trajectories.get(role="subagent")
+    download = client_logged_in.get(f"/api/trials/{trial.pk}/trajectory/?trajectory={searcher.pk}")
+    assert download.status_code == 200, download.status_code
+    atif = orjson.loads(b"".join(download.streaming_content))
+    assert (atif["agent"]["name"], [s["step_id"] for s in atif["steps"]]) == ("searcher", [1])

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from google.protobuf.json_format import MessageToDict
@@ -25,6 +26,7 @@ from rest_framework.views import APIView
 from core import limits, roles
 from trials.ingest.formats import otlp
 from trials.live import service
+from trials.models import ReceivedSpan, Trajectory, Trial
 
 PROTOBUF = "application/x-protobuf"
 WHERE = "POST /v1/traces"
@@ -83,48 +85,73 @@ class Traces(APIView):
             return _status(400, f"{WHERE}: {exc}", as_protobuf)
         if not isinstance(data, dict):
             return _status(400, f"{WHERE}: the body must be an ExportTraceServiceRequest object", as_protobuf)
-        traces, problems = otlp.read_traces(data, WHERE)
+        spans, problems = otlp.read_spans(data, WHERE)
         rejected, messages = len(problems), [p.message for p in problems]
-        for trace in traces:
-            count, why = record(trace, request.user)
+        for trial_id, members in otlp.spans_by_trial(spans).items():
+            count, why = record(trial_id, members, request.user)
             rejected, messages = rejected + count, messages + why
         return _answer(rejected, messages, as_protobuf)
 
 
-def record(trace: otlp.TraceTrial, user: Any) -> tuple[int, list[str]]:
-    """The trace's spans into its live trial, through the live service; (spans refused, why)."""
+def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[int, list[str]]:
+    """One trial's spans into its live trial, through the live service; (spans refused, why).
+
+    A span stored before (the exporter sent its batch again, not having heard back) is skipped.
+    """
+    trace = otlp.trace_trial(trial_id, spans)
     spine: dict[str, Any] = {"benchmark": trace.benchmark, "agent": trace.agent}
     if trace.attempt is not None:
         spine["attempt"] = trace.attempt
     trial, _ = service.start_trial(spine, started_by=user)
     if not trial.writable_by(user):
         return trace.span_count, [f"trial {trace.trial_id!r} was started by another account: its spans refused"]
-    steps = _all_steps(trace)
-    first = trial.step_count + 1  # (batches arrive in order: a step's place follows those stored)
-    for number, step in enumerate(steps, start=first):
-        step["step_id"] = number
-    accepted = service.add_items(trial, [], steps)
-    refused = [f"{_span_of(steps, e)}: {e['error']}" for e in accepted.errors]
-    if trace.finished is not None:
-        trial.refresh_from_db()
-        events = []
-        if trace.reward is not None:
-            events.append(service.reward_event(trial, {"reward": trace.reward}))
-        failed = trace.finished.failed
-        reason = {"reason": str(trace.finished.status.get("message") or "")} if failed else {}
-        events.append(service.completion_event(trial, {"status": "failed" if failed else "completed", **reason}))
-        service.add_items(trial, events, [])
+    with transaction.atomic():
+        trial = Trial.objects.select_for_update().get(pk=trial.pk)  # (a retry may come while the first is written)
+        new = _not_received(trial, spans)
+        if not new:
+            return 0, []
+        trace = otlp.trace_trial(trial_id, new)
+        refused = []
+        for n, document in enumerate(trace.trajectories):
+            trajectory = service.live_trajectory(trial) if n == 0 else _subagent(trial, document)
+            steps = document["steps"]
+            for number, step in enumerate(steps, start=trajectory.step_count + 1):  # (batches arrive in order)
+                step["step_id"] = number
+            accepted = service.add_items(trial, [], steps, trajectory=trajectory)
+            refused += [f"{_span_of(steps, e)}: {e['error']}" for e in accepted.errors]
+        if trace.finished is not None:
+            trial.refresh_from_db()
+            events = []
+            if trace.reward is not None:
+                events.append(service.reward_event(trial, {"reward": trace.reward}))
+            failed = trace.finished.failed
+            reason = {"reason": str(trace.finished.status.get("message") or "")} if failed else {}
+            events.append(service.completion_event(trial, {"status": "failed" if failed else "completed", **reason}))
+            service.add_items(trial, events, [])
     return len(refused), refused
 
 
-def _all_steps(trace: otlp.TraceTrial) -> list[dict[str, Any]]:
-    """The main trajectory's steps, then each subagent's marked with its agent (a live trial has one)."""
-    steps = list(trace.steps)
-    for document in trace.trajectories[1:]:
-        for step in document["steps"]:
-            step.setdefault("extra", {})["subagent"] = document["agent"]["name"]
-            steps.append(step)
-    return steps
+def _not_received(trial: Trial, spans: list[otlp.Span]) -> list[otlp.Span]:
+    """The spans this trial has not stored before, recorded now as stored (the caller's transaction)."""
+    ids = {(s.trace_id, s.span_id) for s in spans}
+    held = ReceivedSpan.objects.filter(trial=trial, span_id__in=[span_id for _, span_id in ids])
+    seen = set(held.values_list("trace_id", "span_id"))
+    new = []
+    for span in spans:  # (a span twice in one body counts once too)
+        if (span.trace_id, span.span_id) not in seen:
+            seen.add((span.trace_id, span.span_id))
+            new.append(span)
+    ReceivedSpan.objects.bulk_create(ReceivedSpan(trial=trial, trace_id=s.trace_id, span_id=s.span_id) for s in new)
+    return new
+
+
+def _subagent(trial: Trial, document: dict[str, Any]) -> Trajectory:
+    """The trajectory of an agent span under the top one that came in the same body as its spans.
+
+    (A span is sent once it has ended, so the spans of a subagent sent in an earlier batch than its
+    own agent span, a long subagent's, were read as the main agent's: their parent was not known.)
+    """
+    return service.subagent_trajectory(trial, document["trajectory_id"], document["agent"])
 
 
 def _span_of(steps: list[dict[str, Any]], error: dict[str, str]) -> str:

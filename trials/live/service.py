@@ -219,7 +219,9 @@ def step_problem(item: Any) -> str:
     )
 
 
-def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "events[{}]") -> Accepted:
+def add_items(
+    trial: Trial, events: list[Any], steps: list[Any], where: str = "events[{}]", trajectory: Trajectory | None = None
+) -> Accepted:
     """Store the new events and steps of a live trial; a bad item is named in `errors`, the good ones kept.
 
     The importer's stages, in its order: each step parsed (atif.parse_step), scrubbed by every redaction
@@ -229,6 +231,7 @@ def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "e
     Idempotent: an event already stored (same eventId) or a step (same step_id) is skipped.
     Order comes from `sequence` and `step_id`, not from the order of arrival.
     `where`: how an event's place is named ("events[{}]", or "line {}" for a JSON-lines body).
+    `trajectory`: where the steps go, the main one (`live_trajectory`) unless a subagent's is given.
     Raises Refused, storing nothing: a redaction that names no item (400), steps for a finished trial (409).
     """
     accepted = Accepted()
@@ -251,7 +254,7 @@ def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "e
             good_steps.append(item)
     with transaction.atomic():
         locked = Trial.objects.select_for_update().get(pk=trial.pk)  # one writer per trial at a time
-        if steps and locked.status != Trial.Status.RUNNING and (late := _late_steps(trial, steps)):
+        if steps and locked.status != Trial.Status.RUNNING and (late := _late_steps(trial, trajectory, steps)):
             error = f"trial {trial.pk} is {locked.status}: a step comes before its completion, not after"
             raise Refused(409, [{"path": f"steps[{index}]", "error": error} for index in late])
         before = trial.redactions()
@@ -265,7 +268,7 @@ def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "e
             accepted.events = len(new_events)
             accepted.duplicates += len(good_events) - len(new_events)
         if good_steps:
-            accepted.steps, duplicates = _store_steps(trial, good_steps, named)
+            accepted.steps, duplicates = _store_steps(trial, trajectory or live_trajectory(trial), good_steps, named)
             accepted.duplicates += duplicates
         if _adds_to(before, named):  # a redaction arrived: what the trial holds already is scrubbed by it
             rescrub_live(trial)
@@ -275,11 +278,16 @@ def add_items(trial: Trial, events: list[Any], steps: list[Any], where: str = "e
     return accepted
 
 
-def _late_steps(trial: Trial, steps: list[Any]) -> list[int]:
+def _late_steps(trial: Trial, trajectory: Trajectory | None, steps: list[Any]) -> list[int]:
     """The places of the steps a finished trial does not hold already (a retry of one it holds is no news)."""
     numbers = [item.get("step_id") if isinstance(item, dict) else None for item in steps]
     wanted = [n - 1 for n in numbers if isinstance(n, int) and n > 0]
-    held = set(trial.steps.filter(trajectory__path=TRAJECTORY_PATH, index__in=wanted).values_list("index", flat=True))
+    held_in = (
+        trial.steps.filter(trajectory=trajectory)
+        if trajectory
+        else trial.steps.filter(trajectory__path=TRAJECTORY_PATH)
+    )
+    held = set(held_in.filter(index__in=wanted).values_list("index", flat=True))
     return [place for place, n in enumerate(numbers) if not (isinstance(n, int) and n - 1 in held)]
 
 
@@ -316,6 +324,26 @@ def _first_completion_only(trial: Trial, items: list[dict[str, Any]]) -> list[di
     return kept
 
 
+def subagent_trajectory(trial: Trial, trajectory_id: str, agent: dict[str, Any]) -> Trajectory:
+    """A subagent's trajectory of the trial (an OTLP agent span under the top one), made on its first steps."""
+    path = f"{TRAJECTORY_PATH}#subagent/{trajectory_id}"[:1000]
+    trajectory = trial.trajectories.filter(path=path).first()
+    if trajectory is None:
+        header = {"schema_version": SCHEMA_VERSION, "session_id": trajectory_id, "agent": agent}
+        trajectory = Trajectory.objects.create(
+            trial=trial,
+            path=path,
+            role="subagent",
+            position=trial.trajectories.count(),
+            schema_version=SCHEMA_VERSION,
+            session_id=trajectory_id,
+            trajectory_id=trajectory_id,
+            agent=agent,
+            header=header,
+        )
+    return trajectory
+
+
 def live_trajectory(trial: Trial) -> Trajectory:
     """The trial's main trajectory, made on the first steps sent."""
     trajectory = trial.trajectories.filter(path=TRAJECTORY_PATH).first()
@@ -344,9 +372,10 @@ def live_trajectory(trial: Trial) -> Trajectory:
     return trajectory
 
 
-def _store_steps(trial: Trial, items: list[dict[str, Any]], named: dict[str, dict[str, Any]]) -> tuple[int, int]:
+def _store_steps(
+    trial: Trial, trajectory: Trajectory, items: list[dict[str, Any]], named: dict[str, dict[str, Any]]
+) -> tuple[int, int]:
     """The new steps, parsed, scrubbed, their bodies one segment blob, written and indexed; (new, duplicates)."""
-    trajectory = live_trajectory(trial)
     unique = {item["step_id"]: item for item in reversed(items)}
     known = set(trajectory.steps.filter(index__in=[n - 1 for n in unique]).values_list("index", flat=True))
     parsed = [atif.parse_step(unique[n], n - 1) for n in sorted(unique) if n - 1 not in known]
@@ -381,7 +410,7 @@ def rescrub_live(trial: Trial) -> None:
     the live path made of the stored steps again from the scrubbed ones: ATIF file, index, cluster."""
     trial.refresh_from_db()
     rescrub.scrub_trial(trial, spool())
-    made = trial.trajectories.filter(path__in=[TRAJECTORY_PATH, DERIVED_PATH]).exclude(blob=None)
+    made = trial.trajectories.filter(Q(path__startswith=TRAJECTORY_PATH) | Q(path=DERIVED_PATH)).exclude(blob=None)
     for trajectory in made if trial.source_format == LIVE_FORMAT else []:
         compact(trajectory)  # (the file made from the unscrubbed steps goes)
     search.index_trial(trial)
@@ -475,10 +504,10 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
     trial.cost_usd = totals["cost"] if totals["cost"] is not None else trial.cost_usd
     trial.save()
     _write_permissions(trial)
-    trajectory = trial.trajectories.filter(path=TRAJECTORY_PATH).first()
-    if trajectory is not None and trajectory.step_count:
+    sent = trial.trajectories.filter(path__startswith=TRAJECTORY_PATH, step_count__gt=0)  # (main, subagents)
+    for trajectory in sent:
         compact(trajectory)
-    elif not trial.trajectories.exists() and derive_from_events(trial) is not None:
+    if not sent and not trial.trajectories.exists() and derive_from_events(trial) is not None:
         search.unindex(trial)  # (indexed, maybe, while it had no steps)
     search.index_trial(trial)
     if trial.job_id is not None:  # the job is finished once none of its trials runs

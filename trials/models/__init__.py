@@ -9,7 +9,15 @@ views and services are in trials/triage/.
 """
 
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
-from trials.models.evidence import Artifact, ContextRecord, Document, PermissionDecision, RewardCriterion, RuntimeEvent
+from trials.models.evidence import (
+    Artifact,
+    ContextRecord,
+    Document,
+    PermissionDecision,
+    ReceivedSpan,
+    RewardCriterion,
+    RuntimeEvent,
+)
 from trials.models.imports import Blob, Import, Pack, PackFile
 from trials.models.qc import (
     AuditEntry,
@@ -66,6 +74,7 @@ __all__ = [
     "TrialQuerySet",
     "TriageAssignment",
     "QueueEntry",
+    "ReceivedSpan",
     "TriageTag",
     "nul_free",
 ]

@@ -121,6 +121,20 @@ class RuntimeEvent(models.Model):
         return self.type
 
 
+class ReceivedSpan(models.Model):
+    """A span `POST /v1/traces` has stored for a live trial: a batch its exporter sends again is no news."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="+")
+    trace_id = CharField(max_length=32)
+    span_id = CharField(max_length=16)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["trial", "trace_id", "span_id"], name="unique_received_span")]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}/{self.span_id}"
+
+
 class Document(models.Model):
     """Evidence that is not a trial: QC manifests and verdicts, schemas, task.toml, traces."""
 

@@ -7,8 +7,9 @@ spans are tool calls with their arguments and result, joined to the step that as
 The benchmark identity comes from `benchmark.*` attributes of the resource or a span (IDENTITY);
 without `benchmark.trial.id` the trace id names the trial.
 
-`read_traces` is shared by the import (`parse`) and the live endpoint (trials/live/otlp.py): both
-see the same `TraceTrial`s with the same ATIF step dicts.
+`read_spans`, `spans_by_trial` and `trace_trial` are shared by the import (`parse`, through
+`read_traces`) and the live endpoint (trials/live/otlp.py): both see the same `TraceTrial`s with
+the same ATIF step dicts.
 """
 
 from __future__ import annotations
@@ -202,6 +203,11 @@ class TraceTrial:
 
 def read_traces(data: dict[str, Any], rel: str) -> tuple[list[TraceTrial], list[Problem]]:
     spans, problems = read_spans(data, rel)
+    return [trace_trial(trial_id, members) for trial_id, members in spans_by_trial(spans).items()], problems
+
+
+def spans_by_trial(spans: list[Span]) -> dict[str, list[Span]]:
+    """The spans of each benchmark trial: its id from its traces' identity attributes, else the trace id."""
     by_trial: dict[str, list[Span]] = {}
     by_trace: dict[str, list[Span]] = {}
     for span in spans:
@@ -209,7 +215,7 @@ def read_traces(data: dict[str, Any], rel: str) -> tuple[list[TraceTrial], list[
     for trace_id, members in by_trace.items():
         trial_id = str(_identity(members).get("trialId") or trace_id)
         by_trial.setdefault(trial_id, []).extend(members)
-    return [_trial(trial_id, members) for trial_id, members in by_trial.items()], problems
+    return by_trial
 
 
 def _first(spans: list[Span], key: str) -> Any:
@@ -224,7 +230,7 @@ def _identity(spans: list[Span]) -> dict[str, Any]:
     return {name: str(value) for key, name in IDENTITY.items() if (value := _first(spans, key)) is not None}
 
 
-def _trial(trial_id: str, spans: list[Span]) -> TraceTrial:
+def trace_trial(trial_id: str, spans: list[Span]) -> TraceTrial:
     # in time order; spans with no times (a converter given steps without timestamps) as the body lists them
     timed = all(s.start for s in spans)
     spans = sorted(spans, key=lambda s: (s.start, s.order) if timed else (0, s.order))
