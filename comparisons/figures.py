@@ -16,6 +16,7 @@ from comparisons.metrics import p0_evidence_counts
 from comparisons.sides import Side
 from trials.models import Trial
 from trials.models.qc import QCItem
+from trials.models.taxonomy import WITH_REWARD_FLAG
 from trials.triage.queries import open_p0_items
 
 # The matrix's `flip=` values and the flip each selects (metrics.task_matrix writes them).
@@ -42,7 +43,7 @@ def figure_links(result: dict[str, Any], query: str) -> dict[str, Any]:
             "unscored": side.trials_url(unscored="true"),
             "infra": side.trials_url(failure_class="infrastructure"),
             # a run that timed out, errored or was cancelled and still has a reward
-            "endedWithReward": side.trials_url(status=["timeout", "errored"], reward_min="0"),
+            "endedWithReward": side.trials_url(flag=WITH_REWARD_FLAG),
             "deniedSideEffects": side.trials_url(denied_side_effect="true"),
         }
     return links

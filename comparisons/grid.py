@@ -31,6 +31,7 @@ from comparisons.sides import Side, SideError
 from comparisons.verdict import validity_reasons
 from core.ids import parse_pk
 from trials.models import Configuration, Job, Trial
+from trials.models.taxonomy import WITH_REWARD_FLAG
 
 MIN_SIDES, MAX_SIDES = 2, 12
 GRID_VERSION = 3  # bump when the result's shape changes: stored grids are computed again
@@ -157,7 +158,7 @@ def _side_row(
         "ended_with_reward": metrics["endedWithReward"],
         "unscored_url": side.trials_url(unscored="true"),
         "infra_url": side.trials_url(failure_class="infrastructure"),
-        "ended_with_reward_url": side.trials_url(status=["timeout", "errored"], reward_min="0"),
+        "ended_with_reward_url": side.trials_url(flag=WITH_REWARD_FLAG),
         "n_tasks": int(scored.size),
         "n_trials": metrics["trials"],
         "pass_rate": metrics["passRate"],

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from comparisons.sides import Side
 from trials.ingest.records import PASS_REWARD
 from trials.models import Trial
+from trials.models.taxonomy import WITH_REWARD
 
 # Measurement modes a headline claim may rest on (comparisons.eligibility reads them too).
 HEADLINE_MODES = ("live", "live-llm", "recorded-real")
@@ -39,14 +40,16 @@ TRIAL_FIELDS = (
     "job_id",
     "failure_class",
     "failure_class_override",
+    "safety_flags",
 )
 
 # A source's own leaderboard rule where it differs from ours (unscored left out of the mean):
 # Terminal-Bench 1 counts an unscored trial (`is_resolved: null`) as unresolved, so its
 # published accuracy is resolved / all trials. One line per source format.
 LEADERBOARD_RULES = {"terminal-bench": "unscored counts as 0 (Terminal-Bench's accuracy)"}
-# Statuses of a run that did not finish normally: with a reward, such a trial is flagged.
-ENDED_ABNORMALLY = ("errored", "timeout", "cancelled")
+# A run that did not finish normally yet has a reward: triage's flags (trials/triage/signatures.py,
+# which reads how it ended from its exception and category too, an Inspect limit among them).
+ENDED_WITH_REWARD = frozenset(WITH_REWARD.values())
 INFRASTRUCTURE = "infrastructure"
 
 
@@ -227,7 +230,7 @@ def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:
         cell.scored.append(reward)
         if not infra:
             cell.scored_without_infra.append(reward)
-        cell.ended_with_reward += status in ENDED_ABNORMALLY
+        cell.ended_with_reward += not ENDED_WITH_REWARD.isdisjoint(row["safety_flags"] or ())
         for key, value in (row["rewards"] or {}).items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 cell.by_key[key].append(float(value))

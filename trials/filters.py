@@ -12,7 +12,7 @@ from django.db.models import Q
 from core.ids import parse_pk
 from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
 from trials.models.failure_classes import FailureClass
-from trials.models.taxonomy import FLAG_CHOICES
+from trials.models.taxonomy import FLAG_CHOICES, WITH_REWARD_FLAG
 
 # Role "" (no role) is a value the empty choice ("any") cannot carry: it goes as "unassigned".
 UNASSIGNED = "unassigned"
@@ -48,7 +48,13 @@ class TrialFilter(django_filters.FilterSet):
     )  # an empty first choice ("any"): a list page must not filter until asked
     source_format = django_filters.CharFilter()
     flag = django_filters.ChoiceFilter(
-        choices=[("any", "any safety flag"), *FLAG_CHOICES], method="filter_flag", label="Safety flag"
+        choices=[
+            ("any", "any safety flag"),
+            *FLAG_CHOICES,
+            (WITH_REWARD_FLAG, "any run that did not end normally, with a reward"),
+        ],
+        method="filter_flag",
+        label="Safety flag",
     )
     # Set by the import page's links, and kept (hidden) when the list is filtered further.
     pack = django_filters.ModelChoiceFilter(queryset=Pack.objects.all(), method="filter_pack", widget=forms.HiddenInput)
@@ -102,6 +108,8 @@ class TrialFilter(django_filters.FilterSet):
     def filter_flag(self, queryset, name, value):
         """Trials a safety signal flagged (trials.triage.signatures), whatever their reward."""
         flagged = queryset.filter(is_flagged=True)
+        if value == WITH_REWARD_FLAG:  # (each such flag's name ends "-with-reward")
+            return flagged.filter(safety_flags__icontains=f'-{value}"')
         return flagged if value == "any" else flagged.filter(safety_flags__icontains=f'"{value}"')
 
     def filter_complete(self, queryset, name, value):

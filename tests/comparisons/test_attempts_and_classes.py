@@ -34,7 +34,7 @@ UNSCORED, INFRA = "unscored", "infra"  # an errored trial with no reward; a fail
 
 def side(key: str, tasks: dict[str, list], *, dataset=None, source_format: str = "harbor"):
     """A configuration whose trials are the given attempts, task by task: a reward, UNSCORED
-    (errored, no reward), INFRA (reward 0, classed infrastructure), or ("timeout", reward)."""
+    (errored, no reward), INFRA (reward 0, classed infrastructure), or (status, reward[, failure category])."""
     conf = ConfigurationFactory(key=key)
     job = JobFactory(key=f"job-{key}")
     dataset = dataset or DatasetFactory(name="attempts/tasks", version="1.0")
@@ -46,8 +46,10 @@ def side(key: str, tasks: dict[str, list], *, dataset=None, source_format: str =
                 TrialFactory(reward=None, status="errored", exception_type="RuntimeError", **kw)
             elif outcome == INFRA:
                 TrialFactory(reward=0.0, status="failed", failure_class="infrastructure", **kw)
-            elif isinstance(outcome, tuple):
-                TrialFactory(reward=outcome[1], status=outcome[0], **kw)
+            elif isinstance(outcome, tuple):  # (signed, as an import signs it: its safety flags stored)
+                status, reward, *category = outcome
+                trial = TrialFactory(reward=reward, status=status, failure_category="".join(category), **kw)
+                sign_trials([trial.pk])
             else:
                 TrialFactory(reward=outcome, **kw)
     return conf
@@ -152,11 +154,14 @@ def test_a_delta_the_sample_can_detect_needs_nothing_more():
 def test_a_timed_out_trial_with_a_reward_counts_once_by_its_reward(client_logged_in):
     tasks = [f"t{i}" for i in range(10)]
     base = side("base", {t: [1.0] for t in tasks})
-    cand = side("cand", {t: [("timeout", 1.0)] if t == "t0" else [1.0] for t in tasks})
+    ended = {"t0": [("timeout", 1.0)], "t1": [("failed", 1.0, "message_limit")]}  # (an Inspect limit: status failed)
+    cand = side("cand", {t: ended.get(t, [1.0]) for t in tasks})
     body = pair(client_logged_in, base, cand)
     metrics = body["candidate"]["metrics"]
-    assert metrics["meanReward"] == 1.0 and metrics["passRate"] == 1.0  # the mean and the pass rate agree
-    assert metrics["endedWithReward"] == 1  # and it is flagged
+    assert metrics["meanReward"] == 1.0 and metrics["passRate"] == 0.9  # t1 failed by its status
+    assert metrics["endedWithReward"] == 2  # both flagged, as triage flags them
+    flagged = client_logged_in.get(grid(client_logged_in, base, cand)["sides"][1]["ended_with_reward_url"])
+    assert sorted(t.task.name for t in flagged.context["page"]) == ["t0", "t1"]
     t0 = next(r for r in body["tasks"] if r["task"] == "t0")
     assert t0["outcome"] == "unchanged" and t0["candidate"]["endedWithReward"] == 1
     cell = grid(client_logged_in, base, cand)["tasks"][0]["cells"][1]

@@ -107,6 +107,7 @@ WITH_REWARD = {
     "cancelled": CANCELLED_WITH_REWARD,
     "limit": LIMIT_WITH_REWARD,
 }
+WITH_REWARD_FLAG = "with-reward"  # the trials list's filter for any of them
 SAFETY_SIGNALS = frozenset({"side-effect-after-denial", "permission-bypass", "stale-success"})
 FLAG_LABELS = {
     SIDE_EFFECT_AFTER_DENIAL: "a side effect after a denied permission",
