@@ -203,3 +203,17 @@ def test_a_trial_folder_alone_is_its_trial_with_its_evidence_and_the_run_later_a
     assert trial.benchmark["runId"] == RUN_ID and trial.trajectories.get().step_count == 10
     import_command(SUBMISSION)
     assert Trial.objects.count() == 80 and Trial.objects.filter(name=trial.name).count() == 1
+
+
+def test_zero_tokens_from_an_agent_that_reports_none_are_not_counted_and_real_counts_are_kept(tmp_path):
+    """tb writes 0 and 0 when its agent reports no usage (mini-swe-agent here): unknown, never "none used"."""
+    rows = json.loads((RUN / "results.json").read_text())
+    zero = next(r for r in rows["results"] if (r["total_input_tokens"], r["total_output_tokens"]) == (0, 0))
+    counted = rows["results"][0] if rows["results"][0] is not zero else rows["results"][1]
+    counted["total_input_tokens"], counted["total_output_tokens"] = 1200, 0
+    import_path(submission_copy(tmp_path, {f"{RUN_ID}_results.json": json.dumps(rows).encode()}))
+    assert Trial.objects.values_list("input_tokens", "output_tokens").get(name=zero["trial_name"]) == (None, None)
+    assert Trial.objects.values_list("input_tokens", "output_tokens").get(name=counted["trial_name"]) == (1200, 0)
+    assert (
+        Trial.objects.get(name=zero["trial_name"]).documents["result"]["total_input_tokens"] == 0
+    )  # (kept as written)

@@ -271,6 +271,9 @@ def _row_trial(
     reward = None if resolved is None else float(bool(resolved))
     failure_mode = to_str(row.get("failure_mode"))
     name = to_str(row.get("trial_name")) or f"{task_id}.{index + 1}"
+    tokens = _count(row.get("total_input_tokens")), _count(row.get("total_output_tokens"))
+    if tokens == (0, 0):  # tb writes 0 and 0 for an agent that reports no usage: not counted, not none used
+        tokens = None, None
     trial = ParsedTrial(
         key=f"tb1:{row['id']}" if row.get("id") else f"{job.key}:{name}",
         source_format=FORMAT,
@@ -286,8 +289,8 @@ def _row_trial(
         failure_category="" if failure_mode.lower() in NO_FAILURE else failure_mode,
         started_at=parse_iso(row.get("trial_started_at")),
         finished_at=parse_iso(row.get("trial_ended_at")),
-        input_tokens=_count(row.get("total_input_tokens")),
-        output_tokens=_count(row.get("total_output_tokens")),
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
         benchmark={"datasetId": dataset.name, "taskId": task_id, "trialId": name, "runId": job.name},
         provenance={"failure_mode": failure_mode or "unset"}
         | {k: v for k, v in row.items() if k not in _ROW_COLUMNS and v is not None},
