@@ -109,6 +109,8 @@ def test_a_generated_agentic_eval_log_gives_each_sample_and_epoch_its_known_answ
     assert RuntimeEvent.objects.filter(trial=loop, type="sandbox.exec").exists()
     call = ToolCall.objects.get(step__trial=Trial.objects.get(name="add_epoch_1"))
     assert (call.function_name, call.arguments) == ("bash", {"command": "echo $((1+2))"})
+    # the joinability checks an Inspect log can answer pass: identity, trajectory, reward details
+    assert loop.missing == ["runtimeCorrelation", "artifactManifestRef"]
 
 
 def test_the_json_form_of_the_same_log_gives_the_same_answers(logs):

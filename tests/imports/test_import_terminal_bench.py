@@ -217,3 +217,16 @@ def test_zero_tokens_from_an_agent_that_reports_none_are_not_counted_and_real_co
     assert (
         Trial.objects.get(name=zero["trial_name"]).documents["result"]["total_input_tokens"] == 0
     )  # (kept as written)
+
+
+def test_a_runs_trials_pass_the_joinability_checks_their_run_can_answer():
+    """Identity, reward details (the tests' outcomes) and, with its folder, the trajectory; no runtime
+    correlation or artifact manifest, which tb does not write."""
+    import_command(SUBMISSION)
+    with_folder = Trial.objects.filter(step_count__gt=0)
+    assert with_folder.count() == 2
+    for trial in with_folder:
+        tests = ["rewardDetailsRef"] if trial.documents["result"]["parser_results"] is None else []
+        assert trial.missing == ["runtimeCorrelation", *tests, "artifactManifestRef"], trial.name
+    tested = Trial.objects.exclude(pk__in=with_folder).exclude(documents__result__parser_results=None).first()
+    assert tested.missing == ["runtimeCorrelation", "trajectoryRef", "artifactManifestRef"]

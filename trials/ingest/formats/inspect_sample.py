@@ -263,7 +263,19 @@ def sample_trial(
         output_tokens=output_tokens,
         cached_tokens=cached_tokens,
         cost_usd=cost,
-        benchmark={"framework": "inspect_ai", "task": context.task, "sample_id": sample["id"], "epoch": epoch},
+        benchmark={
+            "framework": "inspect_ai",
+            "task": context.task,
+            "sample_id": sample["id"],
+            "epoch": epoch,
+            # the same identity under the names the joinability checks read (trials/ingest/completeness.py)
+            "datasetId": context.dataset.name,
+            "taskId": sample_id,
+            "trialId": f"{sample_id}_epoch_{epoch}",
+            "harborJobRef": context.job_key,
+        },
+        # the sample holds its steps and its scores (with each scorer's explanation)
+        refs={"trajectoryRef": where.path, **({"rewardDetailsRef": where.path} if scores else {})},
         provenance={
             "log": where.rel,
             "member": where.name,

@@ -291,7 +291,15 @@ def _row_trial(
         finished_at=parse_iso(row.get("trial_ended_at")),
         input_tokens=tokens[0],
         output_tokens=tokens[1],
-        benchmark={"datasetId": dataset.name, "taskId": task_id, "trialId": name, "runId": job.name},
+        # (the run is the job: `harborJobRef` is the name the joinability checks read for it)
+        benchmark={
+            "datasetId": dataset.name,
+            "taskId": task_id,
+            "trialId": name,
+            "runId": job.name,
+            "harborJobRef": job.key,
+        },
+        refs={"rewardDetailsRef": f"{rel}#{where}"} if row.get("parser_results") else {},  # (its tests' outcomes)
         provenance={"failure_mode": failure_mode or "unset"}
         | {k: v for k, v in row.items() if k not in _ROW_COLUMNS and v is not None},
         documents={"result": row},
