@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.builders import make_user
-from tests.factories import ConfigurationFactory, JobFactory, PermissionDecisionFactory, TrialFactory
+from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, PermissionDecisionFactory, TrialFactory
 from trials.models import RuntimeEvent, Step, ToolCall, Trajectory, Trial
 from trials.models.qc import AuditEntry, FailureCluster, QCItem
 from trials.triage import signatures
@@ -48,6 +48,22 @@ def test_two_causes_are_two_clusters_and_a_passing_unflagged_trial_is_in_none():
     assert len({first.cluster_id, second.cluster_id, other_exception.cluster_id}) == 3
     assert passing.cluster_id is None and not passing.is_flagged
     assert FailureCluster.objects.count() == 3
+
+
+def test_failures_with_no_cause_are_a_cluster_a_benchmark_and_those_with_one_ignore_it():
+    """A wrong answer says no more than where it was given: one cluster per dataset, not one for all."""
+    tb, inspect = DatasetFactory(name="terminal-bench-core"), DatasetFactory(name="theory_of_mind")
+    tb_a, tb_b, inspect_a, errored_tb, errored_inspect = signed(
+        TrialFactory(reward=0.0, dataset=tb),
+        TrialFactory(reward=0.0, dataset=tb),
+        TrialFactory(reward=0.0, dataset=inspect),
+        errored("No such file: /tmp/a.txt", dataset=tb),
+        errored("No such file: /tmp/b.txt", dataset=inspect),
+    )
+    assert tb_a.cluster_id == tb_b.cluster_id != inspect_a.cluster_id
+    assert signatures.describe(tb_a.cluster.signature) == "capability · no error, in terminal-bench-core"
+    assert errored_tb.cluster_id == errored_inspect.cluster_id  # (a cause is the same cause in any benchmark)
+    assert "benchmark" not in errored_tb.cluster.signature
 
 
 def test_the_failing_tool_is_part_of_the_signature_and_the_failing_test_a_facet_of_it():

@@ -139,7 +139,7 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
     elif not code and PERMISSION_BYPASS in flags:
         code = PERMISSION_BYPASS
     category = _category(raw_category) or _category(code) or _exception_category(row["exception_type"])
-    return {
+    signature = {
         "class": failure_class_of(row, flags),
         "category": category,
         "code": code,
@@ -148,6 +148,14 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
         "tool": tool,
         "flags": sorted(SAFETY_SIGNALS & set(flags)),  # (a reward kept after a bad ending is a facet, not a cause)
     }
+    if not any(signature[k] for k in CAUSES):
+        # Nothing says why (a wrong answer, tests failed): what such trials share is the benchmark,
+        # so one cluster a dataset, not one of every source's. (Absent otherwise: other keys stay as they were.)
+        signature["benchmark"] = row["dataset__name"] or ""
+    return signature
+
+
+CAUSES = ("category", "code", "exceptionType", "message", "tool", "flags")
 
 
 def family_key(signature: dict[str, Any]) -> str:
@@ -168,6 +176,8 @@ def describe(signature: dict[str, Any]) -> str:
         parts.append(signature["exceptionType"])
     if signature.get("tool"):
         parts.append(f"tool {signature['tool']}")
+    if signature.get("benchmark"):
+        parts.append(f"no error, in {signature['benchmark']}")
     for facet, value in (signature.get("split") or {}).items():
         parts.append(f"{facet} {value}")
     if signature.get("flags"):
@@ -195,6 +205,7 @@ SIGNED_FIELDS = (
     "exception_message",
     "ctrf_tests",
     "task__name",
+    "dataset__name",
 )
 # What a parser keeps in a trial's provenance for the failure classes: Terminal-Bench 1's
 # failure_mode, the kind of Inspect limit a sample hit, a `harbor check` finding on its task.
