@@ -31,6 +31,7 @@ from playwright.sync_api import expect
 
 from tests.builders import REFERENCE
 from tests.live.helpers import runner_client
+from trials import search
 from trials.ingest.formats import otlp
 from trials.models import Import, Trial
 
@@ -385,6 +386,24 @@ def test_a_nested_invoke_agent_span_is_a_subagent_trajectory_of_the_imported_tri
         "the searcher ran out of time",
     )
     assert_lead_and_searcher(trial)
+
+
+def test_a_subagents_spans_sent_before_its_own_span_are_its_lane_once_the_trial_ends(live_server, token):
+    """An exporter sends a span once it has ended: a long subagent's tool call may come a batch before
+    the subagent's own span, and is read as the main agent's until the trial's end shows whose it was."""
+    chat, tool, searcher, lead = subagent_spans("split-subagent")
+    exporter = OTLPSpanExporter(endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"})
+    assert exporter.export([chat, tool]).name == "SUCCESS"
+    trial = Trial.objects.get(key="lime:split-subagent")
+    # whose the tool call is, is not known yet: it is read as the lead's, on its step
+    assert (trial.trajectories.count(), trial.step_count, trial.steps.get().tool_call_count) == (1, 1, 1)
+    assert exporter.export([searcher, lead]).name == "SUCCESS"
+    trial.refresh_from_db()
+    assert trial.status == "failed" and trial.step_count == 2
+    assert_lead_and_searcher(trial)
+    assert trial.trajectories.get(role="main").steps.get().tool_call_count == 0
+    assert trial.tool_call_count == 1 and search.matching(trial, "matches").count() == 1
+    assert all(t.blob_id for t in trial.trajectories.all())
 
 
 def test_a_nested_invoke_agent_span_sent_live_is_a_subagent_trajectory_too(live_server, token, client_logged_in):

@@ -10,6 +10,8 @@ started) are counted in `partial_success` and named in its message, the others k
 from __future__ import annotations
 
 import zlib
+from collections import defaultdict
+from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -97,6 +99,8 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[int, list[
     """One trial's spans into its live trial, through the live service; (spans refused, why).
 
     A span stored before (the exporter sent its batch again, not having heard back) is skipped.
+    When the top agent span arrives (the trial is over), a trial some of whose spans were written
+    under the wrong agent (`_rewritten_if_misplaced`) has its steps written again from all of them.
     """
     trace = otlp.trace_trial(trial_id, spans)
     spine: dict[str, Any] = {"benchmark": trace.benchmark, "agent": trace.agent}
@@ -111,15 +115,15 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[int, list[
         if not new:
             return 0, []
         trace = otlp.trace_trial(trial_id, new)
-        refused = []
-        for n, document in enumerate(trace.trajectories):
-            trajectory = service.live_trajectory(trial) if n == 0 else _subagent(trial, document)
-            steps = document["steps"]
-            for number, step in enumerate(steps, start=trajectory.step_count + 1):  # (batches arrive in order)
-                step["step_id"] = number
-            accepted = service.add_items(trial, [], steps, trajectory=trajectory)
-            refused += [f"{_span_of(steps, e)}: {e['error']}" for e in accepted.errors]
+        ReceivedSpan.objects.bulk_create(
+            ReceivedSpan(
+                trial=trial, trace_id=s.trace_id, span_id=s.span_id, span=asdict(s), lane=trace.lanes[s.span_id]
+            )
+            for s in new
+        )
+        refused = _write_steps(trial, trace)
         if trace.finished is not None:
+            refused = _rewritten_if_misplaced(trial, trial_id) or refused
             trial.refresh_from_db()
             events = []
             if trace.reward is not None:
@@ -131,8 +135,24 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[int, list[
     return len(refused), refused
 
 
+def _write_steps(trial: Trial, trace: otlp.TraceTrial) -> list[str]:
+    """The trace's steps after those each trajectory holds (batches arrive in order); the refused, named."""
+    refused = []
+    for n, document in enumerate(trace.trajectories):
+        steps = document["steps"]
+        if not steps and not (n == 0 and trial.trajectories.filter(path=service.TRAJECTORY_PATH).exists()):
+            continue  # (no trajectory is made without steps; the main one's agent may be named below)
+        trajectory = service.live_trajectory(trial) if n == 0 else _subagent(trial, document)
+        service.name_agent(trajectory, document["agent"])
+        for number, step in enumerate(steps, start=trajectory.step_count + 1):
+            step["step_id"] = number
+        accepted = service.add_items(trial, [], steps, trajectory=trajectory)
+        refused += [f"{_span_of(steps, e)}: {e['error']}" for e in accepted.errors]
+    return refused
+
+
 def _not_received(trial: Trial, spans: list[otlp.Span]) -> list[otlp.Span]:
-    """The spans this trial has not stored before, recorded now as stored (the caller's transaction)."""
+    """The spans this trial has not stored before (the caller records them, in its transaction)."""
     ids = {(s.trace_id, s.span_id) for s in spans}
     held = ReceivedSpan.objects.filter(trial=trial, span_id__in=[span_id for _, span_id in ids])
     seen = set(held.values_list("trace_id", "span_id"))
@@ -141,8 +161,27 @@ def _not_received(trial: Trial, spans: list[otlp.Span]) -> list[otlp.Span]:
         if (span.trace_id, span.span_id) not in seen:
             seen.add((span.trace_id, span.span_id))
             new.append(span)
-    ReceivedSpan.objects.bulk_create(ReceivedSpan(trial=trial, trace_id=s.trace_id, span_id=s.span_id) for s in new)
     return new
+
+
+def _rewritten_if_misplaced(trial: Trial, trial_id: str) -> list[str] | None:
+    """A span is sent once it has ended, so a long subagent's spans may come in a batch before its own
+    agent span: they were written as the main agent's. Read with all the trial's spans, if any span's
+    agent differs from the one it was written under, every step is written again, as an import of
+    the whole trace would write it; the refused, named (None: nothing was misplaced)."""
+    received = list(ReceivedSpan.objects.filter(trial=trial).order_by("pk").values_list("span", "lane"))
+    whole = otlp.trace_trial(trial_id, [otlp.Span(**span) for span, _ in received])
+    if all(whole.lanes[span["span_id"]] == lane for span, lane in received):
+        return None
+    service.drop_sent_steps(trial)
+    moved: dict[str, list[str]] = defaultdict(list)
+    for span, lane in received:
+        if whole.lanes[span["span_id"]] != lane:
+            moved[whole.lanes[span["span_id"]]].append(span["span_id"])
+    for lane, span_ids in moved.items():
+        for start in range(0, len(span_ids), 1000):
+            ReceivedSpan.objects.filter(trial=trial, span_id__in=span_ids[start : start + 1000]).update(lane=lane)
+    return _write_steps(trial, whole)
 
 
 def _subagent(trial: Trial, document: dict[str, Any]) -> Trajectory:

@@ -344,6 +344,26 @@ def subagent_trajectory(trial: Trial, trajectory_id: str, agent: dict[str, Any])
     return trajectory
 
 
+def drop_sent_steps(trial: Trial) -> None:
+    """Take away every step a running trial's POSTs wrote (main and subagents), to write them again whole."""
+    search.unindex(trial)
+    sent = trial.trajectories.filter(path__startswith=TRAJECTORY_PATH)
+    segments = set(Step.objects.filter(trajectory__in=sent).values_list("segment_id", flat=True))
+    sent.delete()
+    Trial.objects.filter(pk=trial.pk).update(step_count=0, tool_call_count=0)
+    release_blobs(segments)
+
+
+def name_agent(trajectory: Trajectory, agent: dict[str, Any]) -> None:
+    """Name the agent of a trajectory started as "unknown" (an OTLP trial's first batches may come
+    before its agent span, which names it)."""
+    if agent.get("name") in (None, "", "unknown") or trajectory.agent.get("name") != "unknown":
+        return
+    trajectory.agent = {**trajectory.agent, **agent}
+    trajectory.header = {**trajectory.header, "agent": trajectory.agent}
+    trajectory.save(update_fields=["agent", "header"])
+
+
 def live_trajectory(trial: Trial) -> Trajectory:
     """The trial's main trajectory, made on the first steps sent."""
     trajectory = trial.trajectories.filter(path=TRAJECTORY_PATH).first()

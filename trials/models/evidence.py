@@ -122,11 +122,14 @@ class RuntimeEvent(models.Model):
 
 
 class ReceivedSpan(models.Model):
-    """A span `POST /v1/traces` has stored for a live trial: a batch its exporter sends again is no news."""
+    """A span `POST /v1/traces` has stored for a live trial: a batch its exporter sends again is no news,
+    and at the trial's end its steps are read again from all its spans when a batch could not place them."""
 
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="+")
     trace_id = CharField(max_length=32)
     span_id = CharField(max_length=16)
+    span = JSONField(default=dict)  # as read (trials.ingest.formats.otlp.Span's fields)
+    lane = CharField(max_length=16, blank=True)  # the subagent span its steps were written under; "": main
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["trial", "trace_id", "span_id"], name="unique_received_span")]

@@ -190,6 +190,7 @@ class TraceTrial:
     span_count: int
     finished: Span | None = None  # the top agent span (sent once ended): the trial is over
     reward: float | None = None
+    lanes: dict[str, str] = field(default_factory=dict)  # span id -> its subagent's span id; "": the main agent
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -265,6 +266,7 @@ def trace_trial(trial_id: str, spans: list[Span]) -> TraceTrial:
         span_count=len(spans),
         finished=top,  # (an exporter sends a span once it has ended)
         reward=float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
+        lanes={s.span_id: lane if (lane := owner[s.span_id] or "") in sub_ids else "" for s in spans},
     )
 
 
