@@ -77,7 +77,8 @@ def side_metrics(data: SideData) -> dict[str, Any]:
 
 def score_intervals(data: SideData, *, resamples: int, seed: int) -> dict[str, list[float] | None]:
     """CI95 (bootstrap over tasks) of the side's scored mean, with and without infrastructure failures."""
-    cells = list(data.tasks.values())
+    # (by task name, as the grid orders them: the same draws give the grid's interval for the same side)
+    cells = [data.tasks[name] for name in sorted(data.tasks)]
     columns = [
         np.array([np.nan if c.mean is None else c.mean for c in cells], dtype=float),
         np.array([np.nan if c.mean_without_infra is None else c.mean_without_infra for c in cells], dtype=float),

@@ -277,3 +277,14 @@ def test_two_generated_harbor_jobs_of_five_attempts_give_the_delta_computed_from
     assert body["candidate"]["metrics"]["attemptsPerTask"] == 5
     assert body["comparison"]["pairedTasks"] == len(paired)
     assert body["comparison"]["meanRewardDelta"] == pytest.approx(expected)
+
+
+def test_a_sides_score_interval_is_the_same_on_the_pair_page_and_the_grid(client_logged_in):
+    """Tasks stored out of name order: both pages resample the same tasks in the same order."""
+    tasks = [f"t{(7 * i) % 23:02}" for i in range(23)]  # t00, t07, t14, t21, t05, …
+    base = side("base", {t: [1.0] for t in tasks})
+    cand = side("cand", {t: [i / 23] for i, t in enumerate(tasks)})  # (a distinct mean each)
+    metrics = pair(client_logged_in, base, cand)["candidate"]["metrics"]
+    row = grid(client_logged_in, base, cand)["sides"][1]
+    assert metrics["meanRewardScoredCi95"] == pytest.approx(row["mean_reward_ci95"], abs=1e-12)
+    assert metrics["meanRewardScoredCi95"][0] < metrics["meanRewardScoredCi95"][1]
