@@ -3,7 +3,15 @@
 (function () {
   "use strict";
   if (!window.AsciinemaPlayer) return;
+  // A closed recording's player is made (and its cast fetched) when it is first opened.
   document.querySelectorAll(".cast-player[data-cast-src]").forEach(function (el) {
-    window.AsciinemaPlayer.create(el.dataset.castSrc, el, { fit: "width", idleTimeLimit: 2, terminalFontSize: "small" });
+    var details = el.closest("details");
+    var play = function () {
+      if (el.dataset.made) return;
+      el.dataset.made = "1";
+      window.AsciinemaPlayer.create(el.dataset.castSrc, el, { fit: "width", idleTimeLimit: 2, terminalFontSize: "small" });
+    };
+    if (!details || details.open) play();
+    else details.addEventListener("toggle", function () { if (details.open) play(); });
   });
 })();

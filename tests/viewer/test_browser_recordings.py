@@ -55,6 +55,20 @@ def test_a_terminal_bench_recording_plays_on_the_trial_page(page, tmp_path):
     shot(page, tmp_path, "tb1-trial-recording.png")
 
 
+def test_one_recording_is_open_and_another_plays_once_opened(page, tmp_path):
+    import_path(SUBMISSION)
+    trial = Trial.objects.get(task__name="heterogeneous-dates")
+    assert trial.artifacts.filter(kind="asciicast").count() == 2
+    page.goto(f"{trial.get_absolute_url()}?tab=artifacts")
+    first, second = page.locator(".cast-player").all()
+    expect(first.locator(".ap-term")).to_be_visible()
+    assert second.locator(".ap-term").count() == 0  # (closed: no player made, its cast not fetched)
+    page.locator("tr.artifact-preview summary").nth(1).click()
+    expect(second.locator(".ap-term")).to_be_visible()
+    assert page.errors == []
+    shot(page, tmp_path, "tb1-trial-second-recording.png")
+
+
 def test_a_terminal_bench_trials_commands_read_as_steps(page, tmp_path):
     import_path(SUBMISSION)
     trial = Trial.objects.get(task__name="crack-7z-hash.hard")

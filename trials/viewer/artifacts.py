@@ -16,6 +16,7 @@ from trials.viewer.text import pretty_json, scrub
 PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
 RECORDING_BYTES = 50 * 1024 * 1024  # terminal recordings up to this size play in the page (read whole to scrub)
 PREVIEWS_PER_PAGE = 20  # the tab reads at most this many blobs
+OPEN_PREVIEWS = 3
 IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}  # (no SVG: it can carry script)
 
 
@@ -25,6 +26,7 @@ class ArtifactRow:
     kind: str = ""  # "text", "json", "image", or "" when there is no preview
     text: str = ""
     why_not: str = ""  # why there is no preview, when there is none
+    open: bool = False  # shown open: the first recording, and the first few other previews
 
 
 def file_name(artifact: Artifact) -> str:
@@ -65,6 +67,11 @@ def artifact_rows(trial: Trial, artifacts: list[Artifact]) -> list[ArtifactRow]:
             named = trial.redactions() if named is None else named
             row.kind, row.text = _text_preview(blob.read(), file_name(artifact), named)
             row.why_not = "" if row.kind else "not text (or not UTF-8) and not an image"
+    # One recording open (each is a terminal's height; the others play when opened), three other previews.
+    recordings = [row for row in rows if row.kind == "asciicast"]
+    others = [row for row in rows if row.kind and row.kind != "asciicast"]
+    for row in recordings[:1] + others[:OPEN_PREVIEWS]:
+        row.open = True
     return rows
 
 
