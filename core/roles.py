@@ -59,7 +59,7 @@ WRITE_RIGHTS = ALL_RIGHTS - {READ}
 # Unsafe requests the middleware always lets through (a viewer must be able to log out).
 ALWAYS_ALLOWED_URL_NAMES = {"login", "logout", "api-token"}  # a viewer may fetch their own API token
 # Pages open without an account: a share link's token is the visitor's only credential (shares/).
-PUBLIC_URL_NAMES = {"share", "share-step"}
+PUBLIC_URL_NAMES = {"share", "share-step", "share-step-full"}
 
 
 def user_rights(user) -> frozenset[str]:

@@ -5,5 +5,6 @@ from shares import views
 urlpatterns = [
     path("s/<str:token>/", views.shared, name="share"),
     path("s/<str:token>/steps/<int:number>/", views.shared, name="share-step"),
+    path("s/<str:token>/api/steps/<int:number>/", views.shared_step, name="share-step-full"),
     path("shares/report/", views.download_report, name="share-report"),
 ]

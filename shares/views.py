@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from comparisons.sides import SideError
@@ -14,6 +14,7 @@ from core import roles
 from shares import pages, report
 from shares.models import Share
 from shares.services import Gone, NotFound, ShareError, open_share, record_view, share_target
+from trials.viewer import steps
 
 
 def shared_context(share: Share, request: HttpRequest, base: str, number: int | None = None) -> dict[str, Any]:
@@ -43,6 +44,21 @@ def shared(request: HttpRequest, token: str, number: int | None = None) -> HttpR
     base = pages.share_base(token)
     context = {"share": share, "share_url": base} | shared_context(share, request, base, number)
     return render(request, report.TEMPLATES[share.kind], context)
+
+
+@login_not_required
+@require_GET
+def shared_step(request: HttpRequest, token: str, number: int) -> JsonResponse:
+    """One step of the shared trial in full, for its "show all": what the API gives a signed-in user."""
+    try:
+        share = open_share(token)
+    except Gone:
+        return JsonResponse({"detail": "this share has expired"}, status=410)
+    trial = share.trial or (share.qc_item.trial if share.qc_item else None)
+    if trial is None:
+        raise Http404("a comparison has no steps")
+    trajectory, _ = steps.named_trajectory(trial, request.GET.get("t"))
+    return JsonResponse(steps.step_detail(get_object_or_404(trajectory.steps.all(), index=number - 1)))
 
 
 @require_GET

@@ -163,23 +163,13 @@ class ExportBenchmarkTrial(APIView):
 # ---------------------------------------------------------------- trial viewer
 
 
-def _trajectory_or_404(trial: Trial, wanted: str | None):
-    trajectories = list(trial.trajectories.order_by("position", "pk"))
-    if wanted and not any(str(t.pk) == wanted for t in trajectories):
-        raise Http404(f"trial {trial.pk} has no trajectory {wanted!r}")
-    trajectory = steps.pick_trajectory(trial, trajectories, wanted)
-    if trajectory is None:
-        raise Http404("this trial has no trajectory")
-    return trajectory, trajectories
-
-
 class TrialSteps(APIView):
     """One window of steps (`?page=`, 50 a page; `?t=` a trajectory id, default the main one)."""
 
     @extend_schema(operation_id="trials_steps_list", responses={200: OpenApiResponse(description="a window of steps")})
     def get(self, request, pk: int):
         trial = get_object_or_404(Trial, pk=pk)
-        trajectory, trajectories = _trajectory_or_404(trial, request.query_params.get("t"))
+        trajectory, trajectories = steps.named_trajectory(trial, request.query_params.get("t"))
         page = steps.requested_page(request.query_params.get("page"))
         window = steps.step_window(trial, trajectory, (page - 1) * steps.STEP_WINDOW, trajectories)
         return Response(
@@ -227,7 +217,7 @@ class TrialStep(APIView):
     )
     def get(self, request, pk: int, number: int):
         trial = get_object_or_404(Trial, pk=pk)
-        trajectory, _ = _trajectory_or_404(trial, request.query_params.get("t"))
+        trajectory, _ = steps.named_trajectory(trial, request.query_params.get("t"))
         step = get_object_or_404(trajectory.steps.all(), index=number - 1)
         return Response(steps.step_detail(step))
 

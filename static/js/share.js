@@ -2,8 +2,11 @@
 // (no request: the report opened from disk has no server), and hide what needs the API.
 (function () {
   "use strict";
-  // "show all" asks the API for a step's whole text: a visitor has no API, so the preview stays.
-  document.querySelectorAll("button.expand").forEach(function (b) { b.hidden = true; });
+  // "show all" asks the share for a step's whole text (show_all.js); a report, opened from disk,
+  // has no server to ask, so there the preview stays.
+  if (!document.querySelector("[data-step-api]")) {
+    document.querySelectorAll("button.expand").forEach(function (b) { b.hidden = true; });
+  }
   // A step's permalink within the share (in a report, its anchor in the file).
   document.querySelectorAll("button.copy-link").forEach(function (b) {
     b.addEventListener("click", function () {

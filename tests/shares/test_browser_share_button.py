@@ -8,7 +8,8 @@ import pytest
 from playwright.sync_api import expect
 
 from core import roles
-from tests.builders import PASSWORD, build_side, make_user
+from shares.services import create_share
+from tests.builders import PASSWORD, build_side, import_trial_dir, make_user, write_trial
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -63,3 +64,18 @@ def test_the_trial_pages_share_link_opens_on_a_line_of_its_own_below_the_buttons
     assert after["height"] == export["height"]  # the buttons beside it are not squeezed onto two lines
     assert box["y"] >= after["y"] + after["height"]  # below the buttons, not wedged between them
     context.close()
+
+
+def test_a_visitor_opens_a_long_steps_whole_text_with_show_all(browser, live_server, tmp_path):
+    long = "checked every file; " * 400
+    steps = [{"step_id": 1, "source": "user", "message": "go"}, {"step_id": 2, "source": "agent", "message": long}]
+    trial = import_trial_dir(write_trial(tmp_path, steps=steps))
+    token = create_share(make_user("rita", roles.REVIEWER), trial=trial.pk).token
+    visitor = browser.new_context(viewport={"width": 1280, "height": 800})  # no session
+    page = visitor.new_page()
+    page.goto(f"{live_server.url}/s/{token}/")
+    message = page.locator('#step-2 pre[data-field="message"]')
+    assert len(message.inner_text()) < len(long)
+    page.locator("#step-2 button.expand").click()
+    expect(message).to_have_text(long.strip())
+    visitor.close()

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from shares.models import Share, ShareView
-from tests.builders import build_side, demo_jobs, make_user
+from tests.builders import build_side, demo_jobs, import_trial_dir, make_user, write_trial
 from trials.demo import SECRET
 from trials.models import Configuration, QCItem, Trial
 
@@ -190,3 +190,21 @@ def test_the_share_button_is_on_the_trial_comparison_grid_and_qc_item_pages(revi
     viewer = Client()
     viewer.force_login(make_user("vic", "viewer"))
     assert 'id="share-button"' not in viewer.get(pages[0]).content.decode()
+
+
+def test_a_visitor_reads_a_shared_steps_whole_text_and_nothing_of_another_trial(reviewer_client, tmp_path):
+    long = "checked every file; " * 400  # (past the 4,000 characters a step shows before "show all")
+    steps = [{"step_id": 1, "source": "user", "message": "go"}, {"step_id": 2, "source": "agent", "message": long}]
+    trial = import_trial_dir(write_trial(tmp_path, steps=steps))
+    other = import_trial_dir(write_trial(tmp_path, "task-b__BBBBBBB"))
+    path = share(reviewer_client, {"trial": trial.pk})["url"].removeprefix("http://testserver")
+    visitor = Client()
+    html = visitor.get(path).content.decode()
+    assert f'data-step-api="{path}api/steps/"' in html and "show all (8000 characters)" in html
+    full = visitor.get(f"{path}api/steps/2/")
+    assert full.status_code == 200 and full.json()["message"] == long
+    assert visitor.get(f"{path}api/steps/3/").status_code == 404
+    other_trajectory = other.trajectories.get().pk
+    assert visitor.get(f"{path}api/steps/1/?t={other_trajectory}").status_code == 404  # (not the shared trial's)
+    Share.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert visitor.get(f"{path}api/steps/2/").status_code == 410

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.db.models import Prefetch, Q
 from django.db.models.functions import Length, Substr
+from django.http import Http404
 from django.urls import reverse
 
 from core.ids import parse_pk
@@ -51,6 +52,17 @@ def pick_trajectory(trial: Trial, trajectories: list[Trajectory], wanted: str | 
             if t.pk == pk:
                 return t
     return main_trajectory(trial, trajectories)
+
+
+def named_trajectory(trial: Trial, wanted: str | None) -> tuple[Trajectory, list[Trajectory]]:
+    """The trajectory `?t=` names (the main one without it), and all of the trial's; Http404 if none."""
+    trajectories = list(trial.trajectories.order_by("position", "pk"))
+    if wanted and not any(str(t.pk) == wanted for t in trajectories):
+        raise Http404(f"trial {trial.pk} has no trajectory {wanted!r}")
+    trajectory = pick_trajectory(trial, trajectories, wanted)
+    if trajectory is None:
+        raise Http404("this trial has no trajectory")
+    return trajectory, trajectories
 
 
 def window_start(step_number: int) -> int:
