@@ -22,6 +22,13 @@ class QCItemCitationAdmin(admin.ModelAdmin):
     raw_id_fields = ["item", "trial"]
 
 
+@admin.register(models.ReceivedSpan)
+class ReceivedSpanAdmin(admin.ModelAdmin):
+    list_display = ["trial", "trace_id", "span_id", "lane"]
+    raw_id_fields = ["trial"]
+    exclude = ["span"]  # (as sent, unscrubbed: a page shows a trial's steps, scrubbed, never this)
+
+
 for model in (
     models.Blob,
     models.Pack,
