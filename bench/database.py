@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +51,20 @@ def setup_django(data_dir: str | Path, database_url: str | None = None, redis_ur
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)  # (nothing to do on a copy of the template)
+
+
+def timed_import(source: Path) -> tuple[Any, float]:
+    """One import of `source` in this process (after `setup_django`), as `import_packs` runs it:
+    its Import row, and the seconds it took."""
+    import time
+
+    from trials.imports.service import run_import
+    from trials.models import Import
+    from trials.queue import create_import
+
+    start = time.perf_counter()
+    imp = create_import(origin=Import.Origin.CLI, source_name=source.name, source_path=str(source))
+    return run_import(str(imp.pk)), time.perf_counter() - start
 
 
 def copy_migrated_sqlite(target: Path) -> None:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import orjson
-from database import setup_django  # bench/: this folder is on sys.path when run as a script
+from database import setup_django, timed_import  # bench/: this folder is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -27,11 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 def child_import(folder: Path, data_dir: Path) -> dict:
     setup_django(data_dir)
-    from trials.imports.service import run_import
-    from trials.queue import create_import
-
-    imp = create_import(origin="cli", source_name=folder.name, source_path=str(folder))
-    imp = run_import(str(imp.pk))
+    imp, _ = timed_import(folder)
     assert imp.status == "done", imp.problems
     return {}
 

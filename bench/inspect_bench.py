@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+from database import setup_django, timed_import  # bench/: this folder is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -86,22 +87,10 @@ def many_events(source: Path, events: int, out: Path, records: bool = True) -> t
 
 
 def child_import(path: Path, data_dir: Path) -> dict:
-    os.environ["DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    import django
+    setup_django(data_dir)
+    from trials.models import PermissionDecision, RuntimeEvent, Step, ToolCall, Trial
 
-    django.setup()
-    from django.core.management import call_command
-
-    from trials.imports.service import run_import
-    from trials.models import Import, PermissionDecision, RuntimeEvent, Step, ToolCall, Trial
-    from trials.queue import create_import
-
-    call_command("migrate", verbosity=0)
-    start = time.perf_counter()
-    imp = create_import(origin=Import.Origin.CLI, source_name=path.name, source_path=str(path))
-    imp = run_import(str(imp.pk))
-    seconds = time.perf_counter() - start
+    imp, seconds = timed_import(path)
     return {
         "status": imp.status,
         "errors": [p for p in imp.problems if p["severity"] == "error"][:3],

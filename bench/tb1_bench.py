@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from database import setup_django, timed_import  # bench/: this folder is on sys.path when run as a script
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -107,22 +107,10 @@ def write_submission(root: Path, trials: int) -> tuple[Path, float]:
 
 
 def child_import(root: Path, data_dir: Path, accuracy: float, trials: int) -> dict:
-    os.environ["DATA_DIR"] = str(data_dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchviewer.settings")
-    import django
+    setup_django(data_dir)
+    from trials.models import Job, Step, Trial
 
-    django.setup()
-    from django.core.management import call_command
-
-    from trials.imports.service import run_import
-    from trials.models import Import, Job, Step, Trial
-    from trials.queue import create_import
-
-    call_command("migrate", verbosity=0)
-    start = time.perf_counter()
-    imp = create_import(origin=Import.Origin.CLI, source_name=root.name, source_path=str(root))
-    imp = run_import(str(imp.pk))
-    seconds = time.perf_counter() - start
+    imp, seconds = timed_import(root)
     assert imp.status == "done", imp.problems
     job = Job.objects.get()
     assert Trial.objects.filter(job=job).count() == trials * 2
