@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -116,9 +115,7 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[int, list[
             return 0, []
         trace = otlp.trace_trial(trial_id, new)
         ReceivedSpan.objects.bulk_create(
-            ReceivedSpan(
-                trial=trial, trace_id=s.trace_id, span_id=s.span_id, span=asdict(s), lane=trace.lanes[s.span_id]
-            )
+            ReceivedSpan(trial=trial, trace_id=s.trace_id, span_id=s.span_id, span=vars(s), lane=trace.lanes[s.span_id])
             for s in new
         )
         refused = _write_steps(trial, trace)
