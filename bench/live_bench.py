@@ -2,7 +2,7 @@
 the delay from POST to the page.
 
 Usage: .venv/bin/python bench/live_bench.py [--quick] [--one-step 20000] [--events 50000] [--batch 1000]
-       [--steps 2000] [--page-steps 10] [--database-url URL] [--port N]
+       [--steps 2000] [--page-steps 10] [--otlp-spans 10000] [--database-url URL] [--port N]
 
 A fresh database (`--database-url`, else BENCH_DATABASE_URL, else DATABASE_URL: PostgreSQL is
 dropped and created again, so name one of your own; `--quick` without one uses SQLite in a
@@ -15,6 +15,9 @@ a runner's token. Then, from one client in this process (urllib3, keep-alive):
   - events: `--events` runtime events (300-byte payloads) POSTed to /api/trials/<id>/events/
     in batches of `--batch`, one after another: events stored per second;
   - steps: `--steps` ATIF steps in batches of 50 (a runner streaming a 2,000-step trial);
+  - OTLP: `--otlp-spans` model-call spans POSTed to /v1/traces 512 at a time, half of them a
+    subagent's sent before its own agent span, so the last POST writes those steps again in
+    the subagent's lane and completes the trial: the median POST and that last one;
   - delay: one step POSTed at a time while a browser (Playwright, system Chromium) shows the
     trial's page; the time until its row is on the page (the page polls every 2 s), and the
     time until the poll endpoint returns it.
@@ -161,6 +164,58 @@ def one_step_a_post(args, post, data_dir: str) -> bool:
     return times_met and stored <= 1.2 * one_copy
 
 
+def otlp_span(span_id: int, parent: int, name: str, attributes: dict, at: int) -> dict:
+    """One span as an OTLP/JSON exporter writes it (trace and span ids in hex)."""
+    return {
+        "traceId": "b" * 32,
+        "spanId": f"{span_id:016x}",
+        "parentSpanId": f"{parent:016x}" if parent else "",
+        "name": name,
+        "startTimeUnixNano": str(at),
+        "endTimeUnixNano": str(at + 1),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+    }
+
+
+def otlp_trace(args, post) -> bool:
+    """A trace of `--otlp-spans` model calls sent as an exporter sends them, 512 spans a POST to /v1/traces:
+    the lead agent's half, then a subagent's half, whose own agent span comes in the last POST with the
+    lead's (a span is sent once it has ended). That POST writes the subagent's steps again, in its lane,
+    and completes the trial. Median POST, the last POST, and whether each lane holds its steps."""
+    from trials.models import Trial
+
+    lead, sub, half = 1, 2, args.otlp_spans // 2
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "bench/model"}
+    spans = [
+        otlp_span(10 + n, lead if n < half else sub, "chat", {**chat, "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": f"call {n} " + "x" * 300}]}])}, 1_000 + n)
+        for n in range(args.otlp_spans)
+    ]  # fmt: skip
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    agents = [
+        otlp_span(sub, lead, "invoke_agent searcher", {**agent, "gen_ai.agent.name": "searcher"}, 999),
+        otlp_span(lead, 0, "invoke_agent lead", {**agent, "gen_ai.agent.name": "lead"}, 1),
+    ]
+    resource = {"attributes": [{"key": "benchmark.trial.id", "value": {"stringValue": "bench-otlp"}}]}
+    batches = [spans[i : i + 512] for i in range(0, len(spans), 512)] + [agents]
+    times = []
+    for batch in batches:
+        body = {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": batch}]}]}
+        started = time.perf_counter()
+        post("/v1/traces", json.dumps(body).encode())
+        times.append((time.perf_counter() - started) * 1000)
+    trial = Trial.objects.get(key="lime:bench-otlp")
+    lanes = {t.agent["name"]: t.step_count for t in trial.trajectories.all()}
+    right = trial.status == "passed" and lanes == {"lead": half, "searcher": args.otlp_spans - half}
+    print(
+        f"OTLP: {args.otlp_spans:,} model-call spans in {len(batches) - 1} POSTs of 512: median POST "
+        f"{statistics.median(times[:-1]):.0f} ms; the last POST (the agents' spans: the subagent's "
+        f"{args.otlp_spans - half:,} steps written again in its lane, the trial completed) {times[-1]:.0f} ms; "
+        f"lanes {lanes}{'' if right else ' WRONG'}"
+    )
+    return right
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="a small run of every part, no browser")
@@ -169,6 +224,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--steps", type=int, default=2_000)
     parser.add_argument("--page-steps", type=int, default=10)
+    parser.add_argument("--otlp-spans", type=int, default=10_000)
     parser.add_argument(
         "--database-url", default=os.environ.get("BENCH_DATABASE_URL") or os.environ.get("DATABASE_URL")
     )
@@ -176,6 +232,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.one_step, args.events, args.batch, args.steps, args.page_steps = 100, 1_000, 500, 100, 0
+        args.otlp_spans = 1_200
     data_dir = tempfile.mkdtemp(prefix="live-bench-")
     if not args.database_url:
         if not args.quick:
@@ -237,6 +294,8 @@ def main() -> None:
                 f"{args.steps / seconds:,.0f} steps/s"
             )
 
+        if args.otlp_spans:
+            met = otlp_trace(args, post) and met
         if args.page_steps:
             page_delay(args, base, session, trial, post, events_url, http)
     finally:
