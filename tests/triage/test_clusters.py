@@ -66,6 +66,15 @@ def test_failures_with_no_cause_are_a_cluster_a_benchmark_and_those_with_one_ign
     assert "benchmark" not in errored_tb.cluster.signature
 
 
+def test_the_cluster_pages_name_the_benchmark_of_failures_with_no_cause(client, triager):
+    trial = signed(TrialFactory(reward=0.0, dataset=DatasetFactory(name="terminal-bench-core")))[0]
+    client.force_login(triager)
+    listing = client.get("/qc/clusters/").content.decode()
+    assert "(no error text)</span> in <code>terminal-bench-core</code>" in listing
+    page = client.get(f"/qc/clusters/{trial.cluster_id}/").content.decode()
+    assert "<dt>Benchmark</dt><dd><code>terminal-bench-core</code>" in page
+
+
 def test_the_failing_tool_is_part_of_the_signature_and_the_failing_test_a_facet_of_it():
     a, b, c = (
         TrialFactory(reward=0.0, ctrf_tests=[{"name": "test_ok", "status": "passed"}, {"name": n, "status": "failed"}])
