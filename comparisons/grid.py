@@ -34,7 +34,7 @@ from trials.models import Configuration, Job, Trial
 from trials.models.taxonomy import WITH_REWARD_FLAG
 
 MIN_SIDES, MAX_SIDES = 2, 12
-GRID_VERSION = 3  # bump when the result's shape changes: stored grids are computed again
+GRID_VERSION = 4  # bump when the result's shape changes: stored grids are computed again
 
 
 def parse_grid(params: Any) -> tuple[list[Side], Side | None]:

@@ -65,7 +65,7 @@ class TaskCell:
     scored_without_infra: list[float] = field(default_factory=list)
     unscored: int = 0
     infra: int = 0
-    ended_with_reward: int = 0  # timed out, errored or cancelled and still scored: flagged
+    ended_with_reward: int = 0  # did not end normally (errored, timed out, cancelled, a limit), still scored
     by_key: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     passes: int = 0
     decided: int = 0

@@ -26,7 +26,13 @@ class QCItemCitationAdmin(admin.ModelAdmin):
 class ReceivedSpanAdmin(admin.ModelAdmin):
     list_display = ["trial", "trace_id", "span_id", "lane"]
     raw_id_fields = ["trial"]
-    exclude = ["span"]  # (as sent, unscrubbed: a page shows a trial's steps, scrubbed, never this)
+    exclude = ["span"]  # (its body: a page shows the trial's steps made from it, never this)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 for model in (

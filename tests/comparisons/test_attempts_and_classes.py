@@ -288,3 +288,17 @@ def test_a_sides_score_interval_is_the_same_on_the_pair_page_and_the_grid(client
     row = grid(client_logged_in, base, cand)["sides"][1]
     assert metrics["meanRewardScoredCi95"] == pytest.approx(row["mean_reward_ci95"], abs=1e-12)
     assert metrics["meanRewardScoredCi95"][0] < metrics["meanRewardScoredCi95"][1]
+
+
+def test_a_stored_comparison_counts_a_flag_signed_after_it_was_computed(client_logged_in):
+    """An import signs its trials after they are written: a comparison computed between sees them again."""
+    tasks = [f"t{i}" for i in range(10)]
+    base = side("base", {t: [1.0] for t in tasks})
+    cand = side("cand", {t: [1.0] for t in tasks})
+    late = Trial.objects.get(configuration=cand, task__name="t0")
+    Trial.objects.filter(pk=late.pk).update(status="timeout")
+    sign_trials([late.pk])  # (its class set; then its flag taken away, as before the flags were written)
+    Trial.objects.filter(pk=late.pk).update(safety_flags=[], is_flagged=False)
+    assert pair(client_logged_in, base, cand)["candidate"]["metrics"]["endedWithReward"] == 0
+    sign_trials([late.pk])
+    assert pair(client_logged_in, base, cand)["candidate"]["metrics"]["endedWithReward"] == 1

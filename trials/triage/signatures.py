@@ -129,6 +129,10 @@ def failure_class_of(row: dict[str, Any], flags: list[str]) -> str:
     return str(found or FailureClass.CAPABILITY)
 
 
+# What names a failure's cause in its signature; a signature with none of them also names its benchmark.
+CAUSES = ("category", "code", "exceptionType", "message", "tool", "flags")
+
+
 def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, Any]:
     """A trial's signature from its row (`SIGNED_FIELDS`), its flags and its failing tool: its class,
     then its cause. Its status, task and failing test are not part of it (facets of its cluster)."""
@@ -153,9 +157,6 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
         # so one cluster a dataset, not one of every source's. (Absent otherwise: other keys stay as they were.)
         signature["benchmark"] = row["dataset__name"] or ""
     return signature
-
-
-CAUSES = ("category", "code", "exceptionType", "message", "tool", "flags")
 
 
 def family_key(signature: dict[str, Any]) -> str:
@@ -390,8 +391,13 @@ def _sign_batch(ids: list[int]) -> int:
             if target != (row["cluster_id"], tuple(row["safety_flags"] or ()), row["failing_test"]):
                 targets[target].append(row["pk"])  # rewrite only what changed
         for (cluster_id, flags, test), pks in targets.items():
+            # updated_at moves so stored comparisons and grids see the new flags (they count "-with-reward")
             Trial.objects.filter(pk__in=pks).update(
-                cluster_id=cluster_id, safety_flags=list(flags), is_flagged=bool(flags), failing_test=test
+                cluster_id=cluster_id,
+                safety_flags=list(flags),
+                is_flagged=bool(flags),
+                failing_test=test,
+                updated_at=timezone.now(),
             )
         left = {row["cluster_id"] for row in rows if row["cluster_id"]} - set(cluster_ids.values())
         # A cluster its last trial left (a later redaction scrubbed its text, a re-score): its
