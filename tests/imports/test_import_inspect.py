@@ -278,3 +278,19 @@ def test_a_redacted_item_in_a_streamed_samples_sandbox_call_never_reaches_its_ru
     events = RuntimeEvent.objects.filter(trial__name="loop_epoch_1", type__startswith="sandbox.")
     stored = orjson.dumps(list(events.values("payload", "raw"))).decode()
     assert '"ctx-9"' in stored and secret not in stored
+
+
+def test_a_redacted_item_in_an_approval_never_reaches_its_permission_decision(logs, tmp_path, client_logged_in):
+    secret = "APPROVAL-SECRET-3"
+    members = members_of(logs["eval"])
+    sample = orjson.loads(dict(members)["samples/loop_epoch_1.json"])
+    approval = next(e for e in sample["events"] if e["event"] == "approval")
+    item = {"item_id": "ctx-4", "context_kind": "file", "redaction_state": "redacted", "content": secret}
+    approval["call"]["arguments"]["context"] = item
+    log = rewritten([(n, orjson.dumps(sample) if n == "samples/loop_epoch_1.json" else d) for n, d in members],
+                    tmp_path / "redacted-approval.eval")  # fmt: skip
+    assert import_path(log).status == "done"
+    trial = Trial.objects.get(name="loop_epoch_1")
+    stored = orjson.dumps(list(trial.permissions.values("scope", "raw", "prompt", "reason"))).decode()
+    assert '"ctx-4"' in stored and secret not in stored
+    assert secret not in client_logged_in.get(f"/trials/{trial.pk}/?tab=permissions").content.decode()

@@ -52,7 +52,7 @@ class Survey:
     """What one pass over a sample's events finds besides its steps."""
 
     lanes: dict[str, Lane] = field(default_factory=lambda: {MAIN: Lane(MAIN, "main")})
-    redactions: dict[str, dict[str, Any]] = field(default_factory=dict)  # named in its sandbox calls
+    redactions: dict[str, dict[str, Any]] = field(default_factory=dict)  # named in its sandbox calls, approvals
     problems: list[Problem] = field(default_factory=list)
     count: int = 0
     first: str = ""  # the first and last event timestamps, as written
@@ -154,16 +154,26 @@ def survey(events: Iterable[Any], where: str) -> Survey:
         kind = event.get("event")
         if kind in ("model", "tool"):
             found.lanes[lane].steps += 1
-        if kind == "sandbox" and has_redaction_marks(event):
+        if kind in ("sandbox", "approval") and has_redaction_marks(event):
             collect_redactions(event, found.redactions)
     return found
 
 
-def approvals(events: Iterable[Any], resolve: Callable[[Any], Any]) -> Iterator[ParsedPermission]:
-    """The sample's approval events, as permission decisions."""
+def approvals(
+    events: Iterable[Any], resolve: Callable[[Any], Any], redactions: dict[str, dict[str, Any]]
+) -> Iterator[ParsedPermission]:
+    """The sample's approval events, as permission decisions, scrubbed of the redactions the sample names."""
     for index, (_, event) in enumerate(with_lanes(events)):
         if isinstance(event, dict) and event.get("event") == "approval":
-            yield _permission(event, index, resolve)
+            decision = _permission(event, index, resolve)
+            if redactions:
+                decision.scope, decision.raw = (
+                    scrub_tree(decision.scope, redactions),
+                    scrub_tree(decision.raw, redactions),
+                )
+                decision.prompt = scrub_tree(decision.prompt, redactions)
+                decision.reason = scrub_tree(decision.reason, redactions)
+            yield decision
 
 
 def sandbox_calls(events: Iterable[Any], where: str, redactions: dict[str, dict[str, Any]]) -> Iterator[ParsedEvent]:

@@ -301,7 +301,7 @@ def sample_trial(
     # (a streamed sample's are read again from its log as they are written, like its steps)
     sandbox_calls = inspect_events.sandbox_calls(events(), where.path, named)
     trial.events = sandbox_calls if streamed else list(sandbox_calls)
-    approvals = inspect_events.approvals(events(), resolve)
+    approvals = inspect_events.approvals(events(), resolve, named)
     trial.permissions = approvals if streamed else list(approvals)
     return trial
 
