@@ -33,7 +33,7 @@ from tests.builders import REFERENCE
 from tests.live.helpers import runner_client
 from trials import search
 from trials.ingest.formats import otlp
-from trials.models import Import, Trial
+from trials.models import Import, ReceivedSpan, Trial
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # Playwright's sync API runs an event loop here
 ATIF = REFERENCE / "harbor" / "atif"
@@ -404,6 +404,33 @@ def test_a_subagents_spans_sent_before_its_own_span_are_its_lane_once_the_trial_
     assert trial.trajectories.get(role="main").steps.get().tool_call_count == 0
     assert trial.tool_call_count == 1 and search.matching(trial, "matches").count() == 1
     assert all(t.blob_id for t in trial.trajectories.all())
+
+
+def test_a_subagent_that_ends_before_its_lead_is_a_subagent_and_the_lead_ends_the_trial(live_server, token):
+    """The subagent's own span comes a batch before the lead's: it is not taken for the trial's top."""
+    chat, tool, searcher, lead = subagent_spans("lead-last")
+    exporter = OTLPSpanExporter(endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"})
+    assert exporter.export([chat, tool, searcher]).name == "SUCCESS"
+    trial = Trial.objects.get(key="lime:lead-last")
+    assert trial.status == "running" and trial.events.filter(type="benchmark.trial.completed").count() == 0
+    assert exporter.export([lead]).name == "SUCCESS"
+    trial.refresh_from_db()
+    assert trial.status == "failed" and trial.exception_message == "the searcher ran out of time"
+    assert_lead_and_searcher(trial)
+    assert ReceivedSpan.objects.filter(trial=trial, span={}).count() == 4  # (ids kept, bodies gone)
+    # a span sent after the trial ended is refused, named, nothing stored; the same body again is no news
+    late = post_json(live_server.url, token, orjson.dumps(late_span_body("lead-last"))).json()
+    assert late["partialSuccess"]["rejectedSpans"] == "1" and "is failed" in late["partialSuccess"]["errorMessage"]
+    assert trial.steps.count() == 2
+
+
+def late_span_body(trial_id: str) -> dict:
+    answer = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "One more thing."}]}])
+    attributes = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                  {"key": "gen_ai.output.messages", "value": {"stringValue": answer}}]  # fmt: skip
+    span = {"traceId": "c" * 32, "spanId": "d" * 16, "parentSpanId": "e" * 16, "name": "chat", "attributes": attributes}
+    resource = {"attributes": [{"key": "benchmark.trial.id", "value": {"stringValue": trial_id}}]}
+    return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]}
 
 
 def test_a_nested_invoke_agent_span_sent_live_is_a_subagent_trajectory_too(live_server, token, client_logged_in):

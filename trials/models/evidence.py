@@ -122,14 +122,16 @@ class RuntimeEvent(models.Model):
 
 
 class ReceivedSpan(models.Model):
-    """A span `POST /v1/traces` has stored for a live trial: a batch its exporter sends again is no news,
-    and at the trial's end its steps are read again from all its spans when a batch could not place them."""
+    """A span `POST /v1/traces` has stored for a live trial (trials/live/traces.py): a batch its exporter
+    sends again is no news, and at the trial's end it is read again from all its spans."""
 
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="+")
     trace_id = CharField(max_length=32)
     span_id = CharField(max_length=16)
-    span = JSONField(default=dict)  # as read (trials.ingest.formats.otlp.Span's fields)
+    # as read (trials.ingest.formats.otlp.Span's fields), until the trial is completed: then {}
+    span = JSONField(default=dict)
     lane = CharField(max_length=16, blank=True)  # the subagent span its steps were written under; "": main
+    agent = models.BooleanField(default=False)  # an agent span: the trace's root, once it comes, ends the run
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["trial", "trace_id", "span_id"], name="unique_received_span")]

@@ -231,16 +231,19 @@ def _identity(spans: list[Span]) -> dict[str, Any]:
     return {name: str(value) for key, name in IDENTITY.items() if (value := _first(spans, key)) is not None}
 
 
-def trace_trial(trial_id: str, spans: list[Span]) -> TraceTrial:
+def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> TraceTrial:
+    """The trial these spans make. `partial`: they may be part of a trace still arriving (live), where
+    an agent span whose parent has not come yet is not known to be the top one: it is read as a
+    subagent, and the trial's top agent is one whose parents reach the trace's root."""
     # in time order; spans with no times (a converter given steps without timestamps) as the body lists them
     timed = all(s.start for s in spans)
     spans = sorted(spans, key=lambda s: (s.start, s.order) if timed else (0, s.order))
     by_id = {s.span_id: s for s in spans}
-    agents = [s for s in spans if _is_agent(s)]
+    agents = [s for s in spans if is_agent(s)]
     owner = {s.span_id: _owner(s, by_id) for s in spans}
-    tops = [a for a in agents if owner[a.span_id] is None]
+    tops = [a for a in agents if owner[a.span_id] is None and (not partial or _rooted(a, by_id))]
     top = tops[0] if tops else None
-    subagents = [a for a in agents if owner[a.span_id] is not None]
+    subagents = [a for a in agents if a not in tops]
     sub_ids = {a.span_id for a in subagents}
     benchmark = {**_identity(spans), "trialId": trial_id}
     model = _first(spans, "gen_ai.request.model") or _first(spans, "llm.model_name") or ""
@@ -270,7 +273,18 @@ def trace_trial(trial_id: str, spans: list[Span]) -> TraceTrial:
     )
 
 
-def _is_agent(span: Span) -> bool:
+def _rooted(span: Span, by_id: dict[str, Span]) -> bool:
+    """Whether the span's parents, each among these spans, lead up to the trace's root."""
+    seen = set()
+    while span.parent_id:
+        if span.parent_id not in by_id or span.parent_id in seen:
+            return False
+        seen.add(span.parent_id)
+        span = by_id[span.parent_id]
+    return True
+
+
+def is_agent(span: Span) -> bool:
     if span.operation in ("invoke_agent", "create_agent"):
         # an OpenInference AGENT span with no identity of its own is a turn of its parent, not an agent
         return span.attrs.get("gen_ai.operation.name") is not None or any(k in span.attrs for k in AGENT_IDENTITY)
@@ -282,7 +296,7 @@ def _owner(span: Span, by_id: dict[str, Span]) -> str | None:
     seen = set()
     parent = by_id.get(span.parent_id)
     while parent is not None and parent.span_id not in seen:
-        if _is_agent(parent):
+        if is_agent(parent):
             return parent.span_id
         seen.add(parent.span_id)
         parent = by_id.get(parent.parent_id)
