@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   if (!window.AsciinemaPlayer) return;
-  // A closed recording's player is made (and its cast fetched) when it is first opened.
+  // A closed recording's player is made when it is first opened (a player fetches its cast on play).
   document.querySelectorAll(".cast-player[data-cast-src]").forEach(function (el) {
     var details = el.closest("details");
     var play = function () {

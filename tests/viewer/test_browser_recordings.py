@@ -59,12 +59,19 @@ def test_one_recording_is_open_and_another_plays_once_opened(page, tmp_path):
     import_path(SUBMISSION)
     trial = Trial.objects.get(task__name="heterogeneous-dates")
     assert trial.artifacts.filter(kind="asciicast").count() == 2
+    casts: list[str] = []
+    page.on("request", lambda request: "/recording/" in request.url and casts.append(request.url))
     page.goto(f"{trial.get_absolute_url()}?tab=artifacts")
     first, second = page.locator(".cast-player").all()
     expect(first.locator(".ap-term")).to_be_visible()
-    assert second.locator(".ap-term").count() == 0  # (closed: no player made, its cast not fetched)
+    second_url = second.get_attribute("data-cast-src")
+    assert second.locator(".ap-term").count() == 0  # closed: no player made
     page.locator("tr.artifact-preview summary").nth(1).click()
     expect(second.locator(".ap-term")).to_be_visible()
+    assert not [url for url in casts if url.endswith(second_url)]  # (the player fetches its cast on play)
+    second.locator(".ap-overlay-start").click()
+    expect(second.locator(".ap-term")).to_contain_text("$", timeout=20_000)
+    assert [url for url in casts if url.endswith(second_url)]
     assert page.errors == []
     shot(page, tmp_path, "tb1-trial-second-recording.png")
 
