@@ -2,9 +2,10 @@
 
 The spans are read by the importer's pure parser (trials/ingest/formats/otlp.py) and written by
 trials/live/traces.py through the live service's own entry points (`start_trial`, `add_items`, the
-reward and completion events): the same stages as every other live write. The answer is OTLP's ExportTraceServiceResponse, in the
-request's encoding; spans refused (no trace, a step the service refuses, a trial another account
-started) are counted in `partial_success` and named in its message, the others kept.
+reward and completion events): the same stages as every other live write. The answer is OTLP's
+ExportTraceServiceResponse, in the request's encoding; spans refused (no trace, a step the service
+refuses, a trial another account started) are counted in `partial_success` and named in its
+message, the others kept.
 """
 
 from __future__ import annotations
