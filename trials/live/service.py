@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, Sum
+from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from trials import search
@@ -282,11 +282,7 @@ def _late_steps(trial: Trial, trajectory: Trajectory | None, steps: list[Any]) -
     """The places of the steps a finished trial does not hold already (a retry of one it holds is no news)."""
     numbers = [item.get("step_id") if isinstance(item, dict) else None for item in steps]
     wanted = [n - 1 for n in numbers if isinstance(n, int) and n > 0]
-    held_in = (
-        trial.steps.filter(trajectory=trajectory)
-        if trajectory
-        else trial.steps.filter(trajectory__path=TRAJECTORY_PATH)
-    )
+    held_in = trial.steps.filter(**{"trajectory": trajectory} if trajectory else {"trajectory__path": TRAJECTORY_PATH})
     held = set(held_in.filter(index__in=wanted).values_list("index", flat=True))
     return [place for place, n in enumerate(numbers) if not (isinstance(n, int) and n - 1 in held)]
 
@@ -327,27 +323,18 @@ def _first_completion_only(trial: Trial, items: list[dict[str, Any]]) -> list[di
 def subagent_trajectory(trial: Trial, trajectory_id: str, agent: dict[str, Any]) -> Trajectory:
     """A subagent's trajectory of the trial (an OTLP agent span under the top one), made on its first steps."""
     path = f"{TRAJECTORY_PATH}#subagent/{trajectory_id}"[:1000]
-    trajectory = trial.trajectories.filter(path=path).first()
-    if trajectory is None:
-        header = {"schema_version": SCHEMA_VERSION, "session_id": trajectory_id, "agent": agent}
-        trajectory = Trajectory.objects.create(
-            trial=trial,
-            path=path,
-            role="subagent",
-            position=trial.trajectories.count(),
-            schema_version=SCHEMA_VERSION,
-            session_id=trajectory_id,
-            trajectory_id=trajectory_id,
-            agent=agent,
-            header=header,
-        )
-    return trajectory
+    return _trajectory_at(trial, path, "subagent", trajectory_id, agent, trajectory_id, trial.trajectories.count())
+
+
+def sent_trajectories(trial: Trial) -> QuerySet[Trajectory]:
+    """The trajectories a live trial's POSTs wrote: its main one and its subagents'."""
+    return trial.trajectories.filter(path__startswith=TRAJECTORY_PATH)
 
 
 def drop_sent_steps(trial: Trial) -> None:
     """Take away every step a running trial's POSTs wrote (main and subagents), to write them again whole."""
     search.unindex(trial)
-    sent = trial.trajectories.filter(path__startswith=TRAJECTORY_PATH)
+    sent = sent_trajectories(trial)
     segments = set(Step.objects.filter(trajectory__in=sent).values_list("segment_id", flat=True))
     sent.delete()
     Trial.objects.filter(pk=trial.pk).update(step_count=0, tool_call_count=0)
@@ -366,27 +353,38 @@ def name_agent(trajectory: Trajectory, agent: dict[str, Any]) -> None:
 
 def live_trajectory(trial: Trial) -> Trajectory:
     """The trial's main trajectory, made on the first steps sent."""
-    trajectory = trial.trajectories.filter(path=TRAJECTORY_PATH).first()
+    live = as_dict(trial.provenance.get("live", {}).get("agent"))
+    config = trial.configuration
+    agent = {
+        "name": str(live.get("name") or (config.agent_name if config else "") or "unknown"),
+        "version": str(live.get("version") or (config.agent_version if config else "") or "unknown"),
+        **({"model_name": str(live["model_name"])} if live.get("model_name") else {}),
+    }
+    return _trajectory_at(trial, TRAJECTORY_PATH, "main", trial.session_id or f"benchviewer-trial-{trial.pk}", agent)
+
+
+def _trajectory_at(
+    trial: Trial,
+    path: str,
+    role: str,
+    session_id: str,
+    agent: dict[str, Any],
+    trajectory_id: str = "",
+    position: int = 0,
+) -> Trajectory:
+    """The trial's trajectory at `path`, or a new one with this ATIF header."""
+    trajectory = trial.trajectories.filter(path=path).first()
     if trajectory is None:
-        agent = as_dict(trial.provenance.get("live", {}).get("agent"))
-        config = trial.configuration
-        session_id = trial.session_id or f"benchviewer-trial-{trial.pk}"
-        header = {
-            "schema_version": SCHEMA_VERSION,
-            "session_id": session_id,
-            "agent": {
-                "name": str(agent.get("name") or (config.agent_name if config else "") or "unknown"),
-                "version": str(agent.get("version") or (config.agent_version if config else "") or "unknown"),
-                **({"model_name": str(agent["model_name"])} if agent.get("model_name") else {}),
-            },
-        }
+        header = {"schema_version": SCHEMA_VERSION, "session_id": session_id, "agent": agent}
         trajectory = Trajectory.objects.create(
             trial=trial,
-            path=TRAJECTORY_PATH,
-            role="main",
+            path=path,
+            role=role,
+            position=position,
             schema_version=SCHEMA_VERSION,
             session_id=session_id,
-            agent=header["agent"],
+            trajectory_id=trajectory_id,
+            agent=agent,
             header=header,
         )
     return trajectory
@@ -430,7 +428,7 @@ def rescrub_live(trial: Trial) -> None:
     the live path made of the stored steps again from the scrubbed ones: ATIF file, index, cluster."""
     trial.refresh_from_db()
     rescrub.scrub_trial(trial, spool())
-    made = trial.trajectories.filter(Q(path__startswith=TRAJECTORY_PATH) | Q(path=DERIVED_PATH)).exclude(blob=None)
+    made = (sent_trajectories(trial) | trial.trajectories.filter(path=DERIVED_PATH)).exclude(blob=None)
     for trajectory in made if trial.source_format == LIVE_FORMAT else []:
         compact(trajectory)  # (the file made from the unscrubbed steps goes)
     search.index_trial(trial)
@@ -524,7 +522,7 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
     trial.cost_usd = totals["cost"] if totals["cost"] is not None else trial.cost_usd
     trial.save()
     _write_permissions(trial)
-    sent = trial.trajectories.filter(path__startswith=TRAJECTORY_PATH, step_count__gt=0)  # (main, subagents)
+    sent = sent_trajectories(trial).filter(step_count__gt=0)
     for trajectory in sent:
         compact(trajectory)
     if not sent and not trial.trajectories.exists() and derive_from_events(trial) is not None:

@@ -40,7 +40,8 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> Refusals:
             new = _not_received(trial, spans)
             if not new:
                 return []
-            trace = otlp.trace_trial(trial_id, new, partial=True)
+            if len(new) < len(spans):  # (some came before: the trial is what the new ones make)
+                trace = otlp.trace_trial(trial_id, new, partial=True)
             ReceivedSpan.objects.bulk_create(
                 ReceivedSpan(
                     trial=trial,
@@ -80,8 +81,8 @@ def _write_steps(trial: Trial, trace: otlp.TraceTrial) -> Refusals:
     refused: Refusals = []
     for n, document in enumerate(trace.trajectories):
         steps = document["steps"]
-        if not steps and not (n == 0 and trial.trajectories.filter(path=service.TRAJECTORY_PATH).exists()):
-            continue  # (no trajectory is made without steps; the main one's agent may be named below)
+        if not steps:  # (no trajectory is made without steps; the main agent is named at the end too)
+            continue
         if n == 0:
             trajectory = service.live_trajectory(trial)
         else:
