@@ -282,7 +282,8 @@ def _late_steps(trial: Trial, trajectory: Trajectory | None, steps: list[Any]) -
     """The places of the steps a finished trial does not hold already (a retry of one it holds is no news)."""
     numbers = [item.get("step_id") if isinstance(item, dict) else None for item in steps]
     wanted = [n - 1 for n in numbers if isinstance(n, int) and n > 0]
-    held_in = trial.steps.filter(**{"trajectory": trajectory} if trajectory else {"trajectory__path": TRAJECTORY_PATH})
+    main = trial.steps.filter(trajectory__path=TRAJECTORY_PATH)
+    held_in = trial.steps.filter(trajectory=trajectory) if trajectory else main
     held = set(held_in.filter(index__in=wanted).values_list("index", flat=True))
     return [place for place, n in enumerate(numbers) if not (isinstance(n, int) and n - 1 in held)]
 
