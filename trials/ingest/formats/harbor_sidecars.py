@@ -116,11 +116,11 @@ def read_event_rows(
     trial: ParsedTrial, rows: list[tuple[int, Any]], rel: str, named: dict[str, dict[str, Any]] | None = None
 ) -> None:
     events, records, problems = read_event_lines(rows, rel, named)
-    trial.events = [*trial.events, *events]
+    trial.events = every_event = [*trial.events, *events]
     trial.context_records.extend(records)
     trial.problems.extend(problems)
     if events:
-        trial.permissions = lime.permissions_from_events(list(trial.events))
+        trial.permissions = lime.permissions_from_events(every_event)
         trial.present.add("runtime_events")
         trial.refs.setdefault("runtimeTranscriptRef", rel)
         for event in events:

@@ -167,12 +167,10 @@ def approvals(
         if isinstance(event, dict) and event.get("event") == "approval":
             decision = _permission(event, index, resolve)
             if redactions:
-                decision.scope, decision.raw = (
-                    scrub_tree(decision.scope, redactions),
-                    scrub_tree(decision.raw, redactions),
-                )
+                decision.scope = scrub_tree(decision.scope, redactions)
                 decision.prompt = scrub_tree(decision.prompt, redactions)
                 decision.reason = scrub_tree(decision.reason, redactions)
+                decision.raw = scrub_tree(decision.raw, redactions)
             yield decision
 
 
