@@ -14,10 +14,8 @@ from tests.builders import PASSWORD, build_side, import_trial_dir, make_user, wr
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_share_button_shows_a_link_that_opens_for_someone_without_an_account(browser, live_server):
-    tasks = {f"t{i}": [1.0] for i in range(3)}
-    base = build_side("base", tasks, role="baseline")
-    cand = build_side("cand", tasks, role="candidate", dataset=base.trials.first().dataset)
+def reviewer_signed_in(browser, live_server):
+    """A browser context signed in, through the login form, as a reviewer (who may share)."""
     make_user("rita", roles.REVIEWER)
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
@@ -27,6 +25,14 @@ def test_the_share_button_shows_a_link_that_opens_for_someone_without_an_account
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
     page.wait_for_url(re.compile(r".*/(?!accounts/login).*"))
+    return context, page
+
+
+def test_the_share_button_shows_a_link_that_opens_for_someone_without_an_account(browser, live_server):
+    tasks = {f"t{i}": [1.0] for i in range(3)}
+    base = build_side("base", tasks, role="baseline")
+    cand = build_side("cand", tasks, role="candidate", dataset=base.trials.first().dataset)
+    context, page = reviewer_signed_in(browser, live_server)
     page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}")
     page.click("#share-button")
     link = page.locator("#share-link")
@@ -46,15 +52,7 @@ def test_the_share_button_shows_a_link_that_opens_for_someone_without_an_account
 
 def test_the_trial_pages_share_link_opens_on_a_line_of_its_own_below_the_buttons(browser, live_server):
     trial = build_side("base", {"t0": [1.0]}, role="baseline").trials.get()
-    make_user("rita", roles.REVIEWER)
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", "rita")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(re.compile(r".*/(?!accounts/login).*"))
+    context, page = reviewer_signed_in(browser, live_server)
     page.goto(f"{live_server.url}/trials/{trial.pk}/")
     export = page.locator("#export-trial").bounding_box()
     page.click("#share-button")
