@@ -26,6 +26,22 @@ pytestmark = pytest.mark.django_db
 
 DATA_FILES = sorted(p for p in REFERENCE.rglob("*") if p.is_file() and p.name != "README.md")
 ATIF_FILES = sorted((REFERENCE / "harbor" / "atif").rglob("*.json"))
+# The files that make a folder one run of a multi-file format: a Harbor job or trial, a TB1 run or
+# trial, an AgentV run (its summary, its index). A file below such a folder is part of that run.
+RUN_MARKERS = ("result.json", "results.json", "run_metadata.json", "summary.json", "index.jsonl")
+
+
+def run_folder_of(path):
+    """The outermost folder below the reference's source folders that holds a run marker, else the file.
+
+    `reference/<source>/<pack>/…`: a run's files (a trial's verifier output, a TB1 run's tb.lock, an
+    AgentV sample's grading.json) are imported as that run, as a user would upload them."""
+    folders = [p for p in path.parents if REFERENCE in p.parents and p.parent != REFERENCE]
+    runs = [p for p in folders if any((p / marker).is_file() for marker in RUN_MARKERS)]
+    return runs[-1] if runs else path
+
+
+LONE_FILES = [p for p in DATA_FILES if run_folder_of(p) == p]
 
 
 @pytest.fixture
@@ -53,13 +69,8 @@ def test_every_reference_file_is_stored_byte_for_byte(imported_reference):
 
 
 @pytest.mark.parametrize("path", DATA_FILES, ids=lambda p: p.relative_to(REFERENCE).as_posix())
-def test_each_reference_file_imports_on_its_own(path):
-    target = path if "job-thinharness" not in path.parts else path.parent
-    while "job-thinharness" in target.parts and target.parent.name != "job-thinharness":
-        target = target.parent
-    while "terminal-bench-1" in target.parts and target.parent.parent.name != "terminal-bench-1":
-        target = target.parent  # a TB1 run's logs, panes and recordings are read as part of its run folder
-    imp = import_path(target)
+def test_each_reference_file_imports_on_its_own_or_as_the_run_it_is_part_of(path):
+    imp = import_path(run_folder_of(path))
     assert imp.status == "done"
     assert [o["outcome"] for o in imp.outcomes] == ["imported"], imp.outcomes
 
@@ -199,10 +210,10 @@ def test_openchromes_claim_eligibility_is_on_each_run_and_on_the_job_page(client
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in DATA_FILES if p.suffix in (".json", ".jsonl", ".toml")],
+    [p for p in LONE_FILES if p.suffix in (".json", ".jsonl", ".toml")],
     ids=lambda p: str(p.relative_to(REFERENCE)),
 )
-def test_every_reference_data_file_imports_on_its_own(path):
+def test_every_reference_data_file_outside_a_run_imports_on_its_own(path):
     imp = import_path(path)
     assert [o["outcome"] for o in imp.outcomes] == ["imported"], imp.problems
 
@@ -258,6 +269,7 @@ def test_a_runs_files_named_after_it_in_a_folder_of_runs_are_one_trial_and_its_s
     assert roles == ["main", "subagent", "subagent", "subagent"]
     assert {t.blob.read() for t in trial.trajectories.all()} == {path.read_bytes() for path in run}  # nothing lost
     lone = {p.name for p in folder.glob("*.json")} - {p.name for p in run}
-    assert Trial.objects.count() == 1 + len(lone) and imp.rejected_count == 0
+    continuations = {n for n in lone if ".trajectory.cont-" in n and n.split(".cont-")[0] + ".json" in lone}
+    assert Trial.objects.count() == 1 + len(lone - continuations) and imp.rejected_count == 0  # a run's segments: one
     page = client_logged_in.get(trial.get_absolute_url()).content.decode()
     assert "↳ subagent" in page and "(not in this trial)" not in page

@@ -20,11 +20,13 @@ from trials.ingest.formats import (
     agentv,
     context_kinds,
     harbor,
+    harbor_parity,
     harbor_sidecars,
     harbor_trajectories,
     inspect,
     inspect_zip,
     lime,
+    native_logs,
     openchrome,
     otlp,
     terminal_bench,
@@ -33,6 +35,14 @@ from trials.ingest.formats.atif import looks_like_atif
 from trials.ingest.jsonio import load_json, load_jsonl, without_bom
 from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
 from trials.ingest.values import as_dict, as_list
+
+# Every format a file can be, as the rejection message names them (docs/importing.md lists each).
+KNOWN_FORMATS = (
+    "Harbor job, trial, config, lock or parity experiment; ATIF trajectory; CTRF report; Inspect AI log; "
+    "Terminal-Bench 1 results; Lime evidence pack, runtime event or thread snapshot; Agent Context; "
+    "Agent QC; AgentV results; OpenChrome envelope; OTLP traces; mini-swe-agent or gemini-cli session log; "
+    "JSON Schema"
+)
 
 
 @dataclass
@@ -233,13 +243,13 @@ def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
         return otlp.parse(data, rel)
     if harbor_trajectories.is_traces_export(data):
         return harbor_trajectories.parse_traces_export(data, rel)
-    raise PackError(
-        Problem(
-            rel,
-            "JSON of no known pack format (Harbor, ATIF, Lime, Agent Context, Agent QC, AgentV, OpenChrome, OTLP)",
-            kept="the raw bytes",
-        )
-    )
+    if native_logs.is_mini_swe_agent(data):
+        return native_logs.parse_mini_swe_agent(data, rel)
+    if native_logs.is_gemini_cli_session(data):
+        return native_logs.parse_gemini_cli_session(data, rel)
+    if harbor_parity.is_parity_experiment(data):
+        return harbor_parity.parse(data, rel)
+    raise PackError(Problem(rel, f"JSON of no known pack format ({KNOWN_FORMATS})", kept="the raw bytes"))
 
 
 def parse_rows(rows: list[tuple[int, Any]], problems: list[Problem], rel: str) -> ParsedPack:

@@ -60,13 +60,13 @@ def is_job_result(data: Any) -> bool:
 
 
 def is_job_config(data: Any) -> bool:
-    """A Harbor job's config.json: the job's name and what it ran (agents, datasets)."""
-    return (
-        isinstance(data, dict)
-        and "job_name" in data
-        and ("agents" in data or "datasets" in data or "jobs_dir" in data)
-        and "trial_name" not in data
-    )
+    """A Harbor job's config.json: what it ran (agents, datasets or tasks), by name or not (`harbor check`)."""
+    if not isinstance(data, dict) or "trial_name" in data:
+        return False
+    if "job_name" in data:
+        return "agents" in data or "datasets" in data or "jobs_dir" in data
+    agents = data.get("agents")
+    return isinstance(agents, list) and bool(agents) and ("tasks" in data or "datasets" in data)
 
 
 def is_trial_lock(data: Any) -> bool:
