@@ -150,7 +150,7 @@ def joinable_facts(trial: Trial) -> ParsedTrial:
 
 def adopt_loose_events(trial_ids: list[int], spool: Path) -> None:
     """Events imported before their trial (in a file of their own, joined to no trial then): joined to it
-    now by its session or run id, and a redaction among them applied to what it holds."""
+    now by its session or run id, and a redaction among them, or the trial's own, applied to what it holds."""
     if not trial_ids or not RuntimeEvent.objects.filter(trial=None).exists():
         return
     for trial in Trial.objects.filter(pk__in=trial_ids):
@@ -164,13 +164,12 @@ def adopt_loose_events(trial_ids: list[int], spool: Path) -> None:
             if not raws:
                 continue
             loose.update(trial=trial)
-            if redaction.has_redaction_marks(raws):
-                rescrub.scrub_trial(trial, spool)
+            rescrub.scrub_trial(trial, spool)  # (a redaction among them, or the trial's own of an item they carry)
 
 
 def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRecord], pack: Pack, spool: Path) -> int:
-    """Events from a file of their own, joined to trials by correlation ids; a redaction among them
-    scrubs what the trials it joins hold already (`rescrub.scrub_trial`)."""
+    """Events from a file of their own, joined to trials by correlation ids; a redaction among them scrubs
+    what the trials it joins hold already, and a trial's own scrubs them (`rescrub.scrub_trial`)."""
     cache: dict[tuple, Trial | None] = {}
 
     def trial_for(correlation: dict[str, Any]) -> Trial | None:
@@ -204,9 +203,8 @@ def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRec
             record_rows = ContextRecord.objects.bulk_create(
                 context_row(r, trial_for(r.correlation), pack) for r in records
             )
-        if redaction.has_redaction_marks([row.raw for row in rows] + [row.data for row in record_rows]):
-            written: list[RuntimeEvent | ContextRecord] = [*rows, *record_rows]
-            joined = {row.trial_id for row in written if row.trial_id is not None}
-            for trial in Trial.objects.filter(pk__in=joined):
-                rescrub.scrub_trial(trial, spool)
+        # A redaction among them, or one the trial had of an item they carry (its permissions too).
+        written: list[RuntimeEvent | ContextRecord] = [*rows, *record_rows]
+        for trial in Trial.objects.filter(pk__in={row.trial_id for row in written if row.trial_id is not None}):
+            rescrub.scrub_trial(trial, spool)
     return len(rows)

@@ -1,29 +1,63 @@
-"""A redaction that arrives after the items it covers: the trial's index is scrubbed again.
+"""A redaction that arrives after the items it covers: what the trial holds is scrubbed again.
 
 An import scrubs a trial's files by the redactions among them (trials.ingest.redaction,
-withhold_redacted). Events in a file of their own, or an evidence pack, are joined
-to trials imported earlier; when they redact an item, what those trials already hold of it
-(events, context records, documents, criteria, artifacts' entries, their trajectories'
-steps) is scrubbed here, in the import's transaction. The stored packs keep their bytes.
+withhold_redacted). Events in a file of their own, an evidence pack, a live POST or a later
+import may redact an item a trial already holds: then every text and JSON column of every
+table holding the trial's content is scrubbed here (`trial_columns`, read from the models, so
+a new table or column is covered as it comes), and its trajectories' steps are written again
+from scrubbed copies (`withhold_in_stored`), in the caller's transaction. The stored packs keep
+their bytes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from django.db.models import Model
+from django.apps import apps
+from django.db import models
 
 from trials import search
 from trials.imports.blobs import StepBodies, release_blobs
 from trials.imports.steps import write_steps
 from trials.ingest import redaction
-from trials.models import Artifact, ContextRecord, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
+from trials.models import ContextRecord, Step, Trajectory, Trial
 
-# What a trial row holds of its files: documents (Config, Verifier tabs), logs, its exception.
-TRIAL_FIELDS = ("documents", "texts", "exception_message", "exception_traceback")
+BATCH = 500
 
-_M = TypeVar("_M", bound=Model)
+
+@dataclass(frozen=True)
+class Columns:
+    """A table holding a trial's content: how its rows name the trial, and its text and JSON columns."""
+
+    model: type[models.Model]
+    trial_lookup: str  # "pk" for Trial itself, else its foreign key to Trial
+    fields: tuple[models.Field, ...]
+
+
+def is_text_or_json(field: models.Field) -> bool:
+    return isinstance(field, (models.CharField, models.TextField, models.JSONField)) and not field.primary_key
+
+
+@cache
+def trial_columns() -> tuple[Columns, ...]:
+    """Every model with a foreign key to Trial (Trial too), in any app, and its text and JSON columns.
+
+    Left out: the rows made from a trajectory's step bodies (Step and the tables with a key to it),
+    which `withhold_in_stored` writes again from the scrubbed bodies."""
+    found = []
+    for model in apps.get_models():
+        keys = [f for f in model._meta.concrete_fields if f.is_relation and f.related_model is Trial]
+        if model is Step or any(f.is_relation and f.related_model is Step for f in model._meta.concrete_fields):
+            continue
+        if model is not Trial and not keys:
+            continue
+        fields = tuple(f for f in model._meta.concrete_fields if is_text_or_json(f))
+        if fields:
+            found.append(Columns(model, "pk" if model is Trial else keys[0].name, fields))
+    return tuple(found)
 
 
 def scrub_trial(trial: Trial, spool: Path) -> None:
@@ -31,43 +65,45 @@ def scrub_trial(trial: Trial, spool: Path) -> None:
     named = trial.redactions()
     if not named:
         return
-    events = list(RuntimeEvent.objects.filter(trial=trial).only("raw", "payload", "refs"))
-    records = list(ContextRecord.objects.filter(trial=trial).only("kind", "record_id", "status", "data"))
-    scrubbed = {field: redaction.scrub_tree(getattr(trial, field), named) for field in TRIAL_FIELDS}
-    changed = {field: value for field, value in scrubbed.items() if value != getattr(trial, field)}
-    if changed:
-        for field, value in changed.items():
-            setattr(trial, field, value)
-        Trial.objects.filter(pk=trial.pk).update(**changed)
-    for model, fields in ((RewardCriterion, ["raw", "evidence_refs"]), (Artifact, ["raw"])):
-        _scrub_rows(model, list(model.objects.filter(trial=trial).only(*fields)), fields, named)
-    _scrub_rows(RuntimeEvent, events, ["raw", "payload", "refs"], named)
-    changed_records = {}
-    for record in records:
-        data = redaction.scrub_tree(record.data, named)
-        if record.kind == "item" and record.record_id in named:
-            data = redaction.scrub_redacted(data, named[record.record_id].get("fields"), force=True)
-            if record.status != "redacted":
-                record.status = record.redaction_state = "redacted"
-                changed_records[record.pk] = record
-        if data != record.data:
-            record.data = data
-            changed_records[record.pk] = record
-    ContextRecord.objects.bulk_update(changed_records.values(), ["data", "status", "redaction_state"], batch_size=500)
-    for trajectory in trial.trajectories.all():  # (a running live trial's steps are in segments: no step_bodies)
+    for trajectory in trial.trajectories.all():  # (first: a changed header marks its trajectory withheld)
         withhold_in_stored(trajectory, named, spool)
+    for columns in trial_columns():
+        changed = scrub_rows(columns, trial, named)
+        if columns.model is Trial:
+            for field, value in changed.get(trial.pk, {}).items():
+                setattr(trial, field, value)  # (the caller's copy, as stored)
+    _mark_named_items(trial, named)
 
 
-def _scrub_rows(model: type[_M], rows: list[_M], fields: list[str], named: dict[str, dict[str, Any]]) -> None:
-    """Write back the rows whose JSON fields a redaction changes."""
+def scrub_rows(columns: Columns, trial: Trial, named: dict[str, dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+    """Write back each row of the trial whose text or JSON a redaction changes; {pk: {field: value}}."""
+    names = [f.name for f in columns.fields]
+    rows = columns.model._default_manager.filter(**{columns.trial_lookup: trial.pk}).values_list("pk", *names)
+    changed: dict[Any, dict[str, Any]] = {}
+    for pk, *values in rows.iterator(chunk_size=2000):
+        for field, value in zip(columns.fields, values, strict=True):
+            scrubbed = redaction.scrub_tree(value, named)
+            if scrubbed != value:
+                max_length = field.max_length if isinstance(field, models.CharField) else None
+                changed.setdefault(pk, {})[field.name] = scrubbed[:max_length] if max_length else scrubbed
+    by_fields: dict[tuple[str, ...], list[models.Model]] = {}
+    for pk, values in changed.items():  # (only the columns that changed: a concurrent write to another stays)
+        by_fields.setdefault(tuple(sorted(values)), []).append(columns.model(pk=pk, **values))
+    for fields, written in by_fields.items():
+        columns.model._default_manager.bulk_update(written, list(fields), batch_size=BATCH)
+    return changed
+
+
+def _mark_named_items(trial: Trial, named: dict[str, dict[str, Any]]) -> None:
+    """A context item a redaction names is redacted whatever it said of itself, its values blanked
+    even where its record does not carry its id."""
     changed = []
-    for row in rows:
-        scrubbed = [redaction.scrub_tree(getattr(row, field), named) for field in fields]
-        if scrubbed != [getattr(row, field) for field in fields]:
-            for field, value in zip(fields, scrubbed, strict=True):
-                setattr(row, field, value)
-            changed.append(row)
-    model._default_manager.bulk_update(changed, fields, batch_size=500)
+    for record in ContextRecord.objects.filter(trial=trial, kind="item", record_id__in=list(named)):
+        data = redaction.scrub_redacted(record.data, named[record.record_id].get("fields"), force=True)
+        if data != record.data or record.status != "redacted" or record.redaction_state != "redacted":
+            record.data, record.status, record.redaction_state = data, "redacted", "redacted"
+            changed.append(record)
+    ContextRecord.objects.bulk_update(changed, ["data", "status", "redaction_state"], batch_size=BATCH)
 
 
 def withhold_in_stored(trajectory: Trajectory, named: dict[str, dict[str, Any]], spool: Path) -> None:
