@@ -51,7 +51,7 @@ from trials.imports.writer import (
     write_trial,
     write_trials,
 )
-from trials.ingest.archives import MAX_NESTING, Expansion, Limits, extract
+from trials.ingest.archives import MAX_NESTING, Budget, Expansion, Limits, extract
 from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder, skip_reason
 from trials.ingest.records import (
     PackError,
@@ -239,7 +239,8 @@ class ImportRun:
         try:
             if screened:  # the parsers see only what was stored: no link followed, nothing past the limit
                 candidate = self.stored_copy(candidate, files)
-            parsed = parse_candidate(candidate)
+            budget = Budget(self.expansion or Expansion(candidate.path), candidate.rel, self.limits)
+            parsed = parse_candidate(candidate, budget)
             parsed.problems[:0] = screened
             Pack.objects.filter(pk=pack.pk).update(kind=parsed.kind)
             pack.kind = parsed.kind

@@ -8,17 +8,15 @@ stops at the limit whatever it claims.
 from __future__ import annotations
 
 import gzip
+import io
 import shutil
 import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import IO, Any, Protocol
 
 from trials.ingest.records import PackError, Problem
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsRead
 
 CHUNK = 1024 * 1024
 
@@ -29,6 +27,12 @@ class Limits:
     max_ratio: int
     max_members: int
     max_file_bytes: int
+
+
+# What a parser called without the import's limits reads under: the defaults of benchviewer/settings.py.
+DEFAULT_LIMITS = Limits(
+    max_expanded_bytes=4 * 1024 * 1024 * 1024, max_ratio=200, max_members=200_000, max_file_bytes=1024 * 1024 * 1024
+)
 
 
 def archive_kind(path: Path) -> str:
@@ -75,25 +79,40 @@ class Expansion:
         self.total = 0
 
 
-class _MemberTooBig(Exception):
-    pass
+class OverLimit(Exception):
+    """A member read past a limit. `spent`: the upload's budget is gone, nothing more of it may be read."""
+
+    def __init__(self, member: str, message: str, spent: bool):
+        super().__init__(message)
+        self.member, self.message, self.spent = member, message, spent
 
 
-class _Budget:
+class Budget:
+    """What one archive's members may still expand to: the upload's totals, and each member's own limit."""
+
     def __init__(self, expansion: Expansion, archive_name: str, limits: Limits):
         self.limits = limits
         self.archive_name = archive_name
         self.expansion = expansion
+        self._charged: dict[str, int] = {}  # (a member read twice, as a streamed sample is, is charged once)
 
-    def charge(self, member: str, n: int, member_total: int) -> None:
+    def charge(self, member: str, member_total: int) -> None:
+        """`member_total` bytes of `member` have come out so far."""
         expansion, limits = self.expansion, self.limits
-        expansion.total += n
         if member_total > limits.max_file_bytes:
-            raise _MemberTooBig
+            message = f"it expands past the file limit of {limits.max_file_bytes} bytes (IMPORT_MAX_FILE_BYTES)"
+            raise OverLimit(member, message, spent=False)
+        grown = member_total - self._charged.get(member, 0)
+        if grown <= 0:
+            return  # (bytes charged when the member was read before)
+        self._charged[member] = member_total
+        expansion.total += grown
         if expansion.total > limits.max_expanded_bytes:
-            raise self._error(member, f"archive expands past the limit of {limits.max_expanded_bytes} bytes")
+            message = f"archive expands past the limit of {limits.max_expanded_bytes} bytes (IMPORT_MAX_EXPANDED_BYTES)"
+            raise OverLimit(member, message, spent=True)
         if expansion.total > 10 * CHUNK and expansion.total / expansion.compressed > limits.max_ratio:
-            raise self._error(member, f"compression ratio over {limits.max_ratio}:1 (a zip bomb?)")
+            message = f"compression ratio over {limits.max_ratio}:1 (a zip bomb?; IMPORT_MAX_ARCHIVE_RATIO)"
+            raise OverLimit(member, message, spent=True)
 
     def _error(self, member: str, message: str) -> PackError:
         return PackError(
@@ -106,19 +125,61 @@ class _Budget:
         )
 
 
-def _copy(src: SupportsRead[bytes], dest: Path, member: str, budget: _Budget) -> Problem | None:
-    """Write one member; one over the single-file limit is left out (and said so), as in a folder."""
-    written = 0
+class Source(Protocol):
+    """A member's decompressed bytes as its archive's reader gives them."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class CappedReader(io.RawIOBase):
+    """One member's bytes as they come out of its archive, charged to the budget: how every member is read.
+
+    `claimed` is the size the archive's directory gives (None when it gives none): a member
+    that expands past it is a lie, stopped at the first byte past it.
+    """
+
+    def __init__(self, source: Source, member: str, budget: Budget, claimed: int | None = None):
+        self.source, self.member, self.budget, self.claimed = source, member, budget, claimed
+        self.total = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        want = len(buffer) if self.claimed is None else min(len(buffer), self.claimed - self.total + 1)
+        data = self.source.read(min(want, CHUNK))
+        n = len(data)
+        buffer[:n] = data
+        self.total += n
+        if self.claimed is not None and self.total > self.claimed:
+            message = f"it expands past the {self.claimed} bytes the archive's directory claims for it"
+            raise OverLimit(self.member, message, spent=False)
+        self.budget.charge(self.member, self.total)
+        return n
+
+    def close(self) -> None:
+        self.source.close()
+        super().close()
+
+
+def capped(source: Source, member: str, budget: Budget, claimed: int | None = None) -> IO[bytes]:
+    """`source` (a member's decompressed bytes) read through a `CappedReader`, buffered."""
+    return io.BufferedReader(CappedReader(source, member, budget, claimed), 1 << 16)
+
+
+def _copy(src: Source, dest: Path, member: str, budget: Budget, claimed: int | None = None) -> Problem | None:
+    """Write one member; one past its own limit is left out (and said so), as in a folder."""
     try:
-        with open(dest, "wb") as out:
-            while chunk := src.read(CHUNK):
-                written += len(chunk)
-                budget.charge(member, len(chunk), written)
+        with capped(src, member, budget, claimed) as reader, open(dest, "wb") as out:
+            while chunk := reader.read(CHUNK):
                 out.write(chunk)
-    except _MemberTooBig:
-        dest.unlink()
-        limit = budget.limits.max_file_bytes
-        return _left_out(budget.archive_name, member, f"archive member left out: it expands past {limit} bytes")
+    except OverLimit as exc:
+        dest.unlink(missing_ok=True)
+        if exc.spent:
+            raise budget._error(member, exc.message) from exc
+        return _left_out(budget.archive_name, member, f"archive member left out: {exc.message}")
     return None
 
 
@@ -131,7 +192,7 @@ def extract(
     """
     kind = archive_kind(archive)
     dest.mkdir(parents=True, exist_ok=True)
-    budget = _Budget(expansion or Expansion(archive), archive_name, limits)
+    budget = Budget(expansion or Expansion(archive), archive_name, limits)
     try:
         if kind == "zip":
             problems = _extract_zip(archive, dest, budget)
@@ -144,7 +205,7 @@ def extract(
     except PackError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError) as exc:
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError, NotImplementedError) as exc:
         shutil.rmtree(dest, ignore_errors=True)
         # (an OSError's text would name the server's extraction folder; tarfile's runs over lines)
         reason = " ".join(str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc).split())
@@ -189,7 +250,7 @@ def _target(dest: Path, name: str) -> Path:
     return target
 
 
-def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
+def _extract_zip(archive: Path, dest: Path, budget: Budget) -> list[Problem]:
     problems: list[Problem] = []
     with zipfile.ZipFile(archive) as zf:
         members = zf.infolist()
@@ -211,7 +272,7 @@ def _extract_zip(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
             if info.is_dir():
                 continue
             with zf.open(info) as src:
-                if too_big := _copy(src, target, name, budget):
+                if too_big := _copy(src, target, name, budget, info.file_size):
                     problems.append(too_big)
     return problems
 
@@ -226,7 +287,7 @@ def _gzipped_tar(archive: Path) -> bool | None:
     return _tar_header(head) if head else None
 
 
-def _extract_gunzipped(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
+def _extract_gunzipped(archive: Path, dest: Path, budget: Budget) -> list[Problem]:
     """A lone gzipped file (trajectory.json.gz, events.jsonl.gz): the one file inside, under the limits."""
     name = budget.archive_name.rpartition("/")[2]
     name = name[: -len(".gz")] if name.lower().endswith(".gz") and len(name) > 3 else f"{name}.gunzipped"
@@ -235,7 +296,7 @@ def _extract_gunzipped(archive: Path, dest: Path, budget: _Budget) -> list[Probl
     return [too_big] if too_big else []
 
 
-def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
+def _extract_tar(archive: Path, dest: Path, budget: Budget) -> list[Problem]:
     problems: list[Problem] = []
     count = 0
     with tarfile.open(archive, mode="r:*") as tf:
@@ -260,6 +321,6 @@ def _extract_tar(archive: Path, dest: Path, budget: _Budget) -> list[Problem]:
             if src is None:
                 continue
             with src:
-                if too_big := _copy(src, target, name, budget):
+                if too_big := _copy(src, target, name, budget, member.size):
                     problems.append(too_big)
     return problems

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trials.ingest import documents
-from trials.ingest.archives import archive_kind
+from trials.ingest.archives import Budget, archive_kind
 from trials.ingest.folders import entries_under
 from trials.ingest.formats import (
     agentcontext,
@@ -140,7 +140,8 @@ def _looks_like_data(path: Path) -> bool:
     return head[:1] in (b"{", b"[") or path.suffix == ".toml"
 
 
-def parse_candidate(candidate: Candidate) -> ParsedPack:
+def parse_candidate(candidate: Candidate, budget: Budget | None = None) -> ParsedPack:
+    """The candidate's pack; archive-like members (an `.eval`'s) are read under `budget`: the upload's limits."""
     if candidate.kind == "harbor-job":
         return harbor.parse_job_dir(candidate.path, candidate.rel, candidate.trial_dirs)
     if candidate.kind == "harbor-trial":
@@ -152,7 +153,7 @@ def parse_candidate(candidate: Candidate) -> ParsedPack:
     if candidate.kind == "tb1-trial":
         return terminal_bench.parse_trial_folder(candidate.path, candidate.rel)
     if candidate.kind == "inspect-eval":  # a ZIP read member by member, never extracted
-        return inspect.parse_eval(candidate.path, candidate.rel)
+        return inspect.parse_eval(candidate.path, candidate.rel, budget)
     if candidate.kind == "trajectory-group":
         return harbor_trajectories.parse_trajectory_group(candidate.members, candidate.rel)
     return parse_file(candidate.path, candidate.rel)

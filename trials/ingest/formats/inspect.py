@@ -26,12 +26,14 @@ from typing import IO, Any
 import ijson
 import orjson
 
+from trials.ingest.archives import Budget, OverLimit
 from trials.ingest.formats.atif import STREAM_THRESHOLD
 from trials.ingest.formats.inspect_sample import EvalContext, Member, sample_trial, top_level
 from trials.ingest.formats.inspect_zip import (
     FIRST_MEMBERS,
     READ_ERRORS,
     SAMPLE,
+    budget_for,
     local_members,
     open_member,
     read_member,
@@ -89,11 +91,15 @@ def _job(header: dict[str, Any], rel: str, problems: list[Problem]) -> tuple[Par
 # ---------------------------------------------------------------- .eval
 
 
-def parse_eval(path: Path, rel: str) -> ParsedPack:
+def parse_eval(path: Path, rel: str, budget: Budget | None = None) -> ParsedPack:
+    """The log's samples as trials; its members read under `budget` (the upload's limits), or the defaults."""
+    budget = budget_for(path, rel, budget)
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError):
-        return _parse_cut_off(path, rel)
+        return _parse_cut_off(path, rel, budget)
+    except (NotImplementedError, ValueError) as exc:  # (a version zipfile refuses, a name not UTF-8 as flagged)
+        return _parse_cut_off(path, rel, budget, f"its central directory is refused ({exc})")
     problems: list[Problem] = []
     names = set(archive.namelist())
     header_name = next((n for n in ("header.json", "_journal/start.json") if n in names), "")
@@ -107,34 +113,60 @@ def parse_eval(path: Path, rel: str) -> ParsedPack:
                 kept=f"the samples, with the eval read from {header_name or 'nothing'}",
             )
         )
-    header = _member_json(path, archive, header_name, rel, problems) if header_name else {}
+    header = _member_json(path, archive, header_name, rel, problems, budget) if header_name else {}
     job, context = _job(as_dict(header), rel, problems)
     members = [info for info in archive.infolist() if SAMPLE.match(info.filename)]
     pack = ParsedPack(kind=KIND, jobs=[job], problems=problems, trial_count=len(members))
-    pack.trials = _archive_trials(path, archive, members, context, pack.problems)
+    pack.trials = _archive_trials(path, archive, members, context, pack.problems, budget)
     return pack
 
 
-def _member_json(path: Path, archive: zipfile.ZipFile, name: str, rel: str, problems: list[Problem]) -> Any:
+def _member_json(
+    path: Path, archive: zipfile.ZipFile, name: str, rel: str, problems: list[Problem], budget: Budget
+) -> Any:
     try:
-        return orjson.loads(read_member(path, archive, archive.getinfo(name)))
+        return orjson.loads(read_member(path, archive, archive.getinfo(name), budget))
     except (*READ_ERRORS, orjson.JSONDecodeError) as exc:
         problems.append(Problem(rel, f"unreadable member: {exc}", name, kept="the raw bytes"))
-        return {}
+    except OverLimit as exc:
+        problems.append(Problem(rel, f"{name} not read: {exc.message}", name, kept="the raw bytes; the samples"))
+    return {}
 
 
 def _archive_trials(
-    path: Path, archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], context: EvalContext, problems: list[Problem]
+    path: Path,
+    archive: zipfile.ZipFile,
+    members: list[zipfile.ZipInfo],
+    context: EvalContext,
+    problems: list[Problem],
+    budget: Budget,
 ) -> Iterator[ParsedTrial]:
     with archive:
-        for info in members:
+        for done, info in enumerate(members):
             where = Member(context.rel, info.filename, info.file_size)
-            if info.file_size > STREAM_THRESHOLD:
-                trial = _streamed_sample(partial(open_member, path, archive, info), where, context, problems)
-            else:
-                trial = _whole_sample(partial(read_member, path, archive, info), where, context, problems)
+            try:
+                if info.file_size > STREAM_THRESHOLD:
+                    opener = partial(open_member, path, archive, info, budget)
+                    trial = _streamed_sample(opener, where, context, problems)
+                else:
+                    trial = _whole_sample(partial(read_member, path, archive, info, budget), where, context, problems)
+            except OverLimit as exc:
+                problems.append(_over_limit(context.rel, exc, done))
+                if exc.spent:
+                    return
+                continue
             if trial is not None:
                 yield trial
+
+
+def _over_limit(rel: str, exc: OverLimit, done: int, stops: bool = False) -> Problem:
+    """A member stopped at a limit while it was read: which, what limit, and what was kept."""
+    kept = (
+        f"the raw bytes; the {done} samples before it are read, none after"
+        if exc.spent or stops
+        else "the raw bytes; this sample is not imported, the others are"
+    )
+    return Problem(rel, f"member {exc.member} not read: {exc.message}", exc.member, kept=kept)
 
 
 def _rejected(
@@ -230,37 +262,41 @@ _OPTIONAL: tuple[_Field, ...] = (
 # ---------------------------------------------------------------- a cut-off .eval
 
 
-def _parse_cut_off(path: Path, rel: str) -> ParsedPack:
-    """A ZIP with no central directory (the writer stopped, the copy was cut): its members in order."""
+def _parse_cut_off(path: Path, rel: str, budget: Budget, refused: str = "") -> ParsedPack:
+    """A ZIP with no central directory (the writer stopped, the copy was cut), or one zipfile refuses
+    (`refused` says why): its members in order, from their local headers."""
     problems: list[Problem] = []
     header: dict[str, Any] = {}
     samples = 0
-    cut = ""
-    for name, data in local_members(path):
-        if data is None:
-            cut = name
-            break
-        if name in FIRST_MEMBERS and not header or name == "header.json":
-            header = as_dict(_loads(data))
-        samples += bool(SAMPLE.match(name))
+    cut = stopped = ""
+    try:
+        for name, data in local_members(path, budget):
+            if data is None:
+                cut = name
+                break
+            if name in FIRST_MEMBERS and not header or name == "header.json":
+                header = as_dict(_loads(data))
+            samples += bool(SAMPLE.match(name))
+    except OverLimit as exc:  # (the second pass names the limit: it stops there too)
+        cut, stopped = exc.member, exc.message
     if not header and not samples:
-        raise PackError(
-            Problem(
-                rel, "not a readable .eval archive: no central directory and no whole member", cut, kept="the raw bytes"
-            )
+        why = refused or "no central directory"
+        message = f"not a readable .eval archive: {why} and no whole member" + (
+            f" ({cut}: {stopped})" if stopped else ""
         )
-    where = f"the file ends inside member {cut}" if cut else "the file ends after its last whole member"
-    problems.append(
-        Problem(
-            rel,
-            f"the .eval archive is cut off: no central directory ({where})",
-            cut,
-            kept=f"the raw bytes; the {samples} whole samples before the cut are imported",
-        )
-    )
+        raise PackError(Problem(rel, message, cut, kept="the raw bytes"))
+    if refused:
+        message = f"the .eval archive is read from its local headers: {refused}"
+        kept = f"the raw bytes; the {samples} samples read from the local headers are imported"
+    else:
+        where = f"the file ends inside member {cut}" if cut else "the file ends after its last whole member"
+        where = f"reading stops at member {cut}, past a limit" if stopped else where
+        message = f"the .eval archive is cut off: no central directory ({where})"
+        kept = f"the raw bytes; the {samples} whole samples before the cut are imported"
+    problems.append(Problem(rel, message, cut, kept=kept))
     job, context = _job(header, rel, problems)
     pack = ParsedPack(kind=KIND, jobs=[job], problems=problems, trial_count=samples)
-    pack.trials = _cut_off_trials(path, context, pack.problems)
+    pack.trials = _cut_off_trials(path, context, pack.problems, budget)
     return pack
 
 
@@ -271,14 +307,19 @@ def _loads(data: bytes) -> Any:
         return None
 
 
-def _cut_off_trials(path: Path, context: EvalContext, problems: list[Problem]) -> Iterator[ParsedTrial]:
-    for name, data in local_members(path):
-        if data is None:
-            return
-        if SAMPLE.match(name):
-            trial = _whole_sample(partial(bytes, data), Member(context.rel, name, len(data)), context, problems)
-            if trial is not None:
-                yield trial
+def _cut_off_trials(path: Path, context: EvalContext, problems: list[Problem], budget: Budget) -> Iterator[ParsedTrial]:
+    done = 0
+    try:
+        for name, data in local_members(path, budget):
+            if data is None:
+                return
+            if SAMPLE.match(name):
+                trial = _whole_sample(partial(bytes, data), Member(context.rel, name, len(data)), context, problems)
+                done += 1
+                if trial is not None:
+                    yield trial
+    except OverLimit as exc:  # (from the local headers, a member past a limit ends the reading: its end is unknown)
+        problems.append(_over_limit(context.rel, exc, done, stops=True))
 
 
 # ---------------------------------------------------------------- .json

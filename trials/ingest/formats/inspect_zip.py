@@ -2,8 +2,10 @@
 
 inspect_ai writes its members Zstandard-compressed (ZIP method 93, through zipfile-zstd),
 which Python's zipfile cannot read: such a member is streamed through `zstandard` from
-its place in the file. A ZIP cut off before its central directory is read from its local
-headers, one whole member after another.
+its place in the file. A ZIP cut off before its central directory (or whose directory
+zipfile refuses) is read from its local headers, one whole member after another. Every
+member, whichever way it is read, comes through `archives.capped`: the upload's limits
+hold, and a member that expands past the size its header claims is stopped there.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import zstandard
+
+from trials.ingest.archives import DEFAULT_LIMITS, Budget, Expansion, capped
 
 ZSTD = 93  # APPNOTE 4.4.5: Zstandard
 FIRST_MEMBERS = ("_journal/start.json", "header.json")
@@ -48,6 +52,10 @@ class _Window(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def close(self) -> None:
+        self.f.close()
+        super().close()
+
     def readinto(self, buffer: Any) -> int:
         want = min(len(buffer), self.left)
         if want <= 0:
@@ -60,8 +68,12 @@ class _Window(io.RawIOBase):
         return len(data)
 
 
-def open_member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> IO[bytes]:
-    """A stream of one member's bytes, decompressed as they are read."""
+def budget_for(path: Path, rel: str, budget: Budget | None) -> Budget:
+    """The budget a log's members are charged to: the upload's, or (read on its own) this file's."""
+    return budget or Budget(Expansion(path), rel, DEFAULT_LIMITS)
+
+
+def _raw_member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> IO[bytes]:
     if info.compress_type != ZSTD:
         return archive.open(info)
     f = open(path, "rb")
@@ -76,44 +88,87 @@ def open_member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> 
     return zstandard.ZstdDecompressor().stream_reader(window, read_across_frames=True, closefd=True)
 
 
-def read_member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
-    with open_member(path, archive, info) as stream:
+def open_member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: Budget) -> IO[bytes]:
+    """A stream of one member's bytes, decompressed as they are read, under the budget and its claimed size."""
+    return capped(_raw_member(path, archive, info), info.filename, budget, info.file_size)
+
+
+def read_member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: Budget | None = None) -> bytes:
+    with open_member(path, archive, info, budget_for(path, path.name, budget)) as stream:
         return stream.read()
 
 
-def local_members(path: Path) -> Iterator[tuple[str, bytes | None]]:
-    """(name, bytes) of each whole member from the local headers; (name, None) where the file ends inside one."""
+def local_members(path: Path, budget: Budget) -> Iterator[tuple[str, bytes | None]]:
+    """(name, bytes) of each whole member from the local headers; (name, None) where the file ends inside one.
+
+    A member past a limit raises `archives.OverLimit`, as one read through the directory does."""
     with open(path, "rb") as f:
         while True:
             head = f.read(_LOCAL.size)
             if len(head) < _LOCAL.size or head[:4] != b"PK\x03\x04":
                 return
-            _, _, flags, method, _, _, _, size, _, name_length, extra_length = _LOCAL.unpack(head)
+            _, _, flags, method, _, _, _, compressed, size, name_length, extra_length = _LOCAL.unpack(head)
             name = f.read(name_length).decode("utf-8", "replace")
             f.seek(extra_length, 1)
-            data = _member_data(f, method, size, bool(flags & 0x08))
+            descriptor = bool(flags & 0x08)
+            member = _LocalMember(f, method, compressed, descriptor)
+            try:
+                with capped(io.BufferedReader(member), name, budget, None if descriptor else size) as stream:
+                    data: bytes | None = stream.read()
+            except (zlib.error, zstandard.ZstdError, EOFError):
+                data = None
             yield name, data
             if data is None:
                 return
+            member.skip_descriptor()
 
 
-def _member_data(f: IO[bytes], method: int, size: int, descriptor: bool) -> bytes | None:
-    if method == 0 and not descriptor:
-        data = f.read(size)
-        return data if len(data) == size else None
-    if method not in (8, ZSTD):
-        return None  # (Inspect writes stored, deflated or Zstandard members)
-    decoder: Any = zlib.decompressobj(-15) if method == 8 else zstandard.ZstdDecompressor().decompressobj()
-    out = bytearray()
-    while not decoder.eof:
-        chunk = f.read(1 << 16)
+class _LocalMember(io.RawIOBase):
+    """A member's data decompressed from its place after its local header; `whole` once its end was read."""
+
+    FEED = 256  # compressed bytes a call: a Zstandard block of 4 bytes may make 128 KiB, so output stays small
+
+    def __init__(self, f: IO[bytes], method: int, compressed: int, descriptor: bool):
+        self.f, self.method, self.descriptor = f, method, descriptor
+        self.left = compressed  # (stored members: the bytes still to read)
+        self.whole = False
+        self.pending = b""
+        self.decoder: Any = None
+        if method == 8:
+            self.decoder = zlib.decompressobj(-15)
+        elif method == ZSTD:
+            self.decoder = zstandard.ZstdDecompressor().decompressobj()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.decoder is None and (self.method != 0 or self.descriptor):
+            raise EOFError("a member neither stored, deflated nor Zstandard")  # (what Inspect writes)
+        while not self.pending and not self.whole:
+            self.pending = self._more()
+        n = min(len(buffer), len(self.pending))
+        buffer[:n] = self.pending[:n]
+        self.pending = self.pending[n:]
+        return n
+
+    def _more(self) -> bytes:
+        if self.decoder is None:  # stored
+            data = self.f.read(min(self.left, 1 << 16))
+            self.left -= len(data)
+            if not data and self.left:
+                raise EOFError("the file ends inside the member")
+            self.whole = self.left == 0
+            return data
+        chunk = self.f.read(self.FEED)
         if not chunk:
-            return None
-        try:
-            out += decoder.decompress(chunk)
-        except (zlib.error, zstandard.ZstdError):
-            return None
-    f.seek(-len(decoder.unused_data), 1)
-    if descriptor:  # (sizes after the data: an optional signature, crc, two sizes)
-        f.seek(12 if f.read(4) == b"PK\x07\x08" else 8, 1)
-    return bytes(out)
+            raise EOFError("the file ends inside the member")
+        out = self.decoder.decompress(chunk)
+        if self.decoder.eof:
+            self.whole = True
+            self.f.seek(-len(self.decoder.unused_data), 1)
+        return bytes(out)
+
+    def skip_descriptor(self) -> None:
+        if self.descriptor:  # (sizes after the data: an optional signature, crc, two sizes)
+            self.f.seek(12 if self.f.read(4) == b"PK\x07\x08" else 8, 1)
