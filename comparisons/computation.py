@@ -21,13 +21,13 @@ from comparisons.metrics import (
     side_metrics,
     task_matrix,
 )
-from comparisons.side_data import SideData, load_side
+from comparisons.side_data import SideData, load_sides, unpaired_by_dataset
 from comparisons.sides import Side
 from comparisons.verdict import promotion, remaining_risk, validity_reasons
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 6  # bump when the result's shape changes: cached results of another version are recomputed
+COMPUTE_VERSION = 7  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 # Which score the decision reads (the page and API say it beside the decision).
@@ -38,7 +38,7 @@ def compute(
     baseline: Side, candidate: Side, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The comparison result (for the page and API) and the per-trial points (for the charts)."""
-    base, cand = load_side(baseline), load_side(candidate)
+    base, cand = load_sides([baseline, candidate])
     base_metrics, cand_metrics = side_metrics(base), side_metrics(cand)
     base_metrics |= score_intervals(base, resamples=resamples, seed=seed)
     cand_metrics |= score_intervals(cand, resamples=resamples, seed=seed)
@@ -59,6 +59,8 @@ def compute(
         "headlineEligible": headline["eligible"],
         "headlineReasons": headline["reasons"],
         "pairedTasks": paired["pairedTasks"],
+        # tasks of the same name in another dataset on the other side: never one task, so not paired
+        "unpairedAcrossDatasets": unpaired_by_dataset(base, cand),
         "flips": paired["flips"],
         "mcnemarP": paired["mcnemarP"],
         "bootstrap": paired["bootstrap"],

@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote_plus
+from urllib.parse import urlencode
 
 import numpy as np
 import orjson
@@ -26,7 +26,7 @@ from comparisons import stats
 from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from comparisons.metrics import PASS_AT_K, paired_statistics, side_metrics
 from comparisons.models import GridResult, SideKind
-from comparisons.side_data import SideData, load_side
+from comparisons.side_data import SideData, load_sides
 from comparisons.sides import Side, SideError
 from comparisons.verdict import validity_reasons
 from core.ids import parse_pk
@@ -34,7 +34,7 @@ from trials.models import Configuration, Job, Trial
 from trials.models.taxonomy import WITH_REWARD_FLAG
 
 MIN_SIDES, MAX_SIDES = 2, 12
-GRID_VERSION = 4  # bump when the result's shape changes: stored grids are computed again
+GRID_VERSION = 5  # bump when the result's shape changes: stored grids are computed again
 
 
 def parse_grid(params: Any) -> tuple[list[Side], Side | None]:
@@ -72,10 +72,10 @@ def default_reference(kind: str, ids: list[int]) -> int:
     """The side that pairs the most scored tasks with the others (the first of a tie): a side with
     one task makes every other side "not comparable", so it is never the default by being ticked first."""
     column = "configuration_id" if kind == SideKind.CONFIGURATION else "job_id"
-    tasks: dict[int, set[str]] = defaultdict(set)
+    tasks: dict[int, set[tuple[int | None, str]]] = defaultdict(set)  # a task is its dataset and its name
     scored = Trial.objects.filter(**{f"{column}__in": ids}, reward__isnull=False).order_by()
-    for side, task in scored.values_list(column, "task__name").distinct():
-        tasks[side].add(task or "(no task)")
+    for side, dataset, task in scored.values_list(column, "task__dataset_id", "task__name").distinct():
+        tasks[side].add((dataset, task or "(no task)"))
     paired = {pk: sum(len(tasks[pk] & tasks[other]) for other in ids if other != pk) for pk in ids}
     return max(ids, key=lambda pk: (paired[pk], -ids.index(pk)))
 
@@ -94,7 +94,7 @@ def grid_query(sides: list[Side], reference: Side) -> dict[str, str]:
 def compute_grid(
     sides: list[Side], reference: Side, *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> dict[str, Any]:
-    data = [load_side(side, documents=False) for side in sides]
+    data = load_sides(sides, documents=False)
     at = sides.index(reference)
     names = sorted(set().union(*(d.tasks for d in data)))
     means = [np.array([_mean(d, t) for t in names], dtype=float) for d in data]
@@ -109,7 +109,7 @@ def compute_grid(
     ]
     _holm_across(rows)
     costs = [_costs_by_task(d) for d in data]
-    tasks = [{"task": name, "cells": [_cell(d, name, costs[i]) for i, d in enumerate(data)]} for name in names]
+    tasks = [_task_row(data, name, costs) for name in names]
     return {
         "kind": reference.kind,
         "reference": reference.id,
@@ -230,6 +230,16 @@ def _holm_across(rows: list[dict[str, Any]]) -> None:
         row["mcnemar_p_holm"] = adjusted
 
 
+def _task_row(data: list[SideData], name: str, costs: list[dict[str, float]]) -> dict[str, Any]:
+    """One task's row: its cells, and (where the sides hold several datasets, so `name` names its dataset
+    too) its name and dataset for the cells' trial-list links."""
+    row: dict[str, Any] = {"task": name, "cells": [_cell(d, name, costs[i]) for i, d in enumerate(data)]}
+    cell = next(d.tasks[name] for d in data if name in d.tasks)
+    if cell.qualified:
+        row["filters"] = cell.list_filters()
+    return row
+
+
 def _cell(data: SideData, task: str, costs: dict[str, float]) -> dict[str, Any]:
     """What is stored of one cell; `present_tasks` adds its link and pass@k when it is shown."""
     cell = data.tasks.get(task)
@@ -254,10 +264,10 @@ def present_tasks(result: dict[str, Any], tasks: list[dict[str, Any]]) -> list[d
     """A page of task rows with each cell's trial-list link and pass@k (a stored grid keeps
     neither: 10 sides x 1,000 tasks of them would double what every page view decodes)."""
     # One reverse() per side, then string formatting.
-    lists = {s["id"]: f"{s['trials_url']}&task=" for s in result["sides"]}
+    lists = {s["id"]: f"{s['trials_url']}&" for s in result["sides"]}
     shown = []
     for row in tasks:
-        quoted = quote_plus(row["task"])
+        quoted = urlencode({k: v for k, v in row.get("filters", {"task": row["task"]}).items() if v is not None})
         cells = []
         for cell in row["cells"]:
             extra: dict[str, Any] = {"url": lists[cell["side"]] + quoted if cell["n"] else None}
@@ -271,11 +281,12 @@ def present_tasks(result: dict[str, Any], tasks: list[dict[str, Any]]) -> list[d
 
 def _costs_by_task(data: SideData) -> dict[str, float]:
     """Total cost of each task's trials on this side."""
-    costs: dict[str, float] = defaultdict(float)
-    for row in data.rows:
-        if row["cost_usd"] is not None:
-            costs[row["task__name"] or "(no task)"] += row["cost_usd"]
-    return dict(costs)
+    cost = {row["id"]: row["cost_usd"] for row in data.rows if row["cost_usd"] is not None}
+    costs: dict[str, float] = {}
+    for key, cell in data.tasks.items():
+        if paid := [cost[pk] for pk in cell.trial_ids if pk in cost]:
+            costs[key] = sum(paid)
+    return costs
 
 
 # --------------------------------------------------------------------------------------

@@ -180,6 +180,8 @@ def task_matrix(base: SideData, cand: SideData) -> list[dict[str, Any]]:
     rows = []
     for name in sorted(set(base.tasks) | set(cand.tasks)):
         b, c = base.tasks.get(name), cand.tasks.get(name)
+        cell = b or c  # (a task is on one side at least)
+        filters = cell.list_filters() if cell else {"task": name}
         delta = c.mean - b.mean if b and c and b.mean is not None and c.mean is not None else None
         flip = None
         if c is not None and _outcome(b, c) == "flipped":  # (flipped: both sides have the task)
@@ -187,13 +189,14 @@ def task_matrix(base: SideData, cand: SideData) -> list[dict[str, Any]]:
         rows.append(
             {
                 "task": name,
+                "dataset": cell.dataset if cell else "",
                 "baseline": b.summary() if b else None,
                 "candidate": c.summary() if c else None,
                 "delta": delta,
                 "outcome": _outcome(b, c),
                 "flip": flip,
-                "baselineUrl": base.side.trials_url(task=name),
-                "candidateUrl": cand.side.trials_url(task=name),
+                "baselineUrl": base.side.trials_url(**filters),
+                "candidateUrl": cand.side.trials_url(**filters),
                 "checksumsDiffer": bool(b and c and b.checksums != c.checksums),
                 # the first attempt of each side, their trajectories aligned (trials/viewer/side_by_side.py)
                 "sideBySideUrl": (

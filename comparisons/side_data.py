@@ -24,6 +24,7 @@ TRIAL_FIELDS = (
     "id",
     "task__name",
     "task__checksum",
+    "dataset_id",
     "dataset__name",
     "dataset__version",
     "status",
@@ -58,6 +59,9 @@ class TaskCell:
     """One task on one side: its attempts, reduced to what the comparison needs."""
 
     name: str
+    dataset: str = ""  # its dataset, name@version ("" without one): a task is its dataset and its name
+    dataset_id: int | None = None
+    qualified: bool = False  # keyed with its dataset: the sides compared hold more than one (`pair_tasks`)
     checksums: set[str] = field(default_factory=set)
     trial_ids: list[int] = field(default_factory=list)
     scored: list[float] = field(default_factory=list)
@@ -102,6 +106,10 @@ class TaskCell:
     def passed(self) -> bool | None:
         """A task counts as passed when at least half of its decided attempts passed."""
         return None if not self.decided else self.passes * 2 >= self.decided
+
+    def list_filters(self) -> dict[str, Any]:
+        """The trial list's filters for this task's trials (its dataset too where names alone are ambiguous)."""
+        return {"task": self.name, "dataset": self.dataset_id if self.qualified else None}
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -188,14 +196,56 @@ def load_side(side: Side, *, documents: bool = True) -> SideData:
     )
 
 
+def dataset_label(name: str | None, version: str | None) -> str:
+    return f"{name}@{version}" if name and version else name or ""
+
+
+def task_key(dataset: str, name: str) -> str:
+    """A task as a comparison pairs it: its dataset (name@version) and its name (Inspect numbers its
+    samples, so sample 56 of two logs are two tasks). `pair_tasks` drops the dataset where one is compared."""
+    return f"{dataset} / {name}" if dataset else name
+
+
 def task_cells(rows: list[dict[str, Any]]) -> dict[str, TaskCell]:
-    """Trial rows (TRIAL_FIELDS) reduced to one cell per task name."""
+    """Trial rows (TRIAL_FIELDS) reduced to one cell per task (`task_key`: its dataset and its name)."""
     tasks: dict[str, TaskCell] = {}
     for row in rows:
         name = row["task__name"] or "(no task)"
-        cell = tasks.get(name) or tasks.setdefault(name, TaskCell(name))
+        dataset = dataset_label(row["dataset__name"], row["dataset__version"])
+        key = task_key(dataset, name)
+        cell = tasks.get(key) or tasks.setdefault(key, TaskCell(name, dataset, row["dataset_id"]))
         _add_row(cell, row)
     return tasks
+
+
+def pair_tasks(sides: list[SideData]) -> None:
+    """Key every side's tasks for pairing: by name where the sides hold one dataset, by dataset and name
+    (`task_key`, the cell `qualified`) where they hold more, so tasks of two datasets are never one."""
+    datasets = {cell.dataset for data in sides for cell in data.tasks.values()}
+    for data in sides:
+        if len(datasets) <= 1:
+            data.tasks = {cell.name: cell for cell in data.tasks.values()}
+        for cell in data.tasks.values():
+            cell.qualified = len(datasets) > 1
+
+
+def load_sides(sides: list[Side], *, documents: bool = True) -> list[SideData]:
+    """Several sides loaded (`load_side`) and their tasks keyed for pairing (`pair_tasks`)."""
+    data = [load_side(side, documents=documents) for side in sides]
+    pair_tasks(data)
+    return data
+
+
+def unpaired_by_dataset(base: SideData, cand: SideData) -> list[dict[str, Any]]:
+    """Tasks on one side only whose name the other side has, in another dataset: not paired, said so."""
+    only: list[dict[str, set[str]]] = [defaultdict(set), defaultdict(set)]
+    for found, data, other in ((only[0], base, cand), (only[1], cand, base)):
+        for key in data.tasks.keys() - other.tasks.keys():
+            found[data.tasks[key].name].add(data.tasks[key].dataset)
+    return [
+        {"task": name, "baselineDatasets": sorted(only[0][name]), "candidateDatasets": sorted(only[1][name])}
+        for name in sorted(only[0].keys() & only[1].keys())
+    ]
 
 
 def trial_passed(row: dict[str, Any]) -> bool:

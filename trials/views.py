@@ -19,6 +19,7 @@ from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFil
 from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
 from trials.queue import import_upload
+from trials.triage import clusters
 from trials.triage.forms import CommentForm
 from trials.viewer import artifacts, lists, search_hits, side_by_side, steps, tabs, text, transcript
 
@@ -230,6 +231,8 @@ def trial_page(request, pk, number: int | None = None):
         "items": QCItem.objects.about(trial).select_related("scenario", "failure_mode", "assignee").order_by("-pk"),
         "comments": trial.qc_comments.select_related("author"),
         "comment_form": CommentForm(),
+        # "compare with a passing attempt" is offered on a failure that has one
+        "has_passing_attempt": bool(trial.cluster_id and clusters.with_passing_attempt([trial])),
         # `harbor check`'s verdicts on the trial's task, from its job's check_report.json
         "task_checks": Job.task_checks(trial.job_id, trial.task.name)
         if trial.task and trial.source_format == "harbor"

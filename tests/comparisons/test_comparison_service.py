@@ -158,7 +158,13 @@ def test_a_different_dataset_version_makes_the_comparison_invalid():
     c = compare(base, cand, resamples=100)["comparison"]
     assert c["valid"] is False
     assert c["invalidReasons"] == [
-        "dataset version differs: baseline known-answer/tasks@1.0, candidate known-answer/tasks@2.0"
+        "dataset version differs: baseline known-answer/tasks@1.0, candidate known-answer/tasks@2.0",
+        # a task is its dataset (name and version) and its name: "a" of 1.0 and "a" of 2.0 are two tasks
+        "task sets differ: 1 task(s) only in baseline, 1 only in candidate",
+    ]
+    assert c["pairedTasks"] == 0
+    assert c["unpairedAcrossDatasets"] == [
+        {"task": "a", "baselineDatasets": ["known-answer/tasks@1.0"], "candidateDatasets": ["known-answer/tasks@2.0"]}
     ]
     assert "comparison invalid: dataset version differs" in c["remainingRisk"][0]
 
@@ -254,8 +260,9 @@ def test_hold_when_evidence_completeness_drops_below_baseline():
 
 
 def test_hold_when_the_guard_passes_but_the_comparison_is_invalid():
-    base = build_side("base", _tasks([0.0] * 12), dataset=DatasetFactory(version="1.0"))
-    cand = build_side("cand", _tasks([1.0] * 12), dataset=DatasetFactory(version="2.0"))
+    base = build_side("base", _tasks([0.0] * 12))
+    # (a changed verifier keeps the pairing: a changed dataset version would pair nothing)
+    cand = build_side("cand", _tasks([1.0] * 12), checksums={"t00": "sha-changed"})
     c = compare(base, cand, resamples=500)["comparison"]
     assert c["guardPasses"] is True and c["valid"] is False
     assert c["decision"] == "hold"

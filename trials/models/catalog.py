@@ -113,6 +113,17 @@ class Job(models.Model):
         ]
 
 
+class TaskQuerySet(models.QuerySet):
+    def same_as(self, *tasks: Task) -> TaskQuerySet:
+        """The rows of these tasks: a task is its dataset (name and version) and its name, whatever the
+        checksum (a changed verifier is the same task, told apart by `checksumsDiffer`). Inspect names its
+        samples by number, so a name alone is never a task."""
+        same = models.Q(pk__in=[])
+        for dataset_id, name in {task.identity for task in tasks}:
+            same |= models.Q(dataset_id=dataset_id, name=name)  # (dataset_id=None: IS NULL)
+        return self.filter(same)
+
+
 class Task(models.Model):
     dataset = models.ForeignKey(Dataset, null=True, on_delete=models.PROTECT)
     name = CharField(max_length=300)
@@ -120,9 +131,19 @@ class Task(models.Model):
     source = CharField(max_length=1000, blank=True)
     definition = JSONField(default=dict, blank=True)
 
+    objects = TaskQuerySet.as_manager()
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dataset", "name", "checksum"], name="unique_task_checksum")]
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def identity(self) -> tuple[int | None, str]:
+        """What makes it one task (`Task.objects.same_as`): its dataset and its name."""
+        return self.dataset_id, self.name
+
+    def is_same_as(self, other: Task | None) -> bool:
+        return other is not None and self.identity == other.identity

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from trials.ingest import redaction
+from trials.ingest.records import PASS_REWARD
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.imports import Pack
 from trials.storage.fields import CharField, JSONField, TextField
@@ -29,6 +30,18 @@ class TrialQuerySet(models.QuerySet):
 
     def failed(self):
         return self.filter(status__in=Trial.FAILED_STATUSES)
+
+    def passes(self):
+        """Trials that passed, as a comparison counts them (comparisons.side_data.trial_passed): a passed
+        status, or a run that ended otherwise (timed out, a limit) with a passing reward."""
+        decided = (Trial.Status.PASSED, Trial.Status.FAILED)
+        return self.filter(
+            models.Q(status=Trial.Status.PASSED) | (~models.Q(status__in=decided) & models.Q(reward__gte=PASS_REWARD))
+        )
+
+    def of_task(self, task: Task | None):
+        """Trials of this task (`Task.objects.same_as`: its dataset and its name); none without one."""
+        return self.none() if task is None else self.filter(task__in=Task.objects.same_as(task))
 
     def failures(self):
         """Failed trials and those a safety signal flagged whatever their reward: what triage counts."""

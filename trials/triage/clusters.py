@@ -10,12 +10,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Case, Count, Max, Min, Q, QuerySet, Value, When
 from django.db.models.functions import Coalesce
 from django.http import QueryDict
 
 from trials.filters import TrialFilter
-from trials.models import Configuration, Step, ToolCall, Trial
+from trials.models import Configuration, Step, Task, ToolCall, Trial
 from trials.models.qc import FailureCluster
 from trials.models.taxonomy import Category
 from trials.triage import prefill, signatures
@@ -60,12 +60,26 @@ def class_rows(params: QueryDict | dict[str, Any] | None = None) -> list[dict[st
 
 def facets(
     cluster: FailureCluster, params: QueryDict | dict[str, Any] | None = None
-) -> dict[str, list[tuple[str, int]]]:
-    """Its trials per task and per first failing verifier test: inside a cluster, not part of it."""
+) -> dict[str, list[tuple[str, int, dict[str, Any] | None]]]:
+    """Its trials per task (its dataset and name: Inspect's sample 56 of two logs are two tasks) and per
+    first failing verifier test: inside a cluster, not part of it. A task's dataset is named (`label`)
+    when the cluster's tasks come from more than one."""
     trials = clustered_trials(params).filter(cluster=cluster).order_by()
-    tasks = trials.values_list("task__name").annotate(n=Count("pk")).order_by("-n", "task__name")[:FACETS_SHOWN]
+    dataset = ("task__dataset_id", "task__dataset__name", "task__dataset__version")
+    tasks = (
+        trials.values_list("task__name", *dataset)
+        .annotate(n=Count("pk"))
+        .order_by("-n", "task__name", "task__dataset_id")[:FACETS_SHOWN]
+    )
+    several = len({row[1] for row in tasks}) > 1
     tests = trials.values_list("failing_test").annotate(n=Count("pk")).order_by("-n", "failing_test")[:FACETS_SHOWN]
-    return {"task": [(t or "", n) for t, n in tasks], "test": [(t or "", n) for t, n in tests]}
+    return {
+        "task": [
+            (name or "", n, {"id": pk, "label": (f"{ds}@{v}" if v else ds) if several else ""} if pk else None)
+            for name, pk, ds, v, n in tasks
+        ],
+        "test": [(t or "", n, None) for t, n in tests],
+    }
 
 
 FACETS_SHOWN = 20
@@ -88,18 +102,32 @@ def form_category(cluster: FailureCluster, representative: Trial) -> str:
 
 
 def passing_attempt(trial: Trial) -> Trial | None:
-    """A passing, unflagged trial of the same task to set this failure beside: of its configuration
-    first, else of the reference (baseline) configuration."""
-    if trial.task_id is None:
-        return None
-    passing = Trial.objects.filter(task_id=trial.task_id, status=Trial.Status.PASSED, is_flagged=False).exclude(
-        pk=trial.pk
+    """A passing attempt of the same task (its dataset and name) to set this failure beside: of its
+    configuration first, else of the reference (baseline) one, else of any other configuration (Terminal-Bench
+    and Inspect configurations have no role). An unflagged pass before a flagged one (a pass that timed out
+    with a reward still passed; the side-by-side page labels its flags)."""
+    passing = Trial.objects.of_task(trial.task).passes().exclude(pk=trial.pk)
+    same = Q(configuration_id=trial.configuration_id) if trial.configuration_id is not None else Q(pk__in=[])
+    reference = Q(configuration__role=Configuration.Role.BASELINE)
+    return (
+        passing.annotate(
+            nearness=Case(When(same, then=Value(0)), When(reference, then=Value(1)), default=Value(2)),
+        )
+        .order_by("nearness", "is_flagged", "-pk")
+        .first()
     )
-    if trial.configuration_id is not None:
-        same = passing.filter(configuration_id=trial.configuration_id).order_by("-pk").first()
-        if same is not None:
-            return same
-    return passing.filter(configuration__role=Configuration.Role.BASELINE).order_by("-pk").first()
+
+
+def with_passing_attempt(trials: list[Trial]) -> set[int]:
+    """Which of these trials `passing_attempt` finds one for, in one query (the pages hide the link for the rest)."""
+    tasks = [t.task for t in trials if t.task is not None]
+    if not tasks:
+        return set()
+    passes: dict[tuple[int | None, str], set[int]] = defaultdict(set)
+    found = Trial.objects.passes().filter(task__in=Task.objects.same_as(*tasks))
+    for pk, dataset_id, name in found.values_list("pk", "task__dataset_id", "task__name"):
+        passes[(dataset_id, name)].add(pk)
+    return {t.pk for t in trials if t.task is not None and passes[t.task.identity] - {t.pk}}
 
 
 def cluster_rows(params: QueryDict | dict[str, Any] | None = None) -> QuerySet:

@@ -253,6 +253,7 @@ def _cluster_page(request, cluster: FailureCluster, form):
         .select_related("task", "job", "configuration", "triage_assignment__assignee")
     )
     page = Paginator(trials.order_by("-pk"), PAGE_SIZE).get_page(request.GET.get("page"))
+    shown = list(page) + ([example.trial] if example is not None else [])
     return render(
         request,
         "triage/cluster_detail.html",
@@ -267,6 +268,7 @@ def _cluster_page(request, cluster: FailureCluster, form):
             "items": cluster.qc_items.select_related("scenario", "failure_mode", "assignee", "trial").order_by("-pk"),
             "filters": {key: request.GET.get(key, "") for key in clusters.FILTER_KEYS},
             "page_query": _without(request.GET, "page"),
+            "with_passing": clusters.with_passing_attempt(shown),  # the link is hidden on the others
         },
     )
 
@@ -320,14 +322,12 @@ def cluster_split(request, pk: int):
 
 @roles.require_right(roles.READ)
 def compare_passing(request, pk: int):
-    """The failure beside a passing attempt of its task (its configuration first, else the reference's),
-    on the side-by-side page, which opens at the first divergence."""
+    """The failure beside a passing attempt of its task (`clusters.passing_attempt`: its configuration first,
+    else the reference's, else another's), on the side-by-side page, which opens at the first divergence."""
     trial = get_object_or_404(Trial, pk=pk)
     passing = clusters.passing_attempt(trial)
     if passing is None:
-        messages.info(
-            request, f"No passing attempt of {trial.task or 'its task'} in its configuration or the reference one."
-        )
+        messages.info(request, f"No passing attempt of {trial.task or 'its task'} in any configuration.")
         return redirect(request.GET.get("back") if _safe_back(request) else trial.get_absolute_url())
     return redirect("trial-side-by-side", trial.pk, passing.pk)
 

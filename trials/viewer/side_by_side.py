@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.db.models.functions import Substr
 from django.urls import reverse
 
-from trials.models import Step, Task, ToolCall, Trajectory, Trial
+from trials.models import Step, ToolCall, Trajectory, Trial
 from trials.viewer.align import Pair, Settled, Signed, align_window, first_divergence
 from trials.viewer.steps import main_trajectory
 from trials.viewer.text import scrub
@@ -42,10 +42,12 @@ class Sides:
 
 
 def sides(left: Trial, right: Trial) -> Sides:
-    """The main trajectory of each trial; trials of different tasks (by name, as comparisons pair them) are refused."""
-    if left.task is None or right.task is None or left.task.name != right.task.name:
+    """The main trajectory of each trial; trials of different tasks (a task is its dataset and its name,
+    as comparisons pair them) are refused."""
+    if left.task is None or not left.task.is_same_as(right.task):
         raise NotComparable(
-            f"trials {left.pk} and {right.pk} are not of the same task: only attempts of one task align"
+            f"trials {left.pk} and {right.pk} are not of the same task (its dataset and name):"
+            " only attempts of one task align"
         )
     found = []
     for trial in (left, right):
@@ -241,7 +243,7 @@ def compare_with(trial: Trial) -> QuerySet[Trial]:
     if trial.task is None:
         return Trial.objects.none()
     return (
-        Trial.objects.filter(task__in=Task.objects.filter(name=trial.task.name))
+        Trial.objects.of_task(trial.task)
         .exclude(pk=trial.pk)
         .select_related("configuration", "job")
         .order_by("configuration_id", "job_id", "attempt", "pk")[:COMPARE_WITH]
