@@ -56,3 +56,57 @@ def test_a_parity_experiment_is_kept_as_a_document_with_every_run(adapter):
     assert document.data == data and Trial.objects.count() == 0
     runs = sum(len(v) for e in data for m in e["metrics"] for k, v in m.items() if re.fullmatch(r".+_runs", k))
     assert document.counts == {"experiments": len(data), "metrics": sum(len(e["metrics"]) for e in data), "runs": runs}
+
+
+RUNS_2 = REFERENCE / "public-runs-2"
+DROID = RUNS_2 / "tb1-droid-5x2"
+
+
+def _tb1_rows(folder):
+    """Every results.json row of the run folders below `folder`: {trial_name: row}."""
+    return {
+        row["trial_name"]: row
+        for path in folder.glob("*/*/results.json")
+        for row in orjson.loads(path.read_bytes())["results"]
+    }
+
+
+def _all_clusters(client):
+    found, url = [], "/api/qc/clusters/?page_size=100"
+    while url:
+        page = client.get(url).json()
+        found += page["results"]
+        url = page["next"]
+    return found
+
+
+def test_tb1_failures_cluster_by_how_the_source_says_they_ended_and_unscored_rows_are_in_clusters(client_logged_in):
+    rows = _tb1_rows(DROID)
+    import_path(DROID)
+    clusters = _all_clusters(client_logged_in)
+    trial_names = dict(Trial.objects.values_list("pk", "name"))
+    in_clusters = {trial_names[pk] for c in clusters for pk in c["trials"]}
+    not_passed = {name for name, row in rows.items() if row["is_resolved"] is not True}
+    assert not_passed <= in_clusters  # every failed or unscored trial is in a cluster
+    modes = {c["description"]: {rows[trial_names[pk]]["failure_mode"] for pk in c["trials"]} for c in clusters}
+    assert all(len(m) == 1 for m in modes.values()), modes  # a cluster never mixes the source's failure modes
+    failing_modes = {row["failure_mode"] for name, row in rows.items() if name in not_passed}
+    assert {next(iter(m)) for m in modes.values()} == failing_modes  # and each mode has its cluster
+    by_class = {c["description"]: c["failure_class"] for c in clusters}
+    for description, mode in modes.items():
+        if mode & {"test_timeout", "parse_error"}:  # the harness's failure, not the agent's
+            assert by_class[description] == "infrastructure"
+        if mode == {"agent_timeout"}:
+            assert by_class[description] == "capability"
+
+
+def test_a_harbor_agent_that_was_not_logged_in_is_an_errored_credential_failure(client_logged_in):
+    job = RUNS_2 / "harbor-check-claude-code-notloggedin" / "2026-09-30__08-59-24"
+    [trajectory] = job.glob("*/agent/trajectory.json")
+    last = [s["message"] for s in orjson.loads(trajectory.read_bytes())["steps"] if s["source"] == "agent"][-1]
+    assert "Not logged in" in last  # the README's known answer, in the file itself
+    import_path(job)
+    trial = Trial.objects.get()
+    shown = client_logged_in.get(f"/api/trials/{trial.pk}/").json()
+    assert (shown["status"], shown["reward"], shown["failure_class"]) == ("errored", 0.0, "infrastructure")
+    assert "credential" in shown["failure_class_why"]

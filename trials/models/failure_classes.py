@@ -29,6 +29,7 @@ class FailureFacts:
     failure_mode: str = ""  # Terminal-Bench 1's failure_mode
     limit: str = ""  # Inspect AI's limit kind (message, token, time, working, context, ...)
     task_flagged: bool = False  # `harbor check` found a problem with the trial's task
+    last_message: str = ""  # the agent's last message, when the run ended with an exception
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "exception_message",
         r"invalid api key|unauthori[sz]ed|authentication failed|login failed|rate limit",
+        INFRA,
+        "a credential, login or quota failure",
+    ),
+    Rule(
+        "last_message",
+        r"not logged in|please run /login|invalid api key|credit balance is too low|unauthori[sz]ed|quota exceeded",
         INFRA,
         "a credential, login or quota failure",
     ),

@@ -29,13 +29,13 @@ from typing import Any
 
 import orjson
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, Case, ExpressionWrapper, OuterRef, Q, Subquery, TextField, Value, When
 from django.db.models.fields.json import KT
 from django.utils import timezone
 from rapidfuzz import fuzz, process
 
-from trials.models import PermissionDecision, RuntimeEvent, Trial, taxonomy
-from trials.models.failure_classes import FailureClass, FailureFacts, classify
+from trials.models import PermissionDecision, RuntimeEvent, Step, Trial, taxonomy
+from trials.models.failure_classes import QUIET_MODES, FailureClass, FailureFacts, classify, ended_badly
 from trials.models.qc import FailureCluster
 from trials.models.taxonomy import (
     CANCELLED_WITH_REWARD,
@@ -129,8 +129,23 @@ def failure_class_of(row: dict[str, Any], flags: list[str]) -> str:
     return str(found or FailureClass.CAPABILITY)
 
 
-# What names a failure's cause in its signature; a signature with none of them also names its benchmark.
+# What names a failure's cause in its signature; a signature with none of them also says how the run
+# ended and names its benchmark.
 CAUSES = ("category", "code", "exceptionType", "message", "tool", "flags")
+
+
+def ended_as(row: dict[str, Any]) -> str:
+    """How a run with no error text ended, as its source says: Terminal-Bench's failure_mode, the kind of
+    Inspect limit, a timeout or error, unscored (no reward), its tests failed; "" when nothing says."""
+    if (mode := str(row.get("failure_mode") or "")) and mode.lower() not in QUIET_MODES:
+        return mode
+    if row.get("limit"):
+        return f"{row['limit']} limit"
+    if ended := how_it_ended(row):
+        return ended
+    if row["reward"] is None:
+        return "unscored"
+    return "tests failed" if first_failing_test(row["ctrf_tests"]) else ""
 
 
 def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, Any]:
@@ -153,8 +168,11 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
         "flags": sorted(SAFETY_SIGNALS & set(flags)),  # (a reward kept after a bad ending is a facet, not a cause)
     }
     if not any(signature[k] for k in CAUSES):
-        # Nothing says why (a wrong answer, tests failed): what such trials share is the benchmark,
-        # so one cluster a dataset, not one of every source's. (Absent otherwise: other keys stay as they were.)
+        # No error text (a wrong answer, tests failed, a timeout the source names only by its mode): such
+        # trials share how they ended and their benchmark, so a cluster for each of those, not one catch-all.
+        # (Absent otherwise: other keys stay as they were.)
+        if ended := ended_as(row):
+            signature["ended"] = ended
         signature["benchmark"] = row["dataset__name"] or ""
     return signature
 
@@ -177,7 +195,10 @@ def describe(signature: dict[str, Any]) -> str:
         parts.append(signature["exceptionType"])
     if signature.get("tool"):
         parts.append(f"tool {signature['tool']}")
-    if signature.get("benchmark"):
+    if signature.get("ended"):
+        ended = ENDED_LABELS.get(signature["ended"], signature["ended"])
+        parts.append(f"{ended}, in {signature['benchmark']}" if signature.get("benchmark") else ended)
+    elif signature.get("benchmark"):
         parts.append(f"no error, in {signature['benchmark']}")
     for facet, value in (signature.get("split") or {}).items():
         parts.append(f"{facet} {value}")
@@ -186,6 +207,19 @@ def describe(signature: dict[str, Any]) -> str:
     text = " · ".join(parts)
     return f"{text}: {signature['message']}" if signature.get("message") else text
 
+
+ENDED_LABELS = {
+    "agent_timeout": "the agent timed out",
+    "test_timeout": "the tests timed out",
+    "parse_error": "the tests' output could not be read",
+    "unknown_agent_error": "the agent failed",
+    "timeout": "timed out",
+    "errored": "errored",
+    "cancelled": "cancelled",
+    "limit": "hit a limit",
+    "unscored": "unscored",
+    "tests failed": "tests failed",
+}
 
 CLASS_LABELS = {
     "infrastructure": "infrastructure",
@@ -214,6 +248,17 @@ CLASS_FACTS = {
     "failure_mode": KT("provenance__failure_mode"),
     "limit": KT("provenance__limit"),
     "task_flagged": KT("provenance__task_flagged"),
+    # The agent's last message, read only for a run that ended with an exception ("Not logged in").
+    "last_message": Case(
+        When(exception_type="", then=Value("")),
+        default=Subquery(
+            Step.objects.filter(trial=OuterRef("pk"), trajectory__role="main", source="agent")
+            .exclude(message_text="")
+            .order_by("-index")
+            .values("message_text")[:1]
+        ),
+        output_field=TextField(),
+    ),
 }
 _BYPASS_CODES = ["permission-bypass", "permission_bypass"]
 _STALE_CODES = ["stale-success", "stale_success"]
@@ -331,6 +376,7 @@ def facts_of(row: dict[str, Any]) -> FailureFacts:
         failure_mode=str(row["failure_mode"] or ""),
         limit=str(row["limit"] or ""),
         task_flagged=str(row["task_flagged"] or "").lower() in ("true", "1"),
+        last_message=str(row["last_message"] or "")[:MESSAGE_CHARS],
     )
 
 
@@ -371,7 +417,7 @@ def _sign_batch(ids: list[int]) -> int:
     for row in rows:
         found = evidence.flags(row)
         test = first_failing_test(row["ctrf_tests"])
-        if row["status"] not in Trial.FAILED_STATUSES and not found:
+        if row["status"] not in Trial.FAILED_STATUSES and not ended_badly(facts_of(row)) and not found:
             wanted[row["pk"]] = (None, (), test)
             continue
         signature = signature_of(row, found, evidence.tool(row["pk"]))

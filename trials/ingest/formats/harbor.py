@@ -397,7 +397,7 @@ def trial_status(trial: ParsedTrial) -> str:
     trial.reward = float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None
     if "timeout" in trial.exception_type.lower():
         return "timeout"
-    if trial.exception_type and trial.reward is None:
+    if trial.exception_type and (trial.reward is None or trial.reward < PASS_REWARD):  # (its verifier ran anyway)
         return "errored"
     if trial.reward is None:
         return trial.status or "unknown"  # (a status a Benchviewer export's manifest named, read before)
