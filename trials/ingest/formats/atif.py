@@ -281,7 +281,7 @@ def parse_step(raw: Any, index: int) -> ParsedStep:
         text = content_text(result.get("content"))
         observations.append(
             ParsedObservation(
-                source_call_id=result.get("source_call_id"),
+                source_call_id=scid if isinstance(scid := result.get("source_call_id"), str) else None,
                 content_text=text,
                 content_size=len(text.encode("utf-8", "surrogatepass")),
                 subagent_refs=[r for r in as_list(result.get("subagent_trajectory_ref")) if isinstance(r, dict)],

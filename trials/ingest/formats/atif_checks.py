@@ -173,7 +173,11 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
             add("tool call needs tool_call_id and function_name", f".tool_calls[{i}]")
             continue
         unknown += unknown_fields(call, "tool_call", f".tool_calls[{i}]")
-        call_ids.add(call["tool_call_id"])
+        for key in ("tool_call_id", "function_name"):
+            if not isinstance(call[key], str):
+                add(f"{key} must be a string, got {_json_type(call[key])}", f".tool_calls[{i}].{key}")
+        if isinstance(call["tool_call_id"], str):
+            call_ids.add(call["tool_call_id"])
     observation = step.get("observation")
     unknown += unknown_fields(observation, "observation", ".observation")
     results = observation.get("results") if isinstance(observation, dict) else None
@@ -183,7 +187,12 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
         unknown += unknown_fields(result, "result", f".observation.results[{i}]")
         unknown += _content_part_fields(result.get("content"), f".observation.results[{i}].content")
         scid = result.get("source_call_id")
-        if scid is not None and scid not in call_ids:
+        if scid is not None and not isinstance(scid, str):
+            add(
+                f"source_call_id must be a string, got {_json_type(scid)}: not linked to a tool call",
+                f".observation.results[{i}].source_call_id",
+            )
+        elif scid is not None and scid not in call_ids:
             add(
                 f"source_call_id {scid!r} matches no tool call in this step",
                 f".observation.results[{i}].source_call_id",
@@ -202,6 +211,13 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
     for path in unknown:
         add(f"unknown field {path.lstrip('.')!r} (kept)", path, severity="warning")
     return problems
+
+
+def _json_type(value: Any) -> str:
+    """What JSON calls a parsed value: an object, an array, a number…"""
+    if isinstance(value, bool):
+        return "a boolean"
+    return {dict: "an object", list: "an array", str: "a string", type(None): "null"}.get(type(value), "a number")
 
 
 def _content_part_fields(content: Any, where: str) -> list[str]:

@@ -103,7 +103,7 @@ def _trial_of_one_file(path: Path, rel: str) -> ParsedPack:
         source_format="harbor",
         name=name,
         configuration=ConfigurationRef(
-            key="__".join(x for x in (agent.get("name"), agent.get("model_name")) if x) or "unknown",
+            key="__".join(str(x) for x in (agent.get("name"), agent.get("model_name")) if x) or "unknown",
             agent_name=str(agent.get("name") or ""),
             agent_version=str(agent.get("version") or ""),
             model_name=str(agent.get("model_name") or ""),
