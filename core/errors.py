@@ -19,6 +19,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 from kombu.exceptions import OperationalError as BrokerError
 
+from core import otlp_status
+
 RETRY_AFTER_MIN_SECONDS, RETRY_AFTER_MAX_SECONDS = 1, 60
 # A failure later than this past the last Retry-After advised starts a new outage (clients came back and got in).
 OUTAGE_GAP_SECONDS = 5.0
@@ -65,6 +67,8 @@ def server_error(request: HttpRequest) -> HttpResponse:
     headers = {}
     if unreachable:
         headers["Retry-After"] = retry_after(broker=isinstance(failure, BrokerError | redis.ConnectionError))
+    if otlp_status.is_otlp(request):  # (an OpenTelemetry exporter: its Status, and it retries a 503)
+        return otlp_status.status_response(request, status, detail, headers)
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": detail}, status=status, headers=headers)
     page = loader.get_template("500.html").render({"detail": detail, "status": status})

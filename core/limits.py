@@ -24,6 +24,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from rest_framework import status
 from rest_framework.exceptions import APIException
 
+from core import otlp_status
+
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
@@ -63,8 +65,10 @@ def read_capped(stream: IO[bytes] | None, limit: int) -> bytes:
 
 
 def refuse(request: HttpRequest, code: int, detail: str) -> HttpResponse:
-    """The API's JSON error body under /api/ and OTLP's /v1/, a short page elsewhere (no template: no query)."""
-    if request.path.startswith(("/api/", "/v1/")):
+    """The API's JSON error body under /api/, OTLP's Status under /v1/, a short page elsewhere (no template)."""
+    if otlp_status.is_otlp(request):
+        return otlp_status.status_response(request, code, detail)
+    if request.path.startswith("/api/"):
         return JsonResponse({"detail": detail}, status=code)
     return HttpResponse(f"{code}: {detail}\n", status=code, content_type="text/plain; charset=utf-8")
 

@@ -5,7 +5,9 @@ trials/live/traces.py through the live service's own entry points (`start_trial`
 reward and completion events): the same stages as every other live write. The answer is OTLP's
 ExportTraceServiceResponse, in the request's encoding; spans refused (no trace, a step the service
 refuses, a trial another account started) are counted in `partial_success` and named in its
-message, the others kept.
+message, the others kept. A body with new spans for a trial that has ended is refused whole (409).
+Every error is an OTLP Status (core/otlp_status.py): the view's own, DRF's (401, 403, 413, 415) and
+the server's (a 503 in an outage, core/errors.py).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from rest_framework.parsers import BaseParser
 from rest_framework.views import APIView
 
 from core import limits, roles
+from core.otlp_status import PROTOBUF, status_response
 from trials.ingest.formats import otlp
 from trials.live import traces
 
-PROTOBUF = "application/x-protobuf"
 WHERE = "POST /v1/traces"
 
 
@@ -69,6 +71,10 @@ class Traces(APIView):
         responses={
             200: OpenApiResponse(description="ExportTraceServiceResponse; partial_success names refused spans"),
             400: OpenApiResponse(description="a body that is no ExportTraceServiceRequest (an OTLP Status)"),
+            409: OpenApiResponse(
+                description="new spans for a trial that has ended: the body refused whole, "
+                "nothing stored (an OTLP Status naming the trial and its state)"
+            ),
             413: OpenApiResponse(description="the body is over OTLP_MAX_BODY_BYTES: nothing of it was read"),
         },
     )
@@ -78,18 +84,29 @@ class Traces(APIView):
             body = request.data
             data = otlp.decode_protobuf(body) if as_protobuf else orjson.loads(body)
         except ParseError as exc:
-            return _status(400, f"{WHERE}: {exc.detail}", as_protobuf)
+            return status_response(request, 400, f"{WHERE}: {exc.detail}")
         except ValueError as exc:  # (orjson's JSONDecodeError is one)
-            return _status(400, f"{WHERE}: {exc}", as_protobuf)
+            return status_response(request, 400, f"{WHERE}: {exc}")
         if not isinstance(data, dict):
-            return _status(400, f"{WHERE}: the body must be an ExportTraceServiceRequest object", as_protobuf)
+            return status_response(request, 400, f"{WHERE}: the body must be an ExportTraceServiceRequest object")
         spans, problems = otlp.read_spans(data, WHERE)
+        by_trial = otlp.spans_by_trial(spans)
+        if ended := traces.ended(by_trial, request.user):
+            return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
         rejected, messages = len(problems), [p.message for p in problems]
-        for trial_id, members in otlp.spans_by_trial(spans).items():
+        for trial_id, members in by_trial.items():
             refused = traces.record(trial_id, members, request.user)
             rejected += len(refused)
             messages += sorted({why for _, why in refused})  # (a body refused whole says so once)
         return _answer(rejected, messages, as_protobuf)
+
+    def handle_exception(self, exc):
+        """DRF's refusals of this view (401, 403, 413, 415, a body that does not parse) as OTLP Statuses;
+        what is no refusal is raised on, to the server's own answer (core/errors.py: a Status too)."""
+        response = super().handle_exception(exc)
+        detail = getattr(exc, "detail", "") or response.data
+        kept = {name: response[name] for name in ("WWW-Authenticate", "Retry-After") if response.has_header(name)}
+        return status_response(self.request, response.status_code, f"{WHERE}: {detail}", kept)
 
 
 def _answer(rejected: int, messages: list[str], as_protobuf: bool) -> HttpResponse:
@@ -100,20 +117,3 @@ def _answer(rejected: int, messages: list[str], as_protobuf: bool) -> HttpRespon
     if as_protobuf:
         return HttpResponse(answer.SerializeToString(), content_type=PROTOBUF)
     return HttpResponse(orjson.dumps(MessageToDict(answer)), content_type="application/json")
-
-
-def _status(code: int, message: str, as_protobuf: bool) -> HttpResponse:
-    """OTLP's error body: a google.rpc.Status (its message alone), in the request's encoding."""
-    if as_protobuf:  # (Status's field 2 is its message: written by hand, the proto is not in the package)
-        encoded = message.encode()
-        return HttpResponse(b"\x12" + _varint(len(encoded)) + encoded, status=code, content_type=PROTOBUF)
-    return HttpResponse(orjson.dumps({"code": 3, "message": message}), status=code, content_type="application/json")
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)

@@ -41,7 +41,7 @@ from trials.ingest.formats.context_kinds import record_kind
 from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.values import as_dict, parse_iso
 from trials.live.derive import SCHEMA_VERSION, derive_trajectory
-from trials.models import Job, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
+from trials.models import Job, ReceivedSpan, RewardCriterion, RuntimeEvent, Step, Trajectory, Trial
 from trials.storage.bulk_insert import insert_rows, set_integers
 from trials.triage import signatures
 
@@ -522,6 +522,7 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
     trial.input_tokens, trial.output_tokens, trial.cached_tokens = totals["p"], totals["c"], totals["k"]
     trial.cost_usd = totals["cost"] if totals["cost"] is not None else trial.cost_usd
     trial.save()
+    ReceivedSpan.objects.filter(trial=trial).update(span={})  # (an OTLP trial's: ids kept, against a retry)
     _write_permissions(trial)
     sent = sent_trajectories(trial).filter(step_count__gt=0)
     for trajectory in sent:

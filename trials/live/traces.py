@@ -1,11 +1,17 @@
 """A live trial's OpenTelemetry spans (`POST /v1/traces`, trials/live/otlp.py) written through the live
-service, and the spans it has received (ReceivedSpan): this module is that table's only writer.
+service, and the spans it has received (ReceivedSpan): this module stores them (the re-scrub and the
+completion only blank their bodies).
 
 A span is sent once it has ended, so a trace arrives leaves first and its root span last. A batch
 is read as part of a trace (`trace_trial(..., partial=True)`): an agent span whose parent has not
 come is read as a subagent; a span whose agent span has not come, as the main agent's. When the
 root span arrives above an agent span the run is over: the trial is read again from all its
 spans, its steps written again if any span's agent has changed, and the trial completed.
+
+A span is stored scrubbed by the redactions its trial has (`Trial.redactions`); a later redaction
+scrubs it again (imports/rescrub.py), and the trial's completion, by whatever path, empties the
+bodies (live/service.py): no stored span keeps a redacted value. A trial that has ended takes no
+new span: the body is refused whole (`ended`), nothing of it stored.
 """
 
 from __future__ import annotations
@@ -15,11 +21,30 @@ from typing import Any
 
 from django.db import transaction
 
+from trials.ingest import redaction
 from trials.ingest.formats import otlp
 from trials.live import service
 from trials.models import ReceivedSpan, Trial
 
 Refusals = list[tuple[str, str]]  # (span id, why)
+
+
+def ended(by_trial: dict[str, list[otlp.Span]], user: Any) -> list[str]:
+    """Why the body is refused whole: each of its trials that has ended, named with its state, for which
+    a span is new (a retry of spans it stored before is no news). Nothing is written here. (A trial
+    another account started refuses `user` its spans in `record`, whatever its state.)"""
+    why = []
+    for trial_id, spans in by_trial.items():
+        trial = Trial.objects.filter(key=f"lime:{trial_id}"[:500]).first()  # (as service.start_trial keys it)
+        if trial is None or trial.status == Trial.Status.RUNNING or not trial.writable_by(user):
+            continue
+        if _not_received(trial, spans):
+            why.append(_has_ended(trial_id, trial))
+    return why
+
+
+def _has_ended(trial_id: str, trial: Trial) -> str:
+    return f"trial {trial_id!r} (Benchviewer trial {trial.pk}) is {trial.status}: it has ended and takes no new span"
 
 
 def record(trial_id: str, spans: list[otlp.Span], user: Any) -> Refusals:
@@ -40,6 +65,9 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> Refusals:
             new = _not_received(trial, spans)
             if not new:
                 return []
+            if trial.status != Trial.Status.RUNNING:  # (it ended since `ended` looked)
+                raise service.Refused(409, [{"path": "spans", "error": _has_ended(trial_id, trial)}])
+            named = trial.redactions()
             if len(new) < len(spans):  # (some came before: the trial is what the new ones make)
                 trace = otlp.trace_trial(trial_id, new, partial=True)
             ReceivedSpan.objects.bulk_create(
@@ -47,7 +75,7 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> Refusals:
                     trial=trial,
                     trace_id=s.trace_id,
                     span_id=s.span_id,
-                    span=vars(s),
+                    span=redaction.scrub_tree(vars(s), named) if named else vars(s),
                     lane=trace.lanes[s.span_id],
                     agent=otlp.is_agent(s),
                 )
@@ -99,7 +127,7 @@ def _finish(trial: Trial, trial_id: str) -> Refusals:
     """The trial read again from every span it received. With a top agent span under the root, its
     steps are written again if a span's agent differs from the one it was written under (as an
     import of the whole trace writes them), its main agent named, its reward recorded and the trial
-    completed (failed when that span failed). The spans' bodies go: their ids stay, against a retry."""
+    completed (failed when that span failed), which empties the spans' bodies: their ids stay, against a retry."""
     rows = list(ReceivedSpan.objects.filter(trial=trial).order_by("pk").values_list("pk", "span", "lane"))
     # (in the order they arrived: spans without times keep it; `order` counts within one body)
     whole = otlp.trace_trial(trial_id, [otlp.Span(**{**span, "order": pk}) for pk, span, _ in rows], partial=True)
@@ -126,7 +154,6 @@ def _finish(trial: Trial, trial_id: str) -> Refusals:
     reason = {"reason": str(ended.status.get("message") or "")} if ended.failed else {}
     events.append(service.completion_event(trial, {"status": "failed" if ended.failed else "completed", **reason}))
     service.add_items(trial, events, [])
-    ReceivedSpan.objects.filter(trial=trial).update(span={})
     return refused
 
 

@@ -1,0 +1,78 @@
+"""Every error of `POST /v1/traces` is an OTLP Status in the request's encoding (the OTLP/HTTP
+specification): the view's, DRF's, the body limits' and the server's own 503 in an outage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import orjson
+import pytest
+from django.db import connection
+from django.test import Client
+from google.rpc import status_pb2
+
+from core import errors
+from tests.live.helpers import runner_client
+
+PROTOBUF = "application/x-protobuf"
+
+
+def status_of(answer) -> tuple[int, str]:
+    """(code, message) of an OTLP Status body, protobuf or JSON by its Content-Type."""
+    if answer["Content-Type"] == PROTOBUF:
+        status = status_pb2.Status()
+        status.ParseFromString(answer.content)
+        return status.code, status.message
+    assert answer["Content-Type"] == "application/json"
+    body = orjson.loads(answer.content)
+    return body["code"], body["message"]
+
+
+@pytest.fixture
+def database_unreachable(transactional_db) -> Iterator[None]:
+    """The app's database at an address where nothing answers (SQLite: a file it cannot open)."""
+    saved = dict(connection.settings_dict)
+    connection.close()
+    if connection.vendor == "sqlite":
+        connection.settings_dict["NAME"] = "/proc/benchviewer-no-such-dir/db.sqlite3"
+    else:
+        connection.settings_dict.update(HOST="127.0.0.1", PORT="9")
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+
+
+@pytest.fixture
+def token(transactional_db) -> str:
+    return runner_client()[1]
+
+
+@pytest.mark.parametrize("content_type", [PROTOBUF, "application/json"])
+def test_an_outage_is_a_503_otlp_status_with_retry_after_not_an_html_page(
+    token, database_unreachable, content_type, monkeypatch
+):
+    monkeypatch.setattr(errors, "DATABASE_OUTAGE", errors.Outage())  # (no outage seen before this test's)
+    client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {token}")
+    answer = client.post("/v1/traces", b"{}" if content_type != PROTOBUF else b"", content_type=content_type)
+    assert answer.status_code == 503 and answer["Retry-After"] == "1", answer.content
+    code, message = status_of(answer)
+    assert code == 14 and "unreachable" in message  # UNAVAILABLE: an exporter retries it
+
+
+@pytest.mark.parametrize("content_type", [PROTOBUF, "application/json"])
+def test_drfs_and_the_limits_refusals_are_otlp_statuses_too(db, content_type, settings):
+    client = Client()
+    answer = client.post("/v1/traces", b"{}", content_type=content_type)
+    assert answer.status_code == 401 and answer.has_header("WWW-Authenticate")
+    assert status_of(answer)[0] == 16  # UNAUTHENTICATED
+    _, token = runner_client()
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    settings.OTLP_MAX_BODY_BYTES = 10
+    answer = client.post("/v1/traces", b"x" * 11, content_type=content_type)
+    code, message = status_of(answer)
+    assert answer.status_code == 413 and code == 8 and "10 bytes" in message
+    answer = client.post("/v1/traces", b"{}", content_type="text/plain")
+    assert answer.status_code == 415 and status_of(answer)[1].startswith("POST /v1/traces: ")
