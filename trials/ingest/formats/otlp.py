@@ -319,9 +319,13 @@ def _document(agent_span: Span | None, agent: dict[str, Any], steps: list[dict[s
 
 
 def iso(nanos: int) -> str | None:
+    """A span's time as ISO 8601; None when it has none or one no calendar holds (fuzzing found 10^30 ns)."""
     if not nanos:
         return None
-    return datetime.fromtimestamp(nanos / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        return datetime.fromtimestamp(nanos / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _json(value: Any) -> Any:
