@@ -27,7 +27,7 @@ from comparisons.verdict import promotion, remaining_risk, validity_reasons
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 7  # bump when the result's shape changes: cached results of another version are recomputed
+COMPUTE_VERSION = 8  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 # Which score the decision reads (the page and API say it beside the decision).
@@ -54,6 +54,9 @@ def compute(
         "p0QcGateRegressionCount": p0_qc_gate_regressions(candidate.trials().values("pk")),
         "evidenceCompletenessRate": cand_metrics["evidenceCompletenessRate"],
         "baselineEvidenceCompletenessRate": base_metrics["evidenceCompletenessRate"],
+        # (the seed's evidence gate is for sources that carry Lime evidence: trials.ingest.completeness.applies)
+        "evidenceApplies": base.lime_evidence or cand.lime_evidence,
+        "sourceFormats": sorted(base.source_formats | cand.source_formats),
         "valid": not invalid,
         "invalidReasons": invalid,
         "headlineEligible": headline["eligible"],

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from comparisons.sides import Side
 from trials.ingest.records import PASS_REWARD
 from trials.models import Trial
+from trials.models.failure_classes import how_it_ended
 from trials.models.taxonomy import WITH_REWARD
 
 # Measurement modes a headline claim may rest on (comparisons.eligibility reads them too).
@@ -28,6 +29,8 @@ TRIAL_FIELDS = (
     "dataset__name",
     "dataset__version",
     "status",
+    "exception_type",
+    "failure_category",
     "reward",
     "rewards",
     "duration_sec",
@@ -35,6 +38,7 @@ TRIAL_FIELDS = (
     "output_tokens",
     "cost_usd",
     "is_complete",
+    "lime_evidence",
     "source_format",
     "provenance",
     "configuration_id",
@@ -142,6 +146,7 @@ class SideData:
     job_ids: set[int]
     source_formats: set[str]
     modes: dict[str, int]
+    lime_evidence: bool = False  # a trial of it carries Lime evidence: the seed's evidence gate applies
 
 
 def measurement_mode(provenance: dict[str, Any] | None) -> str | None:
@@ -193,6 +198,7 @@ def load_side(side: Side, *, documents: bool = True) -> SideData:
         job_ids={r["job_id"] for r in rows if r["job_id"]},
         source_formats={r["source_format"] for r in rows},
         modes=dict(modes),
+        lime_evidence=any(r["lime_evidence"] for r in rows),
     )
 
 
@@ -286,7 +292,7 @@ def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:
                 cell.by_key[key].append(float(value))
         cell.decided += 1
         cell.passes += status == "passed" if status in ("passed", "failed") else reward >= PASS_REWARD
-    cell.timeouts += status == "timeout"
+    cell.timeouts += how_it_ended(row) == "timeout"  # (the triage flags' rule: a TB1 agent_timeout too)
     mode = measurement_mode(provenance) if provenance else None
     if mode not in HEADLINE_MODES:
         cell.not_headline_modes.add(mode or "unknown")

@@ -55,26 +55,38 @@ def _dataset_reasons(base: set[tuple[str, str]], cand: set[tuple[str, str]]) -> 
 
 
 def promotion(comparison: dict[str, Any]) -> dict[str, Any]:
-    """The seed-000 guard, the decision and the risk that remains after it.
+    """The seed-000 guard, the decision, one sentence on why, and the conditions it misses.
 
     "promote" needs every condition of `missing_conditions`; "revert" needs the same evidence
     and a CI95 of the delta below 0; anything else is "hold", with the conditions it misses.
+    The evidence gate is the seed's where a side's format carries Lime evidence; elsewhere it
+    reads "not applicable to <format>" and the decision rests on the rest.
     """
     delta = comparison["meanRewardDelta"]
     ci = comparison["meanRewardDeltaCi95"]
     cand_rate = comparison["evidenceCompletenessRate"]
     base_rate = comparison["baselineEvidenceCompletenessRate"]
+    evidence_applies = comparison.get("evidenceApplies", True)
     guard = [
-        {"check": "meanRewardDelta >= 0", "ok": delta is not None and delta >= 0, "value": delta},
+        {
+            "check": "meanRewardDelta >= 0",
+            "label": "The candidate scores no lower than the baseline",
+            "ok": delta is not None and delta >= 0,
+            "value": delta,
+        },
         {
             "check": "p0QcGateRegressionCount == 0",
+            "label": "No P0 QC gate regression in the candidate",
             "ok": comparison["p0QcGateRegressionCount"] == 0,
             "value": comparison["p0QcGateRegressionCount"],
         },
         {
             "check": "evidenceCompletenessRate >= baselineEvidenceCompletenessRate",
-            "ok": cand_rate is not None and base_rate is not None and cand_rate >= base_rate,
+            "label": "Evidence as complete as the baseline's",
+            "ok": not evidence_applies or (cand_rate is not None and base_rate is not None and cand_rate >= base_rate),
             "value": [cand_rate, base_rate],
+            "applicable": evidence_applies,
+            "note": "" if evidence_applies else not_applicable(comparison),
         },
     ]
     guard_passes = all(g["ok"] for g in guard)
@@ -88,7 +100,42 @@ def promotion(comparison: dict[str, Any]) -> dict[str, Any]:
     else:
         decision = "hold"
         missing += below_mde(comparison)
-    return {"guard": guard, "guardPasses": guard_passes, "decision": decision, "missingConditions": missing}
+    return {
+        "guard": guard,
+        "guardPasses": guard_passes,
+        "decision": decision,
+        "decisionReason": decision_reason(comparison, decision, missing),
+        "missingConditions": missing,
+    }
+
+
+def not_applicable(comparison: dict[str, Any]) -> str:
+    formats = ", ".join(comparison.get("sourceFormats") or []) or "these formats"
+    return f"not applicable to {formats}: they carry no Lime evidence pack"
+
+
+def decision_reason(comparison: dict[str, Any], decision: str, missing: list[str]) -> str:
+    """One sentence: why the decision is what it is, above all where the CI and the detectable effect disagree."""
+    delta, ci, mde = comparison["meanRewardDelta"], comparison["meanRewardDeltaCi95"], comparison.get("mde")
+    effect = f"{delta:+.3f} a task (CI95 {ci[0]:+.3f} to {ci[1]:+.3f})" if delta is not None and ci else ""
+    significant = bool(ci) and (ci[0] > 0 or ci[1] < 0)
+    if decision == "promote":
+        sentence = f"Promote: the candidate scores {effect} on {comparison['pairedTasks']} paired tasks"
+        if mde is not None and delta is not None and abs(delta) < mde:
+            sentence += (
+                f"; the CI95 excludes 0, so the effect is real although smaller than the {mde:.3f} "
+                "this sample detects 4 times in 5"
+            )
+        return sentence + ", and every condition holds."
+    if decision == "revert":
+        return f"Revert: the candidate scores {effect}, below the baseline beyond doubt."
+    first = missing[0] if missing else "a condition is not met"
+    if significant and mde is not None and delta is not None and abs(delta) < mde:
+        return (
+            f"Hold: {first}. The CI95 of {effect} excludes 0, so the effect is significant, "
+            f"but it is below the {mde:.3f} this sample detects reliably: more attempts or tasks would confirm it."
+        )
+    return f"Hold: {first}."
 
 
 def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) -> list[str]:
@@ -96,10 +143,11 @@ def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) 
     missing = []
     if not comparison["valid"]:
         missing.append("comparison is not valid: " + "; ".join(comparison["invalidReasons"]))
-    missing += [f"seed check fails: {g['check']}" for g in guard if not g["ok"]]
-    for role, key in (("baseline", "baselineEvidenceCompletenessRate"), ("candidate", "evidenceCompletenessRate")):
-        if not comparison[key]:
-            missing.append(f"{role} has no evidence (evidence completeness {_pct(comparison[key])})")
+    missing += [f"seed check fails: {g['label'].lower()} ({g['check']})" for g in guard if not g["ok"]]
+    if comparison.get("evidenceApplies", True):
+        for role, key in (("baseline", "baselineEvidenceCompletenessRate"), ("candidate", "evidenceCompletenessRate")):
+            if not comparison[key]:
+                missing.append(f"{role} has no evidence (evidence completeness {_pct(comparison[key])})")
     if comparison["pairedTasks"] < MIN_PAIRED_TASKS:
         missing.append(
             f"{comparison['pairedTasks']} paired task(s): at least {MIN_PAIRED_TASKS} needed "
@@ -141,7 +189,7 @@ def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any]
     if c["p0QcGateRegressionCount"]:
         risks.append(f"{c['p0QcGateRegressionCount']} P0 QC gate regression(s) in candidate trials")
     cand_rate, base_rate = c["evidenceCompletenessRate"], c["baselineEvidenceCompletenessRate"]
-    if cand_rate is not None and base_rate is not None and cand_rate < base_rate:
+    if c.get("evidenceApplies", True) and cand_rate is not None and base_rate is not None and cand_rate < base_rate:
         risks.append(f"evidence completeness below baseline ({cand_rate:.0%} vs {base_rate:.0%})")
     flips = c["flips"]
     if flips["passToFail"] + flips["failToPass"] and c["mcnemarP"] >= SIGNIFICANCE:

@@ -248,8 +248,8 @@ def test_hold_when_a_p0_qc_gate_regressed():
 
 
 def test_hold_when_evidence_completeness_drops_below_baseline():
-    base = build_side("base", _tasks([0.0] * 12))
-    cand = build_side("cand", _tasks([1.0] * 12))
+    base = build_side("base", _tasks([0.0] * 12), trial_kwargs={"lime_evidence": True})
+    cand = build_side("cand", _tasks([1.0] * 12), trial_kwargs={"lime_evidence": True})
     cand.trials.filter(task__name__in=["t00", "t01", "t02"]).update(is_complete=False)
     c = compare(base, cand, resamples=500)["comparison"]
     assert c["evidenceCompletenessRate"] == pytest.approx(9 / 12)

@@ -37,10 +37,11 @@ def test_nine_paired_tasks_hold_even_when_every_seed_check_passes():
     assert c["missingConditions"] == ["9 paired task(s): at least 10 needed (the seed's aggregate threshold N >= 10)"]
 
 
-def test_the_agentv_case_zero_evidence_and_five_tasks_holds_and_lists_each_missing_condition():
-    # AgentV job #4 -> #5: both sides 0% evidence completeness, 5 tasks, the seed's three checks pass.
-    base = build_side("base", _tasks([0.0] * 5), trial_kwargs={"is_complete": False})
-    cand = build_side("cand", _tasks([0.0] * 5), trial_kwargs={"is_complete": False})
+def test_lime_packs_with_zero_evidence_and_five_tasks_hold_and_list_each_missing_condition():
+    # Both sides Lime evidence packs at 0% evidence completeness, 5 tasks, the seed's three checks pass.
+    lime = {"is_complete": False, "lime_evidence": True}
+    base = build_side("base", _tasks([0.0] * 5), trial_kwargs=lime)
+    cand = build_side("cand", _tasks([0.0] * 5), trial_kwargs=lime)
     c = decide(base, cand)
     assert c["guardPasses"] is True
     assert c["decision"] == "hold"
@@ -51,14 +52,27 @@ def test_the_agentv_case_zero_evidence_and_five_tasks_holds_and_lists_each_missi
     ]
 
 
+def test_the_evidence_gate_is_not_applicable_where_no_side_carries_lime_evidence():
+    # AgentV job #4 -> #5: AgentV rows carry no Lime evidence pack, so 0% completeness holds nothing.
+    base = build_side("base", _tasks([0.0] * 5), trial_kwargs={"is_complete": False, "source_format": "agentv"})
+    cand = build_side("cand", _tasks([0.0] * 5), trial_kwargs={"is_complete": False, "source_format": "agentv"})
+    c = decide(base, cand)
+    assert c["missingConditions"] == ["5 paired task(s): at least 10 needed (the seed's aggregate threshold N >= 10)"]
+    evidence = c["guard"][2]
+    assert evidence["applicable"] is False and evidence["ok"] is True
+    assert evidence["note"].startswith("not applicable to agentv")
+    assert c["decisionReason"] == "Hold: " + c["missingConditions"][0] + "."
+
+
 def test_an_invalid_comparison_holds_and_names_why_even_when_clearly_worse():
-    base = build_side("base", _tasks([1.0] * 12), dataset=DatasetFactory(name="a"))
-    cand = build_side("cand", _tasks([0.0] * 12), dataset=DatasetFactory(name="b"))
+    # (a changed verifier keeps the pairing; another dataset would pair no task at all)
+    base = build_side("base", _tasks([1.0] * 12))
+    cand = build_side("cand", _tasks([0.0] * 12), checksums={"t00": "sha-changed"})
     c = decide(base, cand)
     assert c["meanRewardDeltaCi95"][1] < 0  # would be "revert" if the comparison were valid
     assert c["decision"] == "hold"
-    assert c["missingConditions"][0].startswith("comparison is not valid: dataset differs")
-    assert "seed check fails: meanRewardDelta >= 0" in c["missingConditions"]
+    assert c["missingConditions"][0].startswith("comparison is not valid: verifier differs")
+    assert any(m.startswith("seed check fails") and "(meanRewardDelta >= 0)" in m for m in c["missingConditions"])
 
 
 def test_no_paired_task_holds_with_no_delta(client_logged_in):

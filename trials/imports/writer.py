@@ -334,7 +334,9 @@ def write_trial(
             trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems
             apply_completeness(trial)
-            trial.save(update_fields=["step_count", "tool_call_count", "problems", "is_complete", "missing"])
+            trial.save(
+                update_fields=["step_count", "tool_call_count", "problems", "is_complete", "missing", "lime_evidence"]
+            )
     except IntegrityError:
         # Another import of the same trial committed first: one copy is kept.
         winner = _any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", flat=True))

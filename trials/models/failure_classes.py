@@ -8,8 +8,10 @@ tests/triage/test_failure_classes.py fails when the two disagree.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class FailureClass(StrEnum):
@@ -122,3 +124,24 @@ def classify(facts: FailureFacts) -> tuple[FailureClass | None, str]:
         if rule.matches(facts):
             return rule.failure_class, rule.why
     return AGENT, "no rule names the infrastructure or the task"
+
+
+def how_it_ended(row: Mapping[str, Any]) -> str:
+    """How a run that did not finish normally ended (errored, timeout, cancelled, limit), whatever its
+    status label says; "" for one that finished (passed or failed on its own). The one rule of "timed out"
+    (the triage flags', the comparisons' timeout rate): a row's status, exception type and failure category."""
+    said = f"{row['exception_type'] or ''} {row['failure_category'] or ''}"
+    if row["status"] == "timeout" or _TIMED_OUT.search(said):
+        return "timeout"
+    if _CANCELLED.search(said):
+        return "cancelled"
+    if _LIMIT.search(said):
+        return "limit"
+    if row["status"] == "errored" or row["exception_type"]:
+        return "errored"
+    return ""
+
+
+_TIMED_OUT = re.compile(r"time[d_ -]?out", re.I)
+_CANCELLED = re.compile(r"cancel", re.I)
+_LIMIT = re.compile(r"(?<!rate)(?<!rate[_ -])limit", re.I)  # (a rate limit is an error, not the run's limit)

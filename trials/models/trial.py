@@ -124,6 +124,9 @@ class Trial(models.Model):
     # Joinability: which evidence parts the pack has, and whether it can be trusted.
     is_complete = models.BooleanField(default=False)
     missing = JSONField(default=list, blank=True)
+    # Whether its source carries the Lime evidence facts the checks and the evidence gate read (a Lime
+    # or Agent QC pack, a runtime correlation): elsewhere they read "not applicable", never a failure.
+    lime_evidence = models.BooleanField(default=False)
     session_id = CharField(max_length=200, blank=True, db_index=True)
     run_id = CharField(max_length=200, blank=True, db_index=True)
     benchmark = JSONField(default=dict, blank=True)

@@ -35,7 +35,7 @@ from django.utils import timezone
 from rapidfuzz import fuzz, process
 
 from trials.models import PermissionDecision, RuntimeEvent, Step, Trial, taxonomy
-from trials.models.failure_classes import QUIET_MODES, FailureClass, FailureFacts, classify, ended_badly
+from trials.models.failure_classes import QUIET_MODES, FailureClass, FailureFacts, classify, ended_badly, how_it_ended
 from trials.models.qc import FailureCluster
 from trials.models.taxonomy import (
     CANCELLED_WITH_REWARD,
@@ -95,26 +95,6 @@ def first_failing_test(ctrf_tests: Any) -> str:
         if isinstance(test, dict) and str(test.get("status", "")).lower() in ("failed", "fail", "error"):
             return str(test.get("name") or "")[:200]
     return ""
-
-
-def how_it_ended(row: dict[str, Any]) -> str:
-    """How a run that did not finish normally ended (errored, timeout, cancelled, limit), whatever its
-    status label says; "" for one that finished (passed or failed on its own)."""
-    said = f"{row['exception_type'] or ''} {row['failure_category'] or ''}"
-    if row["status"] == Trial.Status.TIMEOUT or _TIMED_OUT.search(said):
-        return "timeout"
-    if _CANCELLED.search(said):
-        return "cancelled"
-    if _LIMIT.search(said):
-        return "limit"
-    if row["status"] == Trial.Status.ERRORED or row["exception_type"]:
-        return "errored"
-    return ""
-
-
-_TIMED_OUT = re.compile(r"time[d_ -]?out", re.I)
-_CANCELLED = re.compile(r"cancel", re.I)
-_LIMIT = re.compile(r"(?<!rate)(?<!rate[_ -])limit", re.I)  # (a rate limit is an error, not the run's limit)
 
 
 def failure_class_of(row: dict[str, Any], flags: list[str]) -> str:

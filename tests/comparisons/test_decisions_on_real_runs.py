@@ -1,0 +1,64 @@
+"""Decisions on real Terminal-Bench runs: reachable, explained, and counting what the rows say."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from tests.builders import REFERENCE, import_path
+from trials.models import Configuration
+
+pytestmark = pytest.mark.django_db
+
+MINI = REFERENCE / "terminal-bench-1" / "20250825_swe-agent-mini_claude-4-sonnet"
+OPUS = REFERENCE / "public-runs-2" / "tb1-droid-5x2" / "20250923_droid_claude-4-1-opus"
+
+
+def _rows(folder):
+    return [row for path in folder.glob("*/results.json") for row in orjson.loads(path.read_bytes())["results"]]
+
+
+def _compare(client):
+    import_path(MINI)
+    [base] = Configuration.objects.values_list("pk", flat=True)  # each run folder is one configuration
+    import_path(OPUS)
+    [cand] = Configuration.objects.exclude(pk=base).values_list("pk", flat=True)
+    return client.get(f"/api/comparisons/?baseline={base}&candidate={cand}").json()
+
+
+def _task_means(rows):
+    """Each task's mean over its scored attempts (is_resolved null: unscored, left out)."""
+    by_task: dict[str, list[float]] = {}
+    for row in rows:
+        if row["is_resolved"] is not None:
+            by_task.setdefault(row["task_id"], []).append(float(row["is_resolved"]))
+    return {task: sum(v) / len(v) for task, v in by_task.items()}
+
+
+def test_a_large_significant_effect_on_tb1_runs_reads_promote_with_the_evidence_gate_not_applicable(client_logged_in):
+    body = _compare(client_logged_in)
+    c = body["comparison"]
+    base, cand = _task_means(_rows(MINI)), _task_means(_rows(OPUS))
+    paired = sorted(set(base) & set(cand))
+    expected = sum(cand[t] - base[t] for t in paired) / len(paired)
+    assert c["pairedTasks"] == len(paired)
+    assert c["meanRewardDelta"] == pytest.approx(expected)
+    assert c["meanRewardDeltaCi95"][0] > 0  # significant
+    assert c["decision"] == "promote", c["missingConditions"]
+    evidence = next(g for g in c["guard"] if "evidence" in g["check"].lower())
+    assert evidence["applicable"] is False and "not applicable to terminal-bench" in evidence["note"]
+    assert c["decisionReason"].startswith("Promote: the candidate scores")
+    page = client_logged_in.get(
+        f"/comparisons/?baseline={body['baseline']['id']}&candidate={body['candidate']['id']}"
+    ).content.decode()
+    assert page.index('id="decision"') < page.index('id="mean-reward-delta"')  # the decision comes first
+    assert "not applicable" in page and "<code>meanRewardDelta" not in page  # the guard reads in words
+
+
+def test_the_timeout_rate_counts_the_rows_whose_agent_timed_out(client_logged_in):
+    body = _compare(client_logged_in)
+    for side, folder in (("baseline", MINI), ("candidate", OPUS)):
+        rows = _rows(folder)
+        timed_out = sum(1 for r in rows if "timeout" in (r["failure_mode"] or ""))
+        assert timed_out > 0
+        assert body[side]["metrics"]["timeoutRate"] == pytest.approx(timed_out / len(rows))
