@@ -14,6 +14,13 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
+def bundled(name: str) -> Path:
+    """templates/ or static/: in the clone beside the apps; in an installed package (the wheel maps
+    them into benchviewer/, pyproject.toml) inside it, nothing of the clone needed."""
+    installed = Path(__file__).resolve().parent / name
+    return installed if installed.is_dir() else BASE_DIR / name
+
+
 def env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).lower() in ("1", "true", "yes", "on")
 
@@ -104,7 +111,7 @@ LOGOUT_REDIRECT_URL = "login"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [bundled("templates")],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -153,7 +160,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 # plotly.js is vendored in static/plotly/ (a partial bundle of the traces we draw, built by
 # scripts/plotly/build.sh, with a .gz and .br that WhiteNoise sends to browsers that accept them).
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [bundled("static")]
 
 # WhiteNoise serves them from the app folders (no collectstatic needed) or, after collectstatic,
 # from STATIC_ROOT; a proxy or CDN in front may serve STATIC_ROOT instead.

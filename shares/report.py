@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 from shares import pages
 from shares.models import Share
 
-STATIC = Path(settings.BASE_DIR) / "static"
+STATIC = Path(settings.STATICFILES_DIRS[0])  # static/, in the clone or the installed package
 TEMPLATES: dict[str, str] = {
     Share.Kind.TRIAL: "shares/trial.html",
     Share.Kind.QC_ITEM: "shares/qc_item.html",
