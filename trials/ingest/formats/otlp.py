@@ -19,13 +19,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from trials.ingest.formats import atif
 from trials.ingest.formats.lime import parse_evidence_pack
+from trials.ingest.formats.otlp_dialects import (
+    attributes,
+    hex_id,
+    log_events,
+    nanos,
+    provider_disagreement,
+    span_events,
+    span_groups,
+)
+from trials.ingest.formats.otlp_dialects import is_otlp as is_otlp  # (detect.py asks here)
+from trials.ingest.formats.otlp_steps import steps_of
+from trials.ingest.formats.otlp_steps import text_of as text_of
 from trials.ingest.records import ConfigurationRef, PackError, ParsedJob, ParsedPack, ParsedTrial, Problem
 from trials.ingest.values import as_dict, as_list
 
@@ -44,10 +55,6 @@ OPENINFERENCE = {"AGENT": "invoke_agent", "LLM": "chat", "TOOL": "execute_tool",
 AGENT_IDENTITY = ("gen_ai.agent.name", "gen_ai.agent.id", "agent.name", "trajectory.id", "session.id")
 SCHEMA_VERSION = "ATIF-v1.7"
 STATUS_ERROR = (2, "STATUS_CODE_ERROR")
-
-
-def is_otlp(data: Any) -> bool:
-    return isinstance(data, dict) and isinstance(data.get("resourceSpans"), list)
 
 
 def decode_protobuf(body: bytes) -> dict[str, Any]:
@@ -83,6 +90,7 @@ class Span:
     status: dict[str, Any]
     place: str  # its JSON path in the body
     order: int = 0  # its place among the body's spans
+    events: list[dict[str, Any]] = field(default_factory=list)  # its span events and the log events naming it
 
     @property
     def operation(self) -> str:
@@ -99,67 +107,40 @@ class Span:
         return f"span {self.span_id or '(no spanId)'} {self.name!r} ({self.place})"
 
 
-def value_of(any_value: Any) -> Any:
-    """An OTLP AnyValue as plain JSON."""
-    value = as_dict(any_value)
-    if "stringValue" in value:
-        return value["stringValue"]
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "intValue" in value:  # (a string in OTLP/JSON: 64 bits)
-        try:
-            return int(value["intValue"])
-        except (TypeError, ValueError):
-            return value["intValue"]
-    if "doubleValue" in value:
-        return float(value["doubleValue"])
-    if "arrayValue" in value:
-        return [value_of(v) for v in as_list(as_dict(value["arrayValue"]).get("values"))]
-    if "kvlistValue" in value:
-        return attributes(as_dict(value["kvlistValue"]).get("values"))
-    if "bytesValue" in value:
-        return value["bytesValue"]
-    return None
-
-
-def attributes(pairs: Any) -> dict[str, Any]:
-    return {str(kv["key"]): value_of(kv.get("value")) for kv in as_list(pairs) if isinstance(kv, dict) and "key" in kv}
-
-
-def _nanos(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
 def read_spans(data: dict[str, Any], rel: str) -> tuple[list[Span], list[Problem]]:
-    """Every span of the body; one with no trace (or span) id is a problem naming it, the others kept."""
+    """Every span of the body, in whichever dialect (otlp_dialects), with the log events naming it; one
+    with no trace (or span) id is a problem naming it, the others kept."""
     spans: list[Span] = []
     problems: list[Problem] = []
-    for i, resource_spans in enumerate(as_list(data.get("resourceSpans"))):
-        resource = attributes(as_dict(as_dict(resource_spans).get("resource")).get("attributes"))
-        for j, scope in enumerate(as_list(as_dict(resource_spans).get("scopeSpans"))):
-            for k, raw in enumerate(as_list(as_dict(scope).get("spans"))):
-                place = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
-                raw = as_dict(raw)
-                span = Span(
-                    trace_id=str(raw.get("traceId") or "").lower(),
-                    span_id=str(raw.get("spanId") or "").lower(),
-                    parent_id=str(raw.get("parentSpanId") or "").lower(),
-                    name=str(raw.get("name") or ""),
-                    start=_nanos(raw.get("startTimeUnixNano")),
-                    end=_nanos(raw.get("endTimeUnixNano")),
-                    attrs=attributes(raw.get("attributes")),
-                    resource=resource,
-                    status=as_dict(raw.get("status")),
-                    place=place,
-                    order=len(spans) + len(problems),
-                )
-                if why := _unusable(span):
-                    problems.append(Problem(rel, f"{span.named()}: {why}", json_path=place, kept="the other spans"))
-                else:
-                    spans.append(span)
+    logged, unattached = log_events(data)
+    for path, resource_pairs, raws in span_groups(data):
+        resource = attributes(resource_pairs)
+        for k, raw in enumerate(raws):
+            place = f"{path}[{k}]"
+            raw = as_dict(raw)
+            span = Span(
+                trace_id=hex_id(raw.get("traceId"), 32),
+                span_id=hex_id(raw.get("spanId"), 16),
+                parent_id=hex_id(raw.get("parentSpanId"), 16),
+                name=str(raw.get("name") or ""),
+                start=nanos(raw.get("startTimeUnixNano")),
+                end=nanos(raw.get("endTimeUnixNano")),
+                attrs=attributes(raw.get("attributes")),
+                resource=resource,
+                status=as_dict(raw.get("status")),
+                place=place,
+                order=len(spans) + len(problems),
+                events=span_events(raw) + logged.pop(hex_id(raw.get("spanId"), 16), []),
+            )
+            if why := _unusable(span):
+                problems.append(Problem(rel, f"{span.named()}: {why}", json_path=place, kept="the other spans"))
+            else:
+                spans.append(span)
+    unattached += [(f"resourceLogs (span {span_id})", f"{len(events)} log events name span {span_id}, not in this"
+                    " file") for span_id, events in logged.items()]  # fmt: skip
+    for place, what in unattached:
+        problems.append(Problem(rel, f"{what}: not read as a step", json_path=place, severity="warning",
+                                kept="the spans"))  # fmt: skip
     return spans, problems
 
 
@@ -191,7 +172,7 @@ class TraceTrial:
     finished: Span | None = None  # the top agent span (sent once ended): the trial is over
     reward: float | None = None
     lanes: dict[str, str] = field(default_factory=dict)  # span id -> its subagent's span id; "": the main agent
-    problems: list[Problem] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (JSON path, message) on the trial's spans
 
     @property
     def trial_id(self) -> str:
@@ -246,18 +227,24 @@ def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> Trac
     subagents = [a for a in agents if a not in tops]
     sub_ids = {a.span_id for a in subagents}
     benchmark = {**_identity(spans), "trialId": trial_id}
-    model = _first(spans, "gen_ai.request.model") or _first(spans, "llm.model_name") or ""
+    model = str(_first(spans, "gen_ai.request.model") or _first(spans, "llm.model_name") or "")
     agent = {
         "name": str(_first(tops, "gen_ai.agent.name") or _first(tops, "agent.name") or (top.name if top else "")),
         "version": str(_first(tops, "gen_ai.agent.version") or _first(tops, "agent.version") or ""),
         "model_name": str(model),
     }
-    main_steps = _steps([s for s in spans if owner[s.span_id] not in sub_ids and s not in agents])
+    main_steps, warnings = steps_of([s for s in spans if owner[s.span_id] not in sub_ids and s not in agents])
     trajectories = [_document(top, agent, main_steps, trial_id)]
     for sub in subagents:
         sub_agent = {"name": str(sub.attrs.get("gen_ai.agent.name") or sub.attrs.get("agent.name") or sub.name)}
-        steps = _steps([s for s in spans if owner[s.span_id] == sub.span_id and s not in agents])
+        steps, more = steps_of([s for s in spans if owner[s.span_id] == sub.span_id and s not in agents])
         trajectories.append(_document(sub, {**sub_agent, "version": "", "model_name": ""}, steps, sub.span_id))
+        warnings += more
+    if why := provider_disagreement(_first(spans, "gen_ai.provider.name") or _first(spans, "gen_ai.system"), model):
+        warnings.append(("", why))
+    if not partial and (orphans := [s for s in spans if s.parent_id and s.parent_id not in by_id]):
+        warnings.append((orphans[0].place, f"{len(orphans)} spans name a parent not in this file (first: "
+                                           f"{orphans[0].named()}): read as the top of their trace"))  # fmt: skip
     reward = _first(tops or spans, REWARD)
     attempt = _first(spans, ATTEMPT)
     return TraceTrial(
@@ -270,6 +257,7 @@ def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> Trac
         finished=top,  # (an exporter sends a span once it has ended)
         reward=float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
         lanes={s.span_id: lane if (lane := owner[s.span_id] or "") in sub_ids else "" for s in spans},
+        warnings=warnings,
     )
 
 
@@ -313,157 +301,6 @@ def _document(agent_span: Span | None, agent: dict[str, Any], steps: list[dict[s
         "agent": {k: v for k, v in agent.items() if v} | {"name": agent.get("name") or "unknown"},
         "steps": steps,
     }
-
-
-# ---------------------------------------------------------------- steps
-
-
-def iso(nanos: int) -> str | None:
-    """A span's time as ISO 8601; None when it has none or one no calendar holds (fuzzing found 10^30 ns)."""
-    if not nanos:
-        return None
-    try:
-        return datetime.fromtimestamp(nanos / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def _json(value: Any) -> Any:
-    """An attribute that holds JSON as text (messages, arguments), read; other text as it is."""
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return value
-    return value
-
-
-def text_of(content: Any) -> str:
-    """The text of a message's content or parts (GenAI `parts`, OpenInference `content`)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        if "parts" in content:
-            return text_of(content["parts"])
-        return text_of(content.get("content") if "content" in content else content.get("text", ""))
-    if isinstance(content, list):
-        return "".join(text_of(p) for p in content if not (isinstance(p, dict) and p.get("type") == "tool_call"))
-    return "" if content is None else str(content)
-
-
-def _messages(span: Span) -> list[tuple[str, str]]:
-    raw = _json(span.attrs.get("gen_ai.input.messages") or span.attrs.get("input.value"))
-    found = [(str(as_dict(m).get("role") or ""), text_of(m)) for m in as_list(raw) if isinstance(m, dict)]
-    if instructions := span.attrs.get("gen_ai.system_instructions"):
-        found.insert(0, ("system", text_of(_json(instructions))))
-    return found
-
-
-def _steps(spans: list[Span]) -> list[dict[str, Any]]:
-    steps: list[dict[str, Any]] = []
-    seen_inputs: dict[str, list[tuple[str, str]]] = {}  # per parent span: the input messages read so far
-    last_agent: dict[str, Any] | None = None
-    for span in spans:
-        operation = span.operation
-        if operation == "chat" or operation == "text_completion":
-            for role, text in _new_inputs(span, seen_inputs):
-                steps.append({"source": role, "message": text, **_when(span)})
-            last_agent = _agent_step(span)
-            steps.append(last_agent)
-        elif operation == "chain" and span.attrs.get("context_management.action"):
-            action = str(span.attrs["context_management.action"])  # (the step's text is not in the span)
-            steps.append({"source": "system", "message": "", **_when(span), "extra": {"context_management": action}})
-        elif operation == "execute_tool":
-            if last_agent is None:  # a tool the agent ran with no model call before it
-                last_agent = {"source": "agent", "message": "", "llm_call_count": 0, **_when(span), "extra": {}}
-                steps.append(last_agent)
-            _add_tool(last_agent, span)
-    for number, step in enumerate(steps, start=1):
-        step["step_id"] = number
-    return steps
-
-
-def _new_inputs(span: Span, seen_inputs: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
-    """Input messages not read before under the same parent: a chat span repeats the history."""
-    messages = _messages(span)
-    seen = seen_inputs.get(span.parent_id, [])
-    seen_inputs[span.parent_id] = messages
-    if seen and messages[: len(seen)] == seen:
-        fresh = messages[len(seen) :]
-    else:  # (the first read, perhaps of a later batch: what follows the last answer is new)
-        last = max((n for n, (role, _) in enumerate(messages) if role in ("assistant", "tool")), default=-1)
-        fresh = messages[last + 1 :]
-    wanted = {"user": "user", "system": "system", "developer": "system"}
-    return [(wanted[role], text) for role, text in fresh if role in wanted]
-
-
-def _when(span: Span) -> dict[str, Any]:
-    return {"timestamp": stamp} if (stamp := iso(span.start)) else {}
-
-
-def _agent_step(span: Span) -> dict[str, Any]:
-    attrs = span.attrs
-    output = _json(attrs.get("gen_ai.output.messages"))
-    parts = [p for m in as_list(output) for p in as_list(as_dict(m).get("parts"))]
-    message = text_of([p for p in parts if as_dict(p).get("type") == "text"]) if output else attrs.get("output.value")
-    reasoning = text_of([p for p in parts if as_dict(p).get("type") == "reasoning"]) or attrs.get(
-        "metadata.reasoning_content"
-    )
-    step: dict[str, Any] = {"source": "agent", **_when(span), "message": text_of(message)}
-    if model := attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get("llm.model_name"):
-        step["model_name"] = str(model)
-    if reasoning:
-        step["reasoning_content"] = str(reasoning)
-    calls = [
-        {
-            "tool_call_id": str(p.get("id") or f"call_{span.span_id}_{n}"),
-            "function_name": str(p.get("name") or ""),
-            "arguments": as_dict(_json(p.get("arguments"))),
-        }
-        for n, p in enumerate(as_dict(p) for p in parts)
-        if p.get("type") == "tool_call"
-    ]
-    if calls:
-        step["tool_calls"] = calls
-    metrics = {
-        name: value
-        for name, keys in (
-            ("prompt_tokens", ("gen_ai.usage.input_tokens", "llm.token_count.prompt")),
-            ("completion_tokens", ("gen_ai.usage.output_tokens", "llm.token_count.completion")),
-            ("cached_tokens", ("gen_ai.usage.cache_read.input_tokens", "llm.token_count.prompt_details.cache_read")),
-            ("cost_usd", ("gen_ai.usage.cost", "llm.cost.total")),
-        )
-        if (value := next((attrs[k] for k in keys if isinstance(attrs.get(k), (int, float))), None)) is not None
-    }
-    if metrics:
-        step["metrics"] = metrics
-    if isinstance(count := attrs.get("metadata.aggregated_llm_calls"), int):
-        step["llm_call_count"] = count
-    step["extra"] = {"otel": {"trace_id": span.trace_id, "span_id": span.span_id, "name": span.name}}
-    if span.failed:
-        step["extra"]["otel"]["error"] = str(span.status.get("message") or attrs.get("error.type") or "error")
-    return step
-
-
-def _add_tool(step: dict[str, Any], span: Span) -> None:
-    """The tool span's call and result on the step that asked for it (a call it did not list is added)."""
-    attrs = span.attrs
-    call_id = str(attrs.get("gen_ai.tool.call.id") or f"call_{span.span_id}")
-    name = str(attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or span.name)
-    arguments = _json(attrs.get("gen_ai.tool.call.arguments", attrs.get("input.value")))
-    result = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
-    if span.failed and not result:
-        result = f"error: {span.status.get('message') or attrs.get('error.type') or 'the tool failed'}"
-    calls = step.setdefault("tool_calls", [])
-    if not any(c["tool_call_id"] == call_id for c in calls):
-        # (arguments a producer cut short are no JSON object any more: kept as the text sent)
-        kept = arguments if isinstance(arguments, dict) else ({"value": arguments} if arguments else {})
-        calls.append({"tool_call_id": call_id, "function_name": name, "arguments": kept})
-    results = step.setdefault("observation", {"results": []})["results"]
-    content = _json(result) if not isinstance(result, str) else result
-    results.append(
-        {"source_call_id": call_id, "content": text_of(content) if not isinstance(content, str) else content}
-    )
 
 
 # ---------------------------------------------------------------- import
@@ -526,7 +363,8 @@ def imported_trial(trace: TraceTrial, rel: str) -> ParsedTrial:
         trial.exception_type = str(top.attrs.get("error.type") or "")
         trial.exception_message = str(top.status.get("message") or "")
     trial.input_tokens, trial.output_tokens, trial.cached_tokens, trial.cost_usd = _totals(trace)
-    trial.problems = list(trace.problems)
+    trial.problems = [Problem(rel, what, json_path=place, severity="warning", kept="the trial")
+                      for place, what in trace.warnings]  # fmt: skip
     return trial
 
 

@@ -1,0 +1,207 @@
+"""OTLP as the field writes it (issue 41): spans and GenAI log events in one file as the SDK exports them
+(Google ADK's shape: invoke_agent > call_llm > generate_content, each with usage), a framework span
+around an `openai.chat` span, parents outside the file, and Grafana Tempo's export dialect built from
+the same protobuf. Known answers come from what the test exported."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+from opentelemetry._logs import LogRecord
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+from tests.builders import import_path
+from trials.models import Step, ToolCall, Trial
+
+pytestmark = pytest.mark.django_db
+
+USAGE = {"call_llm": [(120, 20), (180, 25)]}  # per model call: (input, output) tokens
+
+
+def adk_run(parent: SpanContext | None = None) -> tuple[list[Any], list[Any]]:
+    """One ADK-style agent run: two model calls, each on call_llm > generate_content, its messages as log events."""
+    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
+    resource = Resource.create({"service.name": "adk-agent", "benchmark.task.id": "weather"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    log_provider = LoggerProvider(resource=resource)
+    log_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    tracer, logger = tracer_provider.get_tracer("google.adk"), log_provider.get_logger("google.genai")
+    context = set_span_in_context(NonRecordingSpan(parent)) if parent else None
+
+    def event(name: str, body: Any, as_attribute: bool = False) -> None:
+        attrs = {"event.name": name} if as_attribute else {}
+        logger.emit(LogRecord(event_name=None if as_attribute else name, body=body, attributes=attrs))
+
+    total = [sum(x) for x in zip(*USAGE["call_llm"], strict=True)]
+    agent_attrs = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "weather_agent",
+        "gen_ai.usage.input_tokens": total[0],
+        "gen_ai.usage.output_tokens": total[1],
+    }
+    with tracer.start_as_current_span("invoke_agent weather_agent", context=context, attributes=agent_attrs):
+        for n, (tokens_in, tokens_out) in enumerate(USAGE["call_llm"]):
+            usage = {"gen_ai.usage.input_tokens": tokens_in, "gen_ai.usage.output_tokens": tokens_out}
+            model = {"gen_ai.request.model": "gemini-2.0-flash"}
+            with tracer.start_as_current_span(
+                "call_llm", attributes={"gen_ai.system": "gcp.vertex.agent", **model, **usage}
+            ):
+                with tracer.start_as_current_span(
+                    "generate_content gemini-2.0-flash",
+                    attributes={
+                        "gen_ai.operation.name": "generate_content",
+                        "gen_ai.system": "gemini",
+                        **model,
+                        **usage,
+                    },
+                ):
+                    event("gen_ai.system.message", {"content": "You tell the weather."})
+                    event("gen_ai.user.message", {"content": "Weather in Paris?"}, as_attribute=True)
+                    if n == 0:
+                        call = {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                        }
+                        event("gen_ai.choice", {"index": 0, "message": {"role": "assistant", "tool_calls": [call]}})
+                    else:
+                        event("gen_ai.assistant.message", {"content": ""})
+                        event("gen_ai.tool.message", {"content": "sunny", "id": "call_1"})
+                        event("gen_ai.choice", {"index": 0, "message": {"content": "It is sunny in Paris."}})
+            if n == 0:
+                tool = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "get_weather",
+                    "gen_ai.tool.call.id": "call_1",
+                    "gen_ai.tool.call.result": "sunny",
+                }
+                with tracer.start_as_current_span("execute_tool get_weather", attributes=tool):
+                    pass
+    return list(spans.get_finished_spans()), list(logs.get_finished_logs())
+
+
+def hex_ids(node: Any) -> Any:
+    """protobuf's JSON writes ids in base64; OTLP/JSON in hex."""
+    if isinstance(node, dict):
+        return {
+            k: base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") and v else hex_ids(v)
+            for k, v in node.items()
+        }
+    return [hex_ids(v) for v in node] if isinstance(node, list) else node
+
+
+def otlp_file(path: Path, spans: list[Any], logs: list[Any]) -> Path:
+    """Spans and log records in one OTLP/JSON file, as a collector's file exporter writes them."""
+    body = hex_ids(MessageToDict(encode_spans(spans)))
+    if logs:
+        body |= hex_ids(MessageToDict(encode_logs(logs)))
+    path.write_bytes(json.dumps(body).encode())
+    return path
+
+
+def expected(spans: list[Any], logs: list[Any]) -> dict[str, Any]:
+    """Steps and tokens as the exported data says: the innermost model spans' usage, one agent step per
+    gen_ai.choice, one step per distinct system or user message."""
+    inner = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "generate_content"]
+    records = [data.log_record for data in logs]
+    said = {(r.event_name or r.attributes.get("event.name"), json.dumps(r.body)) for r in records}
+    prompts = [s for s in said if s[0] in ("gen_ai.system.message", "gen_ai.user.message")]
+    return {
+        "input": sum(s.attributes["gen_ai.usage.input_tokens"] for s in inner),
+        "output": sum(s.attributes["gen_ai.usage.output_tokens"] for s in inner),
+        "steps": len(prompts) + sum(1 for r in records if r.event_name == "gen_ai.choice"),
+    }
+
+
+def test_spans_and_genai_log_events_in_one_file_make_the_steps_and_count_each_call_once(tmp_path):
+    spans, logs = adk_run()
+    known = expected(spans, logs)
+    imp = import_path(otlp_file(tmp_path / "adk.json", spans, logs))
+    assert imp.status == "done", imp.problems
+    trial = Trial.objects.get()
+    assert (trial.input_tokens, trial.output_tokens) == (known["input"], known["output"])
+    steps = list(Step.objects.filter(trial=trial).order_by("index"))
+    assert len(steps) == known["steps"]
+    assert [s.source for s in steps] == ["system", "user", "agent", "agent"]
+    assert steps[-1].message_text == "It is sunny in Paris."
+    assert ToolCall.objects.get(step=steps[2]).function_name == "get_weather"
+    assert trial.configuration.model_name == "gemini-2.0-flash"
+    assert not [p for p in imp.problems + trial.problems if "disagrees" in p["message"]]  # (gemini makes gemini)
+
+
+def test_a_tempo_export_of_the_same_spans_reads_as_the_standard_one(tmp_path):
+    spans, _ = adk_run()
+    body = MessageToDict(encode_spans(spans))  # (Tempo keeps protobuf's base64 ids and enum names)
+    for batch in body["resourceSpans"]:
+        batch["instrumentationLibrarySpans"] = batch.pop("scopeSpans")
+        for scope in batch["instrumentationLibrarySpans"]:
+            for span in scope["spans"]:
+                span["startTimeUnixNano"] = int(span["startTimeUnixNano"])  # times as JSON numbers
+                span["endTimeUnixNano"] = int(span["endTimeUnixNano"])
+                assert span["kind"].startswith("SPAN_KIND_")
+    tempo = tmp_path / "tempo.json"
+    tempo.write_text(json.dumps({"batches": body.pop("resourceSpans")}))
+    imp = import_path(tempo)
+    assert imp.status == "done", imp.problems
+    trial = Trial.objects.get()
+    inner = [s for s in spans if s.name.startswith("generate_content")]
+    assert trial.input_tokens == sum(s.attributes["gen_ai.usage.input_tokens"] for s in inner)
+    assert trial.output_tokens == sum(s.attributes["gen_ai.usage.output_tokens"] for s in inner)
+    assert trial.trajectories.get(role="main").step_count == len(inner)  # (no log events: one step per call)
+    top = next(s for s in spans if s.parent is None)
+    assert trial.started_at.timestamp() == pytest.approx(top.start_time / 1e9)
+    assert trial.provenance["otel"]["trace_ids"] == [format(top.context.trace_id, "032x")]
+
+
+def test_a_framework_span_around_openai_chat_a_parent_outside_the_file_and_a_disagreeing_system(tmp_path):
+    spans_out = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans_out))
+    tracer = provider.get_tracer("langchain")
+    outside = SpanContext(0x5B8EFFF798038103D269B633813FC60C, 0xEEE19B7EC3C1B174, False, TraceFlags(1))
+    with tracer.start_as_current_span(
+        "ChatOpenAI",
+        context=set_span_in_context(NonRecordingSpan(outside)),
+        attributes={"openinference.span.kind": "LLM", "llm.token_count.prompt": 40, "llm.token_count.completion": 8},
+    ):
+        out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Hi."}]}])
+        with tracer.start_as_current_span(
+            "chat gpt-4o",
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.system": "anthropic",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.usage.input_tokens": 40,
+                "gen_ai.usage.output_tokens": 8,
+                "gen_ai.output.messages": out,
+            },
+        ):
+            pass
+    spans = list(spans_out.get_finished_spans())
+    imp = import_path(otlp_file(tmp_path / "langchain.json", spans, []))
+    assert imp.status == "done", imp.problems
+    trial = Trial.objects.get()
+    chat = next(s for s in spans if s.name == "chat gpt-4o")
+    assert (trial.input_tokens, trial.output_tokens) == (
+        chat.attributes["gen_ai.usage.input_tokens"],
+        chat.attributes["gen_ai.usage.output_tokens"],
+    )
+    assert trial.configuration.model_name == "gpt-4o"
+    said = [p["message"] for p in trial.problems + imp.problems]
+    assert any("'anthropic' disagrees with the model 'gpt-4o'" in m for m in said), said
+    assert any("name a parent not in this file" in m and "ChatOpenAI" in m for m in said), said
+    assert [s.message_text for s in Step.objects.filter(trial=trial)] == ["Hi."]

@@ -1,0 +1,278 @@
+"""The ATIF steps of one agent's OTLP spans (trials/ingest/formats/otlp.py). No Django.
+
+A model call is a step: a `chat` / `text_completion` / `generate_content` span, or a span with no
+operation that holds `gen_ai.usage.*` (Google ADK's `call_llm`). Frameworks record one call on
+nested spans (`call_llm` > `generate_content`, a framework span around an `openai.chat` span):
+the innermost is the step, the spans around it lend what it lacks (messages, model, usage) and
+their usage is not counted again; an outer span whose usage is not the sum of the calls within it
+is a warning. Messages come from the span's attributes (`gen_ai.input.messages`, OpenInference's
+`input.value`) or from its GenAI events (span events, or log records attached by span id:
+`gen_ai.user.message`, `gen_ai.choice`, ...).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from trials.ingest.values import as_dict, as_list
+
+if TYPE_CHECKING:
+    from trials.ingest.formats.otlp import Span
+
+LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
+USAGE = (
+    ("prompt_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")),
+    (
+        "completion_tokens",
+        ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"),
+    ),
+    ("cached_tokens", ("gen_ai.usage.cache_read.input_tokens", "llm.token_count.prompt_details.cache_read")),
+    ("cost_usd", ("gen_ai.usage.cost", "llm.cost.total")),
+)
+EVENT_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+Warnings = list[tuple[str, str]]  # (JSON path, message)
+
+
+def iso(nanos: int) -> str | None:
+    """A span's time as ISO 8601; None when it has none or one no calendar holds (fuzzing found 10^30 ns)."""
+    if not nanos:
+        return None
+    try:
+        return datetime.fromtimestamp(nanos / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def json_text(value: Any) -> Any:
+    """An attribute that holds JSON as text (messages, arguments), read; other text as it is."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+    return value
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's content or parts (GenAI `parts`, OpenInference `content`)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        if "parts" in content:
+            return text_of(content["parts"])
+        return text_of(content.get("content") if "content" in content else content.get("text", ""))
+    if isinstance(content, list):
+        return "".join(text_of(p) for p in content if not (isinstance(p, dict) and p.get("type") == "tool_call"))
+    return "" if content is None else str(content)
+
+
+def is_llm(span: Span) -> bool:
+    operation = span.operation
+    return operation in LLM_OPERATIONS or (not operation and bool(usage(span)))
+
+
+def usage(span: Span) -> dict[str, Any]:
+    attrs = span.attrs
+    return {
+        name: value
+        for name, keys in USAGE
+        if (value := next((attrs[k] for k in keys if _number(attrs.get(k))), None)) is not None
+    }
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _messages(chain: list[Span]) -> list[tuple[str, str]]:
+    """The input messages of the call: of the first span of the chain that has any."""
+    for span in chain:
+        raw = json_text(span.attrs.get("gen_ai.input.messages") or span.attrs.get("input.value"))
+        found = [(str(as_dict(m).get("role") or ""), text_of(m)) for m in as_list(raw) if isinstance(m, dict)]
+        if not found:
+            found = [(EVENT_ROLES[e["name"]], text_of(e["body"])) for e in span.events if e["name"] in EVENT_ROLES]
+        if instructions := span.attrs.get("gen_ai.system_instructions"):
+            found.insert(0, ("system", text_of(json_text(instructions))))
+        if found:
+            return found
+    return []
+
+
+def steps_of(spans: list[Span]) -> tuple[list[dict[str, Any]], Warnings]:
+    """One agent's spans (in time order, agents left out) as ATIF steps, and the warnings on them."""
+    by_id = {s.span_id: s for s in spans}
+    outer = {s.span_id: _llm_ancestors(s, by_id) for s in spans if is_llm(s)}
+    wrappers = {a.span_id for chain in outer.values() for a in chain}
+    steps: list[dict[str, Any]] = []
+    seen_inputs: dict[str, list[tuple[str, str]]] = {}  # per conversation: the input messages read so far
+    last_agent: dict[str, Any] | None = None
+    claimed: dict[str, bool] = {}  # outer spans a step's usage covers: True where the step took theirs
+    for span in spans:
+        operation = span.operation
+        if span.span_id in outer and span.span_id not in wrappers:
+            chain = [span, *outer[span.span_id]]
+            for role, text in _new_inputs(chain, seen_inputs):
+                steps.append({"source": role, "message": text, **_when(span)})
+            last_agent = _agent_step(chain, claimed)
+            steps.append(last_agent)
+        elif operation == "chain" and span.attrs.get("context_management.action"):
+            action = str(span.attrs["context_management.action"])  # (the step's text is not in the span)
+            steps.append({"source": "system", "message": "", **_when(span), "extra": {"context_management": action}})
+        elif operation == "execute_tool":
+            if last_agent is None:  # a tool the agent ran with no model call before it
+                last_agent = {"source": "agent", "message": "", "llm_call_count": 0, **_when(span), "extra": {}}
+                steps.append(last_agent)
+            _add_tool(last_agent, span)
+    for number, step in enumerate(steps, start=1):
+        step["step_id"] = number
+    return steps, _usage_warnings([by_id[w] for w in wrappers if not claimed.get(w)], outer, by_id)
+
+
+def _llm_ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
+    """The model-call spans around this one, nearest first."""
+    found: list[Span] = []
+    seen = {span.span_id}
+    parent = by_id.get(span.parent_id)
+    while parent is not None and parent.span_id not in seen:
+        seen.add(parent.span_id)
+        if is_llm(parent):
+            found.append(parent)
+        parent = by_id.get(parent.parent_id)
+    return found
+
+
+def _usage_warnings(wrappers: list[Span], outer: dict[str, list[Span]], by_id: dict[str, Span]) -> Warnings:
+    """An outer span whose usage is not the sum of the model calls within it (each counted already)."""
+    warnings: Warnings = []
+    inside = {a.span_id for chain in outer.values() for a in chain}
+    for wrapper in wrappers:
+        sums: dict[str, float] = {}
+        for leaf, chain in outer.items():
+            if leaf not in inside and wrapper in chain:
+                for key, value in usage(by_id[leaf]).items():
+                    sums[key] = sums.get(key, 0) + value
+        own = usage(wrapper)
+        differs = {k: (v, sums.get(k)) for k, v in own.items() if k != "cost_usd" and sums and sums.get(k) != v}
+        if differs:
+            said = ", ".join(f"{k} {v} (the calls within: {s})" for k, (v, s) in differs.items())
+            warnings.append((wrapper.place, f"{wrapper.named()} holds usage the model calls within it do not sum"
+                                            f" to: {said}; the inner spans' counted once"))  # fmt: skip
+    return warnings
+
+
+def _new_inputs(chain: list[Span], seen_inputs: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """Input messages not read before in the same conversation (the parent of the outermost span of
+    the call): each call repeats the history."""
+    messages = _messages(chain)
+    conversation = chain[-1].parent_id
+    seen = seen_inputs.get(conversation, [])
+    seen_inputs[conversation] = messages
+    if seen and messages[: len(seen)] == seen:
+        fresh = messages[len(seen) :]
+    else:  # (the first read, perhaps of a later batch: what follows the last answer is new)
+        last = max((n for n, (role, _) in enumerate(messages) if role in ("assistant", "tool")), default=-1)
+        fresh = messages[last + 1 :]
+    wanted = {"user": "user", "system": "system", "developer": "system"}
+    return [(wanted[role], text) for role, text in fresh if role in wanted]
+
+
+def _when(span: Span) -> dict[str, Any]:
+    return {"timestamp": stamp} if (stamp := iso(span.start)) else {}
+
+
+def _first_attr(chain: list[Span], *keys: str) -> Any:
+    return next((s.attrs[k] for s in chain for k in keys if s.attrs.get(k) not in (None, "")), None)
+
+
+def _output(chain: list[Span]) -> tuple[str, str, list[dict[str, Any]]]:
+    """The call's answer: its text, reasoning and tool calls (from `gen_ai.output.messages`, OpenInference's
+    `output.value`, or a `gen_ai.choice` event)."""
+    span = chain[0]
+    if output := json_text(_first_attr(chain, "gen_ai.output.messages")):
+        parts = [as_dict(p) for m in as_list(output) for p in as_list(as_dict(m).get("parts"))]
+        calls = [
+            {"id": p.get("id"), "name": p.get("name"), "arguments": p.get("arguments")}
+            for p in parts
+            if p.get("type") == "tool_call"
+        ]
+        text = text_of([p for p in parts if p.get("type") == "text"])
+        return text, text_of([p for p in parts if p.get("type") == "reasoning"]), calls
+    choices = [as_dict(e["body"]) for s in chain for e in s.events if e["name"] == "gen_ai.choice"][:1]
+    if choices:
+        message = as_dict(choices[0].get("message")) or choices[0]
+        calls = [
+            {
+                "id": c.get("id"),
+                "name": as_dict(c.get("function")).get("name") or c.get("name"),
+                "arguments": as_dict(c.get("function")).get("arguments") or c.get("arguments"),
+            }  # fmt: skip
+            for c in (as_dict(c) for c in as_list(message.get("tool_calls")))
+        ]
+        return text_of(message.get("content")), "", calls
+    return text_of(span.attrs.get("output.value")), "", []
+
+
+def _agent_step(chain: list[Span], claimed: dict[str, bool]) -> dict[str, Any]:
+    span = chain[0]
+    message, reasoning, raw_calls = _output(chain)
+    reasoning = reasoning or _first_attr(chain, "metadata.reasoning_content") or ""
+    step: dict[str, Any] = {"source": "agent", **_when(span), "message": message}
+    if model := _first_attr(chain, "gen_ai.response.model", "gen_ai.request.model", "llm.model_name"):
+        step["model_name"] = str(model)
+    if reasoning:
+        step["reasoning_content"] = str(reasoning)
+    calls = [
+        {
+            "tool_call_id": str(c.get("id") or f"call_{span.span_id}_{n}"),
+            "function_name": str(c.get("name") or ""),
+            "arguments": as_dict(json_text(c.get("arguments"))),
+        }
+        for n, c in enumerate(raw_calls)
+    ]
+    if calls:
+        step["tool_calls"] = calls
+    metrics = usage(span)
+    if not metrics:  # (the innermost span that has them: an outer one, taken once)
+        lender = next((s for s in chain[1:] if usage(s) and s.span_id not in claimed), None)
+        if lender is not None:
+            claimed[lender.span_id] = True
+            metrics = usage(lender)
+    for outer in chain[1:] if metrics else []:
+        claimed.setdefault(outer.span_id, False)
+    if metrics:
+        step["metrics"] = metrics
+    if isinstance(count := span.attrs.get("metadata.aggregated_llm_calls"), int):
+        step["llm_call_count"] = count
+    step["extra"] = {"otel": {"trace_id": span.trace_id, "span_id": span.span_id, "name": span.name}}
+    if span.failed:
+        step["extra"]["otel"]["error"] = str(span.status.get("message") or span.attrs.get("error.type") or "error")
+    return step
+
+
+def _add_tool(step: dict[str, Any], span: Span) -> None:
+    """The tool span's call and result on the step that asked for it (a call it did not list is added)."""
+    attrs = span.attrs
+    call_id = str(attrs.get("gen_ai.tool.call.id") or f"call_{span.span_id}")
+    name = str(attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or span.name)
+    arguments = json_text(attrs.get("gen_ai.tool.call.arguments", attrs.get("input.value")))
+    result = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
+    if span.failed and not result:
+        result = f"error: {span.status.get('message') or attrs.get('error.type') or 'the tool failed'}"
+    calls = step.setdefault("tool_calls", [])
+    if not any(c["tool_call_id"] == call_id for c in calls):
+        # (arguments a producer cut short are no JSON object any more: kept as the text sent)
+        kept = arguments if isinstance(arguments, dict) else ({"value": arguments} if arguments else {})
+        calls.append({"tool_call_id": call_id, "function_name": name, "arguments": kept})
+    results = step.setdefault("observation", {"results": []})["results"]
+    content = json_text(result) if not isinstance(result, str) else result
+    results.append(
+        {"source_call_id": call_id, "content": text_of(content) if not isinstance(content, str) else content}
+    )
