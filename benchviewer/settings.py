@@ -247,6 +247,8 @@ IMPORT_RECOVERY_INTERVAL = env_int("IMPORT_RECOVERY_INTERVAL", 60)
 IMPORT_QUEUED_GRACE = env_int("IMPORT_QUEUED_GRACE", 60)  # queued this long with no message: lost
 # How long `manage.py import_packs` waits for a database that went away (a restart) before giving up.
 IMPORT_COMMAND_DATABASE_WAIT = env_int("IMPORT_COMMAND_DATABASE_WAIT", 300)
+# How long a running import waits for a database that went away before it stops (it runs again when it is back).
+IMPORT_OUTAGE_WAIT = env_int("IMPORT_OUTAGE_WAIT", 300)
 IMPORT_LOCK_DIR = DATA_DIR / "import-locks"  # without PostgreSQL: the file locks of running imports
 IMPORT_SENT_MARKER_TTL = env_int("IMPORT_SENT_MARKER_TTL", 7 * 24 * 3600)
 CELERY_BEAT_SCHEDULE = {

@@ -57,21 +57,39 @@ def try_lock(conn: BaseDatabaseWrapper, name: str) -> bool:
         return bool(cursor.fetchone()[0])
 
 
+class HeldLock:
+    """Whether the lock is held (it is truthy then), and `regain()`: after a database outage an
+    advisory lock went with its connection; True if it is ours again, False if another worker took it."""
+
+    def __init__(self, held: bool, regain: Callable[[], bool] = lambda: True):
+        self.held = held
+        self.regain = regain
+
+    def __bool__(self) -> bool:
+        return self.held
+
+
 @contextmanager
-def worker_lock(name: str, wait: float) -> Iterator[bool]:
+def worker_lock(name: str, wait: float) -> Iterator[HeldLock]:
     """Hold the lock of `name` (an import's id, "comparison-<id>") while the block runs; yields
-    False if another worker holds it.
+    a false HeldLock if another worker holds it.
 
     Waits up to `wait` seconds: a redelivered task can arrive a moment before PostgreSQL has
-    noticed that the previous holder's connection closed. Without PostgreSQL, a file lock.
+    noticed that the previous holder's connection closed. Without PostgreSQL, a file lock
+    (which no database outage takes away).
     """
     if not has_advisory_locks():
         with file_lock(lock_path(name), wait) as held:
-            yield held
+            yield HeldLock(held)
         return
     with own_connection() as conn:
+
+        def regain() -> bool:
+            conn.close()  # (the next query opens a new connection; the old one's locks died with it)
+            return try_lock(conn, name)
+
         # Closing the connection releases the lock, even if unlocking were forgotten.
-        yield keep_trying(lambda: try_lock(conn, name), wait)
+        yield HeldLock(keep_trying(lambda: try_lock(conn, name), wait), regain)
 
 
 def keep_trying(attempt: Callable[[], T], wait: float) -> T:

@@ -52,7 +52,7 @@ def import_pack_task(import_id: str) -> None:
         if import_status(import_id) in recovery.FINISHED:
             return  # finished by the worker that held the lock a moment ago
         service.remove_spool_leftovers(import_id)
-        service.run_import(import_id)
+        service.run_import(import_id, still_ours=held.regain)
     index_step_text_task.delay()
 
 

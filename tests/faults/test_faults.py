@@ -103,7 +103,9 @@ class Workers:
         self.broker_url = broker_url
         self.processes: list[subprocess.Popen] = []
 
-    def start(self, name: str, *, concurrency: int = 1, beat: bool = False, db_options: str = "") -> subprocess.Popen:
+    def start(
+        self, name: str, *, concurrency: int = 1, beat: bool = False, db_options: str = "", db_port: int | None = None
+    ) -> subprocess.Popen:
         # prefork, not solo: the import runs in a child process, so a dead child is noticed by
         # the parent and its message put back (reject_on_worker_lost), as in production.
         command = [
@@ -116,7 +118,7 @@ class Workers:
         full_env = {
             **os.environ,
             "REDIS_URL": self.broker_url,
-            "DATABASE_URL": database_url() + db_options,
+            "DATABASE_URL": through_port(database_url(), db_port) + db_options,
             "DATA_DIR": str(self.workdir),
             "IMPORT_RECOVERY_INTERVAL": "1",
             "IMPORT_QUEUED_GRACE": "2",
@@ -549,9 +551,14 @@ class DatabaseLink:
         self.listener.close()
 
 
+def through_port(url: str, port: int | None) -> str:
+    """The test database's URL, reaching it on another port (a DatabaseLink's) when one is given."""
+    return url if port is None else url.replace(f":{connection.settings_dict['PORT'] or 5432}/", f":{port}/")
+
+
 def import_command(paths: list[Path], link: DatabaseLink, broker: RedisServer, workdir: Path, wait: int):
     """`manage.py import_packs` in a process of its own, reaching the database through `link`."""
-    url = database_url().replace(f":{connection.settings_dict['PORT'] or 5432}/", f":{link.port}/")
+    url = through_port(database_url(), link.port)
     env = {**os.environ, "REDIS_URL": broker.url, "DATABASE_URL": url, "DATA_DIR": str(workdir),
            "IMPORT_COMMAND_DATABASE_WAIT": str(wait)}  # fmt: skip
     command = [sys.executable, "manage.py", "import_packs", *map(str, paths), "--no-progress"]
@@ -600,3 +607,25 @@ def test_the_import_command_gives_up_after_its_bound_naming_what_the_workers_sti
     assert f"queued, a worker imports it: {busy}" in err and f"queued, a worker imports it: {small}" in err
     all_finished(list(Import.objects.all()), 120, workers)  # and the workers do
     assert_imported_exactly_once(busy, small)
+
+
+def test_a_database_restart_mid_import_pauses_it_rejects_no_trial_and_runs_it_once(workers, isolated_storage):
+    job = long_job(isolated_storage / "busy")
+    link = DatabaseLink(int(connection.settings_dict["PORT"] or 5432))
+    try:
+        workers.start("a", beat=True, db_port=link.port)  # beat's sweep would re-send an import it thinks stranded
+        imp = send_import(job)
+        wait_until(lambda: running_import(job), 60, workers.logs)
+        link.cut()  # every connection of the worker drops, its lock's too, and no new one gets in: a restart
+        wait_until(lambda: "paused: the database is unreachable" in workers.logs(tail=0), 60, workers.logs)
+        link.mend()
+        [imp] = all_finished([imp], 180, workers)
+    finally:
+        link.close()
+    assert imp.status == Import.Status.DONE, imp.problems
+    assert not [p for p in imp.problems if "rejected" in p["message"] or "internal error" in p["message"]]
+    assert [o["outcome"] for o in imp.outcomes] == ["imported"]
+    assert_imported_exactly_once(job)
+    log = workers.logs(tail=0)
+    runs = log.count("the database is back; running it again") + log.count("another worker took it over")
+    assert runs >= 1, log  # the first run waited for the database rather than failing

@@ -31,6 +31,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
+from core.database import DatabaseOutage, is_unreachable, wait_until_reachable
 from trials.imports.blobs import store_file, store_files
 from trials.imports.joins import (
     adopt_job_trials,
@@ -101,7 +102,27 @@ def remove_spool_leftovers(import_id: str) -> None:
     remove_stale_partials()
 
 
-def run_import(import_id: str, on_progress: Callable[[Import], None] | None = None) -> Import:
+def run_import(
+    import_id: str,
+    on_progress: Callable[[Import], None] | None = None,
+    still_ours: Callable[[], bool] = lambda: True,
+) -> Import:
+    """Run the import; through a database outage it pauses, then runs again (what was written stays,
+    found as already there), unless another worker took the import over meanwhile (`still_ours`:
+    the worker lock regained) or the database stays away past IMPORT_OUTAGE_WAIT (its error raised)."""
+    while True:
+        try:
+            return _run_once(import_id, on_progress)
+        except DatabaseOutage as exc:
+            log.warning("import %s paused: the database is unreachable (%s); waiting for it", import_id, exc)
+            wait_until_reachable(settings.IMPORT_OUTAGE_WAIT)
+            if not still_ours():
+                log.warning("import %s: another worker took it over while the database was away", import_id)
+                return Import.objects.get(pk=import_id)
+            log.info("import %s: the database is back; running it again", import_id)
+
+
+def _run_once(import_id: str, on_progress: Callable[[Import], None] | None) -> Import:
     imp = Import.objects.get(pk=import_id)
     if imp.status == Import.Status.DONE:
         return imp  # a redelivered task: the work is already done
@@ -118,6 +139,8 @@ def run_import(import_id: str, on_progress: Callable[[Import], None] | None = No
             runner.run()
         imp.status = Import.Status.DONE
     except Exception as exc:  # a failed import says why; the server and worker keep going
+        if is_unreachable(exc):  # an outage is no failure of the import: it runs again (run_import)
+            raise DatabaseOutage(str(exc).strip()) from exc
         log.exception("import %s failed", imp.pk)
         imp.problems.append(
             Problem(
@@ -250,6 +273,8 @@ class ImportRun:
             self.advance(self.weight(candidate))
             return
         except Exception as exc:  # a parser bug must not stop the other packs; the bytes are kept
+            if is_unreachable(exc):  # the database went away: no fault of this pack's
+                raise DatabaseOutage(str(exc).strip()) from exc
             log.exception("internal error while importing %s", candidate.rel)
             problem = Problem(
                 candidate.rel,
@@ -413,11 +438,15 @@ class ImportRun:
             try:
                 return write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs, self.workdir)
             except DatabaseError as exc:  # the trial rolled back whole; the others go on
+                if is_unreachable(exc):  # not this trial's fault: the whole import waits for the database
+                    raise DatabaseOutage(str(exc).strip()) from exc
                 log.warning("trial %s rejected by the database: %s", trial.key, exc)
                 trial.problems.append(
                     Problem(trial.name, f"database rejected the trial: {exc}", kept="the pack's raw bytes")
                 )
             except Exception as exc:  # a bug on one trial's data: that trial rolls back, the others go on
+                if is_unreachable(exc):
+                    raise DatabaseOutage(str(exc).strip()) from exc
                 log.exception("internal error while writing trial %s", trial.key)
                 message = f"internal error while writing the trial: {type(exc).__name__}: {exc}"
                 trial.problems.append(Problem(trial.name, message, kept="the pack's raw bytes"))
@@ -447,6 +476,8 @@ class ImportRun:
             try:
                 results = write_trials(batch.trials, pack, jobs, blobs, shared, self.workdir)
             except Exception as exc:  # nothing of the batch was kept: each trial again, alone
+                if is_unreachable(exc):
+                    raise DatabaseOutage(str(exc).strip()) from exc
                 log.info("a batch of %d trials failed (%s); writing them one by one", len(batch.trials), exc)
                 results = [write_one(trial) for trial in batch.trials]
             for trial, result in zip(batch.trials, results, strict=True):
