@@ -70,6 +70,8 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
             "delta": formatted(deltas[key], dfmt),
         }
         for label, key, fmt, dfmt in METRIC_ROWS
+        # evidence completeness is a Lime evidence-pack fact: no row where neither side carries it
+        if key != "evidenceCompletenessRate" or result["comparison"].get("evidenceApplies")
     ]
     denied = next(row for row in rows if row["label"] == "Side effects after a denied permission")
     denied["baseline_url"] = links["baseline"]["deniedSideEffects"]

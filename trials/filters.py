@@ -113,7 +113,7 @@ class TrialFilter(django_filters.FilterSet):
         return flagged if value == "any" else flagged.filter(safety_flags__icontains=f'"{value}"')
 
     def filter_complete(self, queryset, name, value):
-        return queryset.filter(is_complete=value == "true")
+        return queryset.filter(lime_evidence=True, is_complete=value == "true")  # Lime evidence checks only
 
     def filter_unscored(self, queryset, name, value):
         """No reward, whatever the status (a running trial aside): what a comparison counts as unscored

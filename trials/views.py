@@ -70,7 +70,7 @@ def home(request):
             "flagged": flag_counts(),
             "untriaged": untriaged[:10],
             "untriaged_count": untriaged.count(),
-            "incomplete_count": Trial.objects.filter(is_complete=False).count(),
+            "incomplete_count": Trial.objects.filter(lime_evidence=True, is_complete=False).count(),
             "trial_count": Trial.objects.count(),
         },
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -210,7 +211,10 @@ def test_a_search_match_past_a_previews_cut_is_opened_and_highlighted(page, tmp_
 
 
 def test_the_evidence_completeness_card_wraps_its_consequences_instead_of_cutting_them(page, tmp_path):
-    trial = long_trajectory(tmp_path, 3)  # a trajectory alone: most checks missing, each with a consequence
+    trial_dir = crafted_trial_dir(tmp_path)  # a Lime-carrying trial missing checks, each with a consequence
+    (trial_dir / "verifier" / "reward-details.json").unlink()
+    shutil.rmtree(trial_dir / "artifacts")
+    trial = import_trial_dir(trial_dir)
     for width in (1400, 1280, 900):
         page.set_viewport_size({"width": width, "height": 900})
         page.goto(reverse("trial-detail", args=[trial.pk]))

@@ -349,11 +349,12 @@ def test_a_secret_that_slipped_into_a_tool_result_is_masked_on_the_page(client_l
     assert "export OPENAI_API_KEY=[redacted]" in html
 
 
-def test_a_trial_without_trajectory_says_smoke_only(client_logged_in):
+def test_a_harbor_trial_without_trajectory_says_so_without_lime_words(client_logged_in):
     import_path(REFERENCE / "harbor" / "job-thinharness" / "job")
     trial = Trial.objects.get(name="configure-git-webserver__YfkUhxf")
     html = page(client_logged_in, trial)
-    assert "smoke only" in html
+    assert "This trial has no trajectory in its source." in html
+    assert "smoke only" not in html and "not joinable" not in html  # Lime words, and plain Harbor has no Lime pack
     assert "test_outputs.py" in page(client_logged_in, trial, tab="verifier") or 'id="ctrf"' in page(
         client_logged_in, trial, tab="verifier"
     )

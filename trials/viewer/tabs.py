@@ -76,7 +76,10 @@ def token_bar(trial: Trial) -> list[dict[str, Any]]:
 
 
 def trial_completeness(trial: Trial) -> dict[str, Any]:
-    return completeness.evaluate(trial.benchmark, trial.runtime_correlation, trial.refs)
+    """The evidence checks, and whether they apply: only a source carrying Lime evidence has those facts."""
+    return completeness.evaluate(trial.benchmark, trial.runtime_correlation, trial.refs) | {
+        "applies": trial.lime_evidence
+    }
 
 
 CONTEXT_SECTIONS = (
