@@ -28,7 +28,8 @@ from trials.viewer import search_hits, side_by_side, steps, tabs, text
 
 
 class ImportListCreate(generics.ListCreateAPIView):
-    """POST a file (multipart field `file`): the import is queued and its id returned at once."""
+    """POST a file (multipart field `file`, optionally its `path` relative to the folder it is from, which the
+    import reads as `import_packs` on that folder would): the import is queued and its id returned at once."""
 
     queryset = Import.objects.all()
     parser_classes = [MultiPartParser]  # (a urlencoded form cannot carry the file: 415, not a 400 about it)
@@ -45,7 +46,8 @@ class ImportListCreate(generics.ListCreateAPIView):
         serializer = ImportCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         upload = serializer.validated_data["file"]
-        imp = import_upload(upload, upload.name, origin=Import.Origin.API, user=request.user)
+        name = serializer.validated_data.get("path") or upload.name  # (a relative path names its folders too)
+        imp = import_upload(upload, name, origin=Import.Origin.API, user=request.user)
         imp.refresh_from_db()
         return Response(ImportSerializer(imp).data, status=status.HTTP_202_ACCEPTED)
 

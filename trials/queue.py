@@ -19,6 +19,7 @@ from django.db import connections, transaction
 
 from trials.imports import recovery
 from trials.imports.blobs import store_file
+from trials.ingest.folders import relative_name
 from trials.models import (
     Blob,
     Import,
@@ -103,7 +104,7 @@ def run_in_embedded_worker(task: Task, import_id: str) -> None:
 def import_upload(
     fileobj: UploadedFile | BinaryIO, name: str, *, origin: str, user: User | AnonymousUser | None = None
 ) -> Import:
-    """Store an uploaded file's bytes first (nothing is lost), then queue its import."""
+    """Store an uploaded file's bytes first (nothing is lost), then queue its import (`name`: its relative path)."""
     settings.IMPORT_SPOOL_DIR.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=settings.IMPORT_SPOOL_DIR, delete=False) as tmp:
         for chunk in fileobj.chunks() if hasattr(fileobj, "chunks") else iter(lambda: fileobj.read(1 << 20), b""):
@@ -113,6 +114,6 @@ def import_upload(
         blob = store_file(tmp_path)
     finally:
         tmp_path.unlink(missing_ok=True)
-    imp = create_import(origin=origin, source_name=Path(name).name or "upload", upload=blob, user=user)
+    imp = create_import(origin=origin, source_name=relative_name(name) or "upload", upload=blob, user=user)
     enqueue(imp)
     return imp

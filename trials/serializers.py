@@ -47,6 +47,9 @@ class ImportSerializer(serializers.ModelSerializer):
 
 class ImportCreateSerializer(serializers.Serializer):
     file = serializers.FileField()
+    path = serializers.CharField(
+        required=False, max_length=500, help_text="the file's path relative to the folder it is from"
+    )
 
 
 class DatasetSerializer(serializers.ModelSerializer):

@@ -81,8 +81,13 @@ def home(request):
 def imports(request):
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
+        files = form.cleaned_data["files"]
+        # A folder chosen in the form: each file's relative path, in the files' order (static/js/upload_paths.js).
+        paths = request.POST.getlist("paths")
+        names = [p or f.name for p, f in zip(paths, files, strict=True)] if len(paths) == len(files) else None
         created = [
-            import_upload(f, f.name, origin=Import.Origin.UPLOAD, user=request.user) for f in form.cleaned_data["files"]
+            import_upload(f, names[i] if names else f.name, origin=Import.Origin.UPLOAD, user=request.user)
+            for i, f in enumerate(files)
         ]
         # Said once, and true later too: the import pages show each one's live status.
         messages.success(request, f"{len(created)} file(s) uploaded.")

@@ -54,6 +54,7 @@ from trials.imports.writer import (
 )
 from trials.ingest.archives import MAX_NESTING, Budget, Expansion, Limits, extract
 from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder, skip_reason
+from trials.ingest.folders import relative_name
 from trials.ingest.records import (
     PackError,
     ParsedPack,
@@ -186,15 +187,17 @@ class ImportRun:
     def run(self) -> None:
         imp = self.imp
         if imp.upload is not None:
-            source = self.workdir / "upload" / (Path(imp.source_name).name or "upload")
+            rel = relative_name(imp.source_name) or "upload"  # (its folders kept: they name a TB1 submission)
+            source = self.workdir / "upload" / rel
             source.parent.mkdir(parents=True)
             with imp.upload.open() as src, open(source, "wb") as dest:
                 shutil.copyfileobj(src, dest, 1 << 20)
         else:
             source = Path(imp.source_path)
+            rel = source.name
             if not source.exists():
                 raise FileNotFoundError(f"no such file or folder: {imp.source_path}")
-        candidates = discover(source, source.name, top=True)
+        candidates = discover(source, rel, top=True)
         if not candidates:  # an empty folder (or one of empty folders): say so, as for an empty archive
             problem = Problem(source.name, "nothing to import: the folder holds no file", kept="nothing")
             self.reject(Candidate(source, source.name, "folder"), problem)

@@ -30,3 +30,10 @@ def entries_under(folder: Path) -> Iterator[tuple[str, os.DirEntry]]:
 def files_under(folder: Path) -> list[Path]:
     """Every file under the folder, sorted."""
     return sorted(Path(entry.path) for _, entry in entries_under(folder) if entry.is_file())
+
+
+def relative_name(name: str) -> str:
+    """An uploaded file's path relative to the folder it was chosen in (`webkitRelativePath`, the API's `path`),
+    kept so that it imports as `import_packs` on that folder would: no root, no `.` or `..`, `/` between parts."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..") and "\x00" not in p]
+    return "/".join(parts)

@@ -56,16 +56,17 @@ _ROW_COLUMNS = {
 }
 _PHASES = (("agent_execution", "agent"), ("verifier", "test"))  # Harbor's phase names, TB1's prefixes
 NO_FAILURE = ("", "unset", "none")
+_RUN_KEYS = ("n_resolved", "n_unresolved", "accuracy", "resolved_ids", "unresolved_ids", "pass_at_k")
 
 
 def is_run_results(data: Any) -> bool:
-    """A run's results.json (BenchmarkResults): results[] rows plus the run's counts."""
-    return (
-        isinstance(data, dict)
-        and isinstance(data.get("results"), list)
-        and ("n_resolved" in data or "accuracy" in data)
-        and "resolved_ids" in data
-    )
+    """A run's results.json (BenchmarkResults): results[] rows plus the run's counts (some keys may be missing)."""
+    if not (isinstance(data, dict) and isinstance(data.get("results"), list)):
+        return False
+    if ("n_resolved" in data or "accuracy" in data) and "resolved_ids" in data:
+        return True
+    rows = data["results"]
+    return any(k in data for k in _RUN_KEYS) and bool(rows) and all(is_trial_row(row) for row in rows[:5])
 
 
 def is_trial_row(data: Any) -> bool:
@@ -107,16 +108,37 @@ def _safe_json(path: Path, rel: str, problems: list[Problem]) -> Any:
         return None
 
 
-def _parent_name(rel: str) -> str:
-    """The folder above the run in what was imported: a leaderboard submission `<date>_<agent>_<model>`."""
-    parts = rel.split("/")
-    return parts[-2] if len(parts) >= 2 else ""
+# A leaderboard submission folder: `<date>_<agent>_<model>` (the model may hold `@`, `:` or `_`).
+_SUBMISSION = re.compile(r"(?P<date>\d{8})_(?P<agent>[^_]+)_(?P<model>.+)")
+
+
+def _is_dataset_folder(name: str) -> bool:
+    return "@" in name and not _SUBMISSION.fullmatch(name)
+
+
+def _submission(rel: str) -> str:
+    """The submission folder of a run folder at `rel`: the run folder's parent (`<submission>/<run_id>/`),
+    or the run folder itself when its run files sit at the submission's root (`<dataset>@<v>/<submission>/`)."""
+    parts = [p for p in rel.split("/") if p]
+    own, parent = (parts[-1] if parts else ""), (parts[-2] if len(parts) >= 2 else "")
+    for name in (parent, own):
+        if _SUBMISSION.fullmatch(name):
+            return name
+    if parent and not _is_dataset_folder(parent):
+        return parent
+    return own if parent else ""
+
+
+def _named_by_submission(submission: str) -> tuple[str, str]:
+    """(agent, model) as a `<date>_<agent>_<model>` folder names them; empty when it is named otherwise."""
+    match = _SUBMISSION.fullmatch(submission)
+    return (match["agent"], match["model"]) if match else ("", "")
 
 
 def _dataset_from_path(rel: str) -> DatasetRef | None:
     """`results/<dataset>@<version>/…` names the dataset when the run's files do not."""
     for part in rel.split("/"):
-        if "@" in part:
+        if _is_dataset_folder(part):
             name, _, version = part.partition("@")
             return DatasetRef(name, version=version)
     return None
@@ -133,15 +155,14 @@ def _run_parts(
         if dataset_name
         else _dataset_from_path(rel) or DatasetRef("terminal-bench")
     )
-    agent = to_str(metadata.get("agent_name") or lock_agent.get("name"))
-    model = to_str(metadata.get("model_name") or lock_agent.get("model_name"))
-    if model:
-        key = "__".join(x for x in (agent, model) if x)
-    else:  # the leaderboard's submission folder is the only place some runs name their model
-        key = submission or agent or "unknown"
+    named_agent, named_model = _named_by_submission(submission)
+    agent = to_str(metadata.get("agent_name") or lock_agent.get("name")) or named_agent
+    model = to_str(metadata.get("model_name") or lock_agent.get("model_name")) or named_model
+    # One rule for every layout: the submission folder names the configuration when there is one.
+    key = submission or "__".join(x for x in (agent, model) if x) or "unknown"
     configuration = ConfigurationRef(
         key=key,
-        agent_name=agent or (submission if not model else ""),
+        agent_name=agent or submission,
         agent_version=to_str(as_dict(lock.get("harness")).get("version")),
         model_name=model,
         profiles={"submission": submission} if submission else {},
@@ -166,7 +187,7 @@ def parse_run_dir(run_dir: Path, rel: str) -> ParsedPack:
     metadata = _safe_json(run_dir / "run_metadata.json", f"{rel}/run_metadata.json", problems)
     lock = _safe_json(run_dir / "tb.lock", f"{rel}/tb.lock", problems)
     run_id = to_str(as_dict(metadata).get("run_id")) or run_dir.name
-    submission = _parent_name(rel)
+    submission = _submission(rel)
     results = as_dict(results)
     if not results and not metadata:
         raise PackError(problems[0] if problems else Problem(rel, "a Terminal-Bench run folder with no run files"))
@@ -200,7 +221,12 @@ def parse_results_file(data: dict[str, Any], path: Path, rel: str) -> ParsedPack
     run_id = name[: -len(RESULTS_SUFFIX)] if name.endswith(RESULTS_SUFFIX) else path.parent.name
     beside = path.with_name(f"{run_id}_run_metadata.json")
     metadata = as_dict(_safe_json(beside, f"{rel.rpartition('/')[0]}/{beside.name}".lstrip("/"), problems))
-    submission = _parent_name(rel) if name.endswith(RESULTS_SUFFIX) else _parent_name(rel.rsplit("/", 1)[0])
+    folder = rel.rpartition("/")[0]
+    if name.endswith(RESULTS_SUFFIX):  # (flat files lie in their submission folder)
+        holder = folder.rpartition("/")[2]
+        submission = "" if _is_dataset_folder(holder) else holder
+    else:
+        submission = _submission(folder)
     job, dataset, configuration = _run_parts(data, metadata, {}, run_id, rel, submission)
     rows = as_list(data.get("results"))
     trials = []
@@ -217,7 +243,7 @@ def parse(data: Any, path: Path, rel: str) -> ParsedPack | None:
     if is_run_results(data):
         return parse_results_file(data, path, rel)
     if is_run_metadata(data):
-        job, _, _ = _run_parts({}, data, {}, to_str(data["run_id"]), rel, _parent_name(rel.rsplit("/", 1)[0]))
+        job, _, _ = _run_parts({}, data, {}, to_str(data["run_id"]), rel, _submission(rel.rpartition("/")[0]))
         return ParsedPack(kind=FORMAT, jobs=[job], trial_count=0)
     if is_trial_row(data):
         problems: list[Problem] = []
