@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from django.core.management import execute_from_command_line
-from gunicorn.app.wsgiapp import run as run_gunicorn
+from gunicorn.app.wsgiapp import run as run_gunicorn  # type: ignore[import-untyped]  # no types shipped
 
 from benchviewer.celery import app as celery_app
 

@@ -18,7 +18,7 @@ import signal
 import threading
 import webbrowser
 from pathlib import Path
-from typing import IO
+from typing import IO, TextIO, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -123,7 +123,7 @@ class Command(BaseCommand):
 
     def import_and_follow(self, paths: list[str], stop: threading.Event, show_progress: bool) -> None:
         """Import each path, then whatever becomes ready under the folders among them, until `stop`."""
-        importer = ImportPacks(stdout=self.stdout, stderr=self.stderr)
+        importer = ImportPacks(stdout=cast(TextIO, self.stdout), stderr=cast(TextIO, self.stderr))  # its lines here
         roots = [Path(raw).resolve() for raw in paths]
         folders = [root for root in roots if root.is_dir()]
         try:
