@@ -3,6 +3,8 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
+# `make demo PORT=8001`: the demo on another port (beside one already on 8000)
+PORT ?= 8000
 export DJANGO_SETTINGS_MODULE := benchviewer.settings
 
 .PHONY: demo test install lint test-sqlite test-postgres services
@@ -27,9 +29,9 @@ demo: install
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py generate_demo data/demo --replace
 	$(BIN)/python manage.py import_packs data/demo $(wildcard ../shared/reference)
-	@echo "Benchviewer: http://127.0.0.1:8000"
+	@echo "Benchviewer: http://127.0.0.1:$(PORT)"
 	@$(BIN)/python manage.py demo_user
-	@$(BIN)/python manage.py runserver 127.0.0.1:8000
+	@$(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
 
 lint: install
 	$(BIN)/ruff check .
