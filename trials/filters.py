@@ -10,6 +10,7 @@ from django import forms
 from django.db.models import Q
 
 from core.ids import parse_pk
+from trials import query
 from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
 from trials.models.failure_classes import FailureClass
 from trials.models.taxonomy import FLAG_CHOICES, WITH_REWARD_FLAG
@@ -32,7 +33,36 @@ def name_q(field: str, value: str, exact_exists: bool) -> Q:
     return Q(**{field: value}) if exact_exists else Q(**{f"{field}__icontains": value})
 
 
+class QueryField(forms.CharField):
+    """A query of the trials query language (trials/query.py), parsed and checked when the form is cleaned:
+    a bad one is the form's error (the API's 400), naming where and what was expected."""
+
+    def clean(self, value):
+        text = super().clean(value)
+        if not text:
+            return None
+        try:
+            return query.parse(text)
+        except query.QueryError as error:
+            raise forms.ValidationError(str(error), code="query") from None
+
+
+class QueryFilter(django_filters.Filter):
+    field_class = QueryField
+
+    def filter(self, qs, value):
+        return value.filter(qs) if value else qs
+
+
 class TrialFilter(django_filters.FilterSet):
+    q = QueryFilter(
+        label="Query",
+        widget=forms.TextInput(attrs={"placeholder": 'status = "failed" and calls.bash > 50', "size": 48}),
+        help_text=(
+            "and / or / not, = != > >= < <= ~ in (…); fields: status reward class cause flag model agent task job "
+            "dataset steps tool_calls calls.<tool> tokens cost duration (docs/agents.md)"
+        ),
+    )
     job = django_filters.CharFilter(method="filter_job")
     dataset = django_filters.CharFilter(method="filter_dataset")
     configuration = django_filters.CharFilter(method="filter_configuration")
@@ -69,6 +99,12 @@ class TrialFilter(django_filters.FilterSet):
     class Meta:
         model = Trial
         fields = ["job", "dataset", "configuration", "role", "task", "status"]
+
+    def filter_queryset(self, queryset):
+        """A query that cannot run lists nothing (the form says why), never the whole list."""
+        if "q" in self.form.errors:
+            return queryset.none()
+        return super().filter_queryset(queryset)
 
     def filter_job(self, queryset, name, value):
         """A job id, or (part of) its name."""
