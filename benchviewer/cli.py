@@ -42,8 +42,9 @@ def parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="the web server (gunicorn); other options go to gunicorn")
     serve.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (default 4)")
     serve.add_argument("--bind", default="127.0.0.1:8000", help="where to listen (default 127.0.0.1:8000)")
-    commands.add_parser("worker", help="a Celery worker (needs REDIS_URL); other options go to celery worker")
-    commands.add_parser("beat", help="Celery beat, exactly one per deployment; other options go to celery beat")
+    # (no help of their own: --help is celery's, or Django's, whose options they pass on)
+    commands.add_parser("worker", help="a Celery worker (needs REDIS_URL); options as celery worker's", add_help=False)
+    commands.add_parser("beat", help="Celery beat, one per deployment; options as celery beat's", add_help=False)
     commands.add_parser("manage", help="any management command: benchviewer manage migrate", add_help=False)
     return root
 
