@@ -52,7 +52,7 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         server = self.bind(options["port"])
         address = f"http://127.0.0.1:{server.server_address[1]}/"
-        lock.write(f"{os.getpid()} {address}\n")
+        lock.write(f"{address}\n")
         lock.flush()
         link = f"{address}accounts/once/{signin_link.issue(self.owner().pk)}/"
         self.stdout.write(f"Benchviewer: {settings.DATA_DIR} at {address}")
@@ -97,6 +97,8 @@ class Command(BaseCommand):
                 f"{address or 'an address it has not printed yet'}; its sign-in link is in its terminal"
             ) from None
         lock.truncate(0)
+        lock.write(f"{os.getpid()} ")  # its address follows once it serves
+        lock.flush()
         return lock
 
     @staticmethod
