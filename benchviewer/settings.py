@@ -217,6 +217,9 @@ LIVE_MAX_ITEMS = env_int("LIVE_MAX_ITEMS", 10_000)
 LIVE_MAX_BODY_BYTES = env_int("LIVE_MAX_BODY_BYTES", 16 * 1024 * 1024)
 # The longest OTLP body POST /v1/traces reads (after gzip): an exporter batch is far smaller.
 OTLP_MAX_BODY_BYTES = env_int("OTLP_MAX_BODY_BYTES", 16 * 1024 * 1024)
+# The most spans one POST /v1/traces may carry: what the request path writes well inside gunicorn's
+# 30 s (about 2,000 spans a second measured, bench/README.md); 16 MiB holds 500,000 tiny ones.
+OTLP_MAX_SPANS_PER_REQUEST = env_int("OTLP_MAX_SPANS_PER_REQUEST", 10_000)
 OTLP_MAX_ERROR_CHARS = 4000  # partial_success.error_message: the refused spans named, cut here
 
 # Celery: Redis when REDIS_URL is set; otherwise tasks run in-process (eager).

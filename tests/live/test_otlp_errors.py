@@ -13,6 +13,7 @@ from google.rpc import status_pb2
 
 from core import errors
 from tests.live.helpers import runner_client
+from trials.models import Trial
 
 PROTOBUF = "application/x-protobuf"
 
@@ -76,3 +77,24 @@ def test_drfs_and_the_limits_refusals_are_otlp_statuses_too(db, content_type, se
     assert answer.status_code == 413 and code == 8 and "10 bytes" in message
     answer = client.post("/v1/traces", b"{}", content_type="text/plain")
     assert answer.status_code == 415 and status_of(answer)[1].startswith("POST /v1/traces: ")
+
+
+def test_a_body_of_more_spans_than_the_request_path_writes_in_time_is_refused_whole(db, settings):
+    _, token = runner_client()
+    client = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    settings.OTLP_MAX_SPANS_PER_REQUEST = 3
+    chat = [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}]
+    spans = [
+        {"traceId": "ab" * 16, "spanId": f"{i:016x}", "name": "chat", "startTimeUnixNano": "1", "attributes": chat}
+        for i in range(4)
+    ]
+
+    def body(of: list) -> bytes:
+        return orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": of}]}]})
+
+    answer = client.post("/v1/traces", body(spans), content_type="application/json")
+    code, message = status_of(answer)
+    assert answer.status_code == 413 and code == 8 and "4 spans in one body, over the limit of 3" in message
+    assert Trial.objects.count() == 0  # nothing stored
+    answer = client.post("/v1/traces", body(spans[:3]), content_type="application/json")
+    assert answer.status_code == 200 and Trial.objects.count() == 1  # at the limit: written

@@ -75,7 +75,10 @@ class Traces(APIView):
                 description="new spans for a trial that has ended: the body refused whole, "
                 "nothing stored (an OTLP Status naming the trial and its state)"
             ),
-            413: OpenApiResponse(description="the body is over OTLP_MAX_BODY_BYTES: nothing of it was read"),
+            413: OpenApiResponse(
+                description="the body is over OTLP_MAX_BODY_BYTES (nothing of it read) or holds more spans than "
+                "OTLP_MAX_SPANS_PER_REQUEST (nothing of it stored)"
+            ),
         },
     )
     def post(self, request):
@@ -90,6 +93,13 @@ class Traces(APIView):
         if not isinstance(data, dict):
             return status_response(request, 400, f"{WHERE}: the body must be an ExportTraceServiceRequest object")
         spans, problems = otlp.read_spans(data, WHERE)
+        if (count := len(spans) + len(problems)) > settings.OTLP_MAX_SPANS_PER_REQUEST:
+            limit = settings.OTLP_MAX_SPANS_PER_REQUEST
+            message = (
+                f"{WHERE}: {count} spans in one body, over the limit of {limit} (OTLP_MAX_SPANS_PER_REQUEST): "
+                "send smaller batches (an SDK's BatchSpanProcessor sends 512); no span of this body was stored"
+            )
+            return status_response(request, 413, message)
         by_trial = otlp.spans_by_trial(spans)
         if ended := traces.ended(by_trial, request.user):
             return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
