@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from trials.templatetags.trial_viewer import seconds
+
 
 def formatted(value: Any, kind: str = "num") -> str:
-    """`kind`: num, delta (signed), pct, dpct (a rate's change in points), usd, dusd, int, dint."""
+    """`kind`: num, delta (signed), pct, dpct (a rate's change in points), usd, dusd, int, dint, sec, dsec
+    (a duration as every page writes one: "2 min 5 s")."""
     if value is None:
         return "—"
+    if kind == "sec":
+        return seconds(value)
+    if kind == "dsec":
+        return f"{'+' if value >= 0 else '−'}{seconds(abs(value))}"
     if kind == "pct":
         return f"{value:.1%}"
     if kind == "dpct":

@@ -48,7 +48,7 @@ METRIC_ROWS = (
     ("Mean reward (task-averaged)", "meanReward", "num", "delta"),
     ("Pass rate (passes over scored trials)", "passRate", "pct", "dpct"),
     ("Timeout rate", "timeoutRate", "pct", "dpct"),
-    ("Mean duration (s)", "meanDurationSec", "num", "delta"),
+    ("Mean duration", "meanDurationSec", "sec", "dsec"),
     ("Tokens per trial", "tokensPerTrial", "int", "dint"),
     ("Tokens per successful trial", "tokensPerSuccess", "int", "dint"),
     ("Cost per trial", "costPerTrial", "usd", "dusd"),

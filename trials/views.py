@@ -118,12 +118,16 @@ def job_list(request):
         .order_by("-created_at", "-pk")
     )
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+    agents = lists.agents_by_job([job.pk for job in page])
+    for job in page:
+        job.agents = agents.get(job.pk, [])
     return render(request, "trials/job_list.html", {"page": page})
 
 
 @require_safe
 def job_detail(request, pk):
     job = get_object_or_404(Job, pk=pk)
+    job.agents = lists.agents_by_job([job.pk]).get(job.pk, [])
     rows = lists.job_task_rows(job, request.GET)
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     exceptions = lists.exception_types_by_task(job, [r["task_id"] for r in page])

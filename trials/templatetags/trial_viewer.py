@@ -85,6 +85,17 @@ def seconds(value: Any) -> str:
     return shown.replace(" ", "\u00a0")
 
 
+@register.filter
+def middle(value: Any, length: int = 24) -> str:
+    """A long name cut in its middle, head and tail kept ("20250923_dr…aude-4-1-opus"): names that share
+    a prefix (sonnet and opus runs of one agent) stay apart in a narrow column. The whole name goes in a title."""
+    name = "" if value is None else str(value)
+    if len(name) <= length:
+        return name
+    head = (length - 1) * 2 // 5
+    return f"{name[:head]}…{name[len(name) - (length - 1 - head) :]}"
+
+
 DATETIME_FORMAT = "Y-m-d H:i:s T"  # one format on every page: 2026-11-26 04:12:33 UTC
 
 

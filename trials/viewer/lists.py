@@ -8,8 +8,9 @@ from django.db.models import Avg, Count, F, FloatField, OrderBy, Q, QuerySet, Su
 from django.db.models.functions import Coalesce
 from django.http import QueryDict
 
+from core.ids import parse_pk
 from trials.filters import TrialFilter, role_q
-from trials.models import Job, Trial
+from trials.models import Configuration, Dataset, Job, Trial
 
 TRIAL_SORTS: dict[str, tuple[str | OrderBy, ...]] = {
     "newest": ("-pk",),
@@ -47,7 +48,27 @@ def trial_list(params: QueryDict) -> tuple[TrialFilter, QuerySet[Trial]]:
         qs = qs.untriaged()
     if params.get("uncategorised"):
         qs = qs.filter(failure_category="")
+    name_filters_by_id(filterset)
     return filterset, qs.order_by(*TRIAL_SORTS.get(params.get("sort", ""), TRIAL_SORTS["newest"]))
+
+
+# The filters that take an id (a link's `?configuration=20`): the form names what the id is.
+NAMED_BY_ID = {
+    "job": (Job, lambda job: job.name),
+    "dataset": (Dataset, lambda d: f"{d.name}@{d.version}" if d.version else d.name),
+    "configuration": (Configuration, lambda c: c.key),
+}
+
+
+def name_filters_by_id(filterset: TrialFilter) -> None:
+    """Under each of the form's id fields holding an id, the name of what it is ("Configuration: 20" alone
+    reads as nothing); an unknown id says so."""
+    for field, (model, name) in NAMED_BY_ID.items():
+        pk = parse_pk(filterset.data.get(field) or "")
+        if pk is not None:
+            found = model._default_manager.filter(pk=pk).first()
+            # (the bound field, made when the form was cleaned, holds its own copy of the help text)
+            filterset.form[field].help_text = name(found) if found else f"no {field} #{pk}"
 
 
 LIST_KEYS = set(TrialFilter.base_filters) | {"sort", "untriaged", "uncategorised"}
@@ -153,3 +174,23 @@ def exception_types_by_task(job: Job, task_ids: list[int | None]) -> dict[int | 
     for task_id, exc in pairs:
         out.setdefault(task_id, []).append(exc)
     return out
+
+
+def agents_by_job(job_ids: list[int]) -> dict[int, list[dict[str, str]]]:
+    """Each job's configurations with their agent and model, one query for a page of jobs."""
+    rows = (
+        Trial.objects.filter(job_id__in=job_ids, configuration__isnull=False)
+        .values("job_id", "configuration__key", "configuration__agent_name", "configuration__model_name")
+        .distinct()
+        .order_by("job_id", "configuration__key")
+    )
+    found: dict[int, list[dict[str, str]]] = {}
+    for row in rows:
+        found.setdefault(row["job_id"], []).append(
+            {
+                "configuration": row["configuration__key"],
+                "agent": row["configuration__agent_name"],
+                "model": row["configuration__model_name"],
+            }
+        )
+    return found
