@@ -81,6 +81,7 @@ class Trial(models.Model):
     class Status(models.TextChoices):
         PASSED = "passed"
         FAILED = "failed"
+        PARTIAL = "partial"  # a fractional reward below PASS_REWARD: a score, neither a pass nor a failure
         ERRORED = "errored"
         TIMEOUT = "timeout"
         SKIPPED = "skipped"

@@ -35,14 +35,19 @@ def apply_result(trial: ParsedTrial, result: dict, config: dict, job_name: str, 
     agent_info = as_dict(result.get("agent_info"))
     agent_config = as_dict(config.get("agent"))
     model_info = as_dict(agent_info.get("model_info"))
-    agent_name = str(agent_info.get("name") or agent_config.get("name") or "")
+    import_path = str(agent_config.get("import_path") or "")  # a custom harness's agent: `module.path:Class`
+    agent_name = str(agent_info.get("name") or agent_config.get("name") or _class_name(import_path))
     model_name = str(model_info.get("name") or agent_config.get("model_name") or "")
+    environment_path = str(as_dict(config.get("environment")).get("import_path") or "")
+    profiles = {"provider": model_info.get("provider")} if model_info.get("provider") else {}
+    profiles |= {"agent_import_path": import_path} if import_path else {}
+    profiles |= {"environment_import_path": environment_path} if environment_path else {}
     trial.configuration = ConfigurationRef(
         key="__".join(x for x in (agent_name, model_name) if x) or "unknown",
         agent_name=agent_name,
         agent_version=str(agent_info.get("version") or ""),
         model_name=model_name,
-        profiles={"provider": model_info.get("provider")} if model_info.get("provider") else {},
+        profiles=profiles,
     )
     rewards = as_dict(as_dict(result.get("verifier_result")).get("rewards"))
     if rewards:
@@ -107,6 +112,11 @@ def failure_category_for_exception(exception_type: str) -> str:
     return "runtime"
 
 
+def _class_name(import_path: str) -> str:
+    """`my_harness.agents:PlannerAgent` (or `my_harness.agents.PlannerAgent`) names the agent PlannerAgent."""
+    return import_path.rpartition(":")[2].rpartition(".")[2] if import_path else ""
+
+
 def trial_status(trial: ParsedTrial) -> str:
     reward = trial.rewards.get("reward") if trial.rewards else None
     if reward is None and trial.rewards:
@@ -118,4 +128,7 @@ def trial_status(trial: ParsedTrial) -> str:
         return "errored"
     if trial.reward is None:
         return trial.status or "unknown"  # (a status a Benchviewer export's manifest named, read before)
-    return "passed" if trial.reward >= PASS_REWARD else "failed"
+    if trial.reward >= PASS_REWARD:
+        return "passed"
+    # A fractional reward (reward.txt's 0.4190) is a score, not a failure: it passes at PASS_REWARD.
+    return "partial" if 0 < trial.reward < PASS_REWARD else "failed"
