@@ -8,6 +8,7 @@ AgentV `score` is 0..1 and stays a score; it is also the trial's headline reward
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -424,18 +425,33 @@ def parse_rows(rows: list[tuple[int, dict[str, Any]]], path: str, summary: dict[
     )
     trials: list[ParsedTrial] = []
     seen: dict[str, int] = {}
-    for line, obj in good:
+    for line, obj in _attempt_rows(good):
         trial = _trial(obj, line, path, job_key, run, problems)
-        if trial.key in seen:  # same test/target/sample twice: keep both, flag it
-            seen[trial.key] += 1
-            trial.key = f"{trial.key}#{seen[trial.key]}"
-            problems.append(
-                Problem(path, "duplicate row identity; key suffixed", line=line, severity="warning", kept="both rows")
-            )
-        else:
-            seen[trial.key] = 1
+        explicit = to_int(normalize_row(obj).get("attempt"))
+        if explicit is not None:  # (AgentV's `trials[]` of a repeated test, or a row naming its attempt)
+            trial.key, trial.attempt = f"{trial.key}:attempt{explicit}", explicit
+        key = trial.key
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:  # the same test run again with no attempt named: the next attempt
+            trial.key, trial.attempt = f"{key}#{seen[key]}", seen[key]
+        elif trial.attempt is None:
+            trial.attempt = 1
         trials.append(trial)
     return ParsedPack(kind="agentv", jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
+
+
+def _attempt_rows(rows: list[tuple[int, dict[str, Any]]]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each row, or for a test repeated (`trials: [{attempt, score, …}]`) one row an attempt: each its own trial."""
+    for line, obj in rows:
+        attempts = [
+            a for a in as_list(obj.get("trials")) if isinstance(a, dict) and to_float(a.get("score")) is not None
+        ]
+        if not attempts:
+            yield line, obj
+            continue
+        base = {k: v for k, v in obj.items() if k not in ("trials", "score", "scores", "assertions", "error")}
+        for number, attempt in enumerate(attempts, start=1):
+            yield line, base | attempt | {"attempt": number}  # (1-based, in the order AgentV ran them)
 
 
 def parse_run_folder(folder: Path, rel: str) -> ParsedPack:
