@@ -75,7 +75,7 @@ def test_the_shared_eval_log_is_one_job_of_100_trials_83_correct_as_its_header_s
     )
     assert (trial.input_tokens, trial.output_tokens) == (566, 417)  # the sample's model_usage
     lanes = dict(trial.trajectories.values_list("role", "step_count"))
-    assert lanes == {"main": 2, "subagent": 1}  # the input and the answer; the grader's call apart
+    assert lanes == {"main": 2, "subagent": 2}  # the input and the answer; the grader's prompt and call apart
     answer = Step.objects.get(trajectory__trial=trial, trajectory__role="main", index=1)
     assert answer.source == "agent" and answer.prompt_tokens == 102
     assert answer.message_text.startswith("To determine where Jackson will look")
@@ -140,7 +140,7 @@ def test_a_handoff_is_a_subagent_lane_the_main_agents_tool_result_refers_to(logs
     trial = Trial.objects.get()
     assert trial.status == "passed"
     helper = trial.trajectories.get(role="subagent")
-    assert helper.agent["name"] == "helper" and helper.step_count == 2
+    assert helper.agent["name"] == "helper" and helper.step_count == 4  # its prompt (system, user), two calls
     calls = ToolCall.objects.filter(step__trajectory=helper).order_by("step__index")
     assert list(calls.values_list("function_name", flat=True)) == ["bash", "submit"]
     main = trial.trajectories.get(role="main")

@@ -1,7 +1,8 @@
 """Inspect AI logs (inspect_ai's `EvalLog`, log format version 2): `.eval` archives and `.json` logs.
 
-A `.eval` is a ZIP (`header.json`, `samples/<id>_epoch_<n>.json`, `summaries.json`,
-`reductions.json`, `_journal/`). Its samples are read one member at a time; a member
+A `.eval` is a ZIP (`header.json`, `samples/<id>_epoch_<n>.json` or a chunked sample's folder
+`samples/<id>_epoch_<n>/` (inspect_chunked.py), `summaries.json`, `reductions.json`, `_journal/`).
+Its samples are read one member at a time; a member
 past STREAM_THRESHOLD is streamed with ijson, once for what is not its events and once
 per lane, so memory stays flat however many events it holds. A `.json` log is one
 document: read whole when small, sample by sample with ijson when big. A ZIP cut off
@@ -27,6 +28,7 @@ import ijson
 import orjson
 
 from trials.ingest.archives import Budget, OverLimit
+from trials.ingest.formats import inspect_chunked
 from trials.ingest.formats.atif import STREAM_THRESHOLD
 from trials.ingest.formats.inspect_sample import EvalContext, Member, sample_trial, top_level
 from trials.ingest.formats.inspect_zip import (
@@ -74,7 +76,7 @@ def _job(header: dict[str, Any], rel: str, problems: list[Problem]) -> tuple[Par
         )
     context = EvalContext.of(header, rel)
     stats = as_dict(header.get("stats"))
-    result = {k: header[k] for k in ("status", "results", "stats", "error") if header.get(k) is not None}
+    result = {k: header[k] for k in ("status", "results", "stats", "error", "reductions") if header.get(k) is not None}
     job = ParsedJob(
         key=context.job_key,
         name=f"{context.task} · {context.model}" if context.model else context.task,
@@ -114,11 +116,24 @@ def parse_eval(path: Path, rel: str, budget: Budget | None = None) -> ParsedPack
             )
         )
     header = _member_json(path, archive, header_name, rel, problems, budget) if header_name else {}
+    if "reductions.json" in names and isinstance(header, dict):  # (the epochs' reducers and reduced values)
+        header["reductions"] = _member_json(path, archive, "reductions.json", rel, problems, budget) or None
     job, context = _job(as_dict(header), rel, problems)
-    members = [info for info in archive.infolist() if SAMPLE.match(info.filename)]
+    chunked = inspect_chunked.chunked_samples(archive.infolist())  # (samples as folders, beside whole ones)
+    members = [info for info in archive.infolist() if SAMPLE.match(info.filename) or info.filename in chunked]
+    if not members:
+        _no_samples(as_dict(header), rel, problems)
     pack = ParsedPack(kind=KIND, jobs=[job], problems=problems, trial_count=len(members))
-    pack.trials = _archive_trials(path, archive, members, context, pack.problems, budget)
+    pack.trials = _archive_trials(path, archive, members, context, pack.problems, budget, chunked)
     return pack
+
+
+def _no_samples(header: dict[str, Any], rel: str, problems: list[Problem]) -> None:
+    """A log with no sample (cancelled before any was written): the job is kept, with what its header says."""
+    results = as_dict(header.get("results"))
+    said = f"; its results say {results.get('completed_samples')} of {results.get('total_samples')}" if results else ""
+    message = f"the log holds no sample (status {header.get('status') or 'unknown'}){said}"
+    problems.append(Problem(rel, message, "samples/", severity="warning", kept="the job, with no trial"))
 
 
 def _member_json(
@@ -140,12 +155,15 @@ def _archive_trials(
     context: EvalContext,
     problems: list[Problem],
     budget: Budget,
+    chunked: dict[str, inspect_chunked.ChunkedSample],
 ) -> Iterator[ParsedTrial]:
     with archive:
         for done, info in enumerate(members):
             where = Member(context.rel, info.filename, info.file_size)
             try:
-                if info.file_size > STREAM_THRESHOLD:
+                if sample := chunked.get(info.filename):
+                    trial = _chunked_sample(path, archive, sample, context, problems, budget)
+                elif info.file_size > STREAM_THRESHOLD:
                     opener = partial(open_member, path, archive, info, budget)
                     trial = _streamed_sample(opener, where, context, problems)
                 else:
@@ -157,6 +175,32 @@ def _archive_trials(
                 continue
             if trial is not None:
                 yield trial
+
+
+def _chunked_sample(
+    path: Path,
+    archive: zipfile.ZipFile,
+    sample: inspect_chunked.ChunkedSample,
+    context: EvalContext,
+    problems: list[Problem],
+    budget: Budget,
+) -> ParsedTrial | None:
+    where = Member(context.rel, f"{sample.prefix}/", sample.size)
+    try:
+        shell = inspect_chunked.read_shell(path, archive, sample, budget)
+    except (*READ_ERRORS, orjson.JSONDecodeError) as exc:
+        _rejected(where, f"{sample.prefix}/: a member of the chunked sample is unreadable: {exc}", problems)
+        return None
+    bad: dict[str, str] = {}
+    events = partial(inspect_chunked.events, path, archive, sample, budget, bad)
+    trial = _checked(shell, events, where, context, problems, sample.size > STREAM_THRESHOLD)
+    if trial is not None and bad:  # (known after the survey's pass; a streamed sample's later passes skip them too)
+        kept = "the sample, without this chunk's events"
+        trial.problems += [
+            Problem(where.rel, f"unreadable events chunk: {why}", name, severity="warning", kept=kept)
+            for name, why in bad.items()
+        ]
+    return trial
 
 
 def _over_limit(rel: str, exc: OverLimit, done: int, stops: bool = False) -> Problem:

@@ -234,10 +234,29 @@ def input_steps(sample_input: Any, resolve: Callable[[Any], Any]) -> list[dict[s
     return steps
 
 
+def model_input(event: dict[str, Any], pool: list[Any]) -> list[Any]:
+    """A `model` event's input messages: as written, or (log v3's de-duplication) the `input_refs`
+    ranges `[start, end)` of the sample's message pool (`events_data.messages`)."""
+    if event.get("input"):
+        return as_list(event["input"])
+    found: list[Any] = []
+    for ref in as_list(event.get("input_refs")):
+        if isinstance(ref, list) and len(ref) == 2 and all(isinstance(n, int) for n in ref):
+            found.extend(pool[ref[0] : ref[1]])
+    return found
+
+
 def lane_steps(
-    events: Iterable[Any], lane: str, first: list[dict[str, Any]], lanes: dict[str, Lane], resolve: Callable[[Any], Any]
+    events: Iterable[Any],
+    lane: str,
+    first: list[dict[str, Any]],
+    lanes: dict[str, Lane],
+    resolve: Callable[[Any], Any],
+    pool: list[Any] | None = None,
 ) -> Iterator[ParsedStep]:
     """The steps of one lane, in order: `first` (the input), then each model call with its tool results.
+    With no `first` (a subagent's lane, a sample with no input), the prompt is the first model call's
+    system and user messages (its `input`, or its `input_refs` into `pool`).
 
     A tool result a subagent lane answered refers to that lane, as ATIF's subagent_trajectory_ref.
     """
@@ -260,6 +279,9 @@ def lane_steps(
         if kind == "model":
             if pending is not None:
                 yield emitted(pending)
+            if number == 0:
+                for step in input_steps(_prompt(model_input(event, pool or [])), resolve):
+                    yield emitted(step)
             pending = _model_step(event, resolve)
         elif kind == "tool":
             result = _tool_result(event, resolve)
@@ -275,6 +297,16 @@ def lane_steps(
             yield emitted(_tool_step(event, result, resolve))
     if pending is not None:
         yield emitted(pending)
+
+
+def _prompt(messages: list[Any]) -> list[Any]:
+    """The system and user messages before the first answer."""
+    prompt = []
+    for message in messages:
+        if as_dict(message).get("role") not in ("system", "user"):
+            break
+        prompt.append(message)
+    return prompt
 
 
 def _model_step(event: dict[str, Any], resolve: Callable[[Any], Any]) -> dict[str, Any]:

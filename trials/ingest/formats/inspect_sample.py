@@ -283,7 +283,7 @@ def sample_trial(
             "sample_uuid": to_str(sample.get("uuid")),
             "limit": limit_kind,  # (the failure classes read it: trials/models/failure_classes.py)
         },
-        documents={"sample": {k: v for k, v in sample.items() if k not in (*_SKIPPED, "attachments")}},
+        documents={"sample": {k: v for k, v in sample.items() if k not in (*_SKIPPED, "attachments", "events_data")}},
         criteria=_criteria(scores, rewards),
         # (writer.TrialBatch sizes a batch by the files named here: a small sample of a big log still joins one)
         files=[] if where.size is not None and where.size <= SHARED_LOG_SAMPLE_BYTES else [where.rel],
@@ -317,12 +317,13 @@ def _trajectories(
 ) -> list[ParsedTrajectory]:
     """One trajectory per lane: the main agent first, then its subagents and the scoring calls."""
     first = inspect_events.input_steps(sample.get("input"), resolve)
+    pool = as_list(as_dict(sample.get("events_data")).get("messages"))  # (log v3: `model` events' input_refs)
     trajectories = []
     for lane in found.lanes.values():
         if lane.lane_id != inspect_events.MAIN and not lane.steps:
             continue
         main = lane.lane_id == inspect_events.MAIN
-        steps = inspect_events.lane_steps(events(), lane.lane_id, first if main else [], found.lanes, resolve)
+        steps = inspect_events.lane_steps(events(), lane.lane_id, first if main else [], found.lanes, resolve, pool)
         trajectories.append(
             ParsedTrajectory(
                 path=where.path if main else f"{where.path}@{lane.lane_id}",
