@@ -15,6 +15,7 @@ BASELINE_COLOUR = "#6b7a90"
 CANDIDATE_COLOUR = "#2f6fdf"
 GOOD, BAD, NEUTRAL = "#2e8b57", "#c0392b", "#9aa5b1"
 MAX_BAR_TASKS = 400  # beyond this, the delta chart keeps the largest moves both ways
+MAX_LABELLED_TASKS = 120  # task labels, smaller past 40, up to this many bars or rows (a TB1 run: 80 tasks)
 
 CHARTS = ("reward_delta", "heatmap", "distribution", "cost_reward", "pass_rate")
 
@@ -30,6 +31,21 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def _task_axis(count: int, **extra: Any) -> dict[str, Any]:
+    """A task axis labelled while the labels can be read: smaller past 40 tasks, none past MAX_LABELLED_TASKS."""
+    axis = {"showticklabels": count <= MAX_LABELLED_TASKS, "automargin": True, "type": "category", **extra}
+    if count > 40:
+        axis["tickfont"] = {"size": 9}
+    return axis
+
+
+def no_data(title: str, why: str) -> dict[str, Any]:
+    """A chart with nothing to draw: its title and why, no made-up axes."""
+    hidden = {"visible": False}
+    note = {"text": f"no data: {_plain(why)}", "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5}
+    return {"data": [], "layout": _layout(title, xaxis=hidden, yaxis=hidden, annotations=[note], height=200)}
+
+
 def _plain(name: Any) -> str:
     """A name from the data, as text: Plotly reads <a>, <span style>, <b>... in labels and hover text
     as markup, and shows &lt; &gt; &amp; as the characters."""
@@ -43,6 +59,8 @@ def _labels(result: dict[str, Any]) -> tuple[str, str]:
 def reward_delta(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
     """Sorted bars: candidate minus baseline mean reward, one bar per paired task."""
     rows = sorted((r for r in result["tasks"] if r["delta"] is not None), key=lambda r: r["delta"])
+    if not rows:
+        return no_data("Reward delta per task (candidate − baseline)", "no task is scored on both sides")
     if len(rows) > MAX_BAR_TASKS:
         half = MAX_BAR_TASKS // 2
         rows = rows[:half] + rows[-half:]
@@ -61,7 +79,7 @@ def reward_delta(result: dict[str, Any], points: dict[str, Any], trial_url: Call
         "data": [trace],
         "layout": _layout(
             "Reward delta per task (candidate − baseline)",
-            xaxis={"showticklabels": len(rows) <= 40, "automargin": True, "title": {"text": "task", "standoff": 12}},
+            xaxis=_task_axis(len(rows), tickangle=-60, title={"text": "task", "standoff": 12}),
             yaxis={"title": {"text": "Δ mean reward"}, "zeroline": True},
         ),
     }
@@ -92,7 +110,7 @@ def heatmap(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[
         "layout": _layout(
             "Mean reward per task and side",
             height=max(320, min(1200, 18 * len(rows) + 120)),
-            yaxis={"showticklabels": len(rows) <= 60, "automargin": True},
+            yaxis=_task_axis(len(rows)),
         ),
     }
 
@@ -145,6 +163,8 @@ def cost_reward(result: dict[str, Any], points: dict[str, Any], trial_url: Calla
                 "hovertemplate": "<b>%{text}</b><br>cost $%{x:.4f}<br>reward %{y:.3f}<extra></extra>",
             }
         )
+    if not any(t["x"] for t in traces):
+        return no_data("Cost vs reward per trial", "no trial of either side records a cost")
     return {
         "data": traces,
         "layout": _layout(
