@@ -203,6 +203,7 @@ IMPORT_MAX_FILE_BYTES = env_int("IMPORT_MAX_FILE_BYTES", 1024 * 1024 * 1024)
 IMPORT_MAX_EXPANDED_BYTES = env_int("IMPORT_MAX_EXPANDED_BYTES", 4 * 1024 * 1024 * 1024)
 IMPORT_MAX_ARCHIVE_RATIO = env_int("IMPORT_MAX_ARCHIVE_RATIO", 200)
 IMPORT_MAX_ARCHIVE_MEMBERS = env_int("IMPORT_MAX_ARCHIVE_MEMBERS", 200_000)
+IMPORT_MAX_RUN_ROWS = env_int("IMPORT_MAX_RUN_ROWS", 100_000)  # a run file's rows read as trials (TB1 results.json)
 # The largest upload request (streamed to disk as it arrives; bigger is a 413 before any byte is read).
 IMPORT_MAX_UPLOAD_BYTES = env_int("IMPORT_MAX_UPLOAD_BYTES", IMPORT_MAX_EXPANDED_BYTES)
 # A job's trials are written in batches of up to this many bytes of their files (held in memory, parsed).

@@ -96,3 +96,41 @@ def test_the_api_takes_a_files_relative_path(client_logged_in, django_capture_on
         response = client_logged_in.post("/api/imports/", {"file": upload, "path": f"../{submission.name}/{path.name}"})
     assert response.status_code == 202, response.content
     assert set(Configuration.objects.values_list("key", flat=True)) == {submission.name}
+
+
+def test_a_run_file_past_the_row_limit_keeps_the_first_rows_and_names_the_first_left_out(tmp_path, settings):
+    settings.IMPORT_MAX_RUN_ROWS = 50
+    folder = tmp_path / SUBMISSION.name / RUN_ID
+    folder.mkdir(parents=True)
+    for name in ("results.json", "run_metadata.json"):
+        (folder / name).write_bytes((RUN / name).read_bytes())
+    imp = import_path(tmp_path / SUBMISSION.name)
+    assert set(Trial.objects.values_list("task__name", flat=True)) == {row["task_id"] for row in ROWS[:50]}
+    (problem,) = [p for p in imp.problems if "IMPORT_MAX_RUN_ROWS" in p["message"]]
+    assert problem["file"].endswith("/results.json") and problem["json_path"] == "$.results[50]"
+    assert f"other {len(ROWS) - 50} only in the stored file" in problem["kept"]
+
+
+@pytest.mark.parametrize("layout", ["run folder", "flat file"])
+def test_a_big_results_file_is_streamed_to_the_same_trials(tmp_path, monkeypatch, layout):
+    from trials.ingest import detect
+    from trials.ingest.formats import terminal_bench, terminal_bench_folder
+
+    monkeypatch.setattr(terminal_bench, "STREAM_THRESHOLD", 1024)  # (the real one is 32 MiB)
+    real = terminal_bench.load_json
+
+    def never_whole(path, *args, **kwargs):
+        assert not path.name.endswith("results.json"), f"{path.name} parsed whole"
+        return real(path, *args, **kwargs)
+
+    for module in (terminal_bench, terminal_bench_folder, detect):
+        monkeypatch.setattr(module, "load_json", never_whole)
+    name = f"{RUN_ID}/results.json" if layout == "run folder" else f"{RUN_ID}_results.json"
+    target = tmp_path / SUBMISSION.name / name
+    target.parent.mkdir(parents=True)
+    target.write_bytes((RUN / "results.json").read_bytes())
+    import_path(tmp_path / SUBMISSION.name)
+    trials = Trial.objects.all()
+    assert sorted(trials.values_list("key", flat=True)) == sorted(f"tb1:{row['id']}" for row in ROWS)
+    assert trials.filter(status="passed").count() == sum(1 for row in ROWS if row["is_resolved"] is True)
+    assert Job.objects.get().result["accuracy"] == json.loads((RUN / "results.json").read_text())["accuracy"]

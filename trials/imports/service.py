@@ -89,6 +89,7 @@ def limits() -> Limits:
         max_ratio=settings.IMPORT_MAX_ARCHIVE_RATIO,
         max_members=settings.IMPORT_MAX_ARCHIVE_MEMBERS,
         max_file_bytes=settings.IMPORT_MAX_FILE_BYTES,
+        max_run_rows=settings.IMPORT_MAX_RUN_ROWS,
     )
 
 

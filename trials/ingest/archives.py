@@ -27,6 +27,7 @@ class Limits:
     max_ratio: int
     max_members: int
     max_file_bytes: int
+    max_run_rows: int = 100_000  # a run file's rows read as trials (IMPORT_MAX_RUN_ROWS)
 
 
 # What a parser called without the import's limits reads under: the defaults of benchviewer/settings.py.

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trials.ingest import documents
-from trials.ingest.archives import Budget, archive_kind
+from trials.ingest.archives import DEFAULT_LIMITS, Budget, archive_kind
 from trials.ingest.folders import entries_under
 from trials.ingest.formats import (
     agentcontext,
@@ -148,18 +148,19 @@ def parse_candidate(candidate: Candidate, budget: Budget | None = None) -> Parse
         return harbor.parse_single_trial(candidate.path, candidate.rel)
     if candidate.kind == "agentv-run":
         return agentv.parse_run_folder(candidate.path, candidate.rel)
+    max_rows = (budget.limits if budget else DEFAULT_LIMITS).max_run_rows
     if candidate.kind == "tb1-run":
-        return terminal_bench.parse_run_dir(candidate.path, candidate.rel)
+        return terminal_bench.parse_run_dir(candidate.path, candidate.rel, max_rows)
     if candidate.kind == "tb1-trial":
         return terminal_bench.parse_trial_folder(candidate.path, candidate.rel)
     if candidate.kind == "inspect-eval":  # a ZIP read member by member, never extracted
         return inspect.parse_eval(candidate.path, candidate.rel, budget)
     if candidate.kind == "trajectory-group":
         return harbor_trajectories.parse_trajectory_group(candidate.members, candidate.rel)
-    return parse_file(candidate.path, candidate.rel)
+    return parse_file(candidate.path, candidate.rel, max_rows)
 
 
-def parse_file(path: Path, rel: str) -> ParsedPack:
+def parse_file(path: Path, rel: str, max_run_rows: int = DEFAULT_LIMITS.max_run_rows) -> ParsedPack:
     """One file (its size already checked against the limit, by `screen_folder` or the service)."""
     size = path.stat().st_size
     if size == 0:
@@ -168,6 +169,8 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
         return harbor_trajectories.parse_lone_trajectory(path, rel)
     if inspect.sniff_json_log(path):  # read sample by sample (streamed when big), not loaded here
         return inspect.parse_json_log(path, rel)
+    if terminal_bench.sniff_big_results(path):  # a big TB1 results.json: streamed row by row
+        return terminal_bench.parse_results_path(path, rel, max_run_rows)
     with open(path, "rb") as f:
         head = f.read(4096)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -191,7 +194,7 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
             raise exc
         return parse_rows(rows, problems, rel)
     try:
-        pack = parse_json(data, path, rel)
+        pack = parse_json(data, path, rel, max_run_rows)
     except PackError as exc:
         exc.noticed[:0] = noticed
         raise
@@ -199,10 +202,10 @@ def parse_file(path: Path, rel: str) -> ParsedPack:
     return pack
 
 
-def parse_json(data: Any, path: Path, rel: str) -> ParsedPack:
+def parse_json(data: Any, path: Path, rel: str, max_run_rows: int = DEFAULT_LIMITS.max_run_rows) -> ParsedPack:
     if looks_like_atif(data):
         return harbor_trajectories.parse_lone_trajectory(path, rel)
-    if (tb1 := terminal_bench.parse(data, path, rel)) is not None:
+    if (tb1 := terminal_bench.parse(data, path, rel, max_run_rows)) is not None:
         return tb1
     if inspect.is_json_log(data):
         return inspect.parse_json_log(path, rel)

@@ -12,24 +12,26 @@ RunMetadata); this module does not import them.
 
 from __future__ import annotations
 
-import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trials.ingest.folders import files_under
-from trials.ingest.formats.harbor_sidecars import read_log_text
-from trials.ingest.jsonio import load_json
+import ijson
+
+from trials.ingest.archives import DEFAULT_LIMITS
+from trials.ingest.formats.atif import STREAM_THRESHOLD
+from trials.ingest.formats.inspect_sample import top_level
+from trials.ingest.formats.terminal_bench_folder import KEYSTROKES_MARK as KEYSTROKES_MARK
+from trials.ingest.formats.terminal_bench_folder import RECORDING_KIND as RECORDING_KIND
+from trials.ingest.formats.terminal_bench_folder import read_trial_dir, safe_json
+from trials.ingest.jsonio import load_json, open_json
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
     PackError,
-    ParsedArtifact,
     ParsedJob,
     ParsedPack,
-    ParsedStep,
-    ParsedTrajectory,
     ParsedTrial,
     Problem,
     TaskRef,
@@ -38,8 +40,6 @@ from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, t
 
 FORMAT = "terminal-bench"
 RESULTS_SUFFIX = "_results.json"
-KEYSTROKES_MARK = "#keystrokes"  # a trajectory made of commands.txt: <path>#keystrokes
-RECORDING_KIND = "asciicast"  # an artifact the trial page plays with asciinema's player
 # A row's own columns; every other key of the row is kept in provenance.
 _ROW_COLUMNS = {
     "id",
@@ -56,6 +56,7 @@ _ROW_COLUMNS = {
 }
 _PHASES = (("agent_execution", "agent"), ("verifier", "test"))  # Harbor's phase names, TB1's prefixes
 NO_FAILURE = ("", "unset", "none")
+MAX_RUN_ROWS = DEFAULT_LIMITS.max_run_rows  # results[] rows read as trials (IMPORT_MAX_RUN_ROWS); the rest stay stored
 _RUN_KEYS = ("n_resolved", "n_unresolved", "accuracy", "resolved_ids", "unresolved_ids", "pass_at_k")
 
 
@@ -86,9 +87,12 @@ def _json_or_none(path: Path) -> Any:
 
 
 def is_run_dir(path: Path) -> bool:
-    return is_run_metadata(_json_or_none(path / "run_metadata.json")) or is_run_results(
-        _json_or_none(path / "results.json")
-    )
+    if is_run_metadata(_json_or_none(path / "run_metadata.json")):
+        return True
+    results = path / "results.json"
+    if results.is_file() and results.stat().st_size > STREAM_THRESHOLD:
+        return sniff_big_results(results)  # (never parsed whole to be recognised)
+    return is_run_results(_json_or_none(results))
 
 
 def is_trial_dir(path: Path) -> bool:
@@ -98,14 +102,55 @@ def is_trial_dir(path: Path) -> bool:
 # ---------------------------------------------------------------- the run
 
 
-def _safe_json(path: Path, rel: str, problems: list[Problem]) -> Any:
+def sniff_big_results(path: Path) -> bool:
+    """A results.json past STREAM_THRESHOLD: streamed row by row rather than parsed whole."""
+    if path.stat().st_size <= STREAM_THRESHOLD:
+        return False
+    with open_json(path) as f:
+        head = f.read(65536)
+    return b'"results"' in head and b'"is_resolved"' in head and b'"task_id"' in head
+
+
+def _read_results(path: Path, rel: str, problems: list[Problem]) -> tuple[dict[str, Any], Iterable[Any], int]:
+    """A run's results.json as (its keys but `results`, its rows, how many): whole when small, else streamed."""
     if not path.is_file():
-        return None
+        return {}, [], 0
+    if path.stat().st_size <= STREAM_THRESHOLD:
+        data = as_dict(safe_json(path, rel, problems))
+        whole = as_list(data.get("results"))
+        return {k: v for k, v in data.items() if k != "results"}, whole, len(whole)
     try:
-        return load_json(path, rel, problems)
-    except PackError as exc:
-        problems.append(exc.problem)
-        return None
+        with open_json(path) as f:
+            header = top_level(f, skip=("results",))
+        with open_json(path) as f:
+            count = sum(1 for prefix, event, _ in ijson.parse(f) if prefix == "results.item" and event in _ROW_STARTS)
+    except ijson.JSONError as exc:
+        problems.append(Problem(rel, f"not valid JSON: {exc}", kept="the raw bytes"))
+        return {}, [], 0
+
+    def rows() -> Iterator[Any]:
+        try:
+            with open_json(path) as f:
+                yield from ijson.items(f, "results.item", use_float=True)
+        except ijson.JSONError as exc:
+            problems.append(Problem(rel, f"not valid JSON past a row: {exc}", "$.results", kept="the rows before it"))
+
+    return header, rows(), count
+
+
+_ROW_STARTS = ("start_map", "start_array", "string", "number", "null", "boolean")
+
+
+def _capped(rows: Iterable[Any], count: int, max_rows: int, rel: str, problems: list[Problem]) -> Iterator[Any]:
+    """The first `max_rows` rows; past them a problem saying how many were left as the stored file's only."""
+    if count > max_rows:
+        message = f"{count} results[] rows, over the limit of {max_rows} (IMPORT_MAX_RUN_ROWS)"
+        kept = f"the first {max_rows} rows as trials; the other {count - max_rows} only in the stored file"
+        problems.append(Problem(rel, message, f"$.results[{max_rows}]", kept=kept))
+    for index, row in enumerate(rows):
+        if index >= max_rows:
+            return
+        yield row
 
 
 # A leaderboard submission folder: `<date>_<agent>_<model>` (the model may hold `@`, `:` or `_`).
@@ -145,10 +190,16 @@ def _dataset_from_path(rel: str) -> DatasetRef | None:
 
 
 def _run_parts(
-    results: dict[str, Any], metadata: dict[str, Any], lock: dict[str, Any], run_id: str, rel: str, submission: str
+    results: dict[str, Any],
+    metadata: dict[str, Any],
+    lock: dict[str, Any],
+    run_id: str,
+    rel: str,
+    submission: str,
+    n_rows: int = 0,
 ) -> tuple[ParsedJob, DatasetRef, ConfigurationRef]:
+    """The run's job, dataset and configuration; `results` is results.json's keys but its rows (`n_rows` of them)."""
     lock_agent, lock_dataset = as_dict(lock.get("agent")), as_dict(lock.get("dataset"))
-    rows = as_list(results.get("results"))
     dataset_name = to_str(metadata.get("dataset_name") or lock_dataset.get("name"))
     dataset = (
         DatasetRef(dataset_name, version=to_str(metadata.get("dataset_version") or lock_dataset.get("version")))
@@ -174,74 +225,93 @@ def _run_parts(
         started_at=parse_iso(metadata.get("start_time")),
         finished_at=parse_iso(metadata.get("end_time")),
         config={"run_metadata": metadata, "tb_lock": lock} if lock else {"run_metadata": metadata},
-        result={k: v for k, v in results.items() if k != "results"} | {"n_trials": len(rows)},
+        result={k: v for k, v in results.items() if k != "results"} | {"n_trials": n_rows},
         extra={"submission": submission} if submission else {},
     )
     return job, dataset, configuration
 
 
-def parse_run_dir(run_dir: Path, rel: str) -> ParsedPack:
+def parse_run_dir(run_dir: Path, rel: str, max_rows: int = MAX_RUN_ROWS) -> ParsedPack:
     """A run folder: its results.json rows, each joined to its trial folder when there is one."""
     problems: list[Problem] = []
-    results = _safe_json(run_dir / "results.json", f"{rel}/results.json", problems)
-    metadata = _safe_json(run_dir / "run_metadata.json", f"{rel}/run_metadata.json", problems)
-    lock = _safe_json(run_dir / "tb.lock", f"{rel}/tb.lock", problems)
+    results, rows, count = _read_results(run_dir / "results.json", f"{rel}/results.json", problems)
+    metadata = safe_json(run_dir / "run_metadata.json", f"{rel}/run_metadata.json", problems)
+    lock = safe_json(run_dir / "tb.lock", f"{rel}/tb.lock", problems)
     run_id = to_str(as_dict(metadata).get("run_id")) or run_dir.name
     submission = _submission(rel)
-    results = as_dict(results)
-    if not results and not metadata:
+    if not results and not count and not metadata:
         raise PackError(problems[0] if problems else Problem(rel, "a Terminal-Bench run folder with no run files"))
-    job, dataset, configuration = _run_parts(results, as_dict(metadata), as_dict(lock), run_id, rel, submission)
+    job, dataset, configuration = _run_parts(results, as_dict(metadata), as_dict(lock), run_id, rel, submission, count)
     folders = {d.name: d for d in run_dir.glob("*/*") if d.is_dir()}
-    rows = as_list(results.get("results"))
-    if not rows and metadata:  # (run_metadata alone: the run's trials were never written)
+    if not count and metadata:  # (run_metadata alone: the run's trials were never written)
         problems.append(
             Problem(f"{rel}/results.json", "no results.json rows: the run has no trials", kept="the run as a job")
         )
 
     def trials() -> Iterator[ParsedTrial]:
-        for index, row in enumerate(rows):
+        for index, row in enumerate(_capped(rows, count, max_rows, f"{rel}/results.json", problems)):
             trial = _row_trial(row, index, f"{rel}/results.json", job, dataset, configuration, problems)
             if trial is None:
                 continue
             folder = folders.get(trial.name)
             if folder is not None:
-                _read_trial_dir(trial, folder, f"{rel}/{folder.parent.name}/{folder.name}")
+                read_trial_dir(trial, folder, f"{rel}/{folder.parent.name}/{folder.name}")
             else:
                 trial.provenance["evidence"] = "a results.json row only: no trial folder in this pack"
             yield trial
 
-    return ParsedPack(kind=FORMAT, jobs=[job], trials=trials(), problems=problems, trial_count=len(rows))
+    return ParsedPack(kind=FORMAT, jobs=[job], trials=trials(), problems=problems, trial_count=min(count, max_rows))
 
 
-def parse_results_file(data: dict[str, Any], path: Path, rel: str) -> ParsedPack:
-    """A flat `<run_id>_results.json` in a submission folder (or a run's results.json on its own)."""
+def parse_results_path(path: Path, rel: str, max_rows: int = MAX_RUN_ROWS) -> ParsedPack:
+    """A big results file (`sniff_big_results`), streamed: the same trials as `parse_results_file`."""
     problems: list[Problem] = []
+    header, rows, count = _read_results(path, rel, problems)
+    return _results_pack(header, rows, count, path, rel, max_rows, problems)
+
+
+def parse_results_file(data: dict[str, Any], path: Path, rel: str, max_rows: int = MAX_RUN_ROWS) -> ParsedPack:
+    """A flat `<run_id>_results.json` in a submission folder (or a run's results.json on its own)."""
+    rows = as_list(data.get("results"))
+    header = {k: v for k, v in data.items() if k != "results"}
+    return _results_pack(header, rows, len(rows), path, rel, max_rows, [])
+
+
+def _results_pack(
+    header: dict[str, Any],
+    rows: Iterable[Any],
+    count: int,
+    path: Path,
+    rel: str,
+    max_rows: int,
+    problems: list[Problem],
+) -> ParsedPack:
     name = path.name
     run_id = name[: -len(RESULTS_SUFFIX)] if name.endswith(RESULTS_SUFFIX) else path.parent.name
     beside = path.with_name(f"{run_id}_run_metadata.json")
-    metadata = as_dict(_safe_json(beside, f"{rel.rpartition('/')[0]}/{beside.name}".lstrip("/"), problems))
+    metadata = as_dict(safe_json(beside, f"{rel.rpartition('/')[0]}/{beside.name}".lstrip("/"), problems))
     folder = rel.rpartition("/")[0]
     if name.endswith(RESULTS_SUFFIX):  # (flat files lie in their submission folder)
         holder = folder.rpartition("/")[2]
         submission = "" if _is_dataset_folder(holder) else holder
     else:
         submission = _submission(folder)
-    job, dataset, configuration = _run_parts(data, metadata, {}, run_id, rel, submission)
-    rows = as_list(data.get("results"))
-    trials = []
-    for index, row in enumerate(rows):
-        trial = _row_trial(row, index, rel, job, dataset, configuration, problems)
-        if trial is not None:
-            trial.provenance["evidence"] = "a results.json row only: no trial folder in this pack"
-            trials.append(trial)
-    return ParsedPack(kind=FORMAT, jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
+    job, dataset, configuration = _run_parts(header, metadata, {}, run_id, rel, submission, count)
+
+    def trials() -> Iterator[ParsedTrial]:
+        for index, row in enumerate(_capped(rows, count, max_rows, rel, problems)):
+            trial = _row_trial(row, index, rel, job, dataset, configuration, problems)
+            if trial is not None:
+                trial.provenance["evidence"] = "a results.json row only: no trial folder in this pack"
+                yield trial
+
+    return ParsedPack(kind=FORMAT, jobs=[job], trials=trials(), problems=problems, trial_count=min(count, max_rows))
 
 
-def parse(data: Any, path: Path, rel: str) -> ParsedPack | None:
+def parse(data: Any, path: Path, rel: str, max_rows: int = MAX_RUN_ROWS) -> ParsedPack | None:
     """A TB1 JSON file on its own: a run's results (flat or not), its run_metadata.json, or one trial's row."""
     if is_run_results(data):
-        return parse_results_file(data, path, rel)
+        return parse_results_file(data, path, rel, max_rows)
     if is_run_metadata(data):
         job, _, _ = _run_parts({}, data, {}, to_str(data["run_id"]), rel, _submission(rel.rpartition("/")[0]))
         return ParsedPack(kind=FORMAT, jobs=[job], trial_count=0)
@@ -261,14 +331,14 @@ def parse_trial_folder(trial_dir: Path, rel: str) -> ParsedPack:
     """A trial folder on its own: its row and evidence. Its run id (`<task>.1-of-1.<run_id>`) is kept as
     benchmark.runId; it joins no job, as the run's own job is keyed by the run's uuid, which it does not hold."""
     problems: list[Problem] = []
-    row = as_dict(_safe_json(trial_dir / "results.json", f"{rel}/results.json", problems))
+    row = as_dict(safe_json(trial_dir / "results.json", f"{rel}/results.json", problems))
     run_id = to_str(row.get("trial_name")).rpartition(".")[2] or trial_dir.name
     job, dataset, configuration = _run_parts({}, {}, {}, run_id, rel, "")
     trial = _row_trial(row, 0, f"{rel}/results.json", job, dataset, configuration, problems)
     if trial is None:
         raise PackError(problems[-1])
     trial.job_key = ""
-    _read_trial_dir(trial, trial_dir, rel)
+    read_trial_dir(trial, trial_dir, rel)
     return ParsedPack(kind=FORMAT, trials=[trial], problems=problems, trial_count=1)
 
 
@@ -355,88 +425,3 @@ def _attempt(trial_name: str) -> int | None:
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-# ---------------------------------------------------------------- a trial folder
-
-
-def _read_trial_dir(trial: ParsedTrial, trial_dir: Path, rel: str) -> None:
-    listing = files_under(trial_dir)
-    trial.files = sorted(f"{rel}/{p.relative_to(trial_dir).as_posix()}" for p in listing)
-    own = as_dict(_safe_json(trial_dir / "results.json", f"{rel}/results.json", trial.problems))
-    if own and own != trial.documents.get("result"):
-        trial.documents["trial_results"] = own  # (the folder's copy differs from the run's row: both kept)
-    for path in listing:
-        local = path.relative_to(trial_dir).as_posix()
-        if path.suffix == ".cast":
-            trial.artifacts.append(
-                ParsedArtifact(source=local, destination=local, kind=RECORDING_KIND, path=f"{rel}/{local}")
-            )
-            trial.present.add("recording")
-        elif local.startswith(("panes/", "sessions/")) and path.suffix in (".txt", ".log"):
-            trial.texts[local] = read_log_text(path, f"{rel}/{local}")
-    commands = trial_dir / "commands.txt"
-    if commands.is_file():
-        trial.trajectories.append(_commands_trajectory(commands, f"{rel}/commands.txt", trial.problems))
-        trial.present.add("trajectory")
-        trial.refs["trajectoryRef"] = f"{rel}/commands.txt"
-    trial.provenance.pop("evidence", None)
-
-
-def _commands_trajectory(path: Path, rel: str, problems: list[Problem]) -> ParsedTrajectory:
-    """commands.txt: one Python list of tmux keys a line (what the harness typed), each a step."""
-    steps: list[ParsedStep] = []
-    own: list[Problem] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            try:
-                keys = ast.literal_eval(line)  # (a literal only: never runs anything)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                keys = None
-            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-                own.append(Problem(rel, "not a list of keys", line=number, kept="the line as the step's text"))
-                keys = [line]
-            steps.append(_command_step(len(steps), keys, number))
-    problems.extend(own)
-    return ParsedTrajectory(
-        path=f"{rel}{KEYSTROKES_MARK}",  # (not the file itself: its steps are made, so no ATIF file to download)
-        role="main",
-        schema_version="",
-        session_id="",
-        trajectory_id="",
-        agent={"name": "tmux send-keys"},
-        final_metrics=None,
-        header={"source": "commands.txt", "steps": len(steps)},
-        steps=steps,
-        problems=own,
-    )
-
-
-# tmux key names (`send-keys Enter`, `C-d`…): shown as <Enter>, so they read apart from typed text.
-_KEY_NAME = re.compile(r"(Enter|Escape|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End|PPage|NPage|[CMS]-\S|F\d+)")
-
-
-def _command_step(index: int, keys: list[str], line: int) -> ParsedStep:
-    text = " ".join(f"<{key}>" if _KEY_NAME.fullmatch(key) else key for key in keys)
-    return ParsedStep(
-        index=index,
-        step_id=index + 1,
-        source="agent",
-        timestamp=None,
-        model_name="",
-        message_text=text,
-        reasoning="",
-        prompt_tokens=None,
-        completion_tokens=None,
-        cached_tokens=None,
-        cost_usd=None,
-        is_copied_context=False,
-        llm_call_count=None,
-        context_management="",
-        tool_calls=[],  # (keys typed into the terminal: what they printed is in the recording and panes)
-        observations=[],
-        raw={"step_id": index + 1, "source": "agent", "message": text, "extra": {"keys": keys, "line": line}},
-    )
