@@ -145,16 +145,11 @@ def test_spans_and_genai_log_events_in_one_file_make_the_steps_and_count_each_ca
 
 def test_a_tempo_export_of_the_same_spans_reads_as_the_standard_one(tmp_path):
     spans, _ = adk_run()
-    body = MessageToDict(encode_spans(spans))  # (Tempo keeps protobuf's base64 ids and enum names)
-    for batch in body["resourceSpans"]:
-        batch["instrumentationLibrarySpans"] = batch.pop("scopeSpans")
-        for scope in batch["instrumentationLibrarySpans"]:
-            for span in scope["spans"]:
-                span["startTimeUnixNano"] = int(span["startTimeUnixNano"])  # times as JSON numbers
-                span["endTimeUnixNano"] = int(span["endTimeUnixNano"])
-                assert span["kind"].startswith("SPAN_KIND_")
+    body = tempo_body(spans)
+    assert all(s["kind"].startswith("SPAN_KIND_") for b in body["batches"] for sc in b["instrumentationLibrarySpans"]
+               for s in sc["spans"])  # fmt: skip
     tempo = tmp_path / "tempo.json"
-    tempo.write_text(json.dumps({"batches": body.pop("resourceSpans")}))
+    tempo.write_text(json.dumps(body))
     imp = import_path(tempo)
     assert imp.status == "done", imp.problems
     trial = Trial.objects.get()
@@ -167,7 +162,8 @@ def test_a_tempo_export_of_the_same_spans_reads_as_the_standard_one(tmp_path):
     assert trial.provenance["otel"]["trace_ids"] == [format(top.context.trace_id, "032x")]
 
 
-def test_a_framework_span_around_openai_chat_a_parent_outside_the_file_and_a_disagreeing_system(tmp_path):
+@pytest.mark.parametrize("outer_prompt", [40, 99])  # (the sum of the call within it, or not)
+def test_a_framework_span_around_openai_chat_a_parent_outside_the_file_and_a_disagreeing_system(tmp_path, outer_prompt):
     spans_out = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans_out))
@@ -176,7 +172,11 @@ def test_a_framework_span_around_openai_chat_a_parent_outside_the_file_and_a_dis
     with tracer.start_as_current_span(
         "ChatOpenAI",
         context=set_span_in_context(NonRecordingSpan(outside)),
-        attributes={"openinference.span.kind": "LLM", "llm.token_count.prompt": 40, "llm.token_count.completion": 8},
+        attributes={
+            "openinference.span.kind": "LLM",
+            "llm.token_count.prompt": outer_prompt,
+            "llm.token_count.completion": 8,
+        },
     ):
         out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Hi."}]}])
         with tracer.start_as_current_span(
@@ -205,3 +205,32 @@ def test_a_framework_span_around_openai_chat_a_parent_outside_the_file_and_a_dis
     assert any("'anthropic' disagrees with the model 'gpt-4o'" in m for m in said), said
     assert any("name a parent not in this file" in m and "ChatOpenAI" in m for m in said), said
     assert [s.message_text for s in Step.objects.filter(trial=trial)] == ["Hi."]
+    unsummed = sorted({m for m in said if "do not sum" in m})  # (the trial's problems are the import's too)
+    assert [("ChatOpenAI" in m and f"prompt_tokens {outer_prompt}" in m) for m in unsummed] == (
+        [True] if outer_prompt != chat.attributes["gen_ai.usage.input_tokens"] else []
+    )
+
+
+def tempo_body(spans: list[Any]) -> dict[str, Any]:
+    """Tempo's export of the spans: `batches` / `instrumentationLibrarySpans`, base64 ids, numeric times."""
+    body = MessageToDict(encode_spans(spans))
+    for batch in body["resourceSpans"]:
+        batch["instrumentationLibrarySpans"] = batch.pop("scopeSpans")
+        for scope in batch["instrumentationLibrarySpans"]:
+            for span in scope["spans"]:
+                span["startTimeUnixNano"] = int(span["startTimeUnixNano"])
+                span["endTimeUnixNano"] = int(span["endTimeUnixNano"])
+    return {"batches": body["resourceSpans"]}
+
+
+def test_tempo_spans_sent_to_v1_traces_make_the_same_live_trial(transactional_db):
+    from tests.live.helpers import runner_client
+
+    spans, _ = adk_run()
+    client, _ = runner_client()
+    response = client.post("/v1/traces", data=json.dumps(tempo_body(spans)), content_type="application/json")
+    assert response.status_code == 200, response.content
+    trial = Trial.objects.get()
+    inner = [s for s in spans if s.name.startswith("generate_content")]
+    assert trial.step_count == len(inner)
+    assert trial.input_tokens == sum(s.attributes["gen_ai.usage.input_tokens"] for s in inner)
