@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from core import signin_link
 from trials.live import otlp
+from trials.mcp import http as mcp_http
 
 handler500 = "core.errors.server_error"
 
@@ -16,6 +17,7 @@ urlpatterns = [
     path("accounts/once/<str:token>/", signin_link.sign_in, name="signin-link"),  # benchviewer view's link
     path("api/", include("benchviewer.api_urls")),
     path("v1/traces", otlp.Traces.as_view(), name="otlp-traces"),  # OTLP/HTTP's own path: exporters append it
+    path("mcp/", mcp_http.McpEndpoint.as_view(), name="mcp"),  # MCP over streamable HTTP, the API's token
     path("comparisons/", include("comparisons.urls")),
     path("", include("shares.urls")),
     path("", include("trials.triage.urls")),

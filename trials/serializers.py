@@ -140,6 +140,9 @@ class TrialDetailSerializer(TrialListSerializer):
             "failure_class",
             "failure_class_why",
             "failure_class_override",
+            "cluster",  # its failure cluster (/api/qc/clusters/<id>/), null when it did not fail
+            "is_flagged",
+            "safety_flags",
         ]
 
     def get_completeness(self, obj: Trial) -> dict:
