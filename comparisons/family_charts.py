@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comparisons.charts import BASELINE_COLOUR, CANDIDATE_COLOUR, GOOD, _layout, _plain
+from comparisons.charts import BASELINE_COLOUR, CANDIDATE_COLOUR, _layout, _plain
 
 
 def _error_bars(values: list[float | None], intervals: list[list[float] | None]) -> dict[str, Any]:
@@ -54,45 +54,63 @@ def grid_sides(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+TREND_COLOURS = ("#2f6fdf", "#c0392b", "#2e8b57", "#8e44ad", "#d35400", "#16a085", "#6b7a90", "#b7950b")
+
+
 def trend(result: dict[str, Any]) -> dict[str, Any]:
-    """Mean reward with its CI95 and the pass rate, one point per configuration, oldest first."""
-    points = result["points"]
-    x = [f"{_plain(p['label'])} · {(p['first_trial_at'] or '')[:10]}" for p in points]
-    urls = [p["trials_url"] for p in points]
-    rewards = [p["mean_reward"] for p in points]
-    rates = [p["pass_rate"] for p in points]
-    return {
-        "data": [
+    """Each configuration a line of its runs by date: mean reward with its CI95 (solid) and pass rate
+    (dotted, hidden until its legend entry is clicked); never a line from one configuration to another."""
+    lines: dict[Any, list[dict[str, Any]]] = {}
+    for p in result["points"]:
+        lines.setdefault(p["configuration"], []).append(p)
+    data = []
+    for i, points in enumerate(lines.values()):
+        name, colour = _plain(points[0]["label"]), TREND_COLOURS[i % len(TREND_COLOURS)]
+        x = [p["first_trial_at"] for p in points]
+        runs = [_plain(p["run"]) for p in points]
+        urls = [p["trials_url"] for p in points]
+        rewards, rates = [p["mean_reward"] for p in points], [p["pass_rate"] for p in points]
+        data.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": "mean reward",
+                "name": f"{name}: mean reward",
+                "legendgroup": name,
                 "x": x,
                 "y": rewards,
                 "error_y": _error_bars(rewards, [p["mean_reward_ci95"] for p in points]),
                 "customdata": urls,
-                "text": [f"{p['n_tasks']} tasks · {p['n_trials']} trials" for p in points],
-                "marker": {"color": CANDIDATE_COLOUR, "size": 9},
-                "hovertemplate": "<b>%{x}</b><br>mean reward %{y:.3f}<br>%{text}<extra></extra>",
-            },
+                "text": [
+                    f"{r} · {p['n_tasks']} tasks · {p['n_trials']} trials" for r, p in zip(runs, points, strict=True)
+                ],
+                "marker": {"color": colour, "size": 9},
+                "line": {"color": colour},
+                "hovertemplate": f"<b>{name}</b><br>%{{text}}<br>%{{x}}<br>mean reward %{{y:.3f}}<extra></extra>",
+            }
+        )
+        data.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": "pass rate",
+                "name": f"{name}: pass rate",
+                "legendgroup": name,
+                "visible": "legendonly",
                 "x": x,
                 "y": rates,
                 "error_y": _error_bars(rates, [p["pass_rate_ci95"] for p in points]),
                 "customdata": urls,
-                "text": [f"{p['passes']} / {p['decided']} passed" for p in points],
-                "line": {"dash": "dot"},
-                "marker": {"color": GOOD, "size": 7},
-                "hovertemplate": "<b>%{x}</b><br>pass rate %{y:.1%}<br>%{text}<extra></extra>",
-            },
-        ],
+                "text": [f"{r} · {p['passes']} / {p['decided']} passed" for r, p in zip(runs, points, strict=True)],
+                "line": {"dash": "dot", "color": colour},
+                "marker": {"color": colour, "size": 7},
+                "hovertemplate": f"<b>{name}</b><br>%{{text}}<br>%{{x}}<br>pass rate %{{y:.1%}}<extra></extra>",
+            }
+        )
+    return {
+        "data": data,
         "layout": _layout(
-            "Mean reward (CI95) and pass rate (Wilson) per configuration, by first trial",
-            xaxis={"type": "category", "automargin": True},
+            "Mean reward (CI95) of each run of each configuration, by its first trial",
+            xaxis={"type": "date", "title": {"text": "run (first trial)"}, "automargin": True},
             yaxis={"title": {"text": "mean reward / pass rate"}},
-            legend={"orientation": "h", "y": -0.25},
+            legend={"orientation": "h", "y": -0.3},
         ),
     }

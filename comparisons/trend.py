@@ -1,9 +1,11 @@
-"""A configuration family over time: one point per configuration on one dataset.
+"""A configuration family over time: one point per run (job) of each configuration on one dataset.
 
 The family is every configuration with trials on the dataset, or the ones named by hand;
-either way ordered by their first trial. Each point: the task-averaged mean reward with a
-bootstrap CI95 over tasks, the pass rate with its Wilson interval, and the link to its
-trials. Read with one query for the trials and one for the first-trial times.
+either way ordered by their first trial, and each configuration's runs by theirs (a TB1
+submission's five runs are five points of one line, never one line across configurations).
+Each point: the task-averaged mean reward with a bootstrap CI95 over tasks, the pass rate
+with its Wilson interval, and the link to its trials. Read with one query for the trials
+and one for the first-trial times.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from comparisons.models import SideKind
 from comparisons.side_data import TaskCell, task_cells, trial_rows
 from comparisons.sides import Side, SideError
 from core.ids import parse_pk
-from trials.models import Configuration, Dataset, Trial
+from trials.models import Configuration, Dataset, Job, Trial
 from trials.viewer.text import isolated
 
 MAX_POINTS = 50
@@ -53,8 +55,12 @@ def parse_trend(params: Any) -> tuple[Dataset, list[int] | None]:
     return dataset, list(dict.fromkeys(i for i in ids if i is not None))
 
 
-def first_trials(dataset: Dataset, configuration_ids: list[int] | None) -> list[tuple[int, Any]]:
-    """(configuration id, first trial time) of the family on this dataset, oldest first.
+Run = tuple[int, int | None]  # (configuration id, job id): one point
+
+
+def first_trials(dataset: Dataset, configuration_ids: list[int] | None) -> list[tuple[Run, Any]]:
+    """((configuration id, job id), first trial time) of each run of the family on this dataset: the
+    configurations by their first trial, each one's runs oldest first.
 
     A trial's start when it has one, else when it was imported."""
     trials = Trial.objects.filter(dataset=dataset, configuration__isnull=False)
@@ -62,17 +68,21 @@ def first_trials(dataset: Dataset, configuration_ids: list[int] | None) -> list[
         trials = trials.filter(configuration_id__in=configuration_ids)
     firsts = (
         trials.order_by()
-        .values("configuration_id")
+        .values("configuration_id", "job_id")
         .annotate(first=Min(Coalesce("started_at", "created_at")))
-        .values_list("configuration_id", "first")
+        .values_list("configuration_id", "job_id", "first")
     )
-    return sorted(firsts, key=lambda row: (row[1], row[0]))[:MAX_POINTS]
+    configuration_first: dict[int, Any] = {}
+    for conf, _, first in firsts:
+        configuration_first[conf] = min(first, configuration_first.get(conf, first))
+    runs = sorted(firsts, key=lambda r: (configuration_first[r[0]], r[0], r[2], r[1] or 0))
+    return [((conf, job), first) for conf, job, first in runs][:MAX_POINTS]
 
 
 def get_or_compute_trend(dataset: Dataset, configuration_ids: list[int] | None = None) -> dict[str, Any]:
     """The trend, stored (as a grid is) until a trial of its family on the dataset changes."""
     family = first_trials(dataset, configuration_ids)
-    trials = Trial.objects.filter(dataset=dataset, configuration_id__in=[pk for pk, _ in family])
+    trials = Trial.objects.filter(dataset=dataset, configuration_id__in={conf for (conf, _), _ in family})
     key_parts = ["trend", dataset.pk, configuration_ids]
     fingerprint = trials_fingerprint(trials, "configuration_id")
     return stored_result(key_parts, fingerprint, lambda: compute_trend(dataset, configuration_ids)).result
@@ -86,18 +96,22 @@ def compute_trend(
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
     family = first_trials(dataset, configuration_ids)
-    ids = [pk for pk, _ in family]
-    rows_by_side: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in trial_rows(Trial.objects.filter(dataset=dataset, configuration_id__in=ids), documents=False):
-        rows_by_side[row["configuration_id"]].append(row)
-    cells = {pk: task_cells(rows_by_side[pk]) for pk in ids}
+    runs = [run for run, _ in family]
+    ids = sorted({conf for conf, _ in runs})
+    rows_by_run: dict[Run, list[dict[str, Any]]] = defaultdict(list)
+    trials = Trial.objects.filter(dataset=dataset, configuration_id__in=ids)
+    for row in trial_rows(trials, documents=False):
+        rows_by_run[(row["configuration_id"], row["job_id"])].append(row)
+    cells = {run: task_cells(rows_by_run[run]) for run in runs}
     names = sorted(set().union(*cells.values()))
-    columns = [np.array([_mean(cells[pk].get(t)) for t in names], dtype=float) for pk in ids]
+    columns = [np.array([_mean(cells[run].get(t)) for t in names], dtype=float) for run in runs]
     intervals = stats.mean_intervals(columns, resamples=resamples, seed=seed)
     keys = dict(Configuration.objects.filter(pk__in=ids).values_list("pk", "key"))
+    jobs = dict(Job.objects.filter(pk__in={job for _, job in runs if job}).values_list("pk", "name"))
     points = [
-        _point(pk, keys[pk], first, cells[pk], len(rows_by_side[pk]), intervals[i], dataset)
-        for i, (pk, first) in enumerate(family)
+        _point(run, keys[run[0]], jobs.get(run[1] or 0, ""), first, cells[run], len(rows_by_run[run]), intervals[i])
+        | {"trials_url": _trials_url(run, dataset)}
+        for i, (run, first) in enumerate(family)
     ]
     return {
         "dataset": {"id": dataset.pk, "name": dataset.name, "version": dataset.version},
@@ -112,21 +126,28 @@ def _mean(cell: TaskCell | None) -> float:
     return np.nan if mean is None else mean
 
 
+def _trials_url(run: Run, dataset: Dataset) -> str:
+    url = Side(SideKind.CONFIGURATION, run[0]).trials_url(dataset=dataset.pk)
+    return f"{url}&job={run[1]}" if run[1] else url
+
+
 def _point(
-    pk: int,
+    run: Run,
     key: str,
+    job_name: str,
     first: Any,
     cells: dict[str, TaskCell],
     n_trials: int,
     ci: tuple[float, float] | None,
-    dataset: Dataset,
 ) -> dict[str, Any]:
     means = [c.mean for c in cells.values() if c.mean is not None]
     passes = sum(c.passes for c in cells.values())
     decided = sum(c.decided for c in cells.values())
     return {
-        "configuration": pk,
+        "configuration": run[0],
         "label": isolated(key),
+        "job": run[1],
+        "run": isolated(job_name) if run[1] else "no job",
         "first_trial_at": first.isoformat() if first else None,
         "mean_reward": sum(means) / len(means) if means else None,
         "mean_reward_ci95": list(ci) if ci else None,
@@ -136,5 +157,4 @@ def _point(
         "decided": decided,
         "pass_rate": passes / decided if decided else None,
         "pass_rate_ci95": stats.proportion_ci(passes, decided),
-        "trials_url": Side(SideKind.CONFIGURATION, pk).trials_url(dataset=dataset.pk),
     }

@@ -74,4 +74,4 @@ def test_a_trend_point_opens_that_configurations_trials(live_server, browser_pag
     page.wait_for_selector("#chart-trend .main-svg", state="attached")
     assert page.locator("#trend-points tbody tr").count() == 2
     _click_first_point(page, "chart-trend")  # the oldest: agent-v1
-    page.wait_for_url(re.compile(rf".*/trials/\?configuration={v1.pk}&dataset={dataset.pk}$"))
+    page.wait_for_url(re.compile(rf".*/trials/\?configuration={v1.pk}&dataset={dataset.pk}&job=\d+$"))  # its run

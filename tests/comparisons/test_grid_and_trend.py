@@ -209,7 +209,8 @@ def test_trend_orders_the_family_by_first_trial_with_known_answers(client_logged
     assert points[1]["mean_reward_ci95"] == [0.5, 0.5]  # every task averages 0.5
     assert points[1]["pass_rate_ci95"] == pytest.approx(list(stats.proportion_ci(4, 8)))
     assert points[0]["first_trial_at"].startswith("2026-01-02")
-    assert points[0]["trials_url"] == f"/trials/?configuration={v1.pk}&dataset={dataset.pk}"
+    job = v1.trials.filter(dataset=dataset).first().job_id  # each version's trials are one run (job)
+    assert points[0]["trials_url"] == f"/trials/?configuration={v1.pk}&dataset={dataset.pk}&job={job}"
 
 
 def test_trend_of_configurations_chosen_by_hand(client_logged_in, family):
@@ -223,8 +224,11 @@ def test_trend_of_configurations_chosen_by_hand(client_logged_in, family):
     figure = client_logged_in.get(
         f"/api/comparisons/trend/chart/?dataset=known-answer/tasks@1.0&configurations={v3.pk},{v1.pk}"
     ).json()
-    assert [trace["name"] for trace in figure["data"]] == ["mean reward", "pass rate"]
-    assert figure["data"][0]["customdata"] == [p["trials_url"] for p in body["points"]]
+    names = ["agent-v1: mean reward", "agent-v1: pass rate", "agent-v3: mean reward", "agent-v3: pass rate"]
+    assert [trace["name"] for trace in figure["data"]] == names  # a line per configuration, none across them
+    assert figure["data"][0]["customdata"] + figure["data"][2]["customdata"] == [
+        p["trials_url"] for p in body["points"]
+    ]
 
 
 def test_trend_refuses_an_unknown_dataset(client_logged_in):
