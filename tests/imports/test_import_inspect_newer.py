@@ -114,3 +114,20 @@ def test_a_cancelled_log_with_no_sample_is_a_job_with_a_warning(logs, tmp_path):
     assert Job.objects.get().result["status"] == "cancelled" and not Trial.objects.exists()
     [said] = [p for p in imp.problems if "no sample" in p["message"]]
     assert said["severity"] == "warning" and "3 of 3" in said["message"] and said["file"] == "cancelled.eval"
+
+
+def test_an_unreadable_events_chunk_is_named_and_its_sample_kept(logs, tmp_path):
+    chunked = members(logs["chunked"])
+    broken = max((n for n in chunked if n.startswith("samples/add_epoch_1/events/") and n[-6].isdigit()), key=len)
+    chunked[broken] = b'[{"event": "model", '  # (cut short)
+    log = tmp_path / "broken.eval"
+    with zipfile.ZipFile(log, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("_journal/start.json", chunked.pop("_journal/start.json"))
+        for name, data in chunked.items():
+            archive.writestr(name, data)
+    imp = import_path(log)
+    assert imp.status == "done", imp.problems
+    assert Trial.objects.count() == len({n.split("/")[1] for n in chunked if n.endswith("/sample.json")})
+    [said] = [p for p in imp.problems if p["json_path"] == broken]
+    assert said["severity"] == "warning" and said["file"] == "broken.eval" and "events chunk" in said["message"]
+    assert Trial.objects.filter(name="add_epoch_1").exists()
