@@ -23,7 +23,14 @@ import ijson
 import msgspec
 import orjson
 
-from trials.ingest.formats.atif_checks import float_or_none, nonnegative_count, validate_header, validate_step
+from trials.ingest.formats.atif_checks import (
+    call_identity,
+    float_or_none,
+    is_openai_message,
+    nonnegative_count,
+    validate_header,
+    validate_step,
+)
 from trials.ingest.jsonio import malformed, open_json, without_bom
 from trials.ingest.records import (
     PackError,
@@ -63,10 +70,14 @@ def content_text(content: Any) -> str:
             if isinstance(part, dict):
                 if part.get("type") == "text":
                     parts.append(str(part.get("text") or ""))
+                elif is_openai_message(part):
+                    parts.append(content_text(part.get("content")))
                 else:
                     source = as_dict(part.get("source"))
                     parts.append(f"[{part.get('type')}: {source.get('path', '')}]")
         return "\n".join(parts)
+    if is_openai_message(content):  # (non-conformant producers: {"role": …, "content": …} as the message)
+        return content_text(content.get("content"))
     return json.dumps(content, default=str)  # not orjson: agents print integers past 64 bits
 
 
@@ -270,18 +281,21 @@ def parse_step(raw: Any, index: int) -> ParsedStep:
             function_name=str(call.get("function_name") or ""),
             arguments=call.get("arguments"),
         )
-        for call in as_list(raw.get("tool_calls"))
-        if isinstance(call, dict)
+        for call in unique_calls(as_list(raw.get("tool_calls")))
     ]
     observations = []
     observation = raw.get("observation")
-    for result in as_list(observation.get("results")) if isinstance(observation, dict) else []:
-        if not isinstance(result, dict):
-            continue
+    results = (
+        [r for r in as_list(observation.get("results")) if isinstance(r, dict)] if isinstance(observation, dict) else []
+    )
+    # (no source_call_id anywhere, as many results as calls: each result is its call's, in order)
+    by_position = len(results) == len(tool_calls) and not any("source_call_id" in r for r in results)
+    for position, result in enumerate(results):
         text = content_text(result.get("content"))
+        scid = tool_calls[position].tool_call_id or None if by_position else result.get("source_call_id")
         observations.append(
             ParsedObservation(
-                source_call_id=scid if isinstance(scid := result.get("source_call_id"), str) else None,
+                source_call_id=scid if isinstance(scid, str) else None,
                 content_text=text,
                 content_size=len(text.encode("utf-8", "surrogatepass")),
                 subagent_refs=[r for r in as_list(result.get("subagent_trajectory_ref")) if isinstance(r, dict)],
@@ -309,6 +323,20 @@ def parse_step(raw: Any, index: int) -> ParsedStep:
         observations=observations,
         raw=raw,
     )
+
+
+def unique_calls(calls: list[Any]) -> list[dict[str, Any]]:
+    """A step's tool calls, each once: some producers write every call twice (same id, or same name and arguments)."""
+    seen: set[str] = set()
+    kept = []
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        identity = call_identity(call)
+        if identity not in seen:
+            seen.add(identity)
+            kept.append(call)
+    return kept
 
 
 def _ijson_error(rel: str, exc: Exception, json_path: str = "", line: int | None = None) -> PackError:

@@ -3,6 +3,7 @@ values. A problem names the file and JSON path and what was kept."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -207,10 +208,50 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
                 )
     for key in ("message",):
         problems.extend(_content_part_problems(step.get(key), f"{where}.{key}", rel))
+    problems.extend(_lenient_problems(step, where, rel))
     unknown += _content_part_fields(step.get("message"), ".message")
     for path in unknown:
         add(f"unknown field {path.lstrip('.')!r} (kept)", path, severity="warning")
     return problems
+
+
+def is_openai_message(value: Any) -> bool:
+    """An OpenAI-style chat message where ATIF wants a string or content parts (other producers' "ATIF-v1.6")."""
+    return isinstance(value, dict) and "type" not in value and "content" in value and "role" in value
+
+
+def call_identity(call: dict[str, Any]) -> str:
+    call_id = call.get("tool_call_id")
+    if isinstance(call_id, str) and call_id:
+        return f"id:{call_id}"
+    return "call:" + json.dumps([call.get("function_name"), call.get("arguments")], sort_keys=True, default=str)
+
+
+def _lenient_problems(step: dict[str, Any], where: str, rel: str) -> list[Problem]:
+    """What non-conformant producers of "ATIF-v1.6" write, read anyway: each a warning at its JSON path."""
+    found: list[tuple[str, str]] = []
+    message = step.get("message")
+    if is_openai_message(message):
+        found.append((".message", "message is an OpenAI-style object, not a string or content parts: its content read"))
+    for i, part in enumerate(message if isinstance(message, list) else []):
+        if is_openai_message(part):
+            found.append((f".message[{i}]", "an OpenAI-style message among the content parts: its content read"))
+    seen: set[str] = set()
+    calls = [c for c in as_list(step.get("tool_calls")) if isinstance(c, dict)]
+    for i, call in enumerate(calls):
+        identity = call_identity(call)
+        if identity in seen:
+            found.append((f".tool_calls[{i}]", "repeats an earlier tool call of this step: counted once"))
+        seen.add(identity)
+    observation = step.get("observation")
+    results = [r for r in as_list(as_dict(observation).get("results")) if isinstance(r, dict)]
+    if calls and results and not any("source_call_id" in r for r in results):
+        linked = "linked to the tool calls in order" if len(results) == len(seen) else "not linked to a tool call"
+        found.append((".observation.results", f"no result names its source_call_id: {linked}"))
+    return [
+        Problem(rel, message, json_path=f"{where}{path}", severity="warning", kept="the step, read leniently")
+        for path, message in found
+    ]
 
 
 def _json_type(value: Any) -> str:
@@ -224,6 +265,8 @@ def _content_part_fields(content: Any, where: str) -> list[str]:
     """Unknown keys of a content part list's parts and their sources (text content has none)."""
     unknown: list[str] = []
     for i, part in enumerate(content if isinstance(content, list) else []):
+        if is_openai_message(part):  # (said once, by _lenient_problems)
+            continue
         unknown += unknown_fields(part, "content_part", f"{where}[{i}]")
         if isinstance(part, dict):
             unknown += unknown_fields(part.get("source"), "source", f"{where}[{i}].source")
