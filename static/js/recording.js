@@ -6,6 +6,15 @@
   // A closed recording's player is made when it is first opened (a player fetches its cast on play).
   document.querySelectorAll(".cast-player[data-cast-src]").forEach(function (el) {
     var details = el.closest("details");
+    // Full screen: the player fits the screen's width, so a wide terminal reads at a normal size.
+    if (el.requestFullscreen) {
+      var full = document.createElement("button");
+      full.type = "button";
+      full.className = "cast-fullscreen secondary";
+      full.textContent = "Full screen";
+      full.addEventListener("click", function () { el.requestFullscreen(); });
+      el.before(full);
+    }
     var play = function () {
       if (el.dataset.made) return;
       el.dataset.made = "1";

@@ -243,7 +243,8 @@
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey) return;
     const target = event.target;
-    if (target.closest("input, textarea, select, [contenteditable]")) return;
+    // A focused widget keeps its keys: a form field, a terminal recording's player (→ seeks there), media.
+    if (target.closest("input, textarea, select, [contenteditable], .cast-player, [role=application], [role=slider], video, audio")) return;
     if (event.altKey) {
       if (event.key === "ArrowLeft" || event.key === "ArrowRight") {
         event.preventDefault();

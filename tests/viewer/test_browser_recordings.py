@@ -107,3 +107,26 @@ def test_a_harbor_jobs_check_report_reads_on_its_page(page, tmp_path):
     expect(page.locator("#task-results .task-checks")).to_contain_text("tests_match_instr")
     page.locator("#check-report").scroll_into_view_if_needed()
     shot(page, tmp_path, "job-check-report.png")
+
+
+def test_a_recording_fills_the_page_width_goes_full_screen_and_keeps_its_arrow_keys(page, tmp_path):
+    import_path(SUBMISSION)
+    trial = Trial.objects.get(task__name="heterogeneous-dates")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{trial.get_absolute_url()}?tab=artifacts")
+    player = page.locator(".cast-player").first
+    expect(player.locator(".ap-term")).to_be_visible()
+    card = page.locator("#artifacts").bounding_box()
+    assert card is not None and player.bounding_box()["width"] > 0.9 * card["width"]  # fit to the page's width
+    expect(page.locator(".cast-fullscreen").first).to_be_visible()
+    player.locator(".ap-overlay-start").click()
+    player.locator(".ap-wrapper").focus() if player.locator(".ap-wrapper").count() else player.click()
+    page.evaluate("window.__stayed = true")  # gone if the page is left
+    page.keyboard.press("ArrowRight")  # the player's seek, not the next trial
+    page.wait_for_load_state()
+    expect(player.locator(".ap-term")).to_be_visible()
+    assert page.evaluate("window.__stayed === true") and "?tab=artifacts" in page.url
+    page.locator(".cast-fullscreen").first.click()
+    page.wait_for_function("document.fullscreenElement !== null")
+    assert page.evaluate("document.fullscreenElement.classList.contains('cast-player')")
+    assert page.errors == []
