@@ -8,6 +8,8 @@ task, job or category list exactly what they counted.
 import django_filters
 from django import forms
 from django.db.models import Q
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 
 from core.ids import parse_pk
 from trials import query
@@ -47,6 +49,7 @@ class QueryField(forms.CharField):
             raise forms.ValidationError(str(error), code="query") from None
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class QueryFilter(django_filters.Filter):
     field_class = QueryField
 
