@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
@@ -91,6 +92,8 @@ def template_rights(request) -> dict[str, object]:
 
     def flags() -> dict[str, object]:
         held = user_rights(request.user)
+        if not settings.SHARING_ENABLED:  # sharing turned off: no page shows a share control
+            held = held - {SHARE}
         return {right: right in held for right in ALL_RIGHTS} | {"role": role_of(request.user)}
 
     return {"rights": SimpleLazyObject(flags)}  # evaluated only by a template that asks

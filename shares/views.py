@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
@@ -64,7 +65,10 @@ def shared_step(request: HttpRequest, token: str, number: int) -> JsonResponse:
 @require_GET
 @roles.require_right(roles.READ)
 def download_report(request: HttpRequest) -> HttpResponse:
-    """The same report for a signed-in user, of what the query names (`trial`, `qc_item`, a comparison's sides)."""
+    """The same report for a signed-in user, of what the query names (`trial`, `qc_item`, a comparison's sides);
+    refused, as every share is, when sharing is turned off."""
+    if not settings.SHARING_ENABLED:
+        raise Http404("sharing is turned off (SHARING_ENABLED=false)")
     try:
         target = share_target(request.GET)
     except (ShareError, NotFound, SideError) as exc:

@@ -175,6 +175,15 @@ def test_the_off_switch_closes_new_and_existing_shares(reviewer_client, demo, se
     assert Client().get(made["url"].removeprefix("http://testserver")).status_code == 200
 
 
+def test_the_off_switch_hides_every_share_control_and_refuses_the_report(reviewer_client, demo, settings):
+    page = f"/trials/{demo.pk}/"
+    assert 'id="share-button"' in reviewer_client.get(page).content.decode()
+    settings.SHARING_ENABLED = False
+    html = reviewer_client.get(page).content.decode()
+    assert 'id="share-button"' not in html and 'id="download-report"' not in html
+    assert reviewer_client.get(f"/shares/report/?trial={demo.pk}").status_code == 404
+
+
 def test_the_share_button_is_on_the_trial_comparison_grid_and_qc_item_pages(reviewer_client, demo, triager):
     item = QCItem.objects.create(trial=demo, kind="failure-mode", category="tool", created_by=triager)
     confs = list(Configuration.objects.order_by("pk").values_list("pk", flat=True))
