@@ -54,32 +54,12 @@ MAX_COMPARISONS = 64  # each one a clause of the SQL: a query stays a query, not
 INT_LIMIT = 2**63  # what a database integer holds
 
 TOKEN_NAMES = {
-    "NAME": "a field name",
-    "STRING_VALUE": "a string",
-    "INT_VALUE": "a number",
-    "FLOAT_VALUE": "a number",
-    "TRUE": "True",
-    "FALSE": "False",
-    "NONE": "None",
-    "PAREN_L": "'('",
-    "PAREN_R": "')'",
-    "COMMA": "','",
-    "AND": "and",
-    "OR": "or",
-    "NOT": "not",
-    "IN": "in",
-    "EQUALS": "'='",
-    "NOT_EQUALS": "'!='",
-    "GREATER": "'>'",
-    "GREATER_EQUAL": "'>='",
-    "LESS": "'<'",
-    "LESS_EQUAL": "'<='",
-    "CONTAINS": "'~'",
-    "NOT_CONTAINS": "'!~'",
-    "STARTSWITH": "startswith",
-    "ENDSWITH": "endswith",
-    "$end": "the end of the query",
-}
+    "NAME": "a field name", "STRING_VALUE": "a string", "INT_VALUE": "a number", "FLOAT_VALUE": "a number",
+    "TRUE": "True", "FALSE": "False", "NONE": "None", "PAREN_L": "'('", "PAREN_R": "')'", "COMMA": "','",
+    "AND": "and", "OR": "or", "NOT": "not", "IN": "in", "EQUALS": "'='", "NOT_EQUALS": "'!='", "GREATER": "'>'",
+    "GREATER_EQUAL": "'>='", "LESS": "'<'", "LESS_EQUAL": "'<='", "CONTAINS": "'~'", "NOT_CONTAINS": "'!~'",
+    "STARTSWITH": "startswith", "ENDSWITH": "endswith", "$end": "the end of the query",
+}  # fmt: skip
 
 
 @dataclass
