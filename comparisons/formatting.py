@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trials.templatetags.trial_viewer import seconds
+from core.durations import duration
 
 
 def formatted(value: Any, kind: str = "num") -> str:
@@ -13,9 +13,9 @@ def formatted(value: Any, kind: str = "num") -> str:
     if value is None:
         return "—"
     if kind == "sec":
-        return seconds(value)
+        return duration(value)
     if kind == "dsec":
-        return f"{'+' if value >= 0 else '−'}{seconds(abs(value))}"
+        return f"{'+' if value >= 0 else '−'}{duration(abs(value))}"
     if kind == "pct":
         return f"{value:.1%}"
     if kind == "dpct":

@@ -167,12 +167,14 @@ def test_a_filter_value_that_means_nothing_is_a_400_not_a_silently_ignored_filte
     assert response.status_code == 400 and list(response.json()) == list(params)
 
 
-def test_the_completeness_filter_takes_true_and_false(client_logged_in, tmp_path):
-    import_path(REFERENCE / "agentv" / "multi-agent.eval.results.jsonl")
+def test_the_completeness_filter_takes_true_and_false_among_trials_with_lime_evidence(client_logged_in, tmp_path):
+    import_path(REFERENCE / "agentv" / "multi-agent.eval.results.jsonl")  # no Lime evidence: never "incomplete"
+    import_path(REFERENCE / "lime-agentqc" / "lime-benchmark-experiment.json")  # Agent QC trials: Lime's checks
+    lime = Trial.objects.filter(source_format="agentqc")
     incomplete = {r["id"] for r in client_logged_in.get("/api/trials/", {"complete": "false"}).json()["results"]}
-    assert incomplete == set(Trial.objects.filter(is_complete=False).values_list("pk", flat=True)) != set()
+    assert incomplete == set(lime.filter(is_complete=False).values_list("pk", flat=True)) != set()
     assert client_logged_in.get("/api/trials/", {"complete": "true"}).json()["count"] == (
-        Trial.objects.filter(is_complete=True).count()
+        lime.filter(is_complete=True).count()
     )
 
 

@@ -11,6 +11,7 @@ from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core.durations import duration
 from trials.viewer import side_by_side, text
 
 register = template.Library()
@@ -73,16 +74,8 @@ def pretty(value: Any) -> str:
 
 @register.filter
 def seconds(value: Any) -> str:
-    """12.3 -> "12.3 s", 125 -> "2 min 5 s", 4000 -> "1 h 6 min" (no-break spaces: one duration, one line)."""
-    if not isinstance(value, int | float):
-        return "–"
-    if value < 60:
-        shown = f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
-    else:
-        minutes, secs = divmod(int(round(value)), 60)
-        hours, minutes = divmod(minutes, 60)
-        shown = f"{minutes} min {secs} s" if not hours else f"{hours} h {minutes} min"
-    return shown.replace(" ", "\u00a0")
+    """12.3 -> "12.3 s", 125 -> "2 min 5 s" (core.durations.duration)."""
+    return duration(value)
 
 
 @register.filter
