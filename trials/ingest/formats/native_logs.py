@@ -12,6 +12,7 @@ There is no score in either: a trial's outcome comes from its verifier, which th
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from trials.ingest.formats.atif import content_text
@@ -102,6 +103,16 @@ def _trial(key: str, name: str, agent: dict[str, Any], rel: str, trajectory: Par
     )
 
 
+def _messages(data: dict[str, Any], rel: str, problems: list[Problem]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, message) of each message that is an object; a warning for each that is not."""
+    for number, message in enumerate(as_list(data.get("messages"))):
+        if isinstance(message, dict):
+            yield number, message
+        else:
+            what, kept = "a message that is not an object", "in the stored file; not a step"
+            problems.append(Problem(rel, what, f"messages[{number}]", severity="warning", kept=kept))
+
+
 def parse_mini_swe_agent(data: dict[str, Any], rel: str) -> ParsedPack:
     info = as_dict(data.get("info")) or as_dict(data.get("extra"))  # v2 keeps the run's facts in `extra`
     config = as_dict(info.get("config"))
@@ -109,18 +120,7 @@ def parse_mini_swe_agent(data: dict[str, Any], rel: str) -> ParsedPack:
     agent = {"name": "mini-swe-agent", "version": to_str(info.get("mini_version")), "model_name": model}
     problems: list[Problem] = []
     steps: list[ParsedStep] = []
-    for number, message in enumerate(as_list(data.get("messages"))):
-        if not isinstance(message, dict):
-            problems.append(
-                Problem(
-                    rel,
-                    "a message that is not an object",
-                    f"messages[{number}]",
-                    severity="warning",
-                    kept="in the stored file; not a step",
-                )
-            )
-            continue
+    for _, message in _messages(data, rel, problems):
         role = to_str(message.get("role"))
         text = content_text(message.get("content"))
         if role == "user" and steps and steps[-1].tool_calls and not steps[-1].observations:
@@ -162,18 +162,7 @@ def parse_gemini_cli_session(data: dict[str, Any], rel: str) -> ParsedPack:
     problems: list[Problem] = []
     steps: list[ParsedStep] = []
     models: list[str] = []
-    for number, message in enumerate(as_list(data.get("messages"))):
-        if not isinstance(message, dict):
-            problems.append(
-                Problem(
-                    rel,
-                    "a message that is not an object",
-                    f"messages[{number}]",
-                    severity="warning",
-                    kept="in the stored file; not a step",
-                )
-            )
-            continue
+    for number, message in _messages(data, rel, problems):
         kind = to_str(message.get("type"))
         tokens = as_dict(message.get("tokens"))
         thoughts = "\n".join(
