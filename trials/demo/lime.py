@@ -243,7 +243,7 @@ def trial_pack(
         },
         "trajectory": {
             "schema": ATIF_VERSION,
-            "ref": refs["trajectoryRef"],
+            "ref": refs.get("trajectoryRef"),
             "exportStatus": "exported" if has_traj else "failed",
             "requiredFieldStatus": {
                 "schema_version": has_traj,
@@ -257,8 +257,8 @@ def trial_pack(
         },
         "reward": {
             "value": reward_value,
-            "ref": refs["rewardRef"],
-            "detailsRef": refs["rewardDetailsRef"],
+            "ref": refs.get("rewardRef"),
+            "detailsRef": refs.get("rewardDetailsRef"),
             "criteria": criteria,
             "failureCategory": plan.failure_category,
         },

@@ -268,9 +268,17 @@ def write_trial(ctx: JobContext, plan: TrialPlan, start: datetime) -> TrialSumma
         context_events(ctx, plan, ids, totals, exec_start),
     )
     if missing != "trial_pack":
-        pack = trial_pack(ctx, plan, ids, refs, totals, rewards, manifest, start, finished)
+        # The pack names only files the trial has (a missing part shows as a missing ref, not a dangling one)
+        held = {k: v for k, v in refs.items() if _in_trial(tdir, ctx.job_name, plan.trial_name, v)}
+        pack = trial_pack(ctx, plan, ids, held, totals, rewards, manifest, start, finished)
         write_json(tdir / "benchmark-trial-pack.json", pack)
     return summary
+
+
+def _in_trial(tdir: Path, job_name: str, trial_name: str, ref: str) -> bool:
+    """Whether a ref names a file this trial folder holds: /logs/<path> in the sandbox, or the job's path."""
+    inside = ref.removeprefix("/logs/").removeprefix(f"jobs/{job_name}/{trial_name}/")
+    return (tdir / inside).is_file()
 
 
 def _trial_lock(plan: TrialPlan, ctx: JobContext) -> dict[str, Any]:
