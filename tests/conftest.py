@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from tests.builders import REFERENCE, import_demo, make_user, reads_shared
+from core import errors
+from tests.builders import REFERENCE, free_port, import_demo, make_user, reads_shared
 
 # Debian's Chromium (`playwright install` cannot download browsers here); no background traffic.
 CHROMIUM_ARGS = [
@@ -101,3 +103,26 @@ def browser():
         chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture
+def database_unreachable(transactional_db) -> Iterator[None]:
+    """The app's database at an address where nothing answers (SQLite: a file it cannot open)."""
+    saved = dict(connection.settings_dict)
+    connection.close()
+    if connection.vendor == "sqlite":
+        connection.settings_dict["NAME"] = "/proc/benchviewer-no-such-dir/db.sqlite3"
+    else:
+        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
+    try:
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+
+
+@pytest.fixture
+def fresh_outage(monkeypatch) -> None:
+    """This process has seen no database outage before the test's (another test's may still be recent)."""
+    monkeypatch.setattr(errors, "DATABASE_OUTAGE", errors.Outage())

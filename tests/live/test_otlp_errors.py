@@ -3,15 +3,11 @@ specification): the view's, DRF's, the body limits' and the server's own 503 in 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import orjson
 import pytest
-from django.db import connection
 from django.test import Client
 from google.rpc import status_pb2
 
-from core import errors
 from tests.live.helpers import runner_client
 from trials.models import Trial
 
@@ -30,32 +26,14 @@ def status_of(answer) -> tuple[int, str]:
 
 
 @pytest.fixture
-def database_unreachable(transactional_db) -> Iterator[None]:
-    """The app's database at an address where nothing answers (SQLite: a file it cannot open)."""
-    saved = dict(connection.settings_dict)
-    connection.close()
-    if connection.vendor == "sqlite":
-        connection.settings_dict["NAME"] = "/proc/benchviewer-no-such-dir/db.sqlite3"
-    else:
-        connection.settings_dict.update(HOST="127.0.0.1", PORT="9")
-    try:
-        yield
-    finally:
-        connection.close()
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
-
-
-@pytest.fixture
 def token(transactional_db) -> str:
     return runner_client()[1]
 
 
 @pytest.mark.parametrize("content_type", [PROTOBUF, "application/json"])
 def test_an_outage_is_a_503_otlp_status_with_retry_after_not_an_html_page(
-    token, database_unreachable, content_type, monkeypatch
+    token, database_unreachable, fresh_outage, content_type
 ):
-    monkeypatch.setattr(errors, "DATABASE_OUTAGE", errors.Outage())  # (no outage seen before this test's)
     client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {token}")
     answer = client.post("/v1/traces", b"{}" if content_type != PROTOBUF else b"", content_type=content_type)
     assert answer.status_code == 503 and answer["Retry-After"] == "1", answer.content

@@ -8,11 +8,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 from django.test import Client
 
 from core import errors
-from tests.builders import build_side, free_port
+from tests.builders import build_side
 from tests.factories import TrialFactory
 
 
@@ -56,29 +55,6 @@ def test_the_schema_lists_414_500_and_503_for_every_operation(client_logged_in):
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
             assert {"414", "500", "503"} <= set(operation["responses"]), (method, path)
-
-
-@pytest.fixture
-def database_unreachable(transactional_db) -> Iterator[None]:
-    """The app's database at an address where nothing answers (SQLite: a file it cannot open)."""
-    saved = dict(connection.settings_dict)
-    connection.close()
-    if connection.vendor == "sqlite":
-        connection.settings_dict["NAME"] = "/proc/benchviewer-no-such-dir/db.sqlite3"
-    else:
-        connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
-    try:
-        yield
-    finally:
-        connection.close()
-        connection.settings_dict.clear()
-        connection.settings_dict.update(saved)
-
-
-@pytest.fixture
-def fresh_outage(monkeypatch) -> None:
-    """This process has seen no database outage before the test's (another test's may still be recent)."""
-    monkeypatch.setattr(errors, "DATABASE_OUTAGE", errors.Outage())
 
 
 def unreachable_client() -> Client:
