@@ -48,6 +48,7 @@ CHECKS: list[dict[str, Any]] = [
 ]
 
 
+RUNTIME_FIELDS = next(c["fields"] for c in CHECKS if c["check"] == "runtimeCorrelation")
 # The formats whose trials are Lime evidence packs or Agent QC records: the checks are theirs.
 LIME_FORMATS = frozenset({"lime", "agentqc"})
 
@@ -55,7 +56,7 @@ LIME_FORMATS = frozenset({"lime", "agentqc"})
 def applies(source_format: str, runtime_correlation: dict[str, Any]) -> bool:
     """Whether a trial's source carries the facts these checks read: a Lime format, or a runtime
     correlation (a Lime pack or runtime events joined to it). A TB1, Inspect or OTLP trial has none."""
-    return source_format in LIME_FORMATS or any(runtime_correlation.get(f) for f in CHECKS[1]["fields"])
+    return source_format in LIME_FORMATS or any(runtime_correlation.get(f) for f in RUNTIME_FIELDS)
 
 
 # Each names a file of the trial; a Harbor trial folder's own refs name the ones it has, as read.
