@@ -4,6 +4,7 @@ with its config.json) is one job: the same as any earlier import of its folder, 
 from __future__ import annotations
 
 import shutil
+from datetime import datetime
 
 import orjson
 import pytest
@@ -40,7 +41,7 @@ def test_trials_copied_one_by_one_then_their_result_json_make_one_job_with_its_r
     line = outcome(import_path(copy))
     assert (line["outcome"], line["already"], line["job_results"]) == ("imported", len(trials), 1)
     job = Job.objects.get()
-    assert job.result == result and job.started_as_written == result["started_at"]
+    assert job.result == result and job.started_at == datetime.fromisoformat(result["started_at"])
     assert job.trials.count() == len(trials) == Trial.objects.count()
 
 

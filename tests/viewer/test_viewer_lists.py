@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
+import orjson
 import pytest
 from django.db.models import F
 from django.urls import reverse
 
-from tests.builders import demo_jobs, import_path
+from tests.builders import REFERENCE, demo_jobs, import_path
 from tests.factories import TrialFactory
 from trials.models import Job, Trial
 
@@ -227,10 +228,15 @@ def test_the_list_filters_start_unset_so_pressing_filter_changes_nothing(client_
         assert chosen == ([] if " multiple" in select.split(">")[0] else [""]), select[:200]
 
 
-def test_the_job_page_and_the_jobs_list_show_a_start_written_without_a_time_zone_as_written(client_logged_in, demo):
-    job = Job.objects.get(name="candidate-job")
-    written = job.result.get("started_at")
-    assert written and job.started_at is None  # Harbor writes naive times: not indexed, never assumed UTC
+def test_the_job_page_and_the_jobs_list_show_a_start_written_without_a_time_zone_as_written(client_logged_in):
+    folder = (
+        REFERENCE / "public-runs-1" / "skillsbench-gemini-cli" / "gemini-cli-gemini3flash-noskills-3d-scan-calc-a2c944"
+    )
+    written = orjson.loads((folder / "result.json").read_bytes())["started_at"]
+    assert "+" not in written and not written.endswith("Z")  # this real job's start names no time zone
+    import_path(folder)
+    job = Job.objects.get()
+    assert job.started_at is None  # never assumed UTC, so not indexed
     assert job.started_as_written == written
     shown = f'{written} <span class="muted" title="the file gives no time zone">(as written)</span>'
     for url in (reverse("job-detail", args=[job.pk]), reverse("job-list")):
