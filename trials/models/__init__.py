@@ -32,6 +32,7 @@ from trials.models.qc import (
     TriageAssignment,
     TriageTag,
 )
+from trials.models.saved_queries import SavedQuery
 from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
 from trials.models.trial import Trial, TrialQuerySet
 from trials.storage.fields import CharField, JSONField, NulSafeJSONEncoder, TextField, nul_free
@@ -62,6 +63,7 @@ __all__ = [
     "QCScenario",
     "RewardCriterion",
     "RuntimeEvent",
+    "SavedQuery",
     "Severity",
     "Step",
     "StepText",
