@@ -13,6 +13,7 @@ from comparisons import family_api
 from shares import api as shares
 from trials import api as trials
 from trials.live import api as live
+from trials.queries import api as queries
 from trials.triage import api as triage
 
 urlpatterns = [
@@ -51,6 +52,8 @@ urlpatterns += [
     path("trials/<int:pk>/context/", trials.TrialContext.as_view(), name="api-trial-context"),
     path("trials/<int:pk>/align/<int:other>/", trials.TrialAlignment.as_view(), name="api-trial-align"),
     path("search/", trials.Search.as_view(), name="api-search"),
+    path("saved-queries/", queries.SavedQueryList.as_view(), name="api-saved-queries"),
+    path("saved-queries/<int:pk>/", queries.SavedQueryDetail.as_view(), name="api-saved-query"),
 ]
 
 # Seed 000's host commands

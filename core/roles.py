@@ -59,6 +59,8 @@ WRITE_RIGHTS = ALL_RIGHTS - {READ}
 
 # Unsafe requests the middleware always lets through (a viewer must be able to log out).
 ALWAYS_ALLOWED_URL_NAMES = {"login", "logout", "api-token"}  # a viewer may fetch their own API token
+# A user's own saved queries (trials/queries/): they change nothing anyone else sees, so a viewer keeps theirs.
+ALWAYS_ALLOWED_URL_NAMES |= {"saved-queries", "saved-query-delete", "api-saved-queries", "api-saved-query"}
 # Pages open without an account: a share link's token is the visitor's only credential (shares/);
 # `benchviewer view`'s one-time sign-in link is its own (core/signin_link.py).
 PUBLIC_URL_NAMES = {"share", "share-step", "share-step-full", "signin-link"}

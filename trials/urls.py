@@ -1,6 +1,7 @@
 from django.urls import path
 
 from trials import views
+from trials.queries import views as queries
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,4 +18,7 @@ urlpatterns = [
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/recording/", views.artifact_recording, name="trial-recording"),
     path("trials/<int:pk>/file/", views.trial_file, name="trial-file"),
     path("search/", views.search, name="search"),
+    path("trials/query/suggest/", queries.query_suggest, name="query-suggest"),
+    path("trials/saved-queries/", queries.saved_queries, name="saved-queries"),
+    path("trials/saved-queries/<int:pk>/delete/", queries.delete_saved_query, name="saved-query-delete"),
 ]
