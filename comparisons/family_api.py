@@ -54,7 +54,8 @@ class GridView(APIView):
         stored = get_or_compute_grid(sides, reference)
         result = stored.result
         paginator = GridTaskPages()
-        shown = paginator.paginate_queryset(range(result["task_count"]), request, view=self) or []
+        # the tasks are rows of one stored result: a range of their positions is what is paged
+        shown: list[int] = paginator.paginate_queryset(range(result["task_count"]), request, view=self) or []  # type: ignore[arg-type]
         tasks = present_tasks(result, stored.task_rows(shown))
         pages = {
             "count": result["task_count"],

@@ -127,7 +127,6 @@ def job_list(request):
 @require_safe
 def job_detail(request, pk):
     job = get_object_or_404(Job, pk=pk)
-    job.agents = lists.agents_by_job([job.pk]).get(job.pk, [])
     rows = lists.job_task_rows(job, request.GET)
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     exceptions = lists.exception_types_by_task(job, [r["task_id"] for r in page])
@@ -152,6 +151,7 @@ def job_detail(request, pk):
         "trials/job_detail.html",
         {
             "job": job,
+            "agents": lists.agents_by_job([job.pk]).get(job.pk, []),
             "page": page,
             "totals": totals,
             "sorts": lists.TASK_SORT_LABELS,

@@ -30,7 +30,7 @@ def nul_free(text: str) -> str:
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
-class NulFreeText:
+class NulFreeText(models.Field):
     """Text fields whose values lose their NUL characters on the way to the database.
 
     Every string an import writes comes from an agent or a producer and may hold NUL.

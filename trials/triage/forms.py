@@ -116,7 +116,7 @@ class FeedbackForm(forms.ModelForm):
         return list(dict.fromkeys(self.cleaned_data.get("evidence_refs") or []))
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or self.cleaned_data
         kind = data.get("kind")
         code = data.get("code") or ""
         if code and not data.get("category"):
@@ -205,10 +205,10 @@ class ClusterFeedbackForm(FeedbackForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         kinds = [choice for choice in QCItem.Kind.choices if choice[0] != QCItem.Kind.WAIVER]
-        self.fields["kind"].choices = kinds
+        self.fields["kind"].choices = kinds  # type: ignore[attr-defined]  # a ChoiceField
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or self.cleaned_data
         self.errors.pop("evidence_refs", None)
         return data
 
@@ -236,7 +236,7 @@ class ItemEditForm(forms.ModelForm):
         mark_required(self, {}, always=("status", "severity", "reason", "scope", "expires_at"))
 
     def clean(self):
-        data = super().clean()
+        data = super().clean() or self.cleaned_data
         if self.instance.is_waiver:
             if not roles.has_right(self.user, roles.WAIVE):
                 raise forms.ValidationError("Only an approver can change a waiver.")

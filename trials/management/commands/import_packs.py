@@ -51,7 +51,7 @@ class Command(BaseCommand):
         if not options["paths"]:
             raise CommandError("give the paths to import, or --watch DIR")
         rejected = 0
-        paths = []
+        found: list[tuple[str, Path]] = []
         for raw in options["paths"]:
             path = Path(raw).resolve()
             if not path.exists():  # said, and the other paths still imported
@@ -59,13 +59,13 @@ class Command(BaseCommand):
                                                  "reason": "no such file or folder"}))  # fmt: skip
                 rejected += 1
                 continue
-            paths.append((raw, path))
+            found.append((raw, path))
         show_progress = not options["no_progress"]
         if settings.CELERY_TASK_ALWAYS_EAGER:  # each created and imported here, in turn
-            for raw, path in paths:
+            for raw, path in found:
                 rejected += self.report(self.import_here(self.new_import(raw, path), show_progress))
         else:  # every path is queued before the first is waited for: a database outage later drops none
-            imports = self.queue_all(paths)
+            imports = self.queue_all(found)
             for number, imp in enumerate(imports):
                 try:
                     imp = self.wait_for_worker(imp, show_progress)
