@@ -27,6 +27,10 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name="trial",
+            index=models.Index(fields=["failure_category"], name="trial_category_idx"),
+        ),
+        migrations.AddIndex(
+            model_name="trial",
             index=models.Index(fields=["exception_type"], name="trial_exception_idx"),
         ),
         migrations.AddField(

@@ -177,7 +177,8 @@ class Trial(models.Model):
             models.Index(fields=["name"], name="trial_name_idx"),
             models.Index(fields=["duration_sec"], name="trial_duration_idx"),
             models.Index(fields=["cost_usd"], name="trial_cost_idx"),
-            # the query box's suggestions of exception types, prefix-matched (trials/queries/suggest.py)
+            # the query box's suggestions of categories and exception types, prefix-matched (trials/queries/)
+            models.Index(fields=["failure_category"], name="trial_category_idx"),
             models.Index(fields=["exception_type"], name="trial_exception_idx"),
             # what a stored grid's fingerprint reads (comparisons.grid.trials_fingerprint), read
             # from the index alone instead of every wide trial row: a stored grid served in O(index)

@@ -36,6 +36,7 @@ COMPARISONS = {
     "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL",
 }  # fmt: skip
 VALUE_TOKENS = {"STRING_VALUE", "INT_VALUE", "FLOAT_VALUE", "TRUE", "FALSE", "NONE"}
+DOTTED_END = re.compile(r"(?<![_0-9A-Za-z.])[_A-Za-z][_0-9A-Za-z]*(\.[_A-Za-z][_0-9A-Za-z]*)*\.\Z")
 NAME_RE = re.compile(r"[_A-Za-z][_0-9A-Za-z]*\Z")  # what the lexer reads as one part of a name
 OPERATORS = {
     "str": ["=", "!=", "~", "!~", "in", "not in", "startswith", "endswith"],
@@ -43,7 +44,7 @@ OPERATORS = {
     "bool": ["=", "!="],
 }
 # Trial columns with an index of their own (trials.models.trial.Trial.Meta), scanned for values.
-INDEXED_TRIAL_COLUMNS = {"source_format", "exception_type"}
+INDEXED_TRIAL_COLUMNS = {"source_format", "failure_category", "exception_type"}
 
 
 @dataclass
@@ -101,9 +102,12 @@ def _split(before: str) -> tuple[list[Any] | None, str, bool]:
     string (an open quote); None for the tokens when the text cannot be read."""
     start = _open_quote(before)
     text = before[:start] if start is not None else before
-    tokens = _lex(text)
+    dotted = DOTTED_END.search(text) if start is None else None
+    tokens = _lex(text[: dotted.start()] if dotted else text)
     if tokens is None:
         return None, "", False
+    if dotted:  # `job.`: a name and its dot (the lexer reads no lone dot)
+        return tokens, dotted.group(0), False
     if start is not None:
         raw = before[start + 1 :]
         try:
@@ -213,7 +217,7 @@ def values(name: str, prefix: str) -> list[str]:
     special = {
         "class": lambda: _matching([c.value for c in FailureClass], prefix),
         "flag": lambda: _matching(list(FLAG_LABELS), prefix),
-        "cause": lambda: sorted(set(_categories(prefix)) | set(_trial_column("exception_type", prefix))),
+        "cause": lambda: sorted({*_trial_column("failure_category", prefix), *_trial_column("exception_type", prefix)}),
     }
     if name in special:
         return special[name]()[:MAX_SUGGESTIONS]
@@ -227,7 +231,7 @@ def values(name: str, prefix: str) -> list[str]:
     if choices:
         return _matching([str(value) for value, _ in choices if value], prefix)
     if model is Trial:
-        return _categories(prefix) if column == "failure_category" else _trial_column(column, prefix)
+        return _trial_column(column, prefix)
     return catalog_values(model, column, prefix)
 
 
@@ -269,20 +273,15 @@ def _trial_column(column: str, prefix: str) -> list[str]:
     return _cased(Trial.objects.all(), column, prefix)
 
 
-def _categories(prefix: str) -> list[str]:
-    """Failure categories, through the (status, failure_category) index: one scan per status."""
-    found: set[str] = set()
-    for status in Trial.Status.values:
-        found |= set(_cased(Trial.objects.filter(status=status), column="failure_category", prefix=prefix))
-    return sorted(found)[:MAX_SUGGESTIONS]
-
-
 def _cased(rows: QuerySet, column: str, prefix: str) -> list[str]:
-    """A case-sensitive index scan for the prefix as typed, in lower case and capitalised."""
+    """An index scan (case-sensitive) for the prefix as typed, then in lower case, then capitalised,
+    until MAX_SUGGESTIONS values are found."""
     found: set[str] = set()
     for variant in dict.fromkeys([prefix, prefix.lower(), prefix[:1].upper() + prefix[1:]]):
-        found |= set(loose_scan(rows, column, variant))
-    return sorted(found)[:MAX_SUGGESTIONS]
+        found |= set(loose_scan(rows, column, variant, limit=MAX_SUGGESTIONS - len(found)))
+        if len(found) >= MAX_SUGGESTIONS:
+            break
+    return sorted(found)
 
 
 def loose_scan(rows: QuerySet, column: str, prefix: str, limit: int = MAX_SUGGESTIONS) -> list[str]:
