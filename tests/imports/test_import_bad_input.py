@@ -17,8 +17,8 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError
 
 from tests.builders import atif, good_steps, import_path, write_trial
+from trials.imports.pack_write import REPORTED_PER_FILE
 from trials.imports.rows import write_trial_children
-from trials.imports.service import REPORTED_PER_FILE
 from trials.ingest.formats import atif as atif_module
 from trials.models import Blob, Configuration, Import, Pack, PackFile, Step, Task, Trajectory, Trial
 

@@ -119,7 +119,7 @@ def test_a_job_written_in_batches_has_the_same_rows_as_one_written_trial_by_tria
     batches = []
     monkeypatch.setattr(TrialBatch, "MAX_TRIALS", 3)  # (the bytes limit is far off)
     monkeypatch.setattr(
-        "trials.imports.service.write_trials",
+        "trials.imports.pack_write.write_trials",
         lambda batch, *args: batches.append(len(batch)) or write_trials(batch, *args),
     )
     batched = import_path(demo_job)
@@ -190,7 +190,7 @@ def test_a_batch_closes_once_it_holds_the_configured_bytes_of_files(demo_job, mo
     settings.IMPORT_BATCH_BYTES = 2 * max(sizes.values())
     batches = []
     monkeypatch.setattr(
-        "trials.imports.service.write_trials",
+        "trials.imports.pack_write.write_trials",
         lambda batch, *args: batches.append([t.name for t in batch]) or write_trials(batch, *args),
     )
     imp = import_path(demo_job)
@@ -209,7 +209,7 @@ def test_a_trial_bigger_than_a_batch_is_written_alone_reading_its_steps_as_it_go
     settings.IMPORT_BATCH_BYTES = sizes[biggest] - 1
     batched = []
     monkeypatch.setattr(
-        "trials.imports.service.write_trials",
+        "trials.imports.pack_write.write_trials",
         lambda batch, *args: batched.extend(t.name for t in batch) or write_trials(batch, *args),
     )
     imp = import_path(demo_job)
@@ -221,7 +221,7 @@ def test_a_trial_bigger_than_a_batch_is_written_alone_reading_its_steps_as_it_go
 def test_full_garbage_collections_are_rarer_during_an_import_and_as_before_after_it(demo_job, monkeypatch):
     seen = []
     monkeypatch.setattr(
-        "trials.imports.service.write_trials", lambda *args: seen.append(gc.get_threshold()) or write_trials(*args)
+        "trials.imports.pack_write.write_trials", lambda *args: seen.append(gc.get_threshold()) or write_trials(*args)
     )
     before = gc.get_threshold()
     import_path(demo_job)

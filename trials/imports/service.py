@@ -7,6 +7,7 @@ all: in batches (`write_trials`), or one transaction per trial (`write_trial`).
 Re-running an import is safe: packs and trials are keyed by content and natural keys.
 
 This module runs an import (`run_import`, `ImportRun`); queue.py creates and sends them,
+pack_write.py writes one parsed pack,
 writer.py writes trials, joins.py joins evidence that arrives apart from its trial.
 """
 
@@ -28,59 +29,23 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import DatabaseError
 from django.utils import timezone
 
 from core.database import DatabaseOutage, is_unreachable, wait_until_reachable
 from trials.imports.blobs import store_file, store_files
-from trials.imports.joins import (
-    adopt_job_trials,
-    adopt_loose_events,
-    brought_elsewhere,
-    drop_named_only,
-    is_named_only,
-    stored_job,
-    write_loose_events,
-)
-from trials.imports.rows import infer_job_configuration, join_trials_to_job, upsert_job
-from trials.imports.writer import (
-    SharedRows,
-    TrialBatch,
-    WriteResult,
-    files_sha256,
-    lone_trajectory_blobs,
-    write_trial,
-    write_trials,
-)
+from trials.imports.pack_write import PackWrite
 from trials.ingest.archives import MAX_NESTING, Budget, Expansion, Limits, extract
 from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder, skip_reason
 from trials.ingest.folders import relative_name
-from trials.ingest.records import (
-    PackError,
-    ParsedPack,
-    ParsedTrial,
-    Problem,
-)
-from trials.models import (
-    Document,
-    Import,
-    Job,
-    Pack,
-    PackFile,
-    RuntimeEvent,
-    Trial,
-)
+from trials.ingest.records import PackError, ParsedPack, Problem
+from trials.models import Import, Pack, PackFile
 from trials.storage.backend import remove_stale_partials, sha256_of_file
 from trials.storage.sqlite_wal import checkpoints_in_background
-from trials.triage import signatures
 
 log = logging.getLogger(__name__)
 
 
 PROGRESS_EVERY = 0.5  # seconds between progress writes: one per trial was a commit per trial
-
-
-REPORTED_PER_FILE = 20  # problems of one file listed in the import report (all are kept with the file)
 
 
 def limits() -> Limits:
@@ -413,117 +378,7 @@ class ImportRun:
         return pack, created
 
     def write_pack(self, parsed: ParsedPack, pack: Pack, files: dict[str, tuple[Path, str, int]]) -> dict:
-        blobs = dict(PackFile.objects.filter(pack=pack).values_list("path", "blob_id"))
-        lone_blobs = lone_trajectory_blobs(blobs.values())
-        per_trial_progress = parsed.kind == "harbor-job"  # what `weight` counted for this pack
-        shared = SharedRows()
-        upserted = {job.key: upsert_job(job, pack) for job in parsed.jobs}
-        jobs: dict[str, Job | None] = {key: job for key, (job, _) in upserted.items()}
-        for document in parsed.documents:
-            Document.objects.get_or_create(
-                pack=pack,
-                path=document.path,
-                kind=document.kind,
-                defaults={"title": document.title[:500], "data": document.data, "counts": document.counts},
-            )
-        counts = {"trials": 0, "already": 0, "joined": 0, "rejected": 0, "documents": len(parsed.documents), "steps": 0,
-                  "differs": 0, "job_results": sum(applied for _, applied in upserted.values())}  # fmt: skip
-        # Trials this pack brought in an earlier, unfinished run: a resumed import (its worker died
-        # half-way) counts the ones it wrote itself as its own, not as "already" there. (Only
-        # a resumed one: another import of the same pack may have written some meanwhile.)
-        earlier = dict(Trial.objects.filter(pack=pack).values_list("pk", "step_count"))
-        resumed = self.ran_before and pack.first_import_id == self.imp.pk
-        held: list[int] = []  # trials of this pack that another pack brought first (or that it joins)
-        made: list[int] = []  # trials this pack brought
-        found_by_job: dict[str, list[int]] = {}  # trials already there, by the job this pack says they ran in
-        with_folder: dict[str, list[str]] = {}  # names of the trials this pack brought with their folders, by job
-
-        def write_one(trial: ParsedTrial) -> WriteResult:
-            try:
-                return write_trial(trial, pack, jobs.get(trial.job_key), blobs, shared, lone_blobs, self.workdir)
-            except DatabaseError as exc:  # the trial rolled back whole; the others go on
-                if is_unreachable(exc):  # not this trial's fault: the whole import waits for the database
-                    raise DatabaseOutage(str(exc).strip()) from exc
-                log.warning("trial %s rejected by the database: %s", trial.key, exc)
-                trial.problems.append(
-                    Problem(trial.name, f"database rejected the trial: {exc}", kept="the pack's raw bytes")
-                )
-            except Exception as exc:  # a bug on one trial's data: that trial rolls back, the others go on
-                if is_unreachable(exc):
-                    raise DatabaseOutage(str(exc).strip()) from exc
-                log.exception("internal error while writing trial %s", trial.key)
-                message = f"internal error while writing the trial: {type(exc).__name__}: {exc}"
-                trial.problems.append(Problem(trial.name, message, kept="the pack's raw bytes"))
-            return WriteResult("rejected")
-
-        def written(trial: ParsedTrial, result: WriteResult) -> None:
-            if result.outcome == "already" and resumed and result.trial_id in earlier:
-                result = WriteResult("trials", earlier[result.trial_id], result.trial_id)
-            counts[result.outcome] += 1
-            counts["steps"] += result.steps
-            if result.outcome == "trials" and result.trial_id is not None:
-                made.append(result.trial_id)
-                if not is_named_only(trial):
-                    with_folder.setdefault(trial.job_key, []).append(trial.name)
-            counts["differs"] += result.differs
-            if result.outcome in ("already", "joined") and result.trial_id is not None:
-                found_by_job.setdefault(trial.job_key, []).append(result.trial_id)
-                if result.trial_id not in earlier:
-                    held.append(result.trial_id)
-            self.imp.problems.extend(reported_problems(trial))
-            if per_trial_progress:
-                self.advance()
-
-        batch = TrialBatch(files, blobs, lone_blobs)
-
-        def write_batch() -> None:
-            try:
-                results = write_trials(batch.trials, pack, jobs, blobs, shared, self.workdir)
-            except Exception as exc:  # nothing of the batch was kept: each trial again, alone
-                if is_unreachable(exc):
-                    raise DatabaseOutage(str(exc).strip()) from exc
-                log.info("a batch of %d trials failed (%s); writing them one by one", len(batch.trials), exc)
-                results = [write_one(trial) for trial in batch.trials]
-            for trial, result in zip(batch.trials, results, strict=True):
-                written(trial, result)
-            batch.clear()
-
-        for trial in parsed.iter_trials():
-            if brought_elsewhere(trial):
-                if per_trial_progress:
-                    self.advance()
-                continue
-            trial.files_sha256 = files_sha256(trial, files)
-            if trial.job_key and trial.job_key not in jobs:  # its job came in another pack (or not yet)
-                jobs[trial.job_key] = stored_job(trial.job_key)
-            if trial.key[:500] in batch.keys:  # the same trial twice: the first one is written first
-                write_batch()
-            if batch.takes(trial):
-                if batch.full():
-                    write_batch()
-                continue
-            if batch.trials:  # (the pack's trials are written in its order)
-                write_batch()
-            written(trial, write_one(trial))
-        if batch.trials:
-            write_batch()
-        for job_key, names in with_folder.items():
-            counts["replaced"] = counts.get("replaced", 0) + drop_named_only(job_key, names)
-        pack.other_trials.add(*held)  # so the pack's and the import's trial lists show them too
-        adopt_loose_events(made, self.workdir)
-        for parsed_job in parsed.jobs:
-            job = upserted[parsed_job.key][0]
-            regrouped = join_trials_to_job(job, found_by_job.get(job.key, []), parsed_job.earlier_keys)
-            counts["regrouped"] = counts.get("regrouped", 0) + regrouped
-            counts["adopted"] = counts.get("adopted", 0) + adopt_job_trials(job)
-            counts["inferred"] = infer_job_configuration(job)
-        if parsed.events or parsed.context_records:
-            counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
-        joined = RuntimeEvent.objects.filter(pack=pack, trial__isnull=False).values_list("trial_id", flat=True)
-        signatures.sign_trials([*made, *held, *earlier, *joined.distinct()])  # their failure clusters and flags
-        if not per_trial_progress:
-            self.advance()
-        return counts
+        return PackWrite(self.imp, self.workdir, self.advance, self.ran_before, parsed, pack, files).run()
 
 
 # What an outcome line's counts say beside its trials (the import page's Details column).
@@ -547,15 +402,3 @@ OUTCOME_COUNTS = {
 
 def outcome_details(counts: dict[str, Any]) -> str:
     return ", ".join(f"{counts[key]} {label}" for key, label in OUTCOME_COUNTS.items() if counts.get(key))
-
-
-def reported_problems(trial: ParsedTrial) -> list[dict]:
-    """What the import report lists for a trial: its problems and its files' (the first few of each)."""
-    reported = [p.as_dict() for p in trial.problems]
-    for trajectory in trial.trajectories:
-        reported += [p.as_dict() for p in trajectory.problems[:REPORTED_PER_FILE]]
-        if len(trajectory.problems) > REPORTED_PER_FILE:
-            more = len(trajectory.problems) - REPORTED_PER_FILE
-            message = f"and {more} more problems in this file, listed with its trajectory"
-            reported.append(Problem(trajectory.path, message, severity="warning", kept="the steps").as_dict())
-    return reported
