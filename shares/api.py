@@ -15,10 +15,18 @@ from rest_framework.views import APIView
 from core import roles
 from shares import services
 from shares.models import Share, ShareEvent
-from shares.serializers import ShareCreatedSerializer, ShareCreateSerializer, ShareSerializer
+from shares.serializers import (
+    AlreadySharedSerializer,
+    LiveShareSerializer,
+    ShareCreatedSerializer,
+    ShareCreateSerializer,
+    ShareSerializer,
+)
 
 ERRORS = {
-    400: OpenApiResponse(description="bad input: the body names the field (`expires_at` over 90 days, …)"),
+    400: OpenApiResponse(
+        description="bad input: the body names the field (`expires_at` or `expires_in_days` over 90 days, …)"
+    ),
     401: OpenApiResponse(description="no credentials"),
     403: OpenApiResponse(description="your role may not share (a viewer)"),
     404: OpenApiResponse(description="what you asked to share does not exist, or sharing is off"),
@@ -59,13 +67,29 @@ class ShareList(generics.ListAPIView):
         _sharing_on()
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(request=ShareCreateSerializer, responses={201: ShareCreatedSerializer, **ERRORS})
+    @extend_schema(
+        request=ShareCreateSerializer,
+        responses={
+            201: ShareCreatedSerializer,
+            409: OpenApiResponse(AlreadySharedSerializer, description='you have a live link to it (if_exists="offer")'),
+            **ERRORS,
+        },
+    )
     def post(self, request):
         _sharing_on()
         body = ShareCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             created = services.create_share(request.user, **body.validated_data)
+        except services.AlreadyShared as exc:
+            newest = exc.live[0]
+            detail = (
+                f"you already have a live link to this, made {newest.created_at:%Y-%m-%d %H:%M} UTC, expiring "
+                f"{newest.expires_at:%Y-%m-%d %H:%M} UTC; its address was shown once, when it was made. "
+                'Send if_exists "new" for another link, "replace" to revoke it and make a new one.'
+            )
+            existing = LiveShareSerializer(exc.live, many=True).data
+            return Response({"detail": detail, "existing": existing}, status=status.HTTP_409_CONFLICT)
         except services.ShareError as exc:
             return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         except services.NotFound as exc:

@@ -15,12 +15,36 @@ class ShareCreateSerializer(serializers.Serializer):
     comparison = ComparisonSidesField(required=False)
     qc_item = serializers.IntegerField(required=False)
     expires_at = serializers.DateTimeField(required=False, help_text="default 7 days from now, at most 90")
+    expires_in_days = serializers.IntegerField(
+        required=False,
+        help_text="instead of expires_at: whole days from now, 1 to 90 (the Share control offers 1, 7, 30, 90)",
+    )
+    if_exists = serializers.ChoiceField(
+        choices=["offer", "new", "replace"],
+        default="offer",
+        help_text='when you already have a live link to it: "offer" answers 409 naming it (no new link), '
+        '"new" makes another beside it, "replace" revokes it and makes a new one',
+    )
 
 
 class ShareCreatedSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     url = serializers.URLField(help_text="the only time the token is shown: only its hash is stored")
     expires_at = serializers.DateTimeField()
+
+
+class LiveShareSerializer(serializers.Serializer):
+    """A live link the caller already has (409): its address was shown once, when it was made."""
+
+    id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    views = serializers.IntegerField(source="view_count")
+
+
+class AlreadySharedSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    existing = LiveShareSerializer(many=True)
 
 
 class ShareEventSerializer(serializers.ModelSerializer):

@@ -22,6 +22,9 @@ from trials.models import QCItem, Trial
 
 DEFAULT_LIFETIME = timedelta(days=7)
 MAX_LIFETIME = timedelta(days=90)
+# What the Share control offers (days); the API takes any whole number of days up to MAX_LIFETIME.
+LIFETIME_CHOICES = (1, 7, 30, 90)
+IF_EXISTS = ("offer", "new", "replace")
 PAIR_KEYS = ("baseline", "candidate", "baseline_job", "candidate_job")
 GRID_KEYS = ("sides", "side_jobs", "reference")
 
@@ -36,6 +39,14 @@ class ShareError(ValueError):
 
 class NotFound(LookupError):
     """What the caller asked to share does not exist (or they may not see it)."""
+
+
+class AlreadyShared(Exception):
+    """The caller already has a live link to this (409): its token was shown once, so it is named, not repeated."""
+
+    def __init__(self, live: list[Share]):
+        super().__init__("you already have a live link to this")
+        self.live = live
 
 
 class Gone(Exception):
@@ -81,7 +92,16 @@ def _comparison_params(value: object) -> tuple[str, dict]:
     return Share.Kind.COMPARISON, params
 
 
-def expiry(value: datetime | None, now: datetime) -> datetime:
+def expiry(value: datetime | None, now: datetime, days: int | None = None) -> datetime:
+    """When a new share expires: `expires_at`, or `days` from now, or DEFAULT_LIFETIME; at most MAX_LIFETIME."""
+    if value is not None and days is not None:
+        raise ShareError("expires_in_days", "give expires_at or expires_in_days, not both")
+    if days is not None:
+        if not 1 <= days <= MAX_LIFETIME.days:
+            raise ShareError(
+                "expires_in_days", f"expires_in_days: a whole number of days from 1 to {MAX_LIFETIME.days}"
+            )
+        return now + timedelta(days=days)
     if value is None:
         return now + DEFAULT_LIFETIME
     if value <= now:
@@ -128,11 +148,25 @@ def create_share(
     comparison: object = None,
     qc_item: int | None = None,
     expires_at: datetime | None = None,
+    expires_in_days: int | None = None,
+    if_exists: str = "new",
 ) -> Created:
-    """A new share of exactly one thing, audited. Raises ShareError (400) or NotFound (404)."""
+    """A new share of exactly one thing, audited. Raises ShareError (400) or NotFound (404).
+
+    `if_exists` says what to do when the user already has a live link to it: "offer" raises
+    AlreadyShared naming it, "replace" revokes it first, "new" makes another beside it.
+    """
     now = timezone.now()
     share = build_target(trial=trial, comparison=comparison, qc_item=qc_item)
-    share.created_by, share.created_at, share.expires_at = user, now, expiry(expires_at, now)
+    if if_exists not in IF_EXISTS:
+        raise ShareError("if_exists", f"if_exists: one of {', '.join(IF_EXISTS)}")
+    if if_exists != "new" and (live := live_shares_of(user, share)):
+        if if_exists == "offer":
+            raise AlreadyShared(live)
+        for old in live:
+            revoke_share(user, old)
+    share.created_by, share.created_at = user, now
+    share.expires_at = expiry(expires_at, now, expires_in_days)
     token = secrets.token_urlsafe(32)
     share.token_hash = token_hash(token)
     share.save()
@@ -140,6 +174,20 @@ def create_share(
         share=share, actor=user, at=now, action=ShareEvent.Action.CREATED, changes=describe(share)
     )
     return Created(share=share, token=token)
+
+
+def live_shares_of(user, target: Share) -> list[Share]:
+    """The user's own live (not revoked, not expired) shares of the same thing as `target`, newest first."""
+    live = Share.objects.filter(
+        created_by=user, kind=target.kind, revoked_at=None, expires_at__gt=timezone.now()
+    ).with_view_counts()
+    if target.trial_id:
+        return list(live.filter(trial_id=target.trial_id))
+    if target.qc_item_id:
+        return list(live.filter(qc_item_id=target.qc_item_id))
+    # A comparison's sides compared as the query they make ("3" and 3 alike); a user has few live ones.
+    wanted = comparison_query(target.params).dict()
+    return [s for s in live.filter(trial=None, qc_item=None) if comparison_query(s.params).dict() == wanted]
 
 
 def describe(share: Share) -> dict:

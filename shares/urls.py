@@ -1,10 +1,12 @@
 from django.urls import path
 
-from shares import views
+from shares import mine, views
 
 urlpatterns = [
     path("s/<str:token>/", views.shared, name="share"),
     path("s/<str:token>/steps/<int:number>/", views.shared, name="share-step"),
     path("s/<str:token>/api/steps/<int:number>/", views.shared_step, name="share-step-full"),
+    path("shares/", mine.share_list, name="share-list"),
+    path("shares/<int:pk>/revoke/", mine.share_revoke, name="share-revoke"),
     path("shares/report/", views.download_report, name="share-report"),
 ]
