@@ -1,9 +1,11 @@
 from django.urls import path
 
 from comparisons import family_views, views
+from trials.digests import views as digests
 
 urlpatterns = [
-    path("", views.comparison_page, name="comparison"),
+    path("", digests.negotiated(views.comparison_page, digests.ComparisonDigest), name="comparison"),
+    path("digest.md", digests.ComparisonDigest.as_view(), name="comparison-digest"),
     path("save/", views.save_comparison, name="comparison-save"),
     path("p0/", views.p0_regressions_page, name="comparison-p0"),
     path("saved/", views.saved_list_page, name="comparison-saved"),

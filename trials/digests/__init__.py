@@ -1,0 +1,1 @@
+"""Text digests: a trial, a failure cluster or a comparison as bounded, redacted Markdown (issue 42)."""

@@ -1,0 +1,109 @@
+"""A comparison's digest: the decision first, its reasons, the headline figures, then the per-task deltas.
+
+Built from the finished `Comparison.result` the page and API show (`comparisons.services.get_or_compute`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from comparisons.formatting import formatted
+from trials.digests.markdown import inline, link, table
+from trials.digests.trial import Absolute
+
+TASKS_LISTED = 50  # rows of the per-task table: flips first, then the largest changes
+REASONS_LISTED = 20
+
+
+def task_order(row: dict[str, Any]) -> tuple[int, float, str]:
+    """Flips first, then the largest change of the mean reward, then by name."""
+    return (0 if row.get("flip") else 1, -abs(row.get("delta") or 0.0), str(row.get("task")))
+
+
+def comparison_digest(result: dict[str, Any], page_url: str, api_url: str, absolute: Absolute) -> str:
+    c = result["comparison"]
+    base, cand = result["baseline"], result["candidate"]
+    title = f"# Comparison: {inline(base.get('label'), 200)} → {inline(cand.get('label'), 200)}"
+    decision = [
+        title,
+        "",
+        f"**Decision: {inline(c.get('decision'), 20)}**. {inline(c.get('decisionReason'), 1000)}",
+        "",
+        f"- Basis: {inline(c.get('decisionBasis'), 300)}",
+        f"- Page: {link('the comparison', absolute(page_url))} · API: {link('JSON', absolute(api_url))}",
+    ]
+    parts = ["\n".join(decision)]
+    parts += _listed("Conditions it misses", c.get("missingConditions") or [])
+    guard = [f"{'ok' if g.get('ok') else 'fails'}: {g.get('label')}" for g in c.get("guard") or []]
+    parts += _listed("Guard", guard)
+    if not c.get("valid", True):
+        parts += _listed("Not comparable", c.get("invalidReasons") or [])
+    parts.append(_headline(result))
+    parts.append(_tasks(result.get("tasks") or [], absolute))
+    return "\n\n".join(parts) + "\n"
+
+
+def _listed(title: str, items: list[Any]) -> list[str]:
+    if not items:
+        return []
+    lines = [f"- {inline(item, 500)}" for item in items[:REASONS_LISTED]]
+    if len(items) > REASONS_LISTED:
+        lines.append(f"- … {len(items) - REASONS_LISTED} more")
+    return [f"## {title}", "\n".join(lines)]
+
+
+def _headline(result: dict[str, Any]) -> str:
+    c = result["comparison"]
+    b, k = result["baseline"]["metrics"], result["candidate"]["metrics"]
+    deltas = result.get("deltas") or {}
+    rows = [
+        ("Mean reward (task-averaged)", formatted(b.get("meanReward")), formatted(k.get("meanReward")),
+         formatted(deltas.get("meanReward"), "delta")),
+        ("Pass rate", formatted(b.get("passRate"), "pct"), formatted(k.get("passRate"), "pct"),
+         formatted(deltas.get("passRate"), "dpct")),
+        ("Timeout rate", formatted(b.get("timeoutRate"), "pct"), formatted(k.get("timeoutRate"), "pct"),
+         formatted(deltas.get("timeoutRate"), "dpct")),
+        ("Cost per trial", formatted(b.get("costPerTrial"), "usd"), formatted(k.get("costPerTrial"), "usd"),
+         formatted(deltas.get("costPerTrial"), "dusd")),
+    ]  # fmt: skip
+    ci = c.get("meanRewardDeltaCi95")
+    ci_text = f" (CI95 {ci[0]:+.3f} to {ci[1]:+.3f}, paired bootstrap over tasks)" if ci else " (no CI)"
+    flips = c.get("flips") or {}
+    lines = [
+        "## Headline figures",
+        "",
+        table(("", "baseline", "candidate", "delta"), rows),
+        "",
+        f"- Mean reward delta: {formatted(c.get('meanRewardDelta'), 'delta')}{ci_text} on "
+        f"{c.get('pairedTasks', 0)} paired tasks",
+        f"- McNemar exact p: {formatted(c.get('mcnemarP'))} (pass → fail {flips.get('passToFail', 0)}, "
+        f"fail → pass {flips.get('failToPass', 0)} of {flips.get('pairedTasks', 0)} decided tasks)",
+        f"- Minimum detectable effect: {formatted(c.get('mde'))} · valid: {'yes' if c.get('valid') else 'no'}"
+        f" · headline eligible: {'yes' if c.get('headlineEligible') else 'no'}",
+    ]
+    return "\n".join(lines)
+
+
+def _mean(side: dict[str, Any] | None) -> str:
+    return formatted(side.get("mean")) if side else "(not run)"
+
+
+def _tasks(tasks: list[dict[str, Any]], absolute: Absolute) -> str:
+    ordered = sorted(tasks, key=task_order)
+    rows = []
+    for row in ordered[:TASKS_LISTED]:
+        name = inline(row.get("task"), 150)
+        if row.get("sideBySideUrl"):
+            name += f" ({link('side by side', absolute(row['sideBySideUrl']))})"
+        rows.append(
+            (
+                name,
+                inline(row.get("flip") or row.get("outcome") or "", 30),
+                _mean(row.get("baseline")),
+                _mean(row.get("candidate")),
+                formatted(row.get("delta"), "delta"),
+            )
+        )
+    shown = f"{len(rows)} of {len(tasks)}" if len(tasks) > len(rows) else f"{len(rows)}"
+    title = f"## Per-task deltas ({shown}: flips first, then the largest changes)"
+    return title + "\n\n" + table(("task", "outcome", "baseline", "candidate", "delta"), rows)
