@@ -2,10 +2,12 @@
 
 GenAI semantic conventions (`gen_ai.*`), and OpenInference's (`openinference.span.kind`, what
 harbor-atif2otel writes): an `invoke_agent` (AGENT) span is a trajectory, or a subagent when it
-sits under another; `chat` (LLM) spans are agent steps with their tokens; `execute_tool` (TOOL)
-spans are tool calls with their arguments and result, joined to the step that asked for them.
-The benchmark identity comes from `benchmark.*` attributes of the resource or a span (IDENTITY);
-without `benchmark.trial.id` the trace id names the trial.
+sits under another (an `invoke_workflow` span, which conventions before semconv-genai v0.1.0
+write above the agents of a workflow, is the top agent); `chat` (LLM) spans are agent steps with
+their tokens; `execute_tool` (TOOL) spans are tool calls with their arguments and result,
+joined to the step that asked for them. The benchmark identity comes from `benchmark.*`
+attributes of the resource or a span (IDENTITY); without `benchmark.trial.id` the trace id names
+the trial.
 
 `read_spans`, `spans_by_trial` and `trace_trial` are shared by the import (`parse`, through
 `read_traces`) and the live endpoint (trials/live/otlp.py): both see the same `TraceTrial`s with
@@ -35,9 +37,17 @@ from trials.ingest.formats.otlp_dialects import (
     span_groups,
 )
 from trials.ingest.formats.otlp_dialects import is_otlp as is_otlp  # (detect.py asks here)
-from trials.ingest.formats.otlp_steps import steps_of
+from trials.ingest.formats.otlp_steps import evaluations, steps_of
 from trials.ingest.formats.otlp_steps import text_of as text_of
-from trials.ingest.records import ConfigurationRef, PackError, ParsedJob, ParsedPack, ParsedTrial, Problem
+from trials.ingest.records import (
+    ConfigurationRef,
+    PackError,
+    ParsedCriterion,
+    ParsedJob,
+    ParsedPack,
+    ParsedTrial,
+    Problem,
+)
 from trials.ingest.values import as_dict, as_list
 
 # Resource or span attributes that name the benchmark trial (docs/importing.md), as the spine's keys.
@@ -171,6 +181,7 @@ class TraceTrial:
     span_count: int
     finished: Span | None = None  # the top agent span (sent once ended): the trial is over
     reward: float | None = None
+    criteria: list[ParsedCriterion] = field(default_factory=list)  # its `gen_ai.evaluation.result` events
     lanes: dict[str, str] = field(default_factory=dict)  # span id -> its subagent's span id; "": the main agent
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (JSON path, message) on the trial's spans
 
@@ -229,7 +240,12 @@ def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> Trac
     benchmark = {**_identity(spans), "trialId": trial_id}
     model = str(_first(spans, "gen_ai.request.model") or _first(spans, "llm.model_name") or "")
     agent = {
-        "name": str(_first(tops, "gen_ai.agent.name") or _first(tops, "agent.name") or (top.name if top else "")),
+        "name": str(
+            _first(tops, "gen_ai.agent.name")
+            or _first(tops, "agent.name")
+            or _first(tops, "gen_ai.workflow.name")
+            or (top.name if top else "")
+        ),
         "version": str(_first(tops, "gen_ai.agent.version") or _first(tops, "agent.version") or ""),
         "model_name": str(model),
     }
@@ -256,6 +272,7 @@ def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> Trac
         span_count=len(spans),
         finished=top,  # (an exporter sends a span once it has ended)
         reward=float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
+        criteria=evaluations(spans),
         lanes={s.span_id: lane if (lane := owner[s.span_id] or "") in sub_ids else "" for s in spans},
         warnings=warnings,
     )
@@ -273,7 +290,7 @@ def _rooted(span: Span, by_id: dict[str, Span]) -> bool:
 
 
 def is_agent(span: Span) -> bool:
-    if span.operation in ("invoke_agent", "create_agent"):
+    if span.operation in ("invoke_agent", "create_agent", "invoke_workflow"):
         # an OpenInference AGENT span with no identity of its own is a turn of its parent, not an agent
         return span.attrs.get("gen_ai.operation.name") is not None or any(k in span.attrs for k in AGENT_IDENTITY)
     return False
@@ -363,6 +380,7 @@ def imported_trial(trace: TraceTrial, rel: str) -> ParsedTrial:
         trial.exception_type = str(top.attrs.get("error.type") or "")
         trial.exception_message = str(top.status.get("message") or "")
     trial.input_tokens, trial.output_tokens, trial.cached_tokens, trial.cost_usd = _totals(trace)
+    trial.criteria = trace.criteria
     trial.problems = [Problem(rel, what, json_path=place, severity="warning", kept="the trial")
                       for place, what in trace.warnings]  # fmt: skip
     return trial

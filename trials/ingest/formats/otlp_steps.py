@@ -7,7 +7,8 @@ the innermost is the step, the spans around it lend what it lacks (messages, mod
 their usage is not counted again; an outer span whose usage is not the sum of the calls within it
 is a warning. Messages come from the span's attributes (`gen_ai.input.messages`, OpenInference's
 `input.value`) or from its GenAI events (span events, or log records attached by span id:
-`gen_ai.user.message`, `gen_ai.choice`, ...).
+`gen_ai.user.message`, `gen_ai.choice`, ...). A call under a `plan` span is marked as the
+agent's planning (`extra.phase`); `gen_ai.evaluation.result` events are the trial's criteria.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from trials.ingest.records import ParsedCriterion
 from trials.ingest.values import as_dict, as_list
 
 if TYPE_CHECKING:
@@ -122,6 +124,8 @@ def steps_of(spans: list[Span]) -> tuple[list[dict[str, Any]], Warnings]:
             for role, text in _new_inputs(chain, seen_inputs):
                 steps.append({"source": role, "message": text, **_when(span)})
             last_agent = _agent_step(chain, claimed)
+            if _planning(chain[-1], by_id):
+                last_agent["extra"]["phase"] = "plan"
             steps.append(last_agent)
         elif operation == "chain" and span.attrs.get("context_management.action"):
             action = str(span.attrs["context_management.action"])  # (the step's text is not in the span)
@@ -134,6 +138,41 @@ def steps_of(spans: list[Span]) -> tuple[list[dict[str, Any]], Warnings]:
     for number, step in enumerate(steps, start=1):
         step["step_id"] = number
     return steps, _usage_warnings([by_id[w] for w in wrappers if not claimed.get(w)], outer, by_id)
+
+
+def _planning(span: Span, by_id: dict[str, Span]) -> bool:
+    """Whether a `plan` span is above this one (semconv-genai: the call that makes the plan is its child)."""
+    seen = {span.span_id}
+    parent = by_id.get(span.parent_id)
+    while parent is not None and parent.span_id not in seen:
+        if parent.operation == "plan":
+            return True
+        seen.add(parent.span_id)
+        parent = by_id.get(parent.parent_id)
+    return False
+
+
+def evaluations(spans: list[Span]) -> list[ParsedCriterion]:
+    """Each `gen_ai.evaluation.result` event (a span event, or a log record naming the span it evaluates)
+    as a criterion: its name, numeric score, label and explanation."""
+    found = []
+    for span in spans:
+        for event in span.events:
+            if event["name"] != "gen_ai.evaluation.result":
+                continue
+            attrs = event["attrs"]
+            value = attrs.get("gen_ai.evaluation.score.value")
+            score = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+            label = attrs.get("gen_ai.evaluation.score.label")
+            raw = {"span_id": span.span_id, **({"label": str(label)} if label not in (None, "") else {})}
+            if response := attrs.get("gen_ai.response.id"):
+                raw["response_id"] = str(response)
+            if error := attrs.get("error.type"):
+                raw["error"] = str(error)
+            name = str(attrs.get("gen_ai.evaluation.name") or "evaluation")
+            explanation = str(attrs.get("gen_ai.evaluation.explanation") or "")
+            found.append(ParsedCriterion(name, score, reasoning=explanation, raw=raw))
+    return found
 
 
 def _llm_ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
