@@ -228,6 +228,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_IMPORTS = ("trials.live.tasks",)  # (no app's tasks.py, so autodiscovery would miss it)
 # With no broker, an import sent from the upload page or the API runs in a thread of the web
 # process, so the request answers at once (the tests turn this off to run imports inline).
 IMPORTS_IN_THREAD = CELERY_TASK_ALWAYS_EAGER and env_bool("IMPORTS_IN_THREAD", True)
