@@ -2,13 +2,14 @@
 
 First the four shapes a longer atheris run crashed on, each through the whole import: the
 trial is kept where the rest is valid, and the problem names the field. Then a bounded
-hypothesis run per parser (200 examples): a valid document with one value swapped for any
-JSON value, or a valid file with bytes changed; the parser raises nothing but `PackError`,
-and every problem names its file.
+hypothesis run per parser (200 examples; `FUZZ_EXAMPLES=5000` for a longer run): a valid
+document with one value swapped for any JSON value, or a valid file with bytes changed; the
+parser raises nothing but `PackError`, and every problem names its file.
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ from trials.ingest.formats import harbor_trajectories, inspect, otlp, terminal_b
 from trials.ingest.records import PackError, ParsedPack
 from trials.models import Trial
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", 200)), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def errors(imp) -> list[dict]:
