@@ -63,7 +63,7 @@ class TrialFilter(django_filters.FilterSet):
         widget=forms.TextInput(attrs={"placeholder": 'status = "failed" and calls.bash > 50', "size": 48}),
         help_text=(
             "and / or / not, = != > >= < <= ~ in (…); fields: status reward class cause flag model agent task job "
-            "dataset steps tool_calls calls.<tool> tokens cost duration (docs/agents.md)"
+            "dataset steps tool_calls calls.TOOL tokens cost duration (docs/agents.md)"
         ),
     )
     job = django_filters.CharFilter(method="filter_job")

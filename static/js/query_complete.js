@@ -31,6 +31,11 @@
     let timer = null;
     let pending = null;
 
+    function stop() { // no list to come: the one asked for would reopen what was closed
+      clearTimeout(timer);
+      if (pending) pending.abort();
+    }
+
     function close() {
       list.hidden = true;
       items = [];
@@ -110,7 +115,7 @@
 
     input.addEventListener("input", later);
     input.addEventListener("focus", later);
-    input.addEventListener("blur", function () { clearTimeout(timer); close(); });
+    input.addEventListener("blur", function () { stop(); close(); });
     input.addEventListener("keydown", function (event) {
       const open = !list.hidden && items.length > 0;
       if (event.key === "ArrowDown" || event.key === "ArrowUp") {
@@ -124,9 +129,12 @@
       } else if ((event.key === "Enter" || event.key === "Tab") && open && active >= 0) {
         event.preventDefault(); // choose, not submit nor leave
         choose(active);
-      } else if (event.key === "Escape" && open) {
-        event.preventDefault();
+      } else if (event.key === "Escape") {
+        if (open) event.preventDefault();
+        stop();
         close();
+      } else if (event.key === "Enter") {
+        stop(); // the form is sent as typed
       }
     });
   }
