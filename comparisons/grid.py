@@ -237,6 +237,10 @@ def _task_row(data: list[SideData], name: str, costs: list[dict[str, float]]) ->
     cell = next(d.tasks[name] for d in data if name in d.tasks)
     if cell.qualified:
         row["filters"] = cell.list_filters()
+        # one dataset at two versions pairs on the name (`pair_tasks`): each cell links its own version's trials
+        for shown, side in zip(row["cells"], data, strict=True):
+            if name in side.tasks and side.tasks[name].dataset_id != cell.dataset_id:
+                shown["dataset"] = side.tasks[name].dataset_id
     return row
 
 
@@ -267,10 +271,13 @@ def present_tasks(result: dict[str, Any], tasks: list[dict[str, Any]]) -> list[d
     lists = {s["id"]: f"{s['trials_url']}&" for s in result["sides"]}
     shown = []
     for row in tasks:
-        quoted = urlencode({k: v for k, v in row.get("filters", {"task": row["task"]}).items() if v is not None})
+        filters = row.get("filters", {"task": row["task"]})
+        quoted = urlencode({k: v for k, v in filters.items() if v is not None})
         cells = []
         for cell in row["cells"]:
-            extra: dict[str, Any] = {"url": lists[cell["side"]] + quoted if cell["n"] else None}
+            own = {**filters, "dataset": cell["dataset"]} if "dataset" in cell else None
+            query = urlencode({k: v for k, v in own.items() if v is not None}) if own else quoted
+            extra: dict[str, Any] = {"url": lists[cell["side"]] + query if cell["n"] else None}
             if cell["n"]:
                 decided, passes = cell["decided"], cell["passes"]
                 extra["pass_at_k"] = {str(k): stats.pass_at_k(decided, passes, k) for k in PASS_AT_K if k <= decided}

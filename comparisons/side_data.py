@@ -65,6 +65,7 @@ class TaskCell:
     name: str
     dataset: str = ""  # its dataset, name@version ("" without one): a task is its dataset and its name
     dataset_id: int | None = None
+    dataset_version: str = ""
     qualified: bool = False  # keyed with its dataset: the sides compared hold more than one (`pair_tasks`)
     checksums: set[str] = field(default_factory=set)
     trial_ids: list[int] = field(default_factory=list)
@@ -219,20 +220,63 @@ def task_cells(rows: list[dict[str, Any]]) -> dict[str, TaskCell]:
         name = row["task__name"] or "(no task)"
         dataset = dataset_label(row["dataset__name"], row["dataset__version"])
         key = task_key(dataset, name)
-        cell = tasks.get(key) or tasks.setdefault(key, TaskCell(name, dataset, row["dataset_id"]))
+        cell = tasks.get(key) or tasks.setdefault(
+            key, TaskCell(name, dataset, row["dataset_id"], row["dataset__version"] or "")
+        )
         _add_row(cell, row)
     return tasks
 
 
 def pair_tasks(sides: list[SideData]) -> None:
-    """Key every side's tasks for pairing: by name where the sides hold one dataset, by dataset and name
-    (`task_key`, the cell `qualified`) where they hold more, so tasks of two datasets are never one."""
-    datasets = {cell.dataset for data in sides for cell in data.tasks.values()}
-    for data in sides:
-        if len(datasets) <= 1:
+    """Key every side's tasks for pairing (issue 41's rule on issue 39's identity): by name where the sides
+    hold one dataset; two dataset names never pair (keyed by dataset name and task name, the cell `qualified`);
+    one dataset name at two versions pairs on the task name (`version_mismatch` says it is not like-for-like).
+    A side holding two versions of one dataset keeps the versions in its keys: its two tasks are never one."""
+    labels = {cell.dataset for data in sides for cell in data.tasks.values()}
+    if len(labels) <= 1:
+        for data in sides:
             data.tasks = {cell.name: cell for cell in data.tasks.values()}
+        return
+    names = {_dataset_name(cell) for data in sides for cell in data.tasks.values()}
+    one_version = all(_one_version_per_name(data) for data in sides)
+    for data in sides:
+        if one_version and len(names) == 1:
+            data.tasks = {cell.name: cell for cell in data.tasks.values()}
+        elif one_version:
+            data.tasks = {task_key(_dataset_name(cell), cell.name): cell for cell in data.tasks.values()}
         for cell in data.tasks.values():
-            cell.qualified = len(datasets) > 1
+            cell.qualified = len(names) > 1 or not one_version
+
+
+def _dataset_name(cell: TaskCell) -> str:
+    """Its dataset's name without the version (`dataset_label` wrote `name@version`)."""
+    cut = len(cell.dataset_version) + 1
+    return (
+        cell.dataset[:-cut]
+        if cell.dataset_version and cell.dataset.endswith("@" + cell.dataset_version)
+        else cell.dataset
+    )
+
+
+def _one_version_per_name(data: SideData) -> bool:
+    seen: dict[str, str] = {}
+    return all(seen.setdefault(_dataset_name(c), c.dataset) == c.dataset for c in data.tasks.values())
+
+
+def version_mismatch(base: SideData, cand: SideData) -> list[tuple[str, str, str]]:
+    """(dataset name, baseline versions, candidate versions) for each dataset name both sides hold at
+    other versions: their tasks pair on the task name (`pair_tasks`), not like-for-like."""
+    found = []
+    for name in sorted({n for n, _ in base.datasets} & {n for n, _ in cand.datasets}):
+        v1 = sorted(v for n, v in base.datasets if n == name)
+        v2 = sorted(v for n, v in cand.datasets if n == name)
+        if v1 != v2:
+            found.append((name, _versions(v1), _versions(v2)))
+    return found
+
+
+def _versions(versions: list[str]) -> str:
+    return ", ".join(v or "(no version)" for v in versions)
 
 
 def load_sides(sides: list[Side], *, documents: bool = True) -> list[SideData]:

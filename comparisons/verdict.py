@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from comparisons.eligibility import AGGREGATE_MIN_SAMPLES
-from comparisons.side_data import SideData
+from comparisons.side_data import SideData, version_mismatch
 
 SIGNIFICANCE = 0.05
 # The seed's aggregate claim threshold (seed 003: N >= 10), counted in paired tasks.
@@ -24,17 +24,26 @@ def validity_reasons(base: SideData, cand: SideData) -> tuple[list[str], dict[st
     for data, role in ((base, "baseline"), (cand, "candidate")):
         if not data.rows:
             reasons.append(f"{role} has no trials")
-    reasons += _dataset_reasons(base.datasets, cand.datasets)
     shared = sorted(set(base.tasks) & set(cand.tasks))
-    changed = [t for t in shared if base.tasks[t].checksums != cand.tasks[t].checksums]
-    if changed:
-        listed = ", ".join(changed[:5]) + (", …" if len(changed) > 5 else "")
-        reasons.append(f"verifier differs (task checksum) on {len(changed)} task(s): {listed}")
     one_side = {
         "baseline": sorted(set(base.tasks) - set(cand.tasks)),
         "candidate": sorted(set(cand.tasks) - set(base.tasks)),
     }
-    if one_side["baseline"] or one_side["candidate"]:
+    versions = version_mismatch(base, cand) if {n for n, _ in base.datasets} == {n for n, _ in cand.datasets} else []
+    if versions:
+        # One dataset at two versions: its tasks pair on their names, never a like-for-like claim (issue 41).
+        shown = "; ".join(f"{name} {v1} vs {v2}" for name, v1, v2 in versions)
+        reasons.append(
+            f"not like-for-like: {shown}; {len(shared)} tasks paired, {len(one_side['baseline'])} of the "
+            f"baseline's and {len(one_side['candidate'])} of the candidate's left out"
+        )
+    else:
+        reasons += _dataset_reasons(base.datasets, cand.datasets)
+    changed = [t for t in shared if base.tasks[t].checksums != cand.tasks[t].checksums]
+    if changed:
+        listed = ", ".join(changed[:5]) + (", …" if len(changed) > 5 else "")
+        reasons.append(f"verifier differs (task checksum) on {len(changed)} task(s): {listed}")
+    if not versions and (one_side["baseline"] or one_side["candidate"]):
         reasons.append(
             f"task sets differ: {len(one_side['baseline'])} task(s) only in baseline, "
             f"{len(one_side['candidate'])} only in candidate"

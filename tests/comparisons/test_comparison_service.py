@@ -152,21 +152,20 @@ def test_reward_keys_are_averaged_per_key():
 # --------------------------------------------------------------------------- validity
 
 
-def test_a_different_dataset_version_makes_the_comparison_invalid():
+def test_a_different_dataset_version_pairs_on_the_task_name_and_is_not_like_for_like():
     base = build_side("base", {"a": [1.0]}, dataset=DatasetFactory(version="1.0"))
     cand = build_side("cand", {"a": [1.0]}, dataset=DatasetFactory(version="2.0"))
     c = compare(base, cand, resamples=100)["comparison"]
     assert c["valid"] is False
+    # one dataset at two versions pairs the tasks both hold (issue 41), never as a like-for-like claim
     assert c["invalidReasons"] == [
-        "dataset version differs: baseline known-answer/tasks@1.0, candidate known-answer/tasks@2.0",
-        # a task is its dataset (name and version) and its name: "a" of 1.0 and "a" of 2.0 are two tasks
-        "task sets differ: 1 task(s) only in baseline, 1 only in candidate",
+        "not like-for-like: known-answer/tasks 1.0 vs 2.0; 1 tasks paired, 0 of the baseline's "
+        "and 0 of the candidate's left out"
     ]
-    assert c["pairedTasks"] == 0
-    assert c["unpairedAcrossDatasets"] == [
-        {"task": "a", "baselineDatasets": ["known-answer/tasks@1.0"], "candidateDatasets": ["known-answer/tasks@2.0"]}
-    ]
-    assert "comparison invalid: dataset version differs" in c["remainingRisk"][0]
+    assert c["pairedTasks"] == 1
+    assert c["unpairedAcrossDatasets"] == []
+    assert c["decision"] == "hold"
+    assert "comparison invalid: not like-for-like" in c["remainingRisk"][0]
 
 
 def test_a_different_task_checksum_makes_the_comparison_invalid():

@@ -66,27 +66,30 @@ def test_grid_of_three_sides_gives_the_known_answers(client_logged_in, three_sid
     assert side_b["mean_reward_ci95"] == pytest.approx(list(stats.paired_bootstrap_ci(np.zeros(10), diffs_b)))
     assert side_b["mean_reward_ci95"][0] < 0.6 < side_b["mean_reward_ci95"][1]
 
-    # A task is its dataset (name and version) and its name: C's ten tasks of 2.0 pair with none of A's.
+    # One dataset at two versions pairs on the task name (issue 41): C's ten tasks of 2.0 pair with A's of 1.0,
+    # and the side says it is not like-for-like.
     assert side_c["valid"] is False
     assert side_c["invalid_reasons"] == [
-        "dataset version differs: baseline known-answer/tasks@1.0, candidate known-answer/tasks@2.0",
-        "task sets differ: 10 task(s) only in baseline, 10 only in candidate",
+        "not like-for-like: known-answer/tasks 1.0 vs 2.0; 10 tasks paired, 0 of the baseline's "
+        "and 0 of the candidate's left out"
     ]
-    assert side_c["mean_reward"] == 1.0 and side_c["delta_vs_reference"] is None
-    assert side_c["mcnemar_p"] is None
-    assert side_b["mcnemar_p_holm"] is None  # one tested side: no family, no Holm
+    assert side_c["mean_reward"] == 1.0 and side_c["delta_vs_reference"] == pytest.approx(0.5)
+    # A's tasks count as passed (half of two attempts), C's too: no flips
+    assert side_c["flips"] == {"passToFail": 0, "failToPass": 0, "pairedTasks": 10}
+    assert side_b["mcnemar_p_holm"] == pytest.approx(stats.holm([side_b["mcnemar_p"], side_c["mcnemar_p"]])[0])
 
-    # Two datasets in the grid: each row names its dataset, and its links filter on it.
-    v1 = DatasetFactory(name="known-answer/tasks", version="1.0")
-    assert body["count"] == 20
-    assert [t["task"] for t in body["tasks"]][:10] == [f"known-answer/tasks@1.0 / {t}" for t in TASKS]
+    # One row per task name; each side's link lists its own trials of it (each side holds one version).
+    v2 = DatasetFactory(name="known-answer/tasks", version="2.0")
+    assert body["count"] == 10
+    assert [t["task"] for t in body["tasks"]] == TASKS
     t6 = body["tasks"][6]["cells"]
     assert [cell["side"] for cell in t6] == [a.pk, b.pk, c.pk]
-    assert [cell["mean_reward"] for cell in t6] == [0.5, 0.0, None]
+    assert [cell["mean_reward"] for cell in t6] == [0.5, 0.0, 1.0]
     assert t6[1]["n"] == 2 and t6[1]["pass_at_k"] == {"1": 0.0}
-    expected_ids = sorted(Trial.objects.filter(configuration=b, task__name="t6").values_list("pk", flat=True))
-    assert sorted(t6[1]["trial_ids"]) == expected_ids
-    assert t6[1]["url"] == f"/trials/?configuration={b.pk}&task=t6&dataset={v1.pk}"
+    expected_ids = sorted(Trial.objects.filter(configuration=c, task__name="t6").values_list("pk", flat=True))
+    assert sorted(t6[2]["trial_ids"]) == expected_ids
+    assert set(Trial.objects.filter(pk__in=expected_ids).values_list("dataset", flat=True)) == {v2.pk}
+    assert t6[2]["url"] == f"/trials/?configuration={c.pk}&task=t6"
 
 
 def test_a_side_with_fewer_tasks_is_paired_on_those_it_has(client_logged_in, three_sides):
@@ -245,9 +248,8 @@ def test_grid_page_shows_the_sides_their_validity_and_cells_that_open_trials(cli
     response = client_logged_in.get(f"/comparisons/grid/?side={a.pk}&side={b.pk}&side={c.pk}&reference={a.pk}")
     assert response.status_code == 200
     html = response.content.decode()
-    assert "dataset version differs: baseline known-answer/tasks@1.0, candidate known-answer/tasks@2.0" in html
-    v1 = DatasetFactory(name="known-answer/tasks", version="1.0")
-    assert f'href="/trials/?configuration={b.pk}&amp;task=t6&amp;dataset={v1.pk}"' in html
+    assert "not like-for-like: known-answer/tasks 1.0 vs 2.0; 10 tasks paired" in html
+    assert f'href="/trials/?configuration={b.pk}&amp;task=t6"' in html
     assert f"/api/comparisons/grid/chart/?sides={a.pk}%2C{b.pk}%2C{c.pk}&amp;reference={a.pk}" in html
     assert html.count('class="cell-link"') == 30  # 10 tasks x (A, B) of 1.0 and 10 x C of 2.0
 
