@@ -23,7 +23,7 @@ from core import roles
 from tests.builders import PASSWORD, REFERENCE, ROLES, import_demo, import_path, make_user
 from trials.models import Artifact, Document, Import, Trial
 from trials.models.qc import QCItem, QCScenario
-from trials.triage import services
+from trials.triage import scenario_manifests, services
 from trials.triage.forms import FeedbackForm
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +45,7 @@ class World:
 def world(tmp_path) -> World:
     failed = import_demo(tmp_path)
     import_path(REFERENCE / "lime-app" / "agent-qc-scenarios.manifest.json")
-    manifest = Document.objects.get(kind=services.MANIFEST_KIND)
+    manifest = Document.objects.get(kind=scenario_manifests.MANIFEST_KIND)
     users = {name: make_user(name, name) for name in ROLES}
     trial = failed[0]
     form = FeedbackForm(
@@ -60,7 +60,7 @@ def world(tmp_path) -> World:
     )
     assert form.is_valid(), form.errors
     item = services.file_item(users["triager"], trial, form.cleaned_data)
-    services.import_manifest(users["triager"], manifest)
+    scenario_manifests.import_manifest(users["triager"], manifest)
     ids = {
         "trial": trial.pk,
         "other_trial": failed[1].pk,

@@ -15,7 +15,7 @@ from comparisons.sides import Side
 from tests.builders import REFERENCE, make_user
 from tests.factories import TrialFactory
 from trials.models.qc import QCItem
-from trials.triage import queries, services
+from trials.triage import queries, scenario_manifests, services
 from trials.triage.export import build_evidence
 from trials.triage.forms import FeedbackForm
 
@@ -136,7 +136,7 @@ def test_imported_manifest_scenarios_appear_as_skipped_until_something_is_filed(
     from trials.models import Document
 
     import_path(REFERENCE / "lime-app" / "agent-qc-scenarios.manifest.json")
-    services.import_manifest(people[0], Document.objects.get(kind=services.MANIFEST_KIND))
+    scenario_manifests.import_manifest(people[0], Document.objects.get(kind=scenario_manifests.MANIFEST_KIND))
     data = build_evidence()
     _validate(data)
     assert len(data["scenarioResults"]) == 14

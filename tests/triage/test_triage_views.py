@@ -10,7 +10,7 @@ from django.utils import timezone
 from tests.builders import REFERENCE, import_path, make_user
 from trials.models import Document
 from trials.models.qc import AuditEntry, FailureMode, QCItem, QCScenario, TriageAssignment
-from trials.triage import services
+from trials.triage import scenario_manifests, services
 from trials.triage.forms import FeedbackForm
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +62,7 @@ def test_a_reviewer_comments_and_the_comment_is_in_the_history(client, failed):
 
 def test_the_reference_manifest_seeds_14_scenarios_with_their_failure_modes(client, triager):
     import_path(REFERENCE / "lime-app" / "agent-qc-scenarios.manifest.json")
-    document = Document.objects.get(kind=services.MANIFEST_KIND)
+    document = Document.objects.get(kind=scenario_manifests.MANIFEST_KIND)
     client.force_login(triager)
     assert "Import scenarios" in client.get("/qc/scenarios/").content.decode()
     assert client.post("/qc/scenarios/import/", {"document": document.pk}).status_code == 302
@@ -83,7 +83,7 @@ def test_the_reference_manifest_seeds_14_scenarios_with_their_failure_modes(clie
 
 def test_the_scenario_page_shows_modes_the_trials_that_hit_them_and_counts(client, failed, triager):
     import_path(REFERENCE / "lime-app" / "agent-qc-scenarios.manifest.json")
-    services.import_manifest(triager, Document.objects.get(kind=services.MANIFEST_KIND))
+    scenario_manifests.import_manifest(triager, Document.objects.get(kind=scenario_manifests.MANIFEST_KIND))
     mode = FailureMode.objects.get(scenario__scenario_id="tool-approval-sandbox-boundary", name="tool result missing")
     _file(triager, failed[0], kind="failure-mode", failure_mode=mode.pk, severity="P0")
     _file(triager, failed[1], kind="failure-mode", failure_mode=mode.pk, severity="P1")

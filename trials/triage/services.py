@@ -1,22 +1,21 @@
 """The one place triage writes. Every function that changes a row runs in one transaction
 and records an AuditEntry with who, when and {field: [old, new]}.
 
-What the forms offer before a write is in prefill.py; reads several pages share (the queue,
-P0 counts, blockers, waivers) in queries.py, so pages, the API and the comparisons agree.
+The Lime events a filing writes are in runtime_events.py, a scenario manifest's rows in
+scenario_manifests.py. What the forms offer before a write is in prefill.py; reads several
+pages share (the queue, P0 counts, blockers, waivers) in queries.py, so pages, the API and
+the comparisons agree.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, QuerySet
-from django.utils import timezone
+from django.db.models import QuerySet
 from django.utils.dateparse import parse_datetime
 
-from trials.ingest.formats import lime
-from trials.models import Document, RuntimeEvent, Step, ToolCall, Trial, nul_free, taxonomy
+from trials.models import Step, ToolCall, Trial, nul_free, taxonomy
 from trials.models.failure_classes import FailureClass
 from trials.models.qc import (
     AuditEntry,
@@ -33,14 +32,7 @@ from trials.models.qc import (
 )
 from trials.triage import signatures
 from trials.triage.prefill import parse_ref, step_ref, trajectory_names_of
-
-LIME_SCHEMA_VERSION = "lime-profile-0.4.0"
-
-
-RUNTIME_ID = "benchviewer"
-
-
-MANIFEST_KIND = "agentqc-scenario-manifest"
+from trials.triage.runtime_events import write_missing_events
 
 
 def _jsonable(value: Any) -> Any:
@@ -295,8 +287,8 @@ def import_items(trial: Trial, items: list[dict[str, Any]]) -> list[QCItem]:
             expires_at=parse_datetime(str(data.get("expiresAt") or "")),
         )
         made[str(data.get("id") or item.pk)] = item
-        audit(None, "imported from an export", item=item,
-              changes=_filed_changes(item) | {"exported as": (None, data.get("id"))})  # fmt: skip
+        changes = _filed_changes(item) | {"exported as": (None, data.get("id"))}
+        audit(None, "imported from an export", item=item, changes=changes)
     return list(made.values())
 
 
@@ -432,142 +424,3 @@ def _set_scenario_status(user, scenario: QCScenario, status: str, action: str = 
 @transaction.atomic
 def set_scenario_status(user, scenario: QCScenario, status: str) -> bool:
     return _set_scenario_status(user, scenario, status)
-
-
-@transaction.atomic
-def import_manifest(user, document: Document) -> tuple[int, int]:
-    """Seed QCScenario / FailureMode rows from an imported Lime scenario manifest.
-
-    Idempotent: importing again updates titles and adds new failure modes; a scenario's
-    status and the items filed against it are kept. Returns (scenarios created, failure
-    modes created).
-    """
-    data = document.data or {}
-    created_scenarios = created_modes = 0
-    for entry in data.get("scenarios") or []:
-        if not isinstance(entry, dict) or not entry.get("id"):
-            continue
-        risk = entry.get("risk") if entry.get("risk") in Severity.values else Severity.P1
-        scenario, created = QCScenario.objects.update_or_create(
-            scenario_id=str(entry["id"])[:200],
-            defaults={
-                "title": str(entry.get("title") or entry["id"])[:500],
-                "risk": risk,
-                "source": QCScenario.Source.MANIFEST,
-                "executor": str(entry.get("executor") or "")[:60],
-                "lanes": entry.get("lanes") or [],
-                "goal": str(entry.get("goal") or ""),
-                "verifier": str(entry.get("verifier") or ""),
-                "evidence_required": entry.get("evidenceRequired") or [],
-                "evidence_layers": entry.get("evidenceLayers") or [],
-                "manifest": document,
-            },
-        )
-        created_scenarios += created
-        for name in entry.get("failureModes") or []:
-            name = str(name)[:300]
-            code = taxonomy.normalise_code(name.replace(" ", "-"))
-            _, mode_created = FailureMode.objects.get_or_create(
-                scenario=scenario, name=name, defaults={"code": code, "category": taxonomy.category_for(code)}
-            )
-            created_modes += mode_created
-    audit(
-        user,
-        "manifest imported",
-        changes={
-            "manifest": (None, document.path),
-            "scenarios": (None, created_scenarios),
-            "failure_modes": (None, created_modes),
-        },
-    )
-    return created_scenarios, created_modes
-
-
-def manifests() -> QuerySet[Document]:
-    return Document.objects.filter(kind=MANIFEST_KIND).select_related("pack").order_by("-pk")
-
-
-def _correlation(trial: Trial) -> dict[str, str]:
-    rc = trial.runtime_correlation or {}
-    return {
-        "sessionId": str(rc.get("sessionId") or trial.session_id or f"benchviewer-trial-{trial.pk}"),
-        "taskId": str(rc.get("taskId") or (trial.task.name if trial.task else "") or trial.name),
-        "runId": str(rc.get("runId") or trial.run_id or trial.key),
-        **{k: str(rc[k]) for k in ("threadId", "turnId", "traceId") if rc.get(k)},
-    }
-
-
-def _benchmark_block(trial: Trial) -> dict[str, str]:
-    bench = {k: str(v) for k, v in (trial.benchmark or {}).items() if isinstance(v, str | int | float)}
-    bench.setdefault("datasetId", trial.dataset.name if trial.dataset else "")
-    if trial.dataset and trial.dataset.version:
-        bench.setdefault("datasetVersion", trial.dataset.version)
-    bench.setdefault("taskId", trial.task.name if trial.task else trial.name)
-    bench.setdefault("trialId", trial.name)
-    if trial.configuration:
-        bench.setdefault("configurationId", trial.configuration.key)
-        if trial.configuration.role and "role" not in bench:
-            bench["role"] = trial.configuration.role
-    if bench.get("role") not in (None, "baseline", "candidate", "control"):
-        bench.pop("role")
-    return {k: v for k, v in bench.items() if v != ""}
-
-
-def lime_event(trial: Trial, etype: str, payload: dict[str, Any], sequence: int) -> dict[str, Any]:
-    """A Lime profile event envelope (agentruntime-lime-profile-event.schema.json)."""
-    ids = _correlation(trial)
-    refs = {k: v for k, v in (trial.refs or {}).items() if isinstance(v, str)}
-    return {
-        "type": etype,
-        "eventId": f"evt_bv_{uuid.uuid4().hex}",
-        "timestamp": timezone.now().isoformat().replace("+00:00", "Z"),
-        "schemaVersion": LIME_SCHEMA_VERSION,
-        "runtimeId": RUNTIME_ID,
-        **ids,
-        "sequence": sequence,
-        "benchmark": _benchmark_block(trial),
-        "refs": refs,
-        "payload": payload,
-    }
-
-
-def write_missing_events(trial: Trial, item: QCItem) -> list[RuntimeEvent]:
-    """Write benchmark.trial.failed / benchmark.reward.recorded where the pack lacked them,
-    so the runtime facts and the QC facts join on the same ids."""
-    have = set(trial.events.filter(type__startswith="benchmark.").values_list("type", flat=True))
-    sequence = (trial.events.aggregate(m=Max("sequence"))["m"] or 0) + 1
-    wanted = []
-    if trial.is_failure and "benchmark.trial.failed" not in have:
-        payload: dict[str, Any] = {
-            "failureCategory": item.code or item.category,
-            "source": "triage",
-            "qcItemId": item.label,
-        }
-        if trial.exception_type:
-            payload["exceptionType"] = trial.exception_type
-        wanted.append(("benchmark.trial.failed", payload))
-    if trial.reward is not None and "benchmark.reward.recorded" not in have:
-        criteria = list(trial.criteria.values_list("name", flat=True))
-        payload = {"reward": trial.reward, "criteria": criteria, "failureCategory": item.code or item.category}
-        wanted.append(("benchmark.reward.recorded", payload | {"source": "triage", "qcItemId": item.label}))
-    rows = []
-    for offset, (etype, payload) in enumerate(wanted):
-        event = lime_event(trial, etype, payload, sequence + offset)
-        parsed = lime.parse_event(event, "triage")  # (its row as an import of the same event would write it)
-        rows.append(
-            RuntimeEvent(
-                trial=trial,
-                pack=None,
-                type=etype,
-                event_id=event["eventId"],
-                timestamp=parsed.timestamp,
-                sequence=event["sequence"],
-                session_id=event["sessionId"][:200],
-                run_id=event["runId"][:200],
-                correlation=parsed.correlation,
-                payload=payload,
-                refs=event["refs"],
-                raw=event,
-            )
-        )
-    return RuntimeEvent.objects.bulk_create(rows)

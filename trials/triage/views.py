@@ -17,7 +17,7 @@ from core.ids import parse_pk
 from trials.models import Document, Step, Trial
 from trials.models.qc import AuditEntry, FailureCluster, QCItem, QCScenario
 from trials.models.taxonomy import FLAG_CHOICES, Category
-from trials.triage import clusters, export, prefill, queries, services
+from trials.triage import clusters, export, prefill, queries, scenario_manifests, services
 from trials.triage.evidence_links import citation_links, evidence_links
 from trials.triage.forms import (
     AssignForm,
@@ -363,7 +363,7 @@ def scenario_list(request):
         "triage/scenario_list.html",
         {
             "page": page,
-            "manifests": services.manifests().annotate(n=Count("qc_scenarios")),
+            "manifests": scenario_manifests.manifests().annotate(n=Count("qc_scenarios")),
         },
     )
 
@@ -372,8 +372,8 @@ def scenario_list(request):
 @roles.require_right(roles.FILE_QC)
 def scenario_import(request):
     document_id = request.POST.get("document", "")
-    document = get_object_or_404(Document, pk=parse_pk(document_id) or 0, kind=services.MANIFEST_KIND)
-    scenarios, modes = services.import_manifest(request.user, document)
+    document = get_object_or_404(Document, pk=parse_pk(document_id) or 0, kind=scenario_manifests.MANIFEST_KIND)
+    scenarios, modes = scenario_manifests.import_manifest(request.user, document)
     messages.success(request, f"Imported {scenarios} new scenario(s) and {modes} new failure mode(s).")
     return redirect("qc-scenarios")
 
