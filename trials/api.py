@@ -270,6 +270,7 @@ class Search(APIView):
             OpenApiParameter("configuration", str, description="a configuration id, or part of its key"),
             OpenApiParameter("task", str, description="a task id, or part of its name"),
             OpenApiParameter("tool", str, description="steps with a call of a tool whose name holds this, any case"),
+            OpenApiParameter("where", str, description="only the trials of this query (the trial list's `q`)"),
             OpenApiParameter("page", int, description="from 1"),
         ],
         responses={200: OpenApiResponse(description="a page of matching steps")},
@@ -278,6 +279,8 @@ class Search(APIView):
         page = request.query_params.get("page")
         if page is not None and ((number := parse_pk(page)) is None or number < 1):
             raise ValidationError({"page": [f"a whole number from 1, not {page!r}"]})
+        if error := search_hits.where_error(request.query_params):
+            raise ValidationError({search_hits.WHERE: [error]})
         found = search_hits.search_trials(request.query_params)
         return Response(
             {

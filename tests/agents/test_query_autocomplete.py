@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.builders import REFERENCE, import_path, tool_step, write_trial
 from tests.factories import ConfigurationFactory, TrialFactory
-from trials import query
+from trials import query, search
 from trials.models import Trial
 from trials.queries.suggest import MAX_SUGGESTIONS
 
@@ -126,3 +126,22 @@ def test_suggestions_need_a_login_and_odd_text_answers_nothing(client_logged_in)
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
     for odd in ("\x00", "reward = 1.5e", 'task = "a" "b', "#", "(((", "calls.", "x" * 1900, "model = '"):
         assert client_logged_in.get(URL, {"q": odd}).status_code == 200
+
+
+def test_the_search_page_narrows_to_the_trials_of_a_query(client_logged_in, tmp_path):
+    job = tmp_path / "job"
+    write_trial(job, "task-a__AAAAAAA", steps=[tool_step(1, "bash", {"cmd": "echo zebra"})])
+    write_trial(job, "task-b__BBBBBBB", steps=[tool_step(1, "bash", {"cmd": "echo zebra"})])
+    import_path(job)
+    assert search.index_pending() == 2  # the word index, as the worker builds it
+    found = client_logged_in.get("/api/search/", {"q": "zebra", "where": 'task = "task-b"'}).json()["results"]
+    assert {hit["trial"]["name"] for hit in found} == {"task-b__BBBBBBB"}
+    everywhere = client_logged_in.get("/api/search/", {"q": "zebra"}).json()["results"]
+    assert {hit["trial"]["name"] for hit in everywhere} == {"task-a__AAAAAAA", "task-b__BBBBBBB"}
+    bad = client_logged_in.get("/api/search/", {"q": "zebra", "where": "task ="})
+    assert bad.status_code == 400 and "column 7" in bad.json()["where"][0]
+    page = client_logged_in.get("/search/", {"q": "zebra", "where": "task ="}).content.decode()
+    assert 'id="where-error"' in page and "column 7" in page
+    page = client_logged_in.get("/search/", {"q": "zebra", "where": 'task = "task-b"'}).content.decode()
+    assert "task-b__BBBBBBB" in page and "task-a__AAAAAAA" not in page
+    assert 'data-inputs="#search-form input[name=where]"' in page

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from core.ids import parse_pk
+from trials import query as trials_query
 from trials import search
 from trials.filters import TrialFilter
 from trials.models import Step, StepText, ToolCall, Trajectory, Trial
@@ -29,6 +30,7 @@ MAX_HITS_PAGE = 10_000  # (OFFSET past this costs more than anyone pages)
 SNIPPET_CONTEXT = 80  # characters shown either side of the match
 SCRUB_MARGIN = 2000  # scrubbed before cutting, so a secret at the snippet's edge is masked whole
 FILTER_KEYS = ("job", "configuration", "task")
+WHERE = "where"  # a query of the trials query language (trials/query.py): only its trials are searched
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Hits:
     hits: list[dict]
     has_more: bool
     pending_trials: int  # imported but not yet in the word index: not searched
+    where_error: str = ""  # why `where` cannot run (then nothing is found)
 
 
 def needle_of(query: str) -> str:
@@ -55,6 +58,8 @@ def matching_texts(params: QueryDict) -> QuerySet[StepText]:
     for key in FILTER_KEYS:
         if value := str(params.get(key, "")).strip():
             wanted[key] = value
+    if where := str(params.get(WHERE, "")).strip():
+        wanted["q"] = where  # the trial list's `q`: a query that cannot run narrows to nothing
     if wanted:  # the trial list's own filters: a part of a name, or an id
         texts = texts.filter(trial__in=TrialFilter(wanted, queryset=Trial.objects.all()).qs.values("pk"))
     if tool := str(params.get("tool", "")).strip():
@@ -63,6 +68,16 @@ def matching_texts(params: QueryDict) -> QuerySet[StepText]:
         calls = ToolCall.objects.filter(step_id=OuterRef("step_id"), function_name__icontains=tool)
         texts = texts.filter(Exists(calls))
     return texts
+
+
+def where_error(params: Mapping[str, Any]) -> str:
+    """Why the `where` query cannot run (where and what was expected), or "" when it can or is empty."""
+    text = str(params.get(WHERE, "")).strip()
+    try:
+        trials_query.parse(text) if text else None
+    except trials_query.QueryError as error:
+        return str(error)
+    return ""
 
 
 def search_trials(params: QueryDict) -> Hits:
@@ -120,7 +135,9 @@ def search_trials(params: QueryDict) -> Hits:
         for r in rows
     ]
     pending = Trial.objects.filter(step_text_indexed=False).count() if query else 0
-    return Hits(query=query, page=page, hits=hits, has_more=more, pending_trials=pending)
+    return Hits(
+        query=query, page=page, hits=hits, has_more=more, pending_trials=pending, where_error=where_error(params)
+    )
 
 
 def _permalinks(rows: Sequence[Mapping[str, Any]]) -> dict[int, str]:
