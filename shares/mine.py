@@ -11,6 +11,7 @@ from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from core import roles
@@ -20,6 +21,7 @@ from shares.services import comparison_query, revoke_share
 from trials.models import Configuration, Job
 
 PAGE_SIZE = 50
+KIND_WORDS = {"trial": "trial", "comparison": "comparison", "grid": "grid", "qc_item": "QC item"}
 
 
 @dataclass
@@ -37,6 +39,10 @@ class Row:
         return "expired" if self.share.is_expired else "live"
 
     @property
+    def kind(self) -> str:
+        return KIND_WORDS[self.share.kind]
+
+    @property
     def badge(self) -> str:
         """The stylesheet's existing badge of the same sense."""
         return {"live": "pass", "expired": "muted", "revoked": "deny"}[self.state]
@@ -47,11 +53,16 @@ def _sharing_on() -> None:
         raise Http404("sharing is turned off (SHARING_ENABLED=false)")
 
 
+def _params(share: Share) -> dict[str, str]:
+    """A comparison's stored sides as the query its page reads, one text value a key."""
+    return {key: str(value) for key, value in comparison_query(share.params).items()}
+
+
 def _side_names(shares: list[Share]) -> dict[tuple[str, str], str]:
     """The names of every configuration and job the page's comparisons name: two queries for the page."""
     wanted: dict[str, set[int]] = {"configuration": set(), "job": set()}
     for share in shares:
-        for key, value in comparison_query(share.params).items():
+        for key, value in _params(share).items():
             kind = "job" if key.endswith("job") or key == "side_jobs" else "configuration"
             if key == "reference":
                 kind = "job" if "side_jobs" in share.params else "configuration"
@@ -64,10 +75,11 @@ def _side_names(shares: list[Share]) -> dict[tuple[str, str], str]:
 def _what(share: Share, names: dict[tuple[str, str], str]) -> tuple[str, str]:
     """What a share is of, in words, and the signed-in page of it."""
     if share.trial is not None:
-        return f"trial {share.trial.name}", share.trial.get_absolute_url()
+        return share.trial.name, share.trial.get_absolute_url()
     if share.qc_item is not None:
-        return f"QC item {share.qc_item.label}", share.qc_item.get_absolute_url()
-    query = comparison_query(share.params)
+        return share.qc_item.label, share.qc_item.get_absolute_url()
+    query = _params(share)
+    link = urlencode(query)
 
     def name(kind: str, pk: str) -> str:
         return names.get((kind, pk), f"{kind} {pk}")
@@ -75,8 +87,8 @@ def _what(share: Share, names: dict[tuple[str, str], str]) -> tuple[str, str]:
     if share.kind == Share.Kind.GRID:
         kind = "job" if query.get("side_jobs") else "configuration"
         sides = (query.get("side_jobs") or query.get("sides") or "").split(",")
-        label = "grid of " + ", ".join(name(kind, pk) for pk in sides if pk)
-        return label, f"{reverse('comparison-grid')}?{query.urlencode()}"
+        label = ", ".join(name(kind, pk) for pk in sides if pk)
+        return label, f"{reverse('comparison-grid')}?{link}"
     baseline = (
         name("job", query["baseline_job"])
         if query.get("baseline_job")
@@ -87,7 +99,7 @@ def _what(share: Share, names: dict[tuple[str, str], str]) -> tuple[str, str]:
         if query.get("candidate_job")
         else name("configuration", query.get("candidate", ""))
     )
-    return f"comparison {baseline} → {candidate}", f"{reverse('comparison')}?{query.urlencode()}"
+    return f"{baseline} → {candidate}", f"{reverse('comparison')}?{link}"
 
 
 def rows_of(shares: list[Share]) -> list[Row]:

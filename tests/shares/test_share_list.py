@@ -57,7 +57,7 @@ def test_the_page_lists_my_links_with_views_expiry_and_state_and_not_another_use
 
     html = rita.get("/shares/").content.decode()
     row = row_of(html, mine["id"])
-    assert f'<a href="/trials/{trial.pk}/">trial {trial.name}</a>' in row
+    assert f'<span class="badge">trial</span> <a href="/trials/{trial.pk}/">{trial.name}</a>' in row
     assert '<td class="num" data-field="views">3</td>' in row
     made = Share.objects.get(pk=mine["id"])
     assert made.expires_at.isoformat() in row and made.created_at.isoformat() in row
@@ -132,9 +132,12 @@ def test_the_expiry_chosen_at_creation_is_the_shares_expires_at(rita, trial):
         made = share(rita, {"trial": trial.pk, "expires_in_days": days, "if_exists": "new"})
         expires = Share.objects.get(pk=made["id"]).expires_at
         assert before + timedelta(days=days) <= expires <= timezone.now() + timedelta(days=days)
-    default = share(rita, {"qc_item": QCItem.objects.create(trial=trial, kind="failure-mode", category="tool").pk})
+    item = QCItem.objects.create(trial=trial, kind="failure-mode", category="tool")
+    default = share(rita, {"qc_item": item.pk})
     created = Share.objects.get(pk=default["id"])
     assert created.expires_at - created.created_at == timedelta(days=7)  # the default, unchanged
+    row = row_of(rita.get("/shares/").content.decode(), default["id"])
+    assert f'<span class="badge">QC item</span> <a href="{item.get_absolute_url()}">{item.label}</a>' in row
 
 
 @pytest.mark.parametrize("bad", [0, -3, 91, 365, "soon", 1.5])
@@ -195,11 +198,9 @@ def test_a_second_share_of_the_same_comparison_is_offered_whatever_the_ids_type(
     share(rita, {"comparison": {"baseline": cand.pk, "candidate": base.pk}})  # the other way round is another
     grid = share(rita, {"comparison": {"sides": [base.pk, cand.pk], "reference": base.pk}})
     html = rita.get("/shares/").content.decode()
-    assert (
-        f'<a href="/comparisons/?baseline={base.pk}&amp;candidate={cand.pk}">comparison {base.key} → {cand.key}</a>'
-        in html
-    )
-    assert f"grid of {base.key}, {cand.key}" in row_of(html, grid["id"])
+    assert f'<a href="/comparisons/?baseline={base.pk}&amp;candidate={cand.pk}">{base.key} → {cand.key}</a>' in html
+    grid_row = row_of(html, grid["id"])
+    assert '<span class="badge">grid</span>' in grid_row and f">{base.key}, {cand.key}</a>" in grid_row
 
 
 def test_the_list_pages_without_counting_and_each_page_reads_a_fixed_number_of_queries(
