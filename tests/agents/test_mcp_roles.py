@@ -26,7 +26,7 @@ def test_each_role_may_call_the_tools_its_rights_allow(live_server, transactiona
     async def calls(key: str) -> dict[str, bool]:
         http = httpx2.AsyncClient(headers={"Authorization": f"Token {key}"}, timeout=60)
         async with Client(streamable_http_client(f"{live_server.url}/mcp/", http_client=http)) as client:
-            assert len((await client.list_tools()).tools) == 11
+            assert len((await client.list_tools()).tools) == 12
             found = await client.call_tool("find_trials", {"q": f"id = {trial.pk}"})
             filed = await client.call_tool("file_qc_item", {"trial_id": trial.pk, "severity": "P2", "note": "x"})
             shared = await client.call_tool("share_link", {"trial_id": trial.pk})

@@ -8,13 +8,15 @@ and a step's text cannot close its code fence early.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from trials.viewer.text import scrub
 
 # Characters that make Markdown syntax inside a line: emphasis, code, links and images, html, table
 # cells, strike-through. (A digest never starts a line with untrusted text, so "#", "-", "1." stay.)
-ACTIVE = re.compile(r"([\\`*_\[\]()<>|!~])")
+# An "_" between two letters or digits opens no emphasis (CommonMark): "test_timeout" stays as written.
+ACTIVE = re.compile(r"([\\`*\[\]()<>|!~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 BACKTICKS = re.compile(r"`+")
 
 
@@ -32,15 +34,17 @@ def cut(text: str, limit: int) -> tuple[str, int]:
     return text[:limit], len(text) - limit
 
 
-def fenced(text: str, limit: int, language: str = "text", more: int = 0) -> str:
+def fenced(text: str, limit: int, language: str = "text", more: int = 0, unit: str = "characters") -> str:
     """`text` scrubbed and cut to `limit`, in a code fence longer than any backtick run it holds.
 
-    `more`: characters already left out before it came here (a page's preview of a long message)."""
+    `more`: what was already left out before it came here (a page's preview of a long message), in `unit`."""
     body, cut_off = cut(scrub(text), limit)
     longest = max((len(run) for run in BACKTICKS.findall(body)), default=0)
     fence = "`" * max(3, longest + 1)
-    left = cut_off + more
-    note = f"\n… ({left} more characters)" if left else ""
+    if unit == "characters":
+        cut_off, more = cut_off + more, 0
+    said = [f"{n} more {u}" for n, u in ((cut_off, "characters"), (more, unit)) if n]
+    note = f"\n… ({', '.join(said)})" if said else ""
     return f"{fence}{language}\n{body}\n{fence}{note}"
 
 
@@ -50,7 +54,7 @@ def link(label: str, url: str) -> str:
     return f"[{inline(label)}]({safe})"
 
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     """A Markdown table of cells already escaped (`inline` escapes `|`)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]

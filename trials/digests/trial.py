@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trials.digests.markdown import fenced, inline, link, number
-from trials.models import Step, ToolCall, Trajectory, Trial
+from trials.models import ObservationResult, Step, ToolCall, Trajectory, Trial
 from trials.serializers import TrialDetailSerializer
 from trials.viewer import steps
 from trials.viewer.text import pretty_json
@@ -135,17 +135,20 @@ def _step(view: steps.StepView, absolute: Absolute, failing: bool) -> str:
         )
     for call in view.calls[:CALLS_SHOWN]:
         arguments = view_arguments(call)
-        parts.append(
-            f"Call `{inline(call.call.function_name, 80).replace('`', '')}`:\n"
-            + fenced(arguments, ARGUMENT_CHARS, "json")
-        )
+        parts.append(f"Call {inline(call.call.function_name, 80)}:\n" + fenced(arguments, ARGUMENT_CHARS, "json"))
         if call.observation is not None:
-            parts.append("Result:\n" + fenced(call.observation.content_text or "", RESULT_CHARS))
+            parts.append("Result:\n" + _result(call.observation))
     if len(view.calls) > CALLS_SHOWN:
         parts.append(f"_{len(view.calls) - CALLS_SHOWN} more tool calls: see the permalink._")
     for observation, _refs in view.other_observations[:1]:
-        parts.append("Observation:\n" + fenced(observation.content_text or "", RESULT_CHARS))
+        parts.append("Observation:\n" + _result(observation))
     return "\n\n".join(parts)
+
+
+def _result(observation: ObservationResult) -> str:
+    """A tool's result from its stored preview (the page's), saying how much of the whole it leaves out."""
+    left = max(0, observation.content_size - len(observation.preview.encode("utf-8", "surrogatepass")))
+    return fenced(observation.preview, RESULT_CHARS, more=left if observation.is_cut else 0, unit="bytes")
 
 
 def view_arguments(call: steps.ToolCallView) -> str:

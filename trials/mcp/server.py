@@ -211,3 +211,21 @@ async def share_link(
     if len(body) != 1:
         raise ToolError("name one of: trial_id, baseline and candidate, qc_item")
     return answer(await _api("POST", "/api/shares/", body=body))
+
+
+@server.tool()
+async def digest(
+    trial_id: int | None = None,
+    cluster_id: int | None = None,
+    baseline: int | None = None,
+    candidate: int | None = None,
+) -> str:
+    """A Markdown digest to read whole: a trial (outcome, cause, figures, the steps around its failure), a
+    failure cluster (cause, facets, trials) or a comparison of baseline and candidate (decision first)."""
+    if trial_id is not None and cluster_id is None and baseline is None:
+        return await _api("GET", f"/trials/{trial_id}.md")
+    if cluster_id is not None and trial_id is None and baseline is None:
+        return await _api("GET", f"/qc/clusters/{cluster_id}.md")
+    if baseline is not None and candidate is not None and trial_id is None and cluster_id is None:
+        return await _api("GET", "/comparisons/digest.md", {"baseline": baseline, "candidate": candidate})
+    raise ToolError("name one of: trial_id, cluster_id, baseline and candidate")
