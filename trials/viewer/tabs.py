@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.db.models import Q
@@ -226,20 +227,50 @@ def record_summary(record: ContextRecord) -> dict[str, Any]:
 def log_texts(trial: Trial) -> list[tuple[str, str]]:
     """trial.log and the verifier's logs (exception.txt and the agent's logs have their own tabs)."""
     texts = trial.texts or {}
-    keys = [k for k in texts if k != "exception.txt" and not k.startswith("agent/")]
-    return [(k, scrub(texts[k])) for k in sorted(keys, key=lambda k: (k != "trial.log", k))]
+    keys = [k for k in texts if k != "exception.txt" and not k.startswith("agent/") and not _agent_session(k)]
+    return [(k, scrub(_readable(k, texts[k]))) for k in sorted(keys, key=lambda k: (k != "trial.log", k))]
 
 
 def agent_log_texts(trial: Trial) -> list[tuple[str, str]]:
-    """The agent's own logs: agent/*.txt, then agent/command-N/ files in command order."""
+    """The agent's own logs: agent/*.txt, then agent/command-N/ files in command order; a Terminal-Bench
+    trial's agent session (sessions/agent.log, then its panes before and after the agent ran)."""
     texts = trial.texts or {}
 
     def order(key: str) -> tuple[int, int, str]:
+        if _agent_session(key):
+            return (2, 0 if key.startswith("sessions/") else 1 if "pre-" in key else 2, key)
         folder = key.split("/")[1] if key.count("/") >= 2 else ""
         number = folder.removeprefix("command-")
         return (1 if folder else 0, int(number) if number.isdigit() else -1, key)
 
-    return [(k, scrub(texts[k])) for k in sorted((k for k in texts if k.startswith("agent/")), key=order)]
+    keys = (k for k in texts if k.startswith("agent/") or _agent_session(k))
+    return [(k, scrub(_readable(k, texts[k]))) for k in sorted(keys, key=order)]
+
+
+def _agent_session(key: str) -> bool:
+    """A Terminal-Bench trial's text of the agent's session (`sessions/agent.log`, `panes/*-agent.txt`)."""
+    folder, _, name = key.partition("/")
+    return folder in ("sessions", "panes") and "/" not in name and "agent" in name.rpartition(".")[0]
+
+
+# A terminal's escape sequences (CSI, OSC, two-byte ESC) and other control characters but tab and newline.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def terminal_text(text: str) -> str:
+    """What a terminal showed of its output: escapes dropped, a carriage return's overwrite kept last."""
+    lines = []
+    for line in _ESCAPES.sub("", text).split("\n"):
+        if "\r" in line:
+            line = next((part for part in reversed(line.split("\r")) if part.strip()), "")
+        lines.append(_CONTROLS.sub("", line))
+    return "\n".join(lines)
+
+
+def _readable(key: str, text: str) -> str:
+    """A terminal's log or pane read as its screen showed it; any other log as written."""
+    return terminal_text(text) if key.startswith(("sessions/", "panes/")) else text
 
 
 def config_documents(trial: Trial) -> list[tuple[str, str]]:
