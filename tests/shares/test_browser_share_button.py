@@ -77,3 +77,26 @@ def test_a_visitor_opens_a_long_steps_whole_text_with_show_all(browser, live_ser
     page.locator("#step-2 button.expand").click()
     expect(message).to_have_text(long.strip())
     visitor.close()
+
+
+def test_a_second_share_offers_the_live_link_and_makes_another_only_when_asked(browser, live_server):
+    from shares.models import Share
+
+    trial = build_side("base", {"t0": [1.0]}, role="baseline").trials.get()
+    context, page = reviewer_signed_in(browser, live_server)
+    page.goto(f"{live_server.url}/trials/{trial.pk}/")
+    page.select_option("#share-expiry", "30")
+    page.click("#share-button")
+    expect(page.locator("#share-link")).to_have_value(re.compile("/s/"))
+    first = Share.objects.get()
+    assert (first.expires_at - first.created_at).days == 30  # the expiry chosen beside the button
+
+    page.reload()
+    page.click("#share-button")
+    expect(page.locator("#share-box .share-existing")).to_be_visible()
+    assert "You already have a live link" in page.locator("#share-box .share-expiry").inner_text()
+    assert not page.locator("#share-link").is_visible() and Share.objects.count() == 1
+    page.click("[data-share-action=replace]")
+    expect(page.locator("#share-link")).to_have_value(re.compile("/s/"))
+    assert Share.objects.filter(revoked_at=None).count() == 1 and Share.objects.get(pk=first.pk).revoked_at
+    context.close()
