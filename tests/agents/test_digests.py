@@ -18,8 +18,8 @@ from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 from rest_framework.authtoken.models import Token
 
-from tests.builders import REFERENCE, good_steps, import_path, long_trajectory, make_user, write_trial
-from trials.digests.trial import MAX_CHARS, WINDOW
+from tests.builders import REFERENCE, good_steps, import_path, long_trajectory, make_user, tool_step, write_trial
+from trials.digests.trial import BEFORE, MAX_CHARS, WINDOW
 from trials.models import Job, Trial
 
 pytestmark = pytest.mark.django_db
@@ -127,6 +127,25 @@ def test_a_long_trajectorys_digest_shows_a_bounded_window_of_its_last_steps(tmp_
     assert len(text) <= MAX_CHARS
     assert re.search(r"… \(\d+ more characters", text)  # a 6,000-byte result is cut, and says by how much
     assert "### Step 1 " not in text
+
+
+def test_a_trials_digest_opens_on_the_first_call_of_its_clusters_failing_tool(tmp_path):
+    steps = [tool_step(n, "deploy" if n == 30 else "bash", {"command": f"step {n}"}) for n in range(1, 61)]
+    trial_dir = write_trial(tmp_path / "jobs", steps=steps)
+    result = orjson.loads((trial_dir / "result.json").read_bytes())
+    result["verifier_result"] = {"rewards": {"reward": 0.0}}
+    (trial_dir / "result.json").write_bytes(orjson.dumps(result))
+    failed = {"type": "tool.failed", "eventId": "e1", "sessionId": SESSION, "timestamp": "2026-11-03T14:07:27Z",
+              "payload": {"toolName": "deploy", "error": "exit 1"}}  # fmt: skip
+    (trial_dir / "events.jsonl").write_bytes(orjson.dumps(failed) + b"\n")
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    assert trial.cluster is not None and trial.cluster.signature["tool"] == "deploy"
+    text = _md(_viewer().get(f"/trials/{trial.pk}.md"))
+    headers = [int(n) for n in re.findall(r"^### Step (\d+) ", text, flags=re.M)]
+    assert headers == list(range(30 - BEFORE, 30 - BEFORE + WINDOW))  # BEFORE steps before it, the rest after
+    assert "### Step 30 · agent · **the failing step** · " in text
+    assert "(the first call of the failing tool deploy)" in text and "Call deploy:" in text
 
 
 # ---------------------------------------------------------------- redaction, hostile text, sign-in, Accept
