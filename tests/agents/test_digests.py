@@ -12,7 +12,9 @@ import anyio
 import httpx2
 import orjson
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from markdown_it import MarkdownIt
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
@@ -127,6 +129,16 @@ def test_a_long_trajectorys_digest_shows_a_bounded_window_of_its_last_steps(tmp_
     assert len(text) <= MAX_CHARS
     assert re.search(r"… \(\d+ more characters", text)  # a 6,000-byte result is cut, and says by how much
     assert "### Step 1 " not in text
+
+
+def test_a_trials_digest_costs_the_same_queries_whatever_its_length(tmp_path):
+    viewer, counts = _viewer(), []
+    for steps in (60, 1200):
+        trial = long_trajectory(tmp_path / str(steps), steps=steps, name=f"long-{steps}")
+        with CaptureQueriesContext(connection) as queries:
+            _md(viewer.get(f"/trials/{trial.pk}.md"))
+        counts.append(len(queries.captured_queries))
+    assert counts[0] == counts[1], counts  # a window of steps is read, never the whole trajectory
 
 
 def test_a_trials_digest_opens_on_the_first_call_of_its_clusters_failing_tool(tmp_path):
