@@ -3,7 +3,7 @@
 from django.urls import path
 
 from trials.digests import views as digests
-from trials.triage import views
+from trials.triage import qc_views, views
 
 urlpatterns = [
     path("trials/<int:pk>/feedback/", views.feedback, name="triage-feedback"),
@@ -21,13 +21,13 @@ urlpatterns = [
     path("qc/clusters/<int:pk>/file/", views.cluster_file, name="qc-cluster-file"),
     path("qc/clusters/<int:pk>/merge/", views.cluster_merge, name="qc-cluster-merge"),
     path("qc/clusters/<int:pk>/split/", views.cluster_split, name="qc-cluster-split"),
-    path("qc/", views.qc_home, name="qc-home"),
-    path("qc/scenarios/", views.scenario_list, name="qc-scenarios"),
-    path("qc/scenarios/import/", views.scenario_import, name="qc-scenario-import"),
-    path("qc/scenarios/<int:pk>/", views.scenario_detail, name="qc-scenario"),
-    path("qc/scenarios/<int:pk>/status/", views.scenario_status, name="qc-scenario-status"),
-    path("qc/blockers/", views.blocker_board, name="qc-blockers"),
-    path("qc/waivers/", views.waiver_list, name="qc-waivers"),
-    path("qc/items/<int:pk>/", views.item_detail, name="qc-item"),
-    path("qc/items/<int:pk>/waive/", views.waive_item, name="qc-item-waive"),
+    path("qc/", qc_views.qc_home, name="qc-home"),
+    path("qc/scenarios/", qc_views.scenario_list, name="qc-scenarios"),
+    path("qc/scenarios/import/", qc_views.scenario_import, name="qc-scenario-import"),
+    path("qc/scenarios/<int:pk>/", qc_views.scenario_detail, name="qc-scenario"),
+    path("qc/scenarios/<int:pk>/status/", qc_views.scenario_status, name="qc-scenario-status"),
+    path("qc/blockers/", qc_views.blocker_board, name="qc-blockers"),
+    path("qc/waivers/", qc_views.waiver_list, name="qc-waivers"),
+    path("qc/items/<int:pk>/", qc_views.item_detail, name="qc-item"),
+    path("qc/items/<int:pk>/waive/", qc_views.waive_item, name="qc-item-waive"),
 ]
