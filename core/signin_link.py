@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model, login
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET
 
 _held: dict[str, int] = {}  # token -> the pk of the user it signs in
@@ -45,4 +46,7 @@ def sign_in(request: HttpRequest, token: str) -> HttpResponse:
         raise Http404("no such sign-in link (each works once, while its benchviewer view runs)")
     user = get_user_model().objects.get(pk=user_pk)
     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    target = request.GET.get("next", "")  # where `benchviewer view` opens the browser: a page of this site only
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=False):
+        return redirect(target)
     return redirect("home")

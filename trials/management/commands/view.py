@@ -20,12 +20,13 @@ import webbrowser
 from pathlib import Path
 from typing import IO, TextIO, cast
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler, get_internal_wsgi_application
-from django.db import connections
+from django.db import DatabaseError, connection, connections
 from watchfiles import watch
 
 from core import signin_link
@@ -34,10 +35,36 @@ from trials.imports import watch as watched
 from trials.management.commands.import_packs import Command as ImportPacks
 
 LOCK_FILE = "view.lock"
+TRIAL_LIST = "/trials/"
+
+
+def migrated() -> bool:
+    """Every migration on disk recorded as applied in the data folder's database (one query)."""
+    on_disk = set()
+    for config in apps.get_app_configs():
+        if (folder := Path(config.path) / "migrations").is_dir():
+            on_disk |= {(config.label, path.stem) for path in folder.glob("[0-9]*.py")}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT app, name FROM django_migrations")
+            applied = set(cursor.fetchall())
+    except DatabaseError:  # no table yet: a new data folder
+        return False
+    return on_disk <= applied
+
+
+def first_finished_trial(root: Path) -> Path | None:
+    """A Harbor trial folder under `root` whose result is written (the first found), if any."""
+    for folder in watched.folders_with_results(root):
+        ready = watched.finished(folder)
+        if ready is not None and ready.kind == "trial":
+            return folder
+    return None
 
 
 class Command(BaseCommand):
     help = "Open folders of runs in the browser: import them, follow them, serve them on 127.0.0.1."
+    requires_system_checks: list[str] = []  # a second of the first look; `manage.py check` and the tests run them
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", help="Harbor jobs, Inspect logs, TB1 runs, OTLP files, packs…")
@@ -47,9 +74,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         lock = self.take_lock()
-        self.stdout.write(f"preparing the data folder {settings.DATA_DIR} (its first run migrates it)")
-        self.stdout.flush()
-        call_command("migrate", interactive=False, verbosity=0)
+        if not migrated():  # (loading the migration graph to find nothing to do took a second)
+            self.stdout.write(f"preparing the data folder {settings.DATA_DIR} (its first run migrates it)")
+            self.stdout.flush()
+            call_command("migrate", interactive=False, verbosity=0)
         server = self.bind(options["port"])
         address = f"http://127.0.0.1:{server.server_address[1]}/"
         lock.write(f"{address}\n")
@@ -67,8 +95,8 @@ class Command(BaseCommand):
             daemon=True,  # an import cut off by Ctrl-C is whole or not there; the next start finishes it
         )
         importing.start()
-        if not options["no_browser"]:
-            threading.Thread(target=webbrowser.open, args=(link,), daemon=True).start()
+        if not options["no_browser"]:  # on the trial list, which fills as the import goes
+            threading.Thread(target=webbrowser.open, args=(f"{link}?next={TRIAL_LIST}",), daemon=True).start()
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill stops as cleanly as Ctrl-C
         try:
             server.serve_forever()
@@ -154,6 +182,12 @@ class Command(BaseCommand):
                 self.stdout.write(importer.describe({"outcome": "rejected", "kind": "-", "pack": raw,
                                                      "reason": "no such file or folder"}))  # fmt: skip
                 continue
+            # A job's first trial alone, as the watch imports one (it joins its job): on the list in
+            # a moment, while the job's import stores and reads every trial before it writes the first.
+            if root.is_dir() and (first := first_finished_trial(root)) is not None:
+                importer.report(importer.import_here(importer.new_import(str(first), first), show_progress))
+                search.index_pending()
+                self.stdout.flush()
             importer.report(importer.import_here(importer.new_import(raw, root), show_progress))
             search.index_pending()
             self.stdout.flush()
