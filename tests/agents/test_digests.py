@@ -115,7 +115,10 @@ def test_a_comparisons_digest_puts_the_decision_first_and_the_flips_at_the_top_o
     first = [row.split(" | ")[0].removeprefix("| ").split(" (")[0] for row in rows[: len(flipped)]]
     assert set(first) == flipped
     # the comparison page answers the same for ?format=md
-    assert _md(_viewer("otto").get(f"/comparisons/?{query}&format=md")) == text
+    other = _viewer("otto")
+    assert _md(other.get(f"/comparisons/?{query}&format=md")) == text
+    assert _md(other.get(f"/comparisons/?{query}", headers={"accept": "text/markdown"})) == text
+    assert other.get(f"/comparisons/?{query}")["Content-Type"].startswith("text/html")
 
 
 # ---------------------------------------------------------------- bounds: a long trajectory
