@@ -65,26 +65,27 @@ def headline_eligibility(
 
 
 def _mode_reasons(sides: tuple[SideData, ...]) -> list[str]:
-    reasons = []
-    modes = sorted({m for d in sides for m in d.modes if m not in HEADLINE_MODES})
-    for mode in modes:
-        if mode == "unknown":
-            reasons.append("measurement mode unknown")
-        else:
-            reasons.append(f"measurement mode {mode} is not headline-eligible; use live or recorded-real")
-    return reasons
+    return [mode_reason(m) for m in sorted({m for d in sides for m in d.modes if m not in HEADLINE_MODES})]
+
+
+def mode_reason(mode: str) -> str:
+    """Why a measurement mode makes no headline claim, in words (seed 003's template)."""
+    if mode == "unknown":
+        return "measurement mode unknown"
+    if mode == "mock":
+        # (OpenChrome's `live: false` reads as mode mock: trials.ingest.formats.openchrome.is_mock)
+        return (
+            "measurement mode mock is not headline-eligible: a mock run (live: false) checks the harness, "
+            "not the libraries; use live or recorded-real"
+        )
+    return f"measurement mode {mode} is not headline-eligible; use live or recorded-real"
 
 
 def _task_reasons(name: str, base: SideData, cand: SideData, pins: list[str]) -> list[str]:
     cells = [d.tasks.get(name) for d in (base, cand)]
     reasons = []
     present = [c for c in cells if c is not None]
-    for mode in sorted({m for c in present for m in c.not_headline_modes}):
-        reasons.append(
-            "measurement mode unknown"
-            if mode == "unknown"
-            else f"measurement mode {mode} is not headline-eligible; use live or recorded-real"
-        )
+    reasons += [mode_reason(m) for m in sorted({m for c in present for m in c.not_headline_modes})]
     samples = min(len(c.scored) if c else 0 for c in cells)
     if samples < PER_TASK_MIN_SAMPLES:
         reasons.append(f"sample count {samples} is below per-task threshold N >= {PER_TASK_MIN_SAMPLES}")

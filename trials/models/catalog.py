@@ -104,13 +104,26 @@ class Job(models.Model):
         ]
 
     def claim_eligibility(self) -> list[dict]:
-        """OpenChrome's headline decision, one per result entry that makes one (seed 003)."""
-        entries = self.extra.get("results") if isinstance(self.extra, dict) else None
-        return [
+        """OpenChrome's headline decision, one per result entry that makes one (seed 003); a mock envelope
+        (`options.live: false`) or mock rows (`live: false`) say in words that they never make one."""
+        extra = self.extra if isinstance(self.extra, dict) else {}
+        entries = extra.get("results") if isinstance(extra.get("results"), list) else []
+        claims = [
             {"suite": entry.get("suite") or "", **entry["claimEligibility"]}
-            for entry in entries or []
+            for entry in entries
             if isinstance(entry, dict) and isinstance(entry.get("claimEligibility"), dict)
         ]
+        mock_rows = sum(isinstance(e, dict) and e.get("live") is False for e in entries)
+        options = extra.get("options") if isinstance(extra.get("options"), dict) else {}
+        if self.source_format == "openchrome" and (options.get("live") is False or mock_rows):
+            what = (
+                "this run is a mock (live: false)"
+                if options.get("live") is False
+                else f"{mock_rows} mock row(s) (live: false)"
+            )
+            reason = f"{what}: it checks the harness, not the libraries, so it is never headline-eligible"
+            claims.append({"suite": "mock", "eligible": False, "tier": "diagnostic-only", "reasons": [reason]})
+        return claims
 
 
 class TaskQuerySet(models.QuerySet):
@@ -122,6 +135,18 @@ class TaskQuerySet(models.QuerySet):
         for dataset_id, name in {task.identity for task in tasks}:
             same |= models.Q(dataset_id=dataset_id, name=name)  # (dataset_id=None: IS NULL)
         return self.filter(same)
+
+    def paired_with(self, *tasks: Task) -> TaskQuerySet:
+        """The rows that pair with these tasks: the same task (`same_as`), or the task of that name in
+        another version of its dataset (issue 41: Terminal-Bench 2+ tags its versions on Harbor), never
+        one of another dataset. A pair across versions is not like-for-like: `Task.version_differs` says so."""
+        paired = models.Q(pk__in=[])
+        for task in tasks:
+            if task.dataset_id is None:
+                paired |= models.Q(dataset=None, name=task.name)
+            else:
+                paired |= models.Q(dataset__name=task.dataset.name, name=task.name)
+        return self.filter(paired)
 
 
 class Task(models.Model):
@@ -147,3 +172,18 @@ class Task(models.Model):
 
     def is_same_as(self, other: Task | None) -> bool:
         return other is not None and self.identity == other.identity
+
+    def pairs_with(self, other: Task | None) -> bool:
+        """The same task, or the same name in another version of its dataset (`TaskQuerySet.paired_with`)."""
+        if other is None or self.name != other.name:
+            return False
+        if self.dataset_id is None or other.dataset_id is None:
+            return self.dataset_id == other.dataset_id
+        return self.dataset_id == other.dataset_id or self.dataset.name == other.dataset.name
+
+    def version_differs(self, other: Task) -> str:
+        """ "" for one version; else the words a pair across versions shows (not like-for-like)."""
+        if self.dataset_id == other.dataset_id or self.dataset is None or other.dataset is None:
+            return ""
+        versions = f"{self.dataset.version or '(no version)'} vs {other.dataset.version or '(no version)'}"
+        return f"not like-for-like: {self.dataset.name} {versions}"

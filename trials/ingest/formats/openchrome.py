@@ -13,6 +13,7 @@ from typing import Any
 
 from trials.ingest.formats.lime import clean_category, parse_time, to_float, to_int
 from trials.ingest.records import (
+    PASS_REWARD,
     ConfigurationRef,
     DatasetRef,
     ParsedDocument,
@@ -71,10 +72,12 @@ def is_status_row(row: Any) -> bool:
     return isinstance(row, dict) and bool(row.get("library")) and to_str(row.get("status")).lower() in _ROW_STATUSES
 
 
-def _row_trial(row: dict[str, Any], data: dict[str, Any], job_key: str, job_id: str, index: int) -> ParsedTrial:
+def _row_trial(
+    row: dict[str, Any], data: dict[str, Any], job_key: str, job_id: str, index: int, status: str = ""
+) -> ParsedTrial:
     """A per-library row as a trial: passed 1, failed 0, skipped unscored; its reason is kept."""
     library = to_str(row.get("library"))
-    status = _ROW_STATUSES[to_str(row.get("status")).lower()]
+    status = status or _ROW_STATUSES[to_str(row.get("status")).lower()]
     task = to_str(row.get("taskId") or row.get("taskContract") or row.get("task") or data.get("axis"))
     reward = {"passed": 1.0, "failed": 0.0}.get(status)
     wall_ms = to_float(row.get("durationMs") if row.get("durationMs") is not None else row.get("wallTimeMs"))
@@ -93,8 +96,74 @@ def _row_trial(row: dict[str, Any], data: dict[str, Any], job_key: str, job_id: 
         exception_message=reason if status in ("failed", "errored") else "",
         failure_category=clean_category(row.get("skipCategory") if status == "skipped" else row.get("failureCategory")),
         phases={"total": {"seconds": wall_ms / 1000}} if wall_ms is not None else {},
-        provenance={k: v for k, v in row.items() if k not in ("library", "status")},
+        provenance=_mock({k: v for k, v in row.items() if k not in ("library", "status")}, row, data),
         documents={"row": row},
+    )
+
+
+def is_mock(row: dict[str, Any], data: dict[str, Any]) -> bool:
+    """A mock run (`live: false` on the row or in the envelope's `options`): it checks the harness,
+    never the libraries, so it is never headline-eligible (seed 003)."""
+    return row.get("live") is False or as_dict(data.get("options")).get("live") is False
+
+
+def _mock(provenance: dict[str, Any], row: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """The provenance with measurementMode "mock" where the run is one (`is_mock`), whatever mode it names."""
+    return provenance | {"measurementMode": "mock", "live": False} if is_mock(row, data) else provenance
+
+
+def auth_row_status(row: Any) -> str:
+    """An auth-usability row (one per library: setup script LOC, profile attach, logged-in smoke): its
+    local fixture smoke's status, else whether the logged-in smoke ran; "" when it is no such row."""
+    if not isinstance(row, dict) or not row.get("library"):
+        return ""
+    smoke = to_str(row.get("localFixtureSmoke")).lower()
+    if smoke in _ROW_STATUSES:
+        return _ROW_STATUSES[smoke]
+    logged_in = row.get("loggedInSmoked")
+    return ("passed" if logged_in else "failed") if isinstance(logged_in, bool) else "unknown"
+
+
+def is_time_sample(row: Any) -> bool:
+    """A long-run reliability sample: a time offset and what was measured then (`tMs`, `rssBytes`), no library."""
+    return isinstance(row, dict) and "tMs" in row and "library" not in row
+
+
+def _series_trial(samples: list[dict[str, Any]], data: dict[str, Any], job_key: str, job_id: str) -> ParsedTrial:
+    """A long-run reliability envelope as one trial: its results[] are time samples of one run (kept as
+    its series), not tasks. Scored by its success drift's successes / attempts (or overallPassRate)."""
+    competitors = [c for c in data.get("competitors") or [] if isinstance(c, dict) and c.get("name")]
+    library = to_str(competitors[0]["name"]) if len(competitors) == 1 else to_str(data.get("axis"))
+    bins = [b for b in data.get("successDrift") or [] if isinstance(b, dict)]
+    attempts = sum(to_int(b.get("attempts")) or 0 for b in bins)
+    successes = sum(to_int(b.get("successes")) or 0 for b in bins)
+    reward = successes / attempts if attempts else to_float(data.get("overallPassRate"))
+    stability = as_dict(data.get("stability"))
+    task = f"{to_str(data.get('axis'))} long-run"
+    offsets = [to_float(s.get("tMs")) for s in samples]
+    duration = max((o for o in offsets if o is not None), default=None)
+    status = "unknown" if reward is None else ("passed" if reward >= PASS_REWARD else "failed")
+    keys = ("stability", "options", "overallPassRate", "zombieCount")
+    return ParsedTrial(
+        key=f"openchrome:{job_id}:{library}:series",
+        source_format="openchrome",
+        name=f"{library} {task}",
+        dataset=DatasetRef(to_str(data.get("axis"))),
+        task=TaskRef(task),
+        configuration=_configuration(library, data, None),
+        job_key=job_key,
+        status=status,
+        reward=reward,
+        rewards={
+            "successRate": reward,
+            **({"suspectedLeak": int(bool(stability["suspectedLeak"]))} if "suspectedLeak" in stability else {}),
+        }
+        if reward is not None
+        else {},
+        phases={"total": {"seconds": duration / 1000}} if duration is not None else {},
+        # the series itself is the trial's `timeSamples` document; its provenance says how many and over how long
+        provenance=_mock({"timeSamples": len(samples)} | {k: data[k] for k in keys if k in data}, {}, data),
+        documents={"timeSamples": samples, "successDrift": bins},
     )
 
 
@@ -123,6 +192,7 @@ def _run_trial(
     input_tokens, output_tokens = _tokens(run.get("tokens"))
     provenance = {k: entry[k] for k in _ENTRY_PROVENANCE if k in entry}
     provenance.update({k: v for k, v in run.items() if k not in _RUN_COLUMNS})
+    provenance = _mock(provenance, run, data)
     status = "unknown" if success is None else ("passed" if success else "failed")
     return ParsedTrial(
         key=f"openchrome:{job_id}:{library}:{task_id}:{index}",
@@ -154,7 +224,20 @@ def parse_envelope(data: dict[str, Any], path: str) -> ParsedPack:
     entries: list[Any] = []
     rows_without_runs = 0
     row_trials: list[int] = []  # results[] indices made trials (per-library status rows)
-    for position, entry in enumerate(data["results"]):
+    results = data["results"]
+    samples = [r for r in results if is_time_sample(r)]
+    if samples and len(samples) == len(results):
+        # a long-run reliability envelope: one run sampled over time, one trial (its samples its series)
+        trials.append(_series_trial(samples, data, job_key, job_id))
+        results = []
+    auth = to_str(data.get("axis")) == "auth-usability"
+    for position, entry in enumerate(results):
+        if auth and (status := auth_row_status(entry)):
+            # auth-usability: one row per library (its setup cost and logged-in smoke), a trial each
+            trials.append(_row_trial(entry, data, job_key, job_id, position, status))
+            row_trials.append(position)
+            entries.append(entry)
+            continue
         if is_status_row(entry):
             trials.append(_row_trial(entry, data, job_key, job_id, position))
             row_trials.append(position)
@@ -179,7 +262,8 @@ def parse_envelope(data: dict[str, Any], path: str) -> ParsedPack:
         source_format="openchrome",
         started_at=parse_time(env.get("capturedAt"), path, "$.environment.capturedAt", problems),
         extra={k: v for k, v in data.items() if k != "results"}
-        | {"results": entries, "rows_without_runs": rows_without_runs, "row_trials": row_trials},
+        | {"results": entries, "rows_without_runs": rows_without_runs, "row_trials": row_trials}
+        | ({"time_samples": len(samples)} if samples and not results else {}),
     )
     return ParsedPack(kind="openchrome", jobs=[job], trials=trials, problems=problems, trial_count=len(trials))
 
