@@ -286,14 +286,20 @@ def _cased(rows: QuerySet, column: str, prefix: str) -> list[str]:
 
 def loose_scan(rows: QuerySet, column: str, prefix: str, limit: int = MAX_SUGGESTIONS) -> list[str]:
     """The first `limit` distinct non-empty values of an indexed column starting with `prefix`:
-    each the smallest value above the last, one index seek apiece (no scan of the repeats)."""
-    rows = rows.filter(**{f"{column}__gt": ""}).order_by(column)
-    if prefix:
-        rows = rows.filter(**{f"{column}__gte": prefix, f"{column}__lt": prefix + TOP, f"{column}__startswith": prefix})
+    each the smallest value above the last, one index seek apiece (no scan of the repeats).
+
+    One lower bound a query: with two (`> ''` and `> last`) SQLite seeks by one and filters by the
+    other, reading every repeat of the last value.
+    """
+    rows = rows.order_by(column)
+    upper = {f"{column}__lt": prefix + TOP, f"{column}__startswith": prefix} if prefix else {}
     found: list[str] = []
     while len(found) < limit:
-        after = rows.filter(**{f"{column}__gt": found[-1]}) if found else rows
-        value = after.values_list(column, flat=True).first()
+        if found:
+            lower = {f"{column}__gt": found[-1]}
+        else:
+            lower = {f"{column}__gte": prefix} if prefix else {f"{column}__gt": ""}
+        value = rows.filter(**lower, **upper).values_list(column, flat=True).first()
         if value is None:
             break
         found.append(value)
