@@ -101,3 +101,24 @@ def test_two_dataset_names_with_the_same_task_names_pair_nothing_and_say_so(clie
     assert not any(r.startswith("not like-for-like") for r in c["invalidReasons"])
     page = client_logged_in.get(f"/comparisons/?{query}").content.decode()
     assert f"{len(V3_TASKS)} tasks could not be paired: their datasets differ." in page
+
+
+def test_one_task_in_two_versions_aligns_side_by_side_with_a_note(client_logged_in, two_versions):
+    base, cand = two_versions
+    left = Trial.objects.get(job=base, task__name="fix-git")
+    right = Trial.objects.get(job=cand, task__name="fix-git")
+    assert f"/trials/{left.pk}/side-by-side/{right.pk}/" in client_logged_in.get(f"/trials/{left.pk}/").content.decode()
+    assert client_logged_in.get(f"/api/trials/{left.pk}/align/{right.pk}/").status_code == 200
+    page = client_logged_in.get(f"/trials/{left.pk}/side-by-side/{right.pk}/").content.decode()
+    assert 'id="not-like-for-like"' in page
+    assert "not like-for-like: terminal-bench 3.0.0 vs 4.0.0" in page
+
+
+def test_one_task_name_in_two_dataset_names_never_aligns(client_logged_in, db, tmp_path):
+    base = harbor_job(tmp_path, "tb-job", "terminal-bench", "3.0.0", "agent-a", V3_TASKS)
+    cand = harbor_job(tmp_path, "other-job", "other-bench", "3.0.0", "agent-b", V3_TASKS)
+    left = Trial.objects.get(job=base, task__name="fix-git")
+    right = Trial.objects.get(job=cand, task__name="fix-git")
+    assert f"/side-by-side/{right.pk}/" not in client_logged_in.get(f"/trials/{left.pk}/").content.decode()
+    response = client_logged_in.get(f"/api/trials/{left.pk}/align/{right.pk}/")
+    assert response.status_code == 400 and "not of the same task" in response.json()["trials"][0]

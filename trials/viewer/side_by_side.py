@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.db.models.functions import Substr
 from django.urls import reverse
 
-from trials.models import Step, ToolCall, Trajectory, Trial
+from trials.models import Step, Task, ToolCall, Trajectory, Trial
 from trials.viewer.align import Pair, Settled, Signed, align_window, first_divergence
 from trials.viewer.steps import main_trajectory
 from trials.viewer.text import scrub
@@ -39,12 +39,13 @@ class Sides:
     right: Trial
     left_steps: Trajectory
     right_steps: Trajectory
+    note: str = ""  # two versions of one dataset: "not like-for-like: <name> <v1> vs <v2>"
 
 
 def sides(left: Trial, right: Trial) -> Sides:
-    """The main trajectory of each trial; trials of different tasks (a task is its dataset and its name,
-    as comparisons pair them) are refused."""
-    if left.task is None or not left.task.is_same_as(right.task):
+    """The main trajectory of each trial; trials of different tasks are refused (a task is its dataset and
+    its name; one name in two versions of a dataset pairs, as comparisons pair it, with a note)."""
+    if left.task is None or right.task is None or not left.task.pairs_with(right.task):
         raise NotComparable(
             f"trials {left.pk} and {right.pk} are not of the same task (its dataset and name):"
             " only attempts of one task align"
@@ -55,7 +56,7 @@ def sides(left: Trial, right: Trial) -> Sides:
         if trajectory is None:
             raise NotComparable(f"trial {trial.pk} has no trajectory")
         found.append(trajectory)
-    return Sides(left, right, found[0], found[1])
+    return Sides(left, right, found[0], found[1], left.task.version_differs(right.task))
 
 
 def common_prefix(left: Trajectory, right: Trajectory) -> int:
@@ -243,7 +244,7 @@ def compare_with(trial: Trial) -> QuerySet[Trial]:
     if trial.task is None:
         return Trial.objects.none()
     return (
-        Trial.objects.of_task(trial.task)
+        Trial.objects.filter(task__in=Task.objects.paired_with(trial.task))  # (its dataset's other versions too)
         .exclude(pk=trial.pk)
         .select_related("configuration", "job")
         .order_by("configuration_id", "job_id", "attempt", "pk")[:COMPARE_WITH]
