@@ -2,6 +2,8 @@
 // The server says what may come next at the cursor (trials/queries/suggest.py); this only shows
 // the list and puts the chosen text in. Keys: Down/Up move, Enter or Tab choose, Esc closes.
 // Everything shown goes in as text (textContent), never as markup: values come from imported runs.
+// (djangoql's own completion.js is not used: it needs a <textarea>, writes values into innerHTML
+// unescaped, and offers no values inside `in (…)`; its lexer is used on the server instead.)
 (function () {
   "use strict";
   const script = document.currentScript;
@@ -115,6 +117,7 @@
 
     input.addEventListener("input", later);
     input.addEventListener("focus", later);
+    input.addEventListener("click", later); // the cursor moved: what fits there now
     input.addEventListener("blur", function () { stop(); close(); });
     input.addEventListener("keydown", function (event) {
       const open = !list.hidden && items.length > 0;
