@@ -23,18 +23,17 @@ import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
 import orjson
 from django.db import transaction
-from django.db.models import BooleanField, Case, ExpressionWrapper, OuterRef, Q, Subquery, TextField, Value, When
-from django.db.models.fields.json import KT
+from django.db.models import Q
 from django.utils import timezone
 from rapidfuzz import fuzz, process
 
-from trials.models import PermissionDecision, RuntimeEvent, Step, Trial, taxonomy
+from trials.models import Trial, taxonomy
 from trials.models.failure_classes import QUIET_MODES, FailureClass, FailureFacts, classify, ended_badly, how_it_ended
 from trials.models.qc import FailureCluster
 from trials.models.taxonomy import (
@@ -47,8 +46,8 @@ from trials.models.taxonomy import (
     SIDE_EFFECT_AFTER_DENIAL,
     STALE_SUCCESS,
     TIMEOUT_WITH_REWARD,
-    WITH_REWARD,
 )
+from trials.triage.flag_evidence import CLASS_FACTS, SIGNED_FIELDS, Evidence, code_of
 
 __all__ = [
     "CANCELLED_WITH_REWARD",
@@ -132,7 +131,7 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
     """A trial's signature from its row (`SIGNED_FIELDS`), its flags and its failing tool: its class,
     then its cause. Its status, task and failing test are not part of it (facets of its cluster)."""
     raw_category = row["failure_category"] or ""
-    code = _code(raw_category)
+    code = code_of(raw_category)
     if not code and STALE_SUCCESS in flags:
         code = STALE_SUCCESS
     elif not code and PERMISSION_BYPASS in flags:
@@ -209,112 +208,7 @@ CLASS_LABELS = {
 }
 
 
-# Reading what flags a trial, many trials a query ----------------------------------------------
-
-SIGNED_FIELDS = (
-    "pk",
-    "status",
-    "reward",
-    "failure_category",
-    "exception_type",
-    "exception_message",
-    "ctrf_tests",
-    "task__name",
-    "dataset__name",
-)
-# What a parser keeps in a trial's provenance for the failure classes: Terminal-Bench 1's
-# failure_mode, the kind of Inspect limit a sample hit, a `harbor check` finding on its task.
-CLASS_FACTS = {
-    "failure_mode": KT("provenance__failure_mode"),
-    "limit": KT("provenance__limit"),
-    "task_flagged": KT("provenance__task_flagged"),
-    # The agent's last message, read only for a run that ended with an exception ("Not logged in").
-    "last_message": Case(
-        When(exception_type="", then=Value("")),
-        default=Subquery(
-            Step.objects.filter(trial=OuterRef("pk"), trajectory__role="main", source="agent")
-            .exclude(message_text="")
-            .order_by("-index")
-            .values("message_text")[:1]
-        ),
-        output_field=TextField(),
-    ),
-}
-_BYPASS_CODES = ["permission-bypass", "permission_bypass"]
-_STALE_CODES = ["stale-success", "stale_success"]
-
-
-def denied_side_effects(trial_ids: Iterable[int]) -> dict[int, str]:
-    """{trial pk: the tool} of trials with a permission denial after which the side effect happened anyway.
-
-    The same fact the comparisons count (comparisons.metrics.denied_side_effects), per trial.
-    """
-    rows = (
-        PermissionDecision.objects.side_effects_after_denial()
-        .filter(trial_id__in=trial_ids)
-        .order_by("-pk")  # the first denial's tool wins, written last
-        .values_list("trial_id", "tool_name")
-    )
-    return dict(rows)
-
-
-@dataclass
-class Evidence:
-    """What flags these trials and names their failing tool, read in two queries."""
-
-    side_effects: dict[int, str]  # trial pk -> the tool that ran after its denial
-    bypass: set[int]
-    stale: set[int]
-    failed_tools: dict[int, str]  # trial pk -> the first tool.failed event's tool
-
-    @classmethod
-    def of(cls, trial_ids: list[int]) -> Evidence:
-        bypass_event = (
-            Q(payload__failureCategory__in=_BYPASS_CODES)
-            | Q(payload__decision="bypass")
-            | Q(payload__mode="bypass")
-            | Q(type__icontains="bypass")
-        )
-        stale_event = Q(payload__failureCategory__in=_STALE_CODES)
-        events = (
-            RuntimeEvent.objects.filter(Q(type="tool.failed") | bypass_event | stale_event, trial_id__in=trial_ids)
-            .annotate(
-                bypass=ExpressionWrapper(bypass_event, output_field=BooleanField()),
-                stale=ExpressionWrapper(stale_event, output_field=BooleanField()),
-            )
-            .order_by("trial_id", "sequence", "timestamp", "pk")
-            .values_list("trial_id", "type", KT("payload__toolName"), "bypass", "stale")
-        )
-        evidence = cls(denied_side_effects(trial_ids), set(), set(), {})
-        for trial_id, etype, tool, bypass, stale in events:
-            if bypass:
-                evidence.bypass.add(trial_id)
-            if stale:
-                evidence.stale.add(trial_id)
-            if etype == "tool.failed" and tool:
-                evidence.failed_tools.setdefault(trial_id, str(tool)[:200])
-        return evidence
-
-    def flags(self, row: dict[str, Any]) -> list[str]:
-        code = _code(row["failure_category"])
-        found = []
-        if row["pk"] in self.side_effects:
-            found.append(SIDE_EFFECT_AFTER_DENIAL)
-        if row["pk"] in self.bypass or code == PERMISSION_BYPASS:
-            found.append(PERMISSION_BYPASS)
-        if row["pk"] in self.stale or code == STALE_SUCCESS:
-            found.append(STALE_SUCCESS)
-        if row["reward"] is not None and (ended := how_it_ended(row)):
-            found.append(WITH_REWARD[ended])
-        return found
-
-    def tool(self, pk: int) -> str:
-        """The first tool that failed: a tool.failed event, else a denied call that ran anyway."""
-        return self.failed_tools.get(pk) or self.side_effects.get(pk) or ""
-
-
 # (thousands of trials share a handful of categories and exception types: each is read once)
-_code = lru_cache(maxsize=512)(taxonomy.normalise_code)
 _category = lru_cache(maxsize=512)(taxonomy.category_for)
 _exception_category = lru_cache(maxsize=512)(taxonomy.category_from_exception)
 
