@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from trials.ingest.documents import is_json_schema
-from trials.ingest.formats.lime import clean_category, to_float, to_int
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
@@ -20,7 +19,7 @@ from trials.ingest.records import (
     ParsedTrial,
     TaskRef,
 )
-from trials.ingest.values import as_dict, pick, to_str
+from trials.ingest.values import as_dict, clean_category, pick, to_float, to_int, to_str
 
 # Agent QC trial status -> Benchviewer status; the original stays in provenance.
 _STATUS = {

@@ -14,7 +14,6 @@ from typing import Any
 
 from trials.ingest.formats.atif import content_text
 from trials.ingest.formats.harbor_sidecars import read_log_text
-from trials.ingest.formats.lime import parse_time, to_count, to_float, to_int
 from trials.ingest.jsonio import dumps_text, load_json, load_jsonl
 from trials.ingest.records import (
     ConfigurationRef,
@@ -31,7 +30,17 @@ from trials.ingest.records import (
     Problem,
     TaskRef,
 )
-from trials.ingest.values import as_dict, as_list, comparable_times, pick, to_str
+from trials.ingest.values import (
+    as_dict,
+    as_list,
+    comparable_times,
+    parse_time,
+    pick,
+    to_count,
+    to_float,
+    to_int,
+    to_str,
+)
 
 _ROW_ALIASES = {
     "answerPath": "answer_path",

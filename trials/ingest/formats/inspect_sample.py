@@ -17,7 +17,6 @@ from typing import IO, Any
 import ijson
 
 from trials.ingest.formats import inspect_events
-from trials.ingest.formats.lime import to_float
 from trials.ingest.records import (
     PASS_REWARD,
     ConfigurationRef,
@@ -29,7 +28,7 @@ from trials.ingest.records import (
     TaskRef,
 )
 from trials.ingest.redaction import collect_redactions, has_redaction_marks, withhold_redacted
-from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, to_str
+from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, to_float, to_str
 
 SHARED_LOG_SAMPLE_BYTES = 1 << 20
 _SKIPPED = ("events", "messages")  # read lane by lane, or not at all (the events hold every message)

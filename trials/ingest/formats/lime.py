@@ -7,8 +7,6 @@ The small value helpers at the top are shared by the other seed parsers.
 
 from __future__ import annotations
 
-import math
-from datetime import datetime
 from typing import Any
 
 from trials.ingest.documents import is_json_schema, parse_json_schema
@@ -26,7 +24,17 @@ from trials.ingest.records import (
     TaskRef,
 )
 from trials.ingest.redaction import without_redacted_context
-from trials.ingest.values import as_dict, as_list, parse_iso, pick, to_str
+from trials.ingest.values import (
+    as_dict,
+    as_list,
+    clean_category,
+    parse_time,
+    pick,
+    to_attempt,
+    to_float,
+    to_int,
+    to_str,
+)
 
 PROFILE_PREFIX = "lime-profile"
 
@@ -89,67 +97,12 @@ _DECISIONS = {
 _TOOL_RUN_TYPES = frozenset({"tool.started", "tool.args", "tool.progress", "tool.result", "tool.completed"})
 
 
-# ---------------------------------------------------------------- shared helpers
-
-
-def to_float(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def to_int(value: Any) -> int | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def to_count(value: Any) -> int | None:
-    """A count as the columns hold it (0 to 2^63), or None: the row keeps what was written."""
-    number = to_int(value) if not isinstance(value, float) or value.is_integer() else None
-    return number if number is not None and 0 <= number < 2**63 else None
-
-
-def to_attempt(value: Any) -> int | None:
-    """An attempt number, or None for anything that is not one (a float is not an attempt)."""
-    number = to_int(value) if not isinstance(value, float) else None
-    return number if number is not None and 0 <= number < 2**31 else None
+# ---------------------------------------------------------------- events
 
 
 def attempt_of(event: ParsedEvent) -> int | None:
     """The attempt a `benchmark.trial.started` event names in its payload (seed 000)."""
     return to_attempt((event.payload or {}).get("attempt")) if event.type == "benchmark.trial.started" else None
-
-
-def parse_time(value: Any, file: str, json_path: str, problems: list[Problem] | None = None) -> datetime | None:
-    """ISO timestamp -> datetime. A naive result is kept but flagged: its zone is a guess."""
-    if not isinstance(value, str) or not value:
-        return None
-    moment = parse_iso(value)
-    if moment is None:
-        if problems is not None:
-            problems.append(
-                Problem(file, f"unreadable timestamp {value!r}", json_path, severity="warning", kept="raw value")
-            )
-        return None
-    if moment.tzinfo is None and problems is not None:
-        problems.append(
-            Problem(file, f"timestamp {value!r} has no time zone", json_path, severity="warning", kept="naive datetime")
-        )
-    return moment
-
-
-def clean_category(value: Any) -> str:
-    """`none` means no failure: store it as empty."""
-    text = to_str(value).strip()
-    return "" if text.lower() == "none" else text
 
 
 def _family(event_type: str) -> str:

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from trials.ingest.formats.atif import content_text
-from trials.ingest.formats.lime import parse_time, to_count, to_float
 from trials.ingest.records import (
     ConfigurationRef,
     ParsedObservation,
@@ -27,7 +26,7 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
 )
-from trials.ingest.values import as_dict, as_list, pick, to_str
+from trials.ingest.values import as_dict, as_list, parse_time, pick, to_count, to_float, to_str
 
 _BASH_BLOCK = re.compile(r"```(?:bash|sh)\s*\n(.*?)```", re.DOTALL)
 _SOURCES = {"assistant": "agent", "gemini": "agent", "model": "agent", "user": "user", "system": "system"}
