@@ -72,9 +72,10 @@ def default_reference(kind: str, ids: list[int]) -> int:
     """The side that pairs the most scored tasks with the others (the first of a tie): a side with
     one task makes every other side "not comparable", so it is never the default by being ticked first."""
     column = "configuration_id" if kind == SideKind.CONFIGURATION else "job_id"
-    tasks: dict[int, set[tuple[int | None, str]]] = defaultdict(set)  # a task is its dataset and its name
+    # a task is its dataset and its name; a dataset's versions pair on the name (`pair_tasks`)
+    tasks: dict[int, set[tuple[str | None, str]]] = defaultdict(set)
     scored = Trial.objects.filter(**{f"{column}__in": ids}, reward__isnull=False).order_by()
-    for side, dataset, task in scored.values_list(column, "task__dataset_id", "task__name").distinct():
+    for side, dataset, task in scored.values_list(column, "task__dataset__name", "task__name").distinct():
         tasks[side].add((dataset, task or "(no task)"))
     paired = {pk: sum(len(tasks[pk] & tasks[other]) for other in ids if other != pk) for pk in ids}
     return max(ids, key=lambda pk: (paired[pk], -ids.index(pk)))

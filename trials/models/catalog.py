@@ -106,15 +106,16 @@ class Job(models.Model):
     def claim_eligibility(self) -> list[dict]:
         """OpenChrome's headline decision, one per result entry that makes one (seed 003); a mock envelope
         (`options.live: false`) or mock rows (`live: false`) say in words that they never make one."""
-        extra = self.extra if isinstance(self.extra, dict) else {}
-        entries = extra.get("results") if isinstance(extra.get("results"), list) else []
+        extra: dict = self.extra if isinstance(self.extra, dict) else {}
+        found, options = extra.get("results"), extra.get("options")
+        entries: list = found if isinstance(found, list) else []
         claims = [
             {"suite": entry.get("suite") or "", **entry["claimEligibility"]}
             for entry in entries
             if isinstance(entry, dict) and isinstance(entry.get("claimEligibility"), dict)
         ]
         mock_rows = sum(isinstance(e, dict) and e.get("live") is False for e in entries)
-        options = extra.get("options") if isinstance(extra.get("options"), dict) else {}
+        options = options if isinstance(options, dict) else {}
         if self.source_format == "openchrome" and (options.get("live") is False or mock_rows):
             what = (
                 "this run is a mock (live: false)"
@@ -142,7 +143,7 @@ class TaskQuerySet(models.QuerySet):
         one of another dataset. A pair across versions is not like-for-like: `Task.version_differs` says so."""
         paired = models.Q(pk__in=[])
         for task in tasks:
-            if task.dataset_id is None:
+            if task.dataset is None:
                 paired |= models.Q(dataset=None, name=task.name)
             else:
                 paired |= models.Q(dataset__name=task.dataset.name, name=task.name)
@@ -177,7 +178,7 @@ class Task(models.Model):
         """The same task, or the same name in another version of its dataset (`TaskQuerySet.paired_with`)."""
         if other is None or self.name != other.name:
             return False
-        if self.dataset_id is None or other.dataset_id is None:
+        if self.dataset is None or other.dataset is None:
             return self.dataset_id == other.dataset_id
         return self.dataset_id == other.dataset_id or self.dataset.name == other.dataset.name
 
