@@ -232,6 +232,8 @@ CELERY_IMPORTS = ("trials.live.tasks",)  # (no app's tasks.py, so autodiscovery 
 # With no broker, an import sent from the upload page or the API runs in a thread of the web
 # process, so the request answers at once (the tests turn this off to run imports inline).
 IMPORTS_IN_THREAD = CELERY_TASK_ALWAYS_EAGER and env_bool("IMPORTS_IN_THREAD", True)
+# An import in that thread with no progress for this many seconds is failed, and the next one runs.
+IMPORT_STALL_TIMEOUT = env_int("IMPORT_STALL_TIMEOUT", 600)
 
 # Share links (shares/): off, every share link, old and new, answers 404 and none can be made.
 SHARING_ENABLED = env_bool("SHARING_ENABLED", True)
