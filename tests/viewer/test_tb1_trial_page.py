@@ -25,20 +25,19 @@ def raw_lines(commands: Path) -> list[list[str]]:
     return [ast.literal_eval(line) for line in commands.read_text().splitlines() if line.strip()]
 
 
-def is_harness(keys: list[str], index: int, lines: list[list[str]]) -> bool:
-    """TB1's harness types: recordings started (and cleared), an installed agent's setup, the tests, the C-d
-    that ends each recording (the file's last lines)."""
-    typed = "".join(keys[:-1] if keys[-1] == "Enter" else keys).strip()
-    if typed.startswith(("asciinema rec", "source /installed-agent/")) or "/tests/" in typed:
-        return True
-    if typed == "clear" and index and "".join(lines[index - 1]).startswith("asciinema rec"):
-        return True
-    return all(k == ["C-d"] for k in lines[index:])
-
-
 def agent_lines(commands: Path) -> list[list[str]]:
+    """TB1's harness types: a recording started (and cleared) for each session, the agent's and then the
+    tests'; an installed agent's setup; the C-d that ends each recording (the file's last lines). The
+    agent's lines are the rest of its own session."""
     lines = raw_lines(commands)
-    return [keys for i, keys in enumerate(lines) if not is_harness(keys, i, lines)]
+    starts = [i for i, keys in enumerate(lines) if keys[0].startswith("asciinema rec")]
+    end = len(lines)
+    while end > 0 and lines[end - 1] == ["C-d"] and len(lines) - end < len(starts):
+        end -= 1
+    session = lines[starts[0] + 1 : starts[1] if len(starts) > 1 else end]
+    if session and session[0] == ["clear", "Enter"]:
+        session = session[1:]
+    return [keys for keys in session if not keys[0].startswith("source /installed-agent/")]
 
 
 def trial_of(folder: Path) -> Trial:
@@ -118,7 +117,14 @@ def test_an_agent_typing_into_the_terminal_keeps_every_line_it_typed_even_its_ow
     shutil.copytree(RUN, run)
     commands = run / FOLDERS[0].relative_to(RUN) / "commands.txt"
     commands.chmod(0o644)
-    agent = [["ls -la", "Enter"], ["python3", "Enter"], ["print(2 + 2)", "Enter"], ["C-d"], ["cat answer.txt\n"]]
+    agent = [
+        ["ls -la", "Enter"],
+        ["python3", "Enter"],
+        ["print(2 + 2)", "Enter"],
+        ["C-d"],
+        ["bash /tests/run-tests.sh", "Enter"],  # (an agent may run a test script itself: still its line)
+        ["cat answer.txt\n"],
+    ]
     harness_before = [["asciinema rec --stdin /logs/agent.cast", "Enter"], ["clear", "Enter"]]
     harness_after = [
         ["asciinema rec --stdin /logs/tests.cast", "Enter"],
@@ -137,5 +143,6 @@ def test_an_agent_typing_into_the_terminal_keeps_every_line_it_typed_even_its_ow
         "python3 <Enter>",
         "print(2 + 2) <Enter>",
         "<C-d>",
+        "bash /tests/run-tests.sh <Enter>",
         "cat answer.txt\n",
     ]

@@ -130,10 +130,12 @@ def harness_lines(lines: list[list[str]]) -> list[str]:
             roles[i] = "clears the new session's screen"
         elif _INSTALL.fullmatch(text):
             roles[i] = "sets up the installed agent"
-    # The tests' session: from the last recording started before the test run, every line is the harness's.
+    # The tests' session: from the recording started for the test run (never the first, the agent's), every
+    # line is the harness's.
     tests = next((i for i in range(len(typed) - 1, -1, -1) if _RUN_TESTS.fullmatch(typed[i])), None)
     if tests is not None:
-        start = next((i for i in range(tests, -1, -1) if roles[i] == "starts a recorded session"), tests)
+        starts = [i for i in range(tests) if roles[i] == "starts a recorded session"]
+        start = starts[-1] if len(starts) > 1 else tests
         for i in range(start, len(lines)):
             roles[i] = roles[i] or ("runs the tests" if i == tests else "in the tests' session")
     # The closing C-d of each recording: the file's last lines, at most one a recording started.
