@@ -1,14 +1,31 @@
 """The site's routes: pages by feature, and the API (benchviewer/api_urls.py)."""
 
+from functools import cache
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
 
 from core import signin_link
 from trials.live import otlp
-from trials.mcp import http as mcp_http
 
 handler500 = "core.errors.server_error"
+
+
+@cache
+def mcp_view():
+    from trials.mcp import http as mcp_http  # the MCP SDK: a second of every first page, so on its first call
+
+    return mcp_http.McpEndpoint.as_view()
+
+
+@csrf_exempt
+@login_not_required  # as DRF marks its views: the endpoint checks the API token itself
+def mcp_endpoint(request, *args, **kwargs):
+    return mcp_view()(request, *args, **kwargs)
+
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -17,7 +34,7 @@ urlpatterns = [
     path("accounts/once/<str:token>/", signin_link.sign_in, name="signin-link"),  # benchviewer view's link
     path("api/", include("benchviewer.api_urls")),
     path("v1/traces", otlp.Traces.as_view(), name="otlp-traces"),  # OTLP/HTTP's own path: exporters append it
-    path("mcp/", mcp_http.McpEndpoint.as_view(), name="mcp"),  # MCP over streamable HTTP, the API's token
+    path("mcp/", mcp_endpoint, name="mcp"),  # MCP over streamable HTTP, the API's token
     path("comparisons/", include("comparisons.urls")),
     path("", include("shares.urls")),
     path("", include("trials.triage.urls")),
