@@ -125,7 +125,8 @@ def benchviewer(page, path: Path, home: Path, port: int) -> float:
     process = started(command, env)
     try:
         link = Lines(process).wait(LINK).group(0)
-        page.goto(link)
+        phases = [f"link {time.perf_counter() - start:.2f}"]
+        page.goto(f"{link}?next=/trials/")  # as the browser `view` opens goes
         trials = f"http://127.0.0.1:{port}/trials/"
         while True:  # what its user does until the import's first trial is in: reload the list
             if page.url != trials:
@@ -134,8 +135,10 @@ def benchviewer(page, path: Path, home: Path, port: int) -> float:
                 break
             time.sleep(0.1)
             page.reload()
+        phases.append(f"listed {time.perf_counter() - start:.2f}")
         page.locator("a.trial-link").first.click()
         page.locator("#step-1").wait_for(state="visible", timeout=TIMEOUT_MS)
+        print(f"    ({', '.join(phases)})", flush=True)
         return time.perf_counter() - start
     finally:
         stopped(process)
@@ -191,6 +194,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--harbor", default=shutil.which("harbor") or "/tmp/harbor-venv/bin/harbor",
                         help="Harbor's CLI (pip install harbor, Python >= 3.12); left out if not there")  # fmt: skip
+    parser.add_argument("--only", default="", help="only the cases whose name holds this text")
     parser.add_argument("--quick", action="store_true", help="20 samples, 10 trials, 1 run")
     args = parser.parse_args()
     if args.quick:
@@ -252,6 +256,7 @@ def measure_all(args, folder: Path, logs: Path, first_sample: str, jobs: Path, m
                 )
             elif harbor:
                 cases.append((f"{label}: harbor view", lambda page: harbor_view(page, harbor, jobs, free_port())))
+        cases = [(name, run) for name, run in cases if args.only in name]
         for _ in range(args.runs):
             for name, run in cases:
                 context = browser.new_context()

@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import threading
+import time
 import webbrowser
 from pathlib import Path
 from typing import IO, TextIO, cast
@@ -27,12 +28,16 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler, get_internal_wsgi_application
 from django.db import DatabaseError, connection, connections
+from django.urls import get_resolver
+from tqdm import tqdm
 from watchfiles import watch
 
-from core import signin_link
+from core import locks, signin_link
 from trials import search
 from trials.imports import watch as watched
+from trials.imports.service import run_import
 from trials.management.commands.import_packs import Command as ImportPacks
+from trials.models import Import
 
 LOCK_FILE = "view.lock"
 TRIAL_LIST = "/trials/"
@@ -62,6 +67,48 @@ def first_finished_trial(root: Path) -> Path | None:
     return None
 
 
+class PagesFirst:
+    """The site's WSGI app, counting the requests it is serving: the import beside it gives way to them
+    (one process, one GIL: a page rendered while a job imports took seconds, not a tenth)."""
+
+    def __init__(self, app) -> None:
+        self.app, self.serving, self.lock = app, 0, threading.Lock()
+
+    def __call__(self, environ, start_response):
+        with self.lock:
+            self.serving += 1
+        try:
+            return self.app(environ, start_response)
+        finally:
+            with self.lock:
+                self.serving -= 1
+
+    def give_way(self, longest: float = 1.0) -> None:
+        """Wait while a page is being served, up to `longest` seconds (a poll every second starves nothing)."""
+        deadline = time.monotonic() + longest
+        while self.serving and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+class EmbeddedImports(ImportPacks):
+    """import_packs' importer, its import giving way to the pages after each trial it writes."""
+
+    pages: PagesFirst
+
+    def import_here(self, imp: Import, show_progress: bool) -> Import:
+        bar = tqdm(total=0, unit="trial", disable=not show_progress, desc=imp.source_name[-40:])
+
+        def progress(current: Import) -> None:  # (called between trials: none is half-written)
+            bar.total, bar.n = current.progress_total, current.progress_done
+            bar.refresh()
+            self.pages.give_way()
+
+        with locks.worker_lock(str(imp.pk), wait=0):  # so no sweep takes it for stranded
+            imp = run_import(str(imp.pk), on_progress=progress)
+        bar.close()
+        return imp
+
+
 class Command(BaseCommand):
     help = "Open folders of runs in the browser: import them, follow them, serve them on 127.0.0.1."
     requires_system_checks: list[str] = []  # a second of the first look; `manage.py check` and the tests run them
@@ -79,6 +126,8 @@ class Command(BaseCommand):
             self.stdout.flush()
             call_command("migrate", interactive=False, verbosity=0)
         server = self.bind(options["port"])
+        pages = PagesFirst(get_internal_wsgi_application())
+        server.set_app(pages)
         address = f"http://127.0.0.1:{server.server_address[1]}/"
         lock.write(f"{address}\n")
         lock.flush()
@@ -90,11 +139,13 @@ class Command(BaseCommand):
         stop = threading.Event()
         importing = threading.Thread(
             target=self.import_and_follow,
-            args=(options["paths"], stop, not options["no_progress"]),
+            args=(options["paths"], stop, not options["no_progress"], pages),
             name="benchviewer-view-import",
             daemon=True,  # an import cut off by Ctrl-C is whole or not there; the next start finishes it
         )
         importing.start()
+        # The site's routes (every view module) loaded now, not on the first page the browser asks for.
+        threading.Thread(target=lambda: get_resolver().url_patterns, name="benchviewer-view-warm", daemon=True).start()
         if not options["no_browser"]:  # on the trial list, which fills as the import goes
             threading.Thread(target=webbrowser.open, args=(f"{link}?next={TRIAL_LIST}",), daemon=True).start()
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill stops as cleanly as Ctrl-C
@@ -135,7 +186,6 @@ class Command(BaseCommand):
             server = ThreadedWSGIServer(("127.0.0.1", port), WSGIRequestHandler)
         except OSError as exc:
             raise CommandError(f"cannot serve on 127.0.0.1:{port} ({exc.strerror}): choose another --port") from exc
-        server.set_app(get_internal_wsgi_application())
         logging.getLogger("django.server").setLevel(logging.WARNING)  # no line per request, errors still
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # nor per change seen: the imports say it
         return server
@@ -151,9 +201,12 @@ class Command(BaseCommand):
             user.save(update_fields=["password"])
         return user
 
-    def import_and_follow(self, paths: list[str], stop: threading.Event, show_progress: bool) -> None:
+    def import_and_follow(
+        self, paths: list[str], stop: threading.Event, show_progress: bool, pages: PagesFirst
+    ) -> None:
         """Import each path, then whatever becomes ready under the folders among them, until `stop`."""
-        importer = ImportPacks(stdout=cast(TextIO, self.stdout), stderr=cast(TextIO, self.stderr))  # its lines here
+        importer = EmbeddedImports(stdout=cast(TextIO, self.stdout), stderr=cast(TextIO, self.stderr))  # its lines
+        importer.pages = pages
         roots = [Path(raw).resolve() for raw in paths]
         folders = [root for root in roots if root.is_dir()]
         try:
@@ -176,7 +229,7 @@ class Command(BaseCommand):
         finally:
             connections.close_all()  # this thread's own
 
-    def import_paths(self, importer: ImportPacks, paths: list[str], roots: list[Path], show_progress: bool) -> None:
+    def import_paths(self, importer: EmbeddedImports, paths: list[str], roots: list[Path], show_progress: bool) -> None:
         for raw, root in zip(paths, roots, strict=True):
             if not root.exists():
                 self.stdout.write(importer.describe({"outcome": "rejected", "kind": "-", "pack": raw,
