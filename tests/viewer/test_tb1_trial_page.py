@@ -89,6 +89,8 @@ def test_the_agents_log_and_panes_read_on_the_agent_logs_tab_and_the_tests_on_th
     logs_tab = page(client_logged_in, trial, "logs")
     assert "<h3>sessions/tests.log</h3>" in logs_tab and "<h3>panes/post-test.txt</h3>" in logs_tab
     assert "<h3>sessions/agent.log</h3>" not in logs_tab  # (once, on its own tab)
+    artifacts_tab = page(client_logged_in, trial, "artifacts")  # the recordings point to their text
+    assert 'id="tb1-texts"' in artifacts_tab and f"/trials/{trial.pk}/?tab=agent-logs" in artifacts_tab
 
 
 def test_a_big_agent_log_keeps_its_end(client_logged_in):
