@@ -8,18 +8,24 @@ from __future__ import annotations
 import functools
 import logging
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from queue import SimpleQueue
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connections, transaction
+from django.utils import timezone
 
 from trials.imports import recovery
 from trials.imports.blobs import store_file
 from trials.ingest.folders import relative_name
+from trials.ingest.records import Problem
 from trials.models import (
     Blob,
     Import,
@@ -64,13 +70,120 @@ def enqueue(imp: Import) -> None:
     transaction.on_commit(send)
 
 
+on_this_thread = threading.local()  # .worker: the EmbeddedWorker a thread works for
+
+
+class EmbeddedWorker:
+    """The jobs of the embedded default, run in turn on one thread of this process (a
+    ThreadPoolExecutor's `submit`, one worker). A watch fails an import that makes no progress for
+    IMPORT_STALL_TIMEOUT seconds and leaves its thread behind (Python cannot stop a thread): a new
+    one runs the next job, and the old one ends when its job returns.
+    """
+
+    def __init__(self, name: str = "benchviewer-import") -> None:
+        self.name = name
+        self.jobs: SimpleQueue[tuple[Future, Callable[..., Any], tuple[Any, ...]]] = SimpleQueue()
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.import_id: str | None = None  # the import the current thread runs, if its job is one
+        self.start_thread()
+        threading.Thread(target=self.watch, name=f"{name}-watch", daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future:
+        future: Future = Future()
+        self.jobs.put((future, fn, args))
+        return future
+
+    def start_thread(self) -> None:
+        thread = threading.Thread(target=self.work, name=self.name, daemon=True)
+        with self.lock:
+            self.thread, self.import_id = thread, None
+        thread.start()
+
+    def work(self) -> None:
+        on_this_thread.worker = self
+        while self.thread is threading.current_thread():  # a thread left behind takes no more jobs
+            future, fn, args = self.jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # (the job's own error, given to whoever waits on it)
+                if not future.done():
+                    future.set_exception(exc)
+            else:
+                if not future.done():
+                    future.set_result(result)
+
+    def running(self, import_id: str | None) -> None:
+        """Called on the worker's thread: the import it runs now (None: done with it)."""
+        with self.lock:
+            if self.thread is threading.current_thread():
+                self.import_id = import_id
+
+    def watch(self) -> None:
+        seen: tuple[Any, ...] | None = None
+        since = time.monotonic()
+        while True:
+            timeout = settings.IMPORT_STALL_TIMEOUT
+            time.sleep(min(max(timeout / 10, 0.05), 5.0))
+            with self.lock:
+                import_id = self.import_id
+            if import_id is None:
+                seen = None
+                continue
+            try:
+                now_seen = (import_id, *progress_of(import_id))
+            finally:
+                connections.close_all()  # this thread's own connection
+            if now_seen != seen:
+                seen, since = now_seen, time.monotonic()
+            elif time.monotonic() - since >= timeout:
+                log.error("import %s made no progress for %s s; failing it, the next import runs", import_id, timeout)
+                try:
+                    fail_stalled(import_id, timeout)
+                finally:
+                    connections.close_all()
+                with self.lock:
+                    stalled = self.import_id == import_id
+                if stalled:
+                    self.start_thread()
+                seen = None
+
+
+def progress_of(import_id: str) -> tuple[Any, ...]:
+    """What an import records as it goes: its status, counts, and how many outcomes and problems."""
+    row = (
+        Import.objects.filter(pk=import_id)
+        .values_list("status", "progress_done", "progress_total", "outcomes", "problems")
+        .first()
+    )
+    if row is None:
+        return ()
+    status, done, total, outcomes, problems = row
+    return (status, done, total, len(outcomes or ()), len(problems or ()))
+
+
+def fail_stalled(import_id: str, timeout: int) -> None:
+    """Fail a hung import with why; its thread's later writes leave that verdict (service._run_once)."""
+    with transaction.atomic():
+        imp = Import.objects.select_for_update().filter(pk=import_id).first()
+        if imp is None or imp.status in recovery.FINISHED:
+            return
+        reason = f"import failed: no progress for {timeout} s"
+        imp.problems.append(Problem(imp.source_name, reason, kept="every byte stored before it hung").as_dict())
+        imp.status = Import.Status.FAILED
+        imp.finished_at = timezone.now()
+        imp.save(update_fields=["problems", "status", "finished_at"])
+
+
 @functools.cache
-def embedded_worker() -> ThreadPoolExecutor:
+def embedded_worker() -> EmbeddedWorker:
     """The embedded default's worker (no broker): one thread of this process, imports in turn.
 
     Its first job picks up the imports a previous server process left behind.
     """
-    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="benchviewer-import")
+    worker = EmbeddedWorker()
     worker.submit(resume_stranded_imports)
     return worker
 
@@ -93,11 +206,17 @@ def resume_stranded_imports() -> None:
 
 
 def run_in_embedded_worker(task: Task, import_id: str) -> None:
+    worker: EmbeddedWorker | None = getattr(on_this_thread, "worker", None)
+    watched = worker is not None and task is import_pack_task  # (the live path sends a trial's id)
+    if worker is not None and watched:
+        worker.running(import_id)
     try:
         task.delay(import_id)  # Celery is eager here: the task runs in this thread
     except Exception:  # run_import records its own failures; this is a bug, and the thread goes on
         log.exception("import %s failed in the embedded worker", import_id)
     finally:
+        if worker is not None and watched:
+            worker.running(None)
         connections.close_all()  # this thread's own connections
 
 

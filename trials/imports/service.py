@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.database import DatabaseOutage, is_unreachable, wait_until_reachable
@@ -120,6 +121,9 @@ def _run_once(import_id: str, on_progress: Callable[[Import], None] | None) -> I
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     imp.finished_at = timezone.now()
+    if Import.objects.filter(pk=imp.pk).exclude(status=Import.Status.RUNNING).exists():
+        # failed meanwhile by the embedded worker's stall watch (trials/queue.py): its verdict stands
+        return Import.objects.get(pk=imp.pk)
     imp.save()
     return imp
 
@@ -149,6 +153,10 @@ class ImportRun:
         self.expansion: Expansion | None = None  # the bytes the upload's archives expanded to, nested ones too
         self.archive_depth = 0
         self.progress_saved_at = 0.0
+
+    def row(self) -> QuerySet[Import]:
+        """The import's row while it runs: a run the stall watch failed meanwhile (trials/queue.py) writes no more."""
+        return Import.objects.filter(pk=self.imp.pk, status=Import.Status.RUNNING)
 
     def run(self) -> None:
         imp = self.imp
@@ -183,7 +191,7 @@ class ImportRun:
         self.imp.progress_done = min(self.imp.progress_done + n, max(self.imp.progress_total, self.imp.progress_done))
         now = time.monotonic()
         if now - self.progress_saved_at >= PROGRESS_EVERY or self.imp.progress_done >= self.imp.progress_total:
-            Import.objects.filter(pk=self.imp.pk).update(progress_done=self.imp.progress_done)
+            self.row().update(progress_done=self.imp.progress_done)
             self.progress_saved_at = now
         if self.on_progress:
             self.on_progress(self.imp)
@@ -195,14 +203,14 @@ class ImportRun:
         if pack is not None:  # so the import page can list the pack's trials
             line["pack_id"] = pack.pk
         self.imp.outcomes.append(line)
-        Import.objects.filter(pk=self.imp.pk).update(outcomes=self.imp.outcomes)
+        self.row().update(outcomes=self.imp.outcomes)
 
     def reject(
         self, candidate: Candidate, problem: Problem, pack: Pack | None = None, noticed: Iterable[Problem] = ()
     ) -> None:
         problems = [problem.as_dict(), *(p.as_dict() for p in noticed)]
         self.imp.problems.extend(problems)
-        Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
+        self.row().update(problems=self.imp.problems)
         if pack is not None:
             Pack.objects.filter(pk=pack.pk).update(status=Pack.Status.REJECTED, problems=problems)
         self.outcome(candidate.rel, candidate.kind, "rejected", pack, reason=problem.message)
@@ -258,7 +266,7 @@ class ImportRun:
         status = Pack.Status.IMPORTED if not counts.get("rejected") else Pack.Status.IMPORTING
         Pack.objects.filter(pk=pack.pk).update(status=status, problems=problems)
         self.imp.problems.extend(problems)
-        Import.objects.filter(pk=self.imp.pk).update(problems=self.imp.problems)
+        self.row().update(problems=self.imp.problems)
         brought = any(
             counts.get(k) for k in ("trials", "joined", "adopted", "events", "documents", "job_results", "regrouped")
         )
@@ -319,7 +327,7 @@ class ImportRun:
             return
         self.outcome(candidate.rel, "archive", "extracted", members=len(inner), skipped=len(skipped))
         self.imp.progress_total += sum(self.weight(c) for c in inner) - 1
-        Import.objects.filter(pk=self.imp.pk).update(progress_total=self.imp.progress_total, problems=self.imp.problems)
+        self.row().update(progress_total=self.imp.progress_total, problems=self.imp.problems)
         for child in inner:
             self.import_candidate(child)
 

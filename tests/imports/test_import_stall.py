@@ -1,0 +1,83 @@
+"""The embedded worker survives a hung import: one that makes no progress for IMPORT_STALL_TIMEOUT
+is failed with that reason, and the import queued behind it runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.builders import REFERENCE
+from trials.ingest.formats import lime
+from trials.models import Import, Trial
+from trials.queue import embedded_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has its own connection
+
+PACK = REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json"
+HANG_GUARD = 300.0  # seconds: only stops a broken build from waiting forever; no verdict rests on it
+
+
+class Released(Exception):
+    """The hung parser let go at the end of the test."""
+
+
+def finished(client, import_id: str) -> dict:
+    """The import as the API shows it, once done or failed."""
+    deadline = time.monotonic() + HANG_GUARD
+    while time.monotonic() < deadline:
+        body = client.get(f"/api/imports/{import_id}/").json()
+        if body["status"] in ("done", "failed"):
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"import {import_id} still {body['status']}")
+
+
+def upload(client, name: str) -> str:
+    response = client.post("/api/imports/", {"file": SimpleUploadedFile(name, PACK.read_bytes())})
+    assert response.status_code == 202
+    return response.json()["id"]
+
+
+def test_an_import_with_no_progress_is_failed_with_why_and_the_next_queued_one_runs(
+    settings, monkeypatch, client_logged_in
+):
+    settings.IMPORTS_IN_THREAD = True
+    settings.IMPORT_STALL_TIMEOUT = 1
+    release, hung_in = threading.Event(), []
+    real_parse = lime.parse_evidence_pack
+
+    def hangs_the_first_time(data, path):  # a parser that hangs: the fault
+        if not hung_in:
+            hung_in.append(threading.current_thread())
+            release.wait(HANG_GUARD)
+            raise Released
+        return real_parse(data, path)
+
+    monkeypatch.setattr(lime, "parse_evidence_pack", hangs_the_first_time)
+    gate = threading.Event()
+    try:
+        hung = upload(client_logged_in, "hung.json")
+        # Next in the worker's queue: a gate, so the import behind it runs under the default timeout.
+        embedded_worker().submit(gate.wait, HANG_GUARD)
+        after = upload(client_logged_in, "next.json")
+
+        body = finished(client_logged_in, hung)
+        assert body["status"] == "failed"
+        assert "import failed: no progress for 1 s" in [p["message"] for p in body["problems"]]
+        assert Import.objects.get(pk=after).status == Import.Status.QUEUED
+
+        settings.IMPORT_STALL_TIMEOUT = 600
+        gate.set()
+        body = finished(client_logged_in, after)
+        assert body["status"] == "done", body["problems"]
+        assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
+    finally:
+        gate.set()
+        release.set()
+        for thread in hung_in:  # the hung run ends; what it would write after the verdict is dropped
+            thread.join(HANG_GUARD)
+    assert Import.objects.get(pk=hung).status == Import.Status.FAILED
+    assert "import failed: no progress for 1 s" in [p["message"] for p in Import.objects.get(pk=hung).problems]
