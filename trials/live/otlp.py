@@ -1,11 +1,11 @@
 """`POST /v1/traces`: OTLP/HTTP (protobuf or JSON) from a runner's OpenTelemetry exporter, as live trials.
 
-The spans are read by the importer's pure parser (trials/ingest/formats/otlp.py) and written by
-trials/live/traces.py through the live service's own entry points (`start_trial`, `add_items`, the
-reward and completion events): the same stages as every other live write. The answer is OTLP's
-ExportTraceServiceResponse, in the request's encoding; spans refused (no trace, a step the service
-refuses, a trial another account started) are counted in `partial_success` and named in its
-message, the others kept. A body with new spans for a trial that has ended is refused whole (409).
+The spans are read by the importer's pure parser (trials/ingest/formats/otlp.py), kept by
+trials/live/traces.py and written off the request through the live service's own entry points
+(`start_trial`, `add_items`, the reward and completion events): the same stages as every other live
+write. The answer is OTLP's ExportTraceServiceResponse, in the request's encoding, once the spans are
+kept; spans refused (no trace, a trial another account started) are counted in `partial_success`
+and named in its message, the others kept. A body with new spans for a trial that has ended is refused whole (409).
 Every error is an OTLP Status (core/otlp_status.py): the view's own, DRF's (401, 403, 413, 415) and
 the server's (a 503 in an outage, core/errors.py).
 """

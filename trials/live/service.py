@@ -253,7 +253,8 @@ def add_items(
         else:
             good_steps.append(item)
     with transaction.atomic():
-        locked = Trial.objects.select_for_update().get(pk=trial.pk)  # one writer per trial at a time
+        # one writer per trial at a time (NO KEY: rows pointing at the trial are inserted meanwhile)
+        locked = Trial.objects.select_for_update(no_key=True).get(pk=trial.pk)
         if steps and locked.status != Trial.Status.RUNNING and (late := _late_steps(trial, trajectory, steps)):
             error = f"trial {trial.pk} is {locked.status}: a step comes before its completion, not after"
             raise Refused(409, [{"path": f"steps[{index}]", "error": error} for index in late])

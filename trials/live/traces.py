@@ -2,10 +2,15 @@
 service, and the spans it has received (ReceivedSpan): this module stores them (the re-scrub and the
 completion only blank their bodies).
 
-A span is sent once it has ended, so a trace arrives leaves first and its root span last. A batch
-is read as part of a trace (`trace_trial(..., partial=True)`): an agent span whose parent has not
-come is read as a subagent; a span whose agent span has not come, as the main agent's. When the
-root span arrives above an agent span the run is over: the trial is read again from all its
+The request only keeps the new spans (`record`: ReceivedSpan rows, lane PENDING) and asks for them
+to be written; their steps are written off the request (`process`, a Celery task with a broker, the
+embedded worker's thread without), in the order they arrived, so an exporter's answer does not wait
+for the steps, nor for a trace's end, which reads every span of the trial (O(trial), not O(batch)).
+
+A span is sent once it has ended, so a trace arrives leaves first and its root span last. Pending
+spans are read as part of a trace (`trace_trial(..., partial=True)`): an agent span whose parent has
+not come is read as a subagent; a span whose agent span has not come, as the main agent's. When the
+root span has come above an agent span the run is over: the trial is read again from all its
 spans, its steps written again if any span's agent has changed, and the trial completed.
 
 A span is stored scrubbed by the redactions its trial has (`Trial.redactions`); a later redaction
@@ -16,17 +21,24 @@ new span: the body is refused whole (`ended`), nothing of it stored.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
+from trials import queue
 from trials.ingest import redaction
 from trials.ingest.formats import otlp
 from trials.live import service
 from trials.models import ReceivedSpan, Trial
 
+log = logging.getLogger(__name__)
+
 Refusals = list[tuple[str, str]]  # (span id, why)
+PROCESS_AT_ONCE = 200  # pending spans written in one transaction of `process`
+PENDING = "pending"  # a ReceivedSpan's lane until its steps are written (no span id: those are 16 hex digits)
 
 
 def ended(by_trial: dict[str, list[otlp.Span]], user: Any) -> list[str]:
@@ -59,37 +71,95 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> Refusals:
     trial, _ = service.start_trial(spine, started_by=user)
     if not trial.writable_by(user):
         return [(s.span_id, f"trial {trial_id!r} was started by another account") for s in spans]
-    try:
-        with transaction.atomic():
-            trial = Trial.objects.select_for_update().get(pk=trial.pk)  # (a retry may come while the first is written)
-            new = _not_received(trial, spans)
-            if not new:
-                return []
-            if trial.status != Trial.Status.RUNNING:  # (it ended since `ended` looked)
-                raise service.Refused(409, [{"path": "spans", "error": _has_ended(trial_id, trial)}])
-            named = trial.redactions()
-            if len(new) < len(spans):  # (some came before: the trial is what the new ones make)
-                trace = otlp.trace_trial(trial_id, new, partial=True)
-            ReceivedSpan.objects.bulk_create(
-                ReceivedSpan(
-                    trial=trial,
-                    trace_id=s.trace_id,
-                    span_id=s.span_id,
-                    span=redaction.scrub_tree(vars(s), named) if named else vars(s),
-                    lane=trace.lanes[s.span_id],
-                    agent=otlp.is_agent(s),
-                )
-                for s in new
+    # No row lock here: the trial's (held by `process` while it writes steps) would make the exporter wait.
+    # A retry racing the first is stored once by the table's unique (trial, trace, span).
+    new = _not_received(trial, spans)
+    trial.refresh_from_db(fields=["status"])
+    if new and trial.status != Trial.Status.RUNNING:  # (it ended since `ended` looked)
+        return [(s.span_id, _has_ended(trial_id, trial)) for s in spans]
+    _store(trial, new)
+    if trial.status == Trial.Status.RUNNING:  # (a retry asks again: the first task may have been lost)
+        process_later(trial)
+    return []
+
+
+def _store(trial: Trial, new: list[otlp.Span]) -> None:
+    """The new spans kept as received, scrubbed by the trial's redactions, their steps to be written (PENDING)."""
+    named = trial.redactions() if new else {}
+    ReceivedSpan.objects.bulk_create(
+        (
+            ReceivedSpan(
+                trial=trial,
+                trace_id=s.trace_id,
+                span_id=s.span_id,
+                span=redaction.scrub_tree(vars(s), named) if named else vars(s),
+                lane=PENDING,
+                agent=otlp.is_agent(s),
             )
+            for s in new
+        ),
+        ignore_conflicts=True,
+    )
+
+
+def process_later(trial: Trial) -> None:
+    """The trial's pending spans written off the request (`process`): a Celery task with a broker, else
+    the embedded worker's thread (trials/queue.py), in its turn. A broker that takes no message raises:
+    the request answers 503 and the exporter sends the batch again, which asks again."""
+    from trials.live.tasks import process_otlp_spans_task  # (the task module imports this one)
+
+    if settings.IMPORTS_IN_THREAD:
+        queue.embedded_worker().submit(queue.run_in_embedded_worker, process_otlp_spans_task, str(trial.pk))
+    else:
+        process_otlp_spans_task.delay(str(trial.pk))  # (eager without a broker: run here)
+
+
+def process(trial_pk: int) -> None:
+    """The steps of the trial's pending spans written, in the order they arrived, `PROCESS_AT_ONCE` a
+    transaction under its row lock (so a request of the trial's waits one such at most); then, if the
+    trace's root span has come above an agent span, the run's end (`_finish`). Idempotent: a span written
+    before is not pending; a trial that is no longer running is left as it is, its pending spans emptied
+    as its completion empties all (a body that raced its end). Steps the live service refuses are logged."""
+    more, rooted = True, False
+    while more:
+        more, rooted = _process_some(trial_pk, rooted)
+
+
+def _process_some(trial_pk: int, rooted: bool) -> tuple[bool, bool]:
+    """Up to PROCESS_AT_ONCE pending spans written; whether more are pending, and whether a root span was
+    among the spans written (`rooted`: among those of the calls before)."""
+    with transaction.atomic():
+        # (NO KEY UPDATE: a request's INSERT of a span, whose foreign key takes KEY SHARE on the trial, goes on)
+        trial = Trial.objects.select_for_update(no_key=True).filter(pk=trial_pk).first()
+        if trial is None:
+            return False, rooted
+        pending = ReceivedSpan.objects.filter(trial=trial, lane=PENDING)
+        if trial.status != Trial.Status.RUNNING:
+            pending.update(span={}, lane="")  # (no step of it is written: it came as the trial ended)
+            return False, rooted
+        trial_id = str((trial.benchmark or {}).get("trialId") or trial.key.removeprefix("lime:"))
+        rows = list(pending.order_by("pk").values_list("pk", "span")[: PROCESS_AT_ONCE + 1])
+        more, rows = len(rows) > PROCESS_AT_ONCE, rows[:PROCESS_AT_ONCE]
+        spans = [otlp.Span(**{**span, "order": pk}) for pk, span in rows]
+        refused: Refusals = []
+        if spans:
+            trace = otlp.trace_trial(trial_id, spans, partial=True)
+            lanes: dict[str, list[int]] = defaultdict(list)
+            for (pk, _), span in zip(rows, spans, strict=True):
+                lanes[trace.lanes[span.span_id]].append(pk)
+            for lane, pks in lanes.items():
+                for start in range(0, len(pks), 1000):
+                    ReceivedSpan.objects.filter(pk__in=pks[start : start + 1000]).update(lane=lane)
             refused = _write_steps(trial, trace)
-            # A root span ends last: with an agent among the trial's spans, the run is over.
-            if any(not s.parent_id for s in new) and ReceivedSpan.objects.filter(trial=trial, agent=True).exists():
-                sent = {s.span_id for s in new}
-                refused += [r for r in _finish(trial, trial_id) if r[0] in sent]
-    except service.Refused as refusal:  # (the trial finished before: nothing of this body is stored)
-        why = "; ".join(e["error"] for e in refusal.errors)
-        return [(s.span_id, why) for s in spans]
-    return refused
+        # A root span ends last: with an agent among the trial's spans, the run is over.
+        rooted = rooted or any(not s.parent_id for s in spans)
+        # (nothing pending: a retry of the root's batch, its first task maybe lost; its body still has it)
+        root = rooted or (not spans and ReceivedSpan.objects.filter(trial=trial, span__parent_id="").exists())
+        if root and not more and ReceivedSpan.objects.filter(trial=trial, agent=True).exists():
+            refused += _finish(trial, trial_id)
+    if refused:
+        log.warning("trial %s: %d spans' steps refused: %s", trial_pk, len(refused), refused[0][1][:300])
+    return more, rooted
 
 
 def _not_received(trial: Trial, spans: list[otlp.Span]) -> list[otlp.Span]:

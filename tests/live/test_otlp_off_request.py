@@ -1,0 +1,102 @@
+"""`POST /v1/traces` answers once the spans are kept; their steps are written off the request (the
+embedded worker's thread here, a Celery task with a broker), so a body's answer does not wait for
+the steps, and a trace's end (which reads every span of the trial again) never runs in a request."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.live.helpers import runner_client
+from trials.live import service, traces
+from trials.models import ReceivedSpan, Trial
+from trials.queue import embedded_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the worker thread has its own connection
+
+
+def agent_run(trial_id: str, calls: int) -> list:
+    """An agent span over `calls` model calls, as the SDK hands them to its exporter (the root last)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"benchmark.trial.id": trial_id}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent coder") as agent:
+        agent.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder",
+                              "benchmark.reward": 1.0})  # fmt: skip
+        for n in range(calls):
+            with tracer.start_as_current_span("chat") as chat:
+                output = [{"role": "assistant", "parts": [{"type": "text", "content": f"answer {n}"}]}]
+                chat.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                     "gen_ai.output.messages": json.dumps(output)})  # fmt: skip
+    return list(memory.get_finished_spans())
+
+
+@pytest.fixture
+def held_worker(settings):
+    """The embedded worker (no broker), kept busy until the test lets it go: what a request answers
+    cannot then depend on how fast the thread is."""
+    settings.IMPORTS_IN_THREAD = True
+    gate = threading.Event()
+    embedded_worker().submit(gate.wait, 60)
+    yield gate
+    gate.set()
+
+
+def drained() -> None:
+    embedded_worker().submit(lambda: None).result(timeout=120)  # (one thread: what came before is done)
+
+
+def test_the_exporter_is_answered_before_the_steps_are_written_and_they_appear_when_written(live_server, held_worker):
+    _, token = runner_client()
+    spans = agent_run("otel-off-request", 120)
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"}, timeout=120
+    )
+    for start in range(0, len(spans), 50):
+        assert exporter.export(spans[start : start + 50]) is SpanExportResult.SUCCESS
+    trial = Trial.objects.get(key="lime:otel-off-request")
+    assert (trial.status, trial.steps.count()) == ("running", 0)
+    assert ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).count() == len(spans)
+
+    held_worker.set()
+    drained()
+    trial.refresh_from_db()
+    assert (trial.status, trial.reward) == ("passed", 1.0)
+    texts = list(trial.steps.order_by("index").values_list("message_text", flat=True))
+    assert texts == [f"answer {n}" for n in range(120)]
+    assert not ReceivedSpan.objects.filter(trial=trial).exclude(span={}).exists()  # (bodies emptied at its end)
+    assert trial.events.filter(type="benchmark.trial.completed").count() == 1
+
+    assert exporter.export(spans[-50:]) is SpanExportResult.SUCCESS  # a retry of what it stored: no news
+    drained()
+    assert trial.steps.count() == 120 and ReceivedSpan.objects.filter(trial=trial).count() == len(spans)
+
+
+def test_spans_pending_when_the_trial_is_completed_by_command_are_emptied_and_write_no_step(live_server, held_worker):
+    runner, token = runner_client()
+    spans = agent_run("otel-pending-end", 10)[:-1]  # (no root: the run does not end by its spans)
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"}, timeout=120
+    )
+    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    trial = Trial.objects.get(key="lime:otel-pending-end")
+    done = runner.post(
+        "/api/commands/complete_benchmark_trial/", {"trial_id": trial.pk, "status": "completed"}, format="json"
+    )
+    assert done.status_code == 200, done.content
+
+    held_worker.set()
+    drained()
+    trial.refresh_from_db()
+    assert trial.status == "passed" and not service.sent_trajectories(trial).exists()  # (no step of a span)
+    assert not trial.steps.filter(message_text__startswith="answer").exists()
+    assert not ReceivedSpan.objects.filter(trial=trial).exclude(span={}).exists()
+    assert not ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).exists()
