@@ -9,7 +9,7 @@ import orjson
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
-from trials.ingest.formats import agentv, atif
+from trials.ingest.formats import agentv, agentv_messages, atif
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.records import ParsedStep
 from trials.models.imports import Blob
@@ -87,7 +87,7 @@ class Trajectory(models.Model):
     def read_step(self, raw: Any, index: int) -> ParsedStep:
         """One of its stored step bodies, read as the importer read it: an AgentV output message or an ATIF step."""
         if agentv.is_output_trajectory(self.path):
-            return agentv.message_step(raw, index)
+            return agentv_messages.message_step(raw, index)
         return atif.parse_step(raw, index)
 
 

@@ -12,20 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trials.ingest.formats.atif import content_text
+from trials.ingest.formats.agentv_messages import OUTPUT_MARK, aliases, normalize_message, output_trajectory
 from trials.ingest.formats.harbor_sidecars import read_log_text
-from trials.ingest.jsonio import dumps_text, load_json, load_jsonl
+from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
     PackError,
     ParsedCriterion,
     ParsedJob,
-    ParsedObservation,
     ParsedPack,
-    ParsedStep,
-    ParsedToolCall,
-    ParsedTrajectory,
     ParsedTrial,
     Problem,
     TaskRef,
@@ -92,14 +88,6 @@ _TRACE_ALIASES = {
     "toolNames": "tool_names",
     "toolCallsByName": "tool_calls_by_name",
 }
-_MESSAGE_ALIASES = {
-    "durationMs": "duration_ms",
-    "endTime": "end_time",
-    "startTime": "start_time",
-    "tokenUsage": "token_usage",
-    "toolCalls": "tool_calls",
-}
-
 # Row fields that describe where a case came from; copied into provenance.
 _PROVENANCE_KEYS = (
     "eval_path",
@@ -123,40 +111,18 @@ _PROVENANCE_KEYS = (
 
 _UNSAFE_KEY_CHARS = re.compile(r"\s+")
 
-# An AgentV message role, as an ATIF step source (the viewer's vocabulary).
-_SOURCES = {"assistant": "agent", "user": "user", "system": "system", "tool": "tool"}
-OUTPUT_MARK = "#output"  # path of a row's messages: file#output@line N (not a file: no ATIF to download)
-
-
 # ---------------------------------------------------------------- normalisation
 
 
-def _aliases(value: dict[str, Any], aliases: dict[str, str]) -> dict[str, Any]:
-    """Snake key wins; a camel key is dropped unless it disagrees (then both are kept)."""
-    out = dict(value)
-    for camel, snake in aliases.items():
-        if camel not in out:
-            continue
-        if out.get(snake) is None:
-            out[snake] = out.pop(camel)
-        elif out[snake] == out[camel]:
-            del out[camel]
-    return out
-
-
-def _message(value: Any) -> Any:
-    return _aliases(value, _MESSAGE_ALIASES) if isinstance(value, dict) else value
-
-
 def normalize_row(obj: dict[str, Any]) -> dict[str, Any]:
-    row = _aliases(obj, _ROW_ALIASES)
+    row = aliases(obj, _ROW_ALIASES)
     if isinstance(row.get("trace"), dict):
-        trace = _aliases(row["trace"], _TRACE_ALIASES)
+        trace = aliases(row["trace"], _TRACE_ALIASES)
         if isinstance(trace.get("messages"), list):
-            trace["messages"] = [_message(m) for m in trace["messages"]]
+            trace["messages"] = [normalize_message(m) for m in trace["messages"]]
         row["trace"] = trace
     if isinstance(row.get("output"), list):
-        row["output"] = [_message(m) for m in row["output"]]
+        row["output"] = [normalize_message(m) for m in row["output"]]
     return row
 
 
@@ -285,104 +251,13 @@ def _trial(obj: dict[str, Any], line: int, path: str, job_key: str, run: str, pr
         provenance=_provenance(row),
         documents={"row": obj},
         criteria=criteria,
-        trajectories=_output_trajectory(obj, row, path, line, problems),
+        trajectories=output_trajectory(obj, row, path, line, problems),
         files=[path],
     )
 
 
-def _output_trajectory(
-    obj: dict[str, Any], row: dict[str, Any], path: str, line: int, problems: list[Problem]
-) -> list[ParsedTrajectory]:
-    """A row's `output[]` messages as the trial's steps, so its tool calls are indexed and browsable.
-
-    Each message is a step; a tool call's `output`, when AgentV recorded one, is its observation.
-    The message as written is the step's raw JSON (the row itself stays whole in `documents.row`).
-    """
-    messages = row.get("output")
-    if not isinstance(messages, list) or not messages:
-        return []
-    output = obj.get("output")
-    originals = output if isinstance(output, list) else messages
-    steps: list[ParsedStep] = []
-    for index, (message, original) in enumerate(zip(messages, originals, strict=True)):
-        if not isinstance(message, dict):
-            what, kept = "an output message that is not an object", "in the stored row; not a step"
-            problems.append(Problem(path, what, f"output[{index}]", line, severity="warning", kept=kept))
-            continue
-        steps.append(_message_step(message, original, len(steps)))
-    trial_path = f"{path}{OUTPUT_MARK}@line {line}"
-    return [
-        ParsedTrajectory(
-            path=trial_path,
-            role="main",
-            schema_version="",
-            session_id="",
-            trajectory_id="",
-            agent={},
-            final_metrics=None,
-            header={},
-            steps=steps,
-            problems=[],
-        )
-    ]
-
-
 def is_output_trajectory(path: str) -> bool:
     return OUTPUT_MARK in path
-
-
-def message_observations(raw: dict[str, Any]) -> list[ParsedObservation]:
-    """The tool outputs of one stored output message, read as the importer read them."""
-    return message_step(raw, 0).observations
-
-
-def message_step(raw: dict[str, Any], index: int) -> ParsedStep:
-    """One stored output message as the step the importer made of it."""
-    return _message_step(_message(raw), raw, index)
-
-
-def _message_step(message: dict[str, Any], original: dict[str, Any], index: int) -> ParsedStep:
-    calls, observations = [], []
-    for number, call in enumerate(as_list(message.get("tool_calls"))):
-        if not isinstance(call, dict):
-            continue
-        function = as_dict(call.get("function"))  # the OpenAI shape, as some targets write it
-        call_id = to_str(pick(call, "id", "tool_call_id")) or f"{index + 1}.{number + 1}"
-        calls.append(
-            ParsedToolCall(
-                tool_call_id=call_id,
-                function_name=to_str(pick(call, "tool", "name") or function.get("name")),
-                arguments=pick(call, "input", "arguments", default=function.get("arguments")),
-            )
-        )
-        if call.get("output") is not None:
-            text = _text(call["output"])
-            observations.append(ParsedObservation(call_id, text, len(text.encode("utf-8", "surrogatepass"))))
-    usage = as_dict(message.get("token_usage"))
-    return ParsedStep(
-        index=index,
-        step_id=index + 1,
-        source=_SOURCES.get(to_str(message.get("role")), to_str(message.get("role"))[:10]),
-        timestamp=parse_time(message.get("start_time"), "", ""),
-        model_name="",
-        message_text=_text(message.get("content")),
-        reasoning="",
-        prompt_tokens=to_count(pick(usage, "input", "input_tokens", "prompt_tokens")),
-        completion_tokens=to_count(pick(usage, "output", "output_tokens", "completion_tokens")),
-        cached_tokens=to_count(pick(usage, "cached", "cached_tokens", "cache_read")),
-        cost_usd=to_float(message.get("cost_usd")),
-        is_copied_context=False,
-        llm_call_count=None,
-        context_management="",
-        tool_calls=calls,
-        observations=observations,
-        raw=original if isinstance(original, dict) else message,
-    )
-
-
-def _text(value: Any) -> str:
-    """Message content or tool output as text: a string, content parts, or any other JSON as JSON."""
-    return content_text(value) if value is None or isinstance(value, (str, list)) else dumps_text(value)
 
 
 # ---------------------------------------------------------------- a file of rows
