@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def lines_of(process: subprocess.Popen) -> queue.Queue[str]:
 
 
 @pytest.fixture
-def viewing(tmp_path) -> tuple[subprocess.Popen, queue.Queue[str], Path]:
+def viewing(tmp_path) -> Iterator[tuple[subprocess.Popen, queue.Queue[str], Path]]:
     job = write_job(tmp_path / "jobs", "first-look", role="baseline", configuration_id="first-look", agent="agent",
                     model="model", tasks=45, attempts=2, steps_per_trial=20, with_extras=False)  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "TEST_SQLITE_PATH")}
