@@ -24,24 +24,21 @@ import re
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import IO, Any
 
 import orjson
 from django.utils import timezone
 
+from trials.export_rows import derived_atif, harbor_result, iso, trial_rewards
 from trials.ingest import redaction
-from trials.ingest.formats import agentv
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.formats.benchviewer_export import EXPORT_MANIFEST, QC_ITEMS, REDACTION_MANIFEST
-from trials.ingest.records import ParsedStep
 from trials.models import Artifact, Blob, Pack, PackFile, RuntimeEvent, Trajectory, Trial
 from trials.models.qc import QCItem
 from trials.storage.backend import open_blob
 
 CHUNK = 1 << 20
 HARBOR_FOLDER_PACKS = ("harbor-trial", "harbor-job")
-DERIVED_ATIF_VERSION = "ATIF-v1.6"
 TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".toml", ".yaml", ".yml", ".csv", ".out", ".err")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -175,8 +172,8 @@ def exported_trial(trial: Trial) -> dict[str, Any]:
             "key": job.key,
             "name": job.name,
             "sourceFormat": job.source_format,
-            "startedAt": _iso(job.started_at),
-            "finishedAt": _iso(job.finished_at),
+            "startedAt": iso(job.started_at),
+            "finishedAt": iso(job.finished_at),
         }
         if job
         else None,
@@ -254,111 +251,6 @@ def _write_trajectories(out: ExportZip, trial: Trial, trajectories: list[Traject
             out.add(path, [json_bytes(derived_atif(trial, trajectory))], "made from rows")
 
 
-def derived_atif(trial: Trial, trajectory: Trajectory) -> dict[str, Any]:
-    """ATIF made of a trajectory's stored step bodies (no ATIF file of its own: AgentV messages, a live trial)."""
-    configuration = trial.configuration
-    agent = trajectory.agent or {
-        "name": configuration.agent_name if configuration else "unknown",
-        "version": configuration.agent_version if configuration else "",
-        "model_name": configuration.model_name if configuration else "",
-    }
-    steps: list[Any] = []
-    converts = agentv.is_output_trajectory(trajectory.path)
-    for index, body in trajectory.bodies():
-        raw = orjson.loads(body)
-        steps.append(atif_step(trajectory.read_step(raw, index), len(steps) + 1) if converts else raw)
-    return {
-        "schema_version": trajectory.schema_version or DERIVED_ATIF_VERSION,
-        "session_id": trajectory.session_id or trial.session_id or trial.key,
-        "agent": agent,
-        "steps": steps,
-        **({"final_metrics": trajectory.final_metrics} if trajectory.final_metrics else {}),
-    }
-
-
-def atif_step(step: ParsedStep, number: int) -> dict[str, Any]:
-    """One ATIF step from what the importer read of a step in another format."""
-    source = step.source if step.source in ("system", "user", "agent") else "agent"
-    out: dict[str, Any] = {"step_id": number, "source": source, "message": step.message_text}
-    if step.timestamp is not None:
-        out["timestamp"] = step.timestamp.isoformat()
-    if step.model_name and source == "agent":
-        out["model_name"] = step.model_name
-    if step.reasoning:
-        out["reasoning_content"] = step.reasoning
-    if step.tool_calls and source == "agent":
-        out["tool_calls"] = [
-            {
-                "tool_call_id": call.tool_call_id,
-                "function_name": call.function_name,
-                "arguments": call.arguments if isinstance(call.arguments, dict) else {"value": call.arguments},
-            }
-            for call in step.tool_calls
-        ]
-    if step.observations:
-        out["observation"] = {
-            "results": [
-                {**({"source_call_id": o.source_call_id} if o.source_call_id else {}), "content": o.content_text}
-                for o in step.observations
-            ]
-        }
-    metrics = {
-        k: v
-        for k, v in (
-            ("prompt_tokens", step.prompt_tokens),
-            ("completion_tokens", step.completion_tokens),
-            ("cached_tokens", step.cached_tokens),
-            ("cost_usd", step.cost_usd),
-        )
-        if v is not None
-    }
-    if metrics and source == "agent":
-        out["metrics"] = metrics
-    return out
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def trial_rewards(trial: Trial) -> dict[str, Any]:
-    return dict(trial.rewards) if trial.rewards else ({"reward": trial.reward} if trial.reward is not None else {})
-
-
-def harbor_result(trial: Trial) -> dict[str, Any]:
-    """A Harbor trial result.json from the trial's rows (a trial read from another format, or live)."""
-    configuration, task = trial.configuration, trial.task
-    result: dict[str, Any] = {
-        "id": trial.key,
-        "trial_name": trial.name,
-        "task_name": task.name if task else trial.name,
-        "source": trial.dataset.name if trial.dataset else "",
-        "task_checksum": task.checksum if task else "",
-        "agent_info": {
-            "name": configuration.agent_name if configuration else "",
-            "version": configuration.agent_version if configuration else "",
-            "model_info": {"name": configuration.model_name if configuration else ""},
-        },
-        "verifier_result": {"rewards": trial_rewards(trial)} if trial_rewards(trial) else None,
-        "started_at": _iso(trial.started_at),
-        "finished_at": _iso(trial.finished_at),
-        "exception_info": None,
-        "agent_result": {
-            "n_input_tokens": trial.input_tokens,
-            "n_cache_tokens": trial.cached_tokens,
-            "n_output_tokens": trial.output_tokens,
-            "cost_usd": trial.cost_usd,
-        },
-    }
-    if trial.exception_type or trial.exception_message:  # (a live trial failed with a reason has no type)
-        result["exception_info"] = {
-            "exception_type": trial.exception_type,
-            "exception_message": trial.exception_message,
-            "exception_traceback": trial.exception_traceback,
-        }
-    return result
-
-
 def _write_artifacts(out: ExportZip, trial: Trial) -> None:
     """A trial's artifacts (not from a Harbor folder, which has its own): their bytes and a manifest."""
     entries = []
@@ -367,8 +259,15 @@ def _write_artifacts(out: ExportZip, trial: Trial) -> None:
         local = "/".join(_UNSAFE.sub("-", part) for part in where.split("/") if part not in ("", ".", ".."))
         if artifact.blob is not None and local:
             out.add(f"artifacts/{local}", blob_chunks(artifact.blob), "stored file")
-        entries.append({"source": artifact.source, "destination": local, "type": artifact.kind or "file",
-                        "status": artifact.status, "service": artifact.service})  # fmt: skip
+        entries.append(
+            {
+                "source": artifact.source,
+                "destination": local,
+                "type": artifact.kind or "file",
+                "status": artifact.status,
+                "service": artifact.service,
+            }
+        )
     if entries:
         out.add_json("artifacts/manifest.json", {"artifacts": entries})
 
@@ -379,8 +278,10 @@ def _write_verifier(out: ExportZip, trial: Trial) -> None:
         out.add_json("verifier/reward.json", rewards)
     criteria = trial.criteria.order_by("pk").values_list("name", "score", "weight", "reasoning", "evidence_refs")
     if criteria and "verifier/reward-details.json" not in out.paths:
-        details = [{"name": name, "score": score, "weight": weight, "reasoning": reasoning, "evidence": evidence}
-                   for name, score, weight, reasoning, evidence in criteria]  # fmt: skip
+        details = [
+            {"name": name, "score": score, "weight": weight, "reasoning": reasoning, "evidence": evidence}
+            for name, score, weight, reasoning, evidence in criteria
+        ]
         out.add_json("verifier/reward-details.json", {"criteria": details})
 
 
@@ -399,8 +300,14 @@ def _write_events(out: ExportZip, trial: Trial, folder: str) -> None:
 def _event_line(raw, type_, event_id, timestamp, sequence, correlation, payload) -> dict[str, Any]:
     if raw:
         return raw
-    return {"type": type_, "eventId": event_id, "timestamp": _iso(timestamp), "sequence": sequence,
-            **(correlation or {}), "payload": payload}  # fmt: skip
+    return {
+        "type": type_,
+        "eventId": event_id,
+        "timestamp": iso(timestamp),
+        "sequence": sequence,
+        **(correlation or {}),
+        "payload": payload,
+    }
 
 
 def qc_items(trial: Trial, named: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -423,8 +330,8 @@ def qc_items(trial: Trial, named: dict[str, dict[str, Any]]) -> list[dict[str, A
             "reason": item.reason,
             "scope": item.scope,
             "waives": item.waived_item.label if item.waived_item else "",
-            "expiresAt": _iso(item.expires_at),
-            "createdAt": _iso(item.created_at),
+            "expiresAt": iso(item.expires_at),
+            "createdAt": iso(item.created_at),
         }
         for item in rows
     ]

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from trials import export
+from trials import export_rows
 from trials.models import Configuration, Dataset, Job, RewardCriterion, RuntimeEvent, Step, Task, Trial
 from trials.models.qc import AuditEntry, QCItem
 from trials.viewer.steps import main_trajectory
@@ -34,7 +34,7 @@ def atif_of(client, trial: Trial) -> dict | None:
     if main is None:
         return None
     if main.blob is None:
-        return export.derived_atif(trial, main)
+        return export_rows.derived_atif(trial, main)
     response = client.get(f"/api/trials/{trial.pk}/trajectory/")
     return orjson.loads(b"".join(response.streaming_content) if response.streaming else response.content)
 
