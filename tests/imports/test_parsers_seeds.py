@@ -13,7 +13,7 @@ import pytest
 
 from tests.builders import REFERENCE
 from trials.ingest import documents, redaction
-from trials.ingest.formats import agentcontext, agentqc, agentv, context_kinds, lime, openchrome
+from trials.ingest.formats import agentcontext, agentqc, agentv, context_kinds, lime, lime_threads, openchrome
 from trials.ingest.jsonio import load_jsonl
 from trials.ingest.records import ParsedEvent, ParsedPack
 
@@ -159,8 +159,8 @@ def test_naive_timestamp_is_kept_naive_with_a_warning():
 
 def test_thread_snapshot_is_a_document_with_counts():
     data = load("lime-agentruntime/thread-read-snapshot.json")
-    assert lime.is_thread_snapshot(data) and not lime.is_runtime_event(data)
-    doc = lime.parse_thread_snapshot(data, "snap.json")
+    assert lime_threads.is_thread_snapshot(data) and not lime.is_runtime_event(data)
+    doc = lime_threads.parse_thread_snapshot(data, "snap.json")
     assert doc.kind == "lime-thread-snapshot" and doc.data == data
     assert doc.counts["threads"] == len(data["threads"])
     assert doc.counts["tasks"] == len(data["tasks"])

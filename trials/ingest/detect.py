@@ -26,6 +26,7 @@ from trials.ingest.formats import (
     inspect,
     inspect_zip,
     lime,
+    lime_threads,
     native_logs,
     openchrome,
     otlp,
@@ -226,8 +227,8 @@ def parse_json(data: Any, path: Path, rel: str, max_run_rows: int = DEFAULT_LIMI
         return ParsedPack(kind="lime-evidence-pack", trials=[lime.parse_evidence_pack(data, rel)], trial_count=1)
     if lime.is_runtime_event(data):
         return lime.parse_event_file(data, rel)
-    if lime.is_thread_snapshot(data):
-        return ParsedPack(kind="lime-thread-snapshot", documents=[lime.parse_thread_snapshot(data, rel)])
+    if lime_threads.is_thread_snapshot(data):
+        return ParsedPack(kind="lime-thread-snapshot", documents=[lime_threads.parse_thread_snapshot(data, rel)])
     if documents.is_json_schema(data):
         return ParsedPack(kind="json-schema", documents=[documents.parse_json_schema(data, rel)])
     if context_kinds.is_context_event(data) or context_kinds.is_context_record(data):

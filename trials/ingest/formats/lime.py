@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from trials.ingest.documents import is_json_schema, parse_json_schema
+from trials.ingest.formats.lime_threads import is_thread_snapshot, parse_thread_snapshot
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
     PackError,
     ParsedCriterion,
-    ParsedDocument,
     ParsedEvent,
     ParsedPack,
     ParsedPermission,
@@ -430,37 +430,6 @@ def permissions_from_events(events: list[ParsedEvent]) -> list[ParsedPermission]
             if perm.decision == "deny" and _is_after(_order(event, index), when) and _tool_matches(event, perm):
                 perm.side_effect_after_denial = True
     return list(perms.values())
-
-
-# ---------------------------------------------------------------- thread snapshot
-
-
-def is_thread_snapshot(data: Any) -> bool:
-    return (
-        isinstance(data, dict)
-        and "type" not in data
-        and isinstance(data.get("threads"), list)
-        and ("sessionId" in data or "session_id" in data)
-    )
-
-
-def parse_thread_snapshot(data: dict[str, Any], path: str) -> ParsedDocument:
-    threads = [t for t in data.get("threads") or [] if isinstance(t, dict)]
-    tasks = [t for t in data.get("tasks") or [] if isinstance(t, dict)]
-    return ParsedDocument(
-        kind="lime-thread-snapshot",
-        path=path,
-        title=to_str(pick(data, "sessionId", "session_id")),
-        data=data,
-        counts={
-            "threads": len(threads),
-            "turns": sum(len(t.get("turns") or []) for t in threads),
-            "pending_requests": sum(len(t.get("pendingRequests") or []) for t in threads),
-            "incidents": sum(len(t.get("incidents") or []) for t in threads),
-            "tasks": len(tasks),
-            "attempts": sum(len(t.get("attempts") or []) for t in tasks),
-        },
-    )
 
 
 # ---------------------------------------------------------------- dispatch
