@@ -119,6 +119,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "core.roles.template_rights",
+                "shares.context_processors.share_lifetimes",  # the Share control's expiry choices
             ],
         },
     },
