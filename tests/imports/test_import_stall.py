@@ -10,18 +10,15 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.builders import REFERENCE
-from trials.ingest.formats import lime
+from trials.ingest.formats import agentv
 from trials.models import Import, Trial
 from trials.queue import embedded_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has its own connection
 
 PACK = REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json"
+ROWS = REFERENCE / "agentv" / "camel-replay-index.jsonl"
 HANG_GUARD = 300.0  # seconds: only stops a broken build from waiting forever; no verdict rests on it
-
-
-class Released(Exception):
-    """The hung parser let go at the end of the test."""
 
 
 def finished(client, import_id: str) -> dict:
@@ -35,8 +32,8 @@ def finished(client, import_id: str) -> dict:
     raise AssertionError(f"import {import_id} still {body['status']}")
 
 
-def upload(client, name: str) -> str:
-    response = client.post("/api/imports/", {"file": SimpleUploadedFile(name, PACK.read_bytes())})
+def upload(client, name: str, path) -> str:
+    response = client.post("/api/imports/", {"file": SimpleUploadedFile(name, path.read_bytes())})
     assert response.status_code == 202
     return response.json()["id"]
 
@@ -47,22 +44,20 @@ def test_an_import_with_no_progress_is_failed_with_why_and_the_next_queued_one_r
     settings.IMPORTS_IN_THREAD = True
     settings.IMPORT_STALL_TIMEOUT = 1
     release, hung_in = threading.Event(), []
-    real_parse = lime.parse_evidence_pack
+    real_parse = agentv.parse_rows
 
-    def hangs_the_first_time(data, path):  # a parser that hangs: the fault
-        if not hung_in:
-            hung_in.append(threading.current_thread())
-            release.wait(HANG_GUARD)
-            raise Released
-        return real_parse(data, path)
+    def hangs(*args, **kwargs):  # a parser that hangs (the fault), then answers when let go
+        hung_in.append(threading.current_thread())
+        release.wait(HANG_GUARD)
+        return real_parse(*args, **kwargs)
 
-    monkeypatch.setattr(lime, "parse_evidence_pack", hangs_the_first_time)
+    monkeypatch.setattr(agentv, "parse_rows", hangs)
     gate = threading.Event()
     try:
-        hung = upload(client_logged_in, "hung.json")
+        hung = upload(client_logged_in, "hung.jsonl", ROWS)
         # Next in the worker's queue: a gate, so the import behind it runs under the default timeout.
         embedded_worker().submit(gate.wait, HANG_GUARD)
-        after = upload(client_logged_in, "next.json")
+        after = upload(client_logged_in, "next.json", PACK)
 
         body = finished(client_logged_in, hung)
         assert body["status"] == "failed"
@@ -77,7 +72,9 @@ def test_an_import_with_no_progress_is_failed_with_why_and_the_next_queued_one_r
     finally:
         gate.set()
         release.set()
-        for thread in hung_in:  # the hung run ends; what it would write after the verdict is dropped
+        for thread in hung_in:  # the hung run ends, its parse answered; it writes nothing after the verdict
             thread.join(HANG_GUARD)
+    assert len(hung_in) == 1
+    assert Trial.objects.get().name == "trial-tool-approval-candidate-1"  # none of the rows it parsed
     assert Import.objects.get(pk=hung).status == Import.Status.FAILED
     assert "import failed: no progress for 1 s" in [p["message"] for p in Import.objects.get(pk=hung).problems]

@@ -141,6 +141,10 @@ def rare_full_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+class StalledRun(Exception):
+    """The import was failed while this run of it hung (trials/queue.py): it writes nothing more."""
+
+
 class ImportRun:
     def __init__(
         self, imp: Import, workdir: Path, on_progress: Callable[[Import], None] | None, ran_before: bool = False
@@ -386,6 +390,8 @@ class ImportRun:
         return pack, created
 
     def write_pack(self, parsed: ParsedPack, pack: Pack, files: dict[str, tuple[Path, str, int]]) -> dict:
+        if not self.row().exists():  # failed meanwhile by the stall watch: what a hung parse read is not written
+            raise StalledRun(f"import {self.imp.pk} was failed while it ran")
         return PackWrite(self.imp, self.workdir, self.advance, self.ran_before, parsed, pack, files).run()
 
 
