@@ -98,8 +98,9 @@ def queue(request):
     page = Paginator(rows, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     for trial in page:
         signature = trial.cluster.signature if trial.cluster else {}
-        trial.category = signature.get("category") or prefill.queue_category(vars(trial))
-        trial.reasons = queries.queue_reasons(trial)
+        # (what the queue rows show, set on each trial of the page)
+        trial.category = signature.get("category") or prefill.queue_category(vars(trial))  # type: ignore[attr-defined]
+        trial.reasons = queries.queue_reasons(trial)  # type: ignore[attr-defined]
     kept = request.GET.copy()
     kept.pop("page", None)
     sort = request.GET.get("sort") or "trial"
@@ -137,7 +138,8 @@ def assign(request):
         count = services.assign_trials(request.user, list(form.cleaned_data["trials"]), form.cleaned_data["assignee"])
         messages.success(request, f"Assigned {count} trial{pluralize(count)}.")
     else:
-        messages.error(request, "Pick failed trials and a triager: " + "; ".join(form.errors.get("trials", [])))
+        errors = "; ".join(str(e) for e in form.errors.get("trials", []))
+        messages.error(request, "Pick failed trials and a triager: " + errors)
     return _back_to_queue(request)
 
 
