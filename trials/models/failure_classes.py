@@ -131,6 +131,8 @@ def how_it_ended(row: Mapping[str, Any]) -> str:
     status label says; "" for one that finished (passed or failed on its own). The one rule of "timed out"
     (the triage flags', the comparisons' timeout rate): a row's status, exception type and failure category."""
     said = f"{row['exception_type'] or ''} {row['failure_category'] or ''}"
+    if _HARNESS_TIMED_OUT.search(said):  # the test harness timed out, not the agent: it errored
+        return "errored"
     if row["status"] == "timeout" or _TIMED_OUT.search(said):
         return "timeout"
     if _CANCELLED.search(said):
@@ -143,5 +145,7 @@ def how_it_ended(row: Mapping[str, Any]) -> str:
 
 
 _TIMED_OUT = re.compile(r"time[d_ -]?out", re.I)
+# TB1's test_timeout, Harbor's VerifierTimeoutError (failure_classes' RULES: infrastructure).
+_HARNESS_TIMED_OUT = re.compile(r"(test|verifier)[_ -]?time[d_ -]?out", re.I)
 _CANCELLED = re.compile(r"cancel", re.I)
 _LIMIT = re.compile(r"(?<!rate)(?<!rate[_ -])limit", re.I)  # (a rate limit is an error, not the run's limit)
