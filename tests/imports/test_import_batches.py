@@ -194,11 +194,23 @@ def test_a_batch_closes_once_it_holds_the_configured_bytes_of_files(demo_job, mo
         lambda batch, *args: batches.append([t.name for t in batch]) or write_trials(batch, *args),
     )
     imp = import_path(demo_job)
-    assert imp.outcomes[0]["trials"] == 8 and sum(map(len, batches)) == 8 and len(batches) >= 2
-    for batch in batches:
+    assert imp.outcomes[0]["trials"] == 8 and sum(map(len, batches)) == 8 and len(batches) >= 3
+    first, *later = batches
+    assert len(first) == 1  # the pack's first trial is written alone: on the pages while the rest is read
+    for batch in later:
         assert sum(sizes[name] for name in batch[:-1]) < settings.IMPORT_BATCH_BYTES  # open until its last trial
-    for batch in batches[:-1]:
+    for batch in later[:-1]:
         assert sum(sizes[name] for name in batch) >= settings.IMPORT_BATCH_BYTES
+
+
+def test_a_packs_first_trial_is_written_before_the_rest_of_its_pack_is_read(demo_job, monkeypatch):
+    seen = []  # the trials stored when each later batch is written
+    monkeypatch.setattr(
+        "trials.imports.pack_write.write_trials",
+        lambda batch, *args: seen.append(Trial.objects.count()) or write_trials(batch, *args),
+    )
+    import_path(demo_job)
+    assert seen[0] == 0 and seen[1] == 1  # one trial was stored before the second batch was written
 
 
 def test_a_trial_bigger_than_a_batch_is_written_alone_reading_its_steps_as_it_goes(demo_job, monkeypatch, settings):

@@ -178,12 +178,15 @@ class TrialBatch:
     """
 
     MAX_TRIALS = 100  # (and settings.IMPORT_BATCH_BYTES of their files)
+    FIRST_TRIALS = 1  # a pack's first batch: its first trial is on the pages while the rest is read
 
     def __init__(self, files: dict[str, tuple[Path, str, int]], blobs: dict[str, int], lone_blobs: frozenset[int]):
         self.files, self.blobs, self.lone_blobs = files, blobs, lone_blobs
+        self.batches = -1  # batches written so far (clear() counts them)
         self.clear()
 
     def clear(self) -> None:
+        self.batches += 1
         self.trials: list[ParsedTrial] = []
         self.keys: set[str] = set()
         self.bytes = 0
@@ -209,7 +212,8 @@ class TrialBatch:
         return True
 
     def full(self) -> bool:
-        return len(self.trials) >= self.MAX_TRIALS or self.bytes >= settings.IMPORT_BATCH_BYTES
+        most = self.MAX_TRIALS if self.batches else self.FIRST_TRIALS
+        return len(self.trials) >= most or self.bytes >= settings.IMPORT_BATCH_BYTES
 
 
 def write_trials(
