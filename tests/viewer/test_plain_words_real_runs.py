@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from tests.builders import REFERENCE, candidate_trial_dir, import_path, import_trial_dir
@@ -11,6 +12,8 @@ pytestmark = pytest.mark.django_db
 
 TB1 = REFERENCE / "terminal-bench-1" / "20250825_swe-agent-mini_claude-4-sonnet"
 INSPECT = REFERENCE / "inspect" / "2025-05-12T20-28-26-04-00_security-guide.json"
+# A plain Harbor run: its ATIF trajectory names a session, which is no Lime runtime correlation.
+HARBOR = REFERENCE / "public-runs-2" / "harbor-check-claude-code-notloggedin"
 LIME_WORDS = ("not joinable", "smoke only", "benchmark eval blocks", "with incomplete", "Evidence completeness")
 
 
@@ -18,11 +21,14 @@ def _trial_page(client, trial: Trial, tab: str = "") -> str:
     return client.get(f"/trials/{trial.pk}/" + (f"?tab={tab}" if tab else "")).content.decode()
 
 
-@pytest.mark.parametrize("source", [TB1, INSPECT], ids=["terminal-bench-1", "inspect"])
+@pytest.mark.parametrize("source", [TB1, INSPECT, HARBOR], ids=["terminal-bench-1", "inspect", "harbor"])
 def test_a_trial_without_lime_evidence_reads_no_lime_word(client_logged_in, source):
     import_path(source)
     trial = Trial.objects.first()
     assert trial is not None and not trial.lime_evidence
+    if source is HARBOR:  # the README's one trial, whose trajectory holds a session id
+        session = orjson.loads(next(source.rglob("trajectory.json")).read_bytes())["session_id"]
+        assert Trial.objects.count() == 1 and trial.session_id == session
     pages = [_trial_page(client_logged_in, trial, tab) for tab in ("", "trajectory", "verifier")]
     pages.append(client_logged_in.get("/").content.decode())
     for html in pages:

@@ -53,10 +53,15 @@ RUNTIME_FIELDS = next(c["fields"] for c in CHECKS if c["check"] == "runtimeCorre
 LIME_FORMATS = frozenset({"lime", "agentqc"})
 
 
+# The ids only a runtime writes: an ATIF trajectory's own session_id (any Harbor trial) is no Lime evidence.
+RUNTIME_IDS = tuple(f for f in RUNTIME_FIELDS if f != "sessionId") + ("runtimeId",)
+
+
 def applies(source_format: str, runtime_correlation: dict[str, Any]) -> bool:
     """Whether a trial's source carries the facts these checks read: a Lime format, or a runtime
-    correlation (a Lime pack or runtime events joined to it). A TB1, Inspect or OTLP trial has none."""
-    return source_format in LIME_FORMATS or any(runtime_correlation.get(f) for f in RUNTIME_FIELDS)
+    correlation (a Lime pack or runtime events joined to it). A TB1, Inspect, OTLP or plain Harbor
+    trial (whose trajectory names only its session) has none."""
+    return source_format in LIME_FORMATS or any(runtime_correlation.get(f) for f in RUNTIME_IDS)
 
 
 # Each names a file of the trial; a Harbor trial folder's own refs name the ones it has, as read.
