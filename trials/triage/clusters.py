@@ -175,6 +175,11 @@ class ClusterRow:
         return signatures.describe(self.cluster.signature)
 
     @property
+    def title(self) -> str:
+        """What sets the cluster apart, beside its class badge on the list."""
+        return signatures.cause_words(self.cluster.signature)
+
+    @property
     def new_in_candidate(self) -> bool:
         """Candidate trials hit it and no baseline trial did."""
         return self.candidates > 0 and self.baselines == 0
@@ -186,6 +191,7 @@ class ClusterRow:
             "class": self.cluster.failure_class,
             "signature": self.signature,
             "description": self.description,
+            "title": self.title,
             "count": self.count,
             "trials": self.trial_ids,
             "by_configuration": self.by_configuration,

@@ -166,17 +166,26 @@ def signature_key(signature: dict[str, Any]) -> str:
 
 
 def describe(signature: dict[str, Any]) -> str:
-    """The signature in words, for a page."""
-    parts = [CLASS_LABELS.get(signature.get("class", ""), signature.get("status") or "failed")]
+    """The signature in words, for a page: its class, then its cause (`cause_words`)."""
+    failure_class = CLASS_LABELS.get(signature.get("class", ""), signature.get("status") or "failed")
+    return f"{failure_class} · {cause_words(signature)}"
+
+
+def cause_words(signature: dict[str, Any]) -> str:
+    """A cluster's title beside its class badge: what sets it apart from the other clusters of its
+    benchmark (category, exception, last tool, how it ended in the source's own term, flags, error text)."""
+    parts = []
     if signature.get("category") or signature.get("code"):
         parts.append("/".join(p for p in (signature.get("category"), signature.get("code")) if p))
     if signature.get("exceptionType"):
         parts.append(signature["exceptionType"])
     if signature.get("tool"):
         parts.append(f"tool {signature['tool']}")
-    if signature.get("ended"):
-        ended = ENDED_LABELS.get(signature["ended"], signature["ended"])
-        parts.append(f"{ended}, in {signature['benchmark']}" if signature.get("benchmark") else ended)
+    if ended := signature.get("ended"):
+        words = ENDED_LABELS.get(ended, ended)
+        if "_" in ended:  # (the source's own term beside ours: Terminal-Bench's `agent_timeout`, `parse_error`)
+            words = f"{words} ({ended})"
+        parts.append(f"{words}, in {signature['benchmark']}" if signature.get("benchmark") else words)
     elif signature.get("benchmark"):
         parts.append(f"no error, in {signature['benchmark']}")
     for facet, value in (signature.get("split") or {}).items():
@@ -184,7 +193,9 @@ def describe(signature: dict[str, Any]) -> str:
     if signature.get("flags"):
         parts.append("flagged: " + ", ".join(FLAG_LABELS.get(f, f) for f in signature["flags"]))
     text = " · ".join(parts)
-    return f"{text}: {signature['message']}" if signature.get("message") else text
+    if signature.get("message"):
+        return f"{text}: {signature['message']}" if text else signature["message"]
+    return text or "no error text"
 
 
 ENDED_LABELS = {
