@@ -50,11 +50,20 @@ def test_queue_rows_of_sonnet_and_opus_read_apart(client_logged_in, droid_runs):
 
 
 def test_the_trial_list_names_what_an_id_filter_is_and_durations_read_in_seconds(client_logged_in, droid_runs):
-    conf = Configuration.objects.get(key__endswith="opus")
-    job = Job.objects.filter(trials__configuration=conf).first()
+    opus = next(p for p in DROID.iterdir() if p.name.endswith("opus"))  # the submission folder names it
+    conf = Configuration.objects.get(key=opus.name)
+    job = Job.objects.get(name=sorted(p.name for p in opus.iterdir() if p.is_dir())[0])
     html = client_logged_in.get(f"/trials/?configuration={conf.pk}&job={job.pk}").content.decode()
-    assert f'id="id_configuration_helptext">{conf.key}</div>' in html
-    assert f'id="id_job_helptext">{job.name}</div>' in html
+    start = html.index('id="trial-filters"')
+    form = html[start : html.index("</form>", start)]
+    # each id field shows the name chosen, its value still the id, and no box holding a bare number
+    assert re.search(
+        rf'<select name="configuration"[^>]*>.*?<option value="{conf.pk}" selected>{opus.name}</option>', form, re.S
+    )
+    assert re.search(rf'<select name="job"[^>]*>.*?<option value="{job.pk}" selected>{job.name}</option>', form, re.S)
+    assert not re.search(r'<input type="text" name="(configuration|job)" value=', form)
+    again = client_logged_in.get(f"/trials/?configuration={conf.pk}&job={job.pk}").context["page"].paginator.count
+    assert again == job.trials.count() > 0
     assert not re.search(r"\d+\.\d{3}\s*s\b", html)
     sonnet = Configuration.objects.get(key__endswith="sonnet")
     page = client_logged_in.get(f"/comparisons/?baseline={sonnet.pk}&candidate={conf.pk}").content.decode()

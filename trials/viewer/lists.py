@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django import forms
 from django.db.models import Avg, Count, F, FloatField, OrderBy, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 from django.http import QueryDict
@@ -61,14 +62,19 @@ NAMED_BY_ID = {
 
 
 def name_filters_by_id(filterset: TrialFilter) -> None:
-    """Under each of the form's id fields holding an id, the name of what it is ("Configuration: 20" alone
-    reads as nothing); an unknown id says so."""
+    """Each of the form's id fields holding an id shows the name of what it is ("Configuration: 20" reads
+    as nothing): a choice of that one name, whose value stays the id; an unknown id says so."""
     for field, (model, name) in NAMED_BY_ID.items():
         pk = parse_pk(filterset.data.get(field) or "")
-        if pk is not None:
-            found = model._default_manager.filter(pk=pk).first()
+        if pk is None:
+            continue
+        found = model._default_manager.filter(pk=pk).first()
+        if found is None:
             # (the bound field, made when the form was cleaned, holds its own copy of the help text)
-            filterset.form[field].help_text = name(found) if found else f"no {field} #{pk}"
+            filterset.form[field].help_text = f"no {field} #{pk}"
+            continue
+        # (the bound field reads its widget from the form's own copy of the field)
+        filterset.form.fields[field].widget = forms.Select(choices=[("", "any"), (str(pk), name(found))])
 
 
 LIST_KEYS = set(TrialFilter.base_filters) | {"sort", "untriaged", "uncategorised"}
