@@ -87,3 +87,24 @@ def test_the_link_is_hidden_where_no_attempt_of_the_task_passed(client_logged_in
         assert 'id="compare-passing"' not in page
         response = client_logged_in.get(f"/trials/{failed.pk}/compare-passing/", follow=True)
         assert "No passing attempt" in response.content.decode()
+
+
+def test_the_link_is_hidden_on_a_trial_that_passed_even_when_flagged(client_logged_in, droid):
+    """A pass that timed out with a reward is in a cluster (flagged), and its task has other passes: still
+    nothing to compare it with, so no link (issue 39, Must 5: hidden where not applicable)."""
+    flagged_passes = [
+        row
+        for rows in raw_rows().values()
+        for row in rows
+        if row["is_resolved"] is True
+        and row["failure_mode"] == "agent_timeout"
+        and sum(r["is_resolved"] is True for r in rows) > 1
+    ]
+    assert flagged_passes  # the runs hold such passes
+    for row in flagged_passes[:5]:
+        passed = trial_of(row)
+        assert passed.cluster_id is not None and passed.reward == 1.0
+        page = client_logged_in.get(f"/trials/{passed.pk}/").content.decode()
+        assert 'id="compare-passing"' not in page, row["task_id"]
+        cluster = client_logged_in.get(f"/qc/clusters/{passed.cluster_id}/").content.decode()
+        assert f'href="/trials/{passed.pk}/compare-passing/' not in cluster

@@ -119,7 +119,8 @@ def passing_attempt(trial: Trial) -> Trial | None:
 
 
 def with_passing_attempt(trials: list[Trial]) -> set[int]:
-    """Which of these trials `passing_attempt` finds one for, in one query (the pages hide the link for the rest)."""
+    """Which of these failures `passing_attempt` finds one for, in one query (the pages hide the link for the
+    rest, and for a trial that passed itself)."""
     tasks = [t.task for t in trials if t.task is not None]
     if not tasks:
         return set()
@@ -127,7 +128,8 @@ def with_passing_attempt(trials: list[Trial]) -> set[int]:
     found = Trial.objects.passes().filter(task__in=Task.objects.same_as(*tasks))
     for pk, dataset_id, name in found.values_list("pk", "task__dataset_id", "task__name"):
         passes[(dataset_id, name)].add(pk)
-    return {t.pk for t in trials if t.task is not None and passes[t.task.identity] - {t.pk}}
+    passed = set().union(*passes.values())  # (a flagged pass is in a cluster, yet has nothing to be set beside)
+    return {t.pk for t in trials if t.task is not None and t.pk not in passed and passes[t.task.identity] - {t.pk}}
 
 
 def cluster_rows(params: QueryDict | dict[str, Any] | None = None) -> QuerySet:
