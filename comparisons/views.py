@@ -111,6 +111,26 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
                 "candidate_url": links["candidate"][link],
             }
         )
+    return with_hints(rows)
+
+
+# What each score row averages, so the three deltas on the page can be told apart (the headline's is
+# over paired tasks only).
+ROW_HINTS = {
+    "Mean reward (task-averaged)": "each side's mean over all its own tasks (a task: the mean of its scored attempts)",
+    "Pass rate (passes over scored trials)": "trials, not tasks: passes over each side's scored trials",
+    "Timeout rate": "trials whose agent timed out, over all trials (a test harness timeout is not one)",
+    "Score, scored trials [CI95]": "the mean reward over each side's scored trials, unscored left out",
+    "Score without infrastructure failures [CI95]": "the scored-trials score, infrastructure failures left out",
+}
+LEADERBOARD_HINT = "the source's own rule over every trial: an unscored trial counts as 0"
+
+
+def with_hints(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    for row in rows:
+        hint = LEADERBOARD_HINT if row["label"].startswith("Leaderboard score") else ROW_HINTS.get(row["label"])
+        if hint:
+            row["hint"] = hint
     return rows
 
 

@@ -62,3 +62,22 @@ def test_the_timeout_rate_counts_the_rows_whose_agent_timed_out(client_logged_in
         timed_out = sum(1 for r in rows if r["failure_mode"] == "agent_timeout")  # not test_timeout: the harness
         assert timed_out > 0
         assert body[side]["metrics"]["timeoutRate"] == pytest.approx(timed_out / len(rows))
+
+
+def test_each_of_the_three_deltas_and_both_flip_counts_says_what_it_counts(client_logged_in):
+    body = _compare(client_logged_in)
+    mini, opus = _rows(MINI), _rows(OPUS)
+    # the leaderboard's rule: resolved over every trial, unscored as 0 (terminal-bench-1/README.md)
+    for side, rows in (("baseline", mini), ("candidate", opus)):
+        resolved = sum(1 for r in rows if r["is_resolved"])
+        assert body[side]["metrics"]["leaderboardScore"] == pytest.approx(resolved / len(rows))
+    page = client_logged_in.get(
+        f"/comparisons/?baseline={body['baseline']['id']}&candidate={body['candidate']['id']}"
+    ).content.decode()
+    headline = page[page.index('id="mean-reward-delta"') : page.index('id="figure-p0"')]
+    assert f"over the {body['comparison']['pairedTasks']} tasks both sides scored" in headline
+    assert "verdict flipped" in headline and "without a flip" in headline
+    for label in ("Leaderboard score", "Mean reward (task-averaged)"):
+        cell = page[page.index(f">{label}") - 200 : page.index(f">{label}")]
+        assert 'title="' in cell, label
+    assert "an unscored trial counts as 0" in page and "each side&#x27;s mean over all its own tasks" in page
