@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -99,4 +100,29 @@ def test_spans_pending_when_the_trial_is_completed_by_command_are_emptied_and_wr
     assert trial.status == "passed" and not service.sent_trajectories(trial).exists()  # (no step of a span)
     assert not trial.steps.filter(message_text__startswith="answer").exists()
     assert not ReceivedSpan.objects.filter(trial=trial).exclude(span={}).exists()
+    assert not ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).exists()
+
+
+@pytest.mark.services
+def test_with_a_broker_a_separate_celery_worker_writes_the_steps_and_ends_the_run(live_server, isolated_storage):
+    from tests.imports.test_celery_worker import running_worker  # (Redis on 127.0.0.1, a real worker)
+
+    _, token = runner_client()
+    spans = agent_run("otel-celery", 120)
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"}, timeout=120
+    )
+    with running_worker(isolated_storage):
+        for start in range(0, len(spans), 50):
+            assert exporter.export(spans[start : start + 50]) is SpanExportResult.SUCCESS
+        trial = Trial.objects.get(key="lime:otel-celery")
+        for _ in range(600):  # (waiting for the worker's state, 0.2 s a look)
+            trial.refresh_from_db()
+            if trial.status != "running":
+                break
+            time.sleep(0.2)
+    assert (trial.status, trial.reward) == ("passed", 1.0)
+    assert list(trial.steps.order_by("index").values_list("message_text", flat=True)) == [
+        f"answer {n}" for n in range(120)
+    ]
     assert not ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).exists()
