@@ -67,11 +67,12 @@ def prefill(trial: Trial) -> Prefill:
 
 
 def queue_category(trial_values: dict[str, Any]) -> str:
-    """The cheap pre-fill for list pages: from the trial row only (no event query)."""
+    """The cheap pre-fill for list pages: from the trial row only (no event query); "" where the source names
+    none (the queue shows the automatic failure class there instead)."""
     return (
         taxonomy.category_for(trial_values.get("failure_category"))
         or taxonomy.category_from_exception(trial_values.get("exception_type"))
-        or "unclassified"
+        or ""
     )
 
 
