@@ -81,3 +81,21 @@ def test_each_of_the_three_deltas_and_both_flip_counts_says_what_it_counts(clien
         cell = page[page.index(f">{label}") - 200 : page.index(f">{label}")]
         assert 'title="' in cell, label
     assert "an unscored trial counts as 0" in page and "each side&#x27;s mean over all its own tasks" in page
+
+
+GOOSE = REFERENCE / "public-runs-2" / "tb1-goose-flat" / "20250829_goose_claude-4-opus"
+
+
+def test_flat_goose_results_pair_with_the_droid_runs_on_their_common_tasks(client_logged_in):
+    # The flat files name no dataset; their task ids are the droid runs' terminal-bench-core@0.1.1.
+    import_path(OPUS)
+    [droid] = Configuration.objects.values_list("pk", flat=True)
+    import_path(GOOSE)
+    [goose] = Configuration.objects.exclude(pk=droid).values_list("pk", flat=True)
+    goose_rows = [r for p in GOOSE.glob("*_results.json") for r in orjson.loads(p.read_bytes())["results"]]
+    common = {r["task_id"] for r in goose_rows} & {r["task_id"] for r in _rows(OPUS)}
+    assert len(common) > 1  # (before: 0 paired, "terminal-bench" vs "terminal-bench-core")
+    c = client_logged_in.get(f"/api/comparisons/?baseline={goose}&candidate={droid}").json()["comparison"]
+    scored = set(_task_means(goose_rows)) & set(_task_means(_rows(OPUS)))
+    assert c["pairedTasks"] == len(scored) > 1 and scored <= common
+    assert c["valid"], c["invalidReasons"]
