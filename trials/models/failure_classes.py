@@ -39,7 +39,7 @@ class Rule:
     field: str  # a FailureFacts field
     pattern: str  # a regular expression, matched case-insensitively anywhere in the field
     failure_class: FailureClass
-    why: str  # one line, shown on the trial and in docs/failure-classes.md
+    why: str  # one line, shown on the trial and in docs/failure-classes.md; "{limit}" is the limit's kind
 
     def matches(self, facts: FailureFacts) -> bool:
         value = getattr(facts, self.field)
@@ -100,7 +100,8 @@ RULES: tuple[Rule, ...] = (
         INFRA,
         "the source names the environment",
     ),
-    Rule("limit", r".", AGENT, "the agent hit a limit"),
+    # (Inspect: a sample cut off by a limit is "errored-like", not a plain failure: its cause names the limit)
+    Rule("limit", r".", AGENT, "hit the {limit} limit"),
     Rule("failure_mode", r"timeout|error|exceeded", AGENT, "the agent timed out or failed"),
     Rule("exception_type", r"agenttimeout|nonzeroagentexitcode", AGENT, "the agent timed out or failed"),
 )
@@ -122,7 +123,7 @@ def classify(facts: FailureFacts) -> tuple[FailureClass | None, str]:
         return None, ""
     for rule in RULES:
         if rule.matches(facts):
-            return rule.failure_class, rule.why
+            return rule.failure_class, rule.why.replace("{limit}", _limit_kind(facts.limit))
     return AGENT, "no rule names the infrastructure or the task"
 
 
@@ -137,11 +138,16 @@ def how_it_ended(row: Mapping[str, Any]) -> str:
         return "timeout"
     if _CANCELLED.search(said):
         return "cancelled"
-    if _LIMIT.search(said):
+    if _LIMIT.search(said) or row.get("limit"):
         return "limit"
     if row["status"] == "errored" or row["exception_type"]:
         return "errored"
     return ""
+
+
+def _limit_kind(limit: str) -> str:
+    """The kind of limit: "message" of Inspect's "message" (or "message_limit")."""
+    return re.sub(r"[_ -]?limit$", "", limit.strip(), flags=re.I) or limit.strip()
 
 
 _TIMED_OUT = re.compile(r"time[d_ -]?out", re.I)
