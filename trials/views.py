@@ -57,13 +57,17 @@ def flag_counts() -> list[tuple[str, str, int]]:
 @require_safe
 def home(request):
     failures = Trial.objects.failed().values("failure_category").annotate(n=Count("id")).order_by("-n")
-    untriaged = Trial.objects.for_list().untriaged().order_by("-pk")
+    untriaged = Trial.objects.for_list().select_related("task__dataset").untriaged().order_by("-pk")
+    jobs = list(Job.objects.for_list().annotate(n_trials=Count("trials"), mean_reward=Avg("trials__reward"))[:10])
+    agents = lists.agents_by_job([job.pk for job in jobs])
+    for job in jobs:  # agent · model, as the job list names them: a format names no run
+        job.agents = agents.get(job.pk, [])
     return render(
         request,
         "trials/home.html",
         {
             "imports": Import.objects.all()[:10],
-            "jobs": Job.objects.for_list().annotate(n_trials=Count("trials"), mean_reward=Avg("trials__reward"))[:10],
+            "jobs": jobs,
             "datasets": Dataset.objects.annotate(n_trials=Count("trial"))[:20],
             "configurations": Configuration.objects.annotate(n_trials=Count("trials"))[:20],
             "failures": failures,

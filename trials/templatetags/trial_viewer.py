@@ -89,6 +89,28 @@ def middle(value: Any, length: int = 24) -> str:
     return f"{name[:head]}…{name[len(name) - (length - 1 - head) :]}"
 
 
+@register.simple_tag
+def task_label(name: Any, dataset: Any = None, length: int = 0) -> SafeString | str:
+    """A task named with its dataset ("56 · ic_ctf"): Inspect sample ids are bare numbers that recur
+    across logs. `length` cuts each part in its middle; the whole goes in a title."""
+    task = "" if name is None else str(name)
+    if not task:
+        return "–"
+    data = str(dataset) if dataset else ""
+    cut = (lambda v: middle(v, length)) if length else (lambda v: v)
+    if not data:
+        return format_html('<span class="task-label" title="{}">{}</span>', task, cut(task))
+    # a long dataset keeps its own name, not its namespace ("inspect_evals/luce_intercode_ctf@0")
+    short = data.rsplit("/", 1)[-1] if length and len(data) > length else data
+    return format_html(
+        '<span class="task-label" title="{} · {}">{} <span class="muted task-dataset">· {}</span></span>',
+        task,
+        data,
+        cut(task),
+        cut(short),
+    )
+
+
 DATETIME_FORMAT = "Y-m-d H:i:s T"  # one format on every page: 2026-11-26 04:12:33 UTC
 
 

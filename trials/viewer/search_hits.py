@@ -33,6 +33,11 @@ FILTER_KEYS = ("job", "configuration", "task")
 WHERE = "where"  # a query of the trials query language (trials/query.py): only its trials are searched
 
 
+def dataset_label(name: str | None, version: str | None) -> str:
+    """A dataset as `Dataset.__str__` names it (name@version), from a values() row."""
+    return f"{name}@{version}" if name and version else name or ""
+
+
 @dataclass
 class Hits:
     query: str
@@ -106,6 +111,9 @@ def search_trials(params: QueryDict) -> Hits:
             "trial__job_id",
             "trial__job__name",
             "trial__task__name",
+            "trial__task__dataset_id",
+            "trial__task__dataset__name",
+            "trial__task__dataset__version",
             "trial__configuration_id",
             "trial__configuration__key",
         ),
@@ -123,6 +131,8 @@ def search_trials(params: QueryDict) -> Hits:
             },
             "job": {"id": r["trial__job_id"], "name": r["trial__job__name"]} if r["trial__job_id"] else None,
             "task": r["trial__task__name"],
+            "dataset_id": r["trial__task__dataset_id"],
+            "dataset": dataset_label(r["trial__task__dataset__name"], r["trial__task__dataset__version"]),
             "configuration": (
                 {"id": r["trial__configuration_id"], "key": r["trial__configuration__key"]}
                 if r["trial__configuration_id"]
