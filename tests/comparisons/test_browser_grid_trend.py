@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.builders import build_side
+from tests.builders import REFERENCE, build_side, import_path
+from trials.models import Configuration
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -75,3 +76,25 @@ def test_a_trend_point_opens_that_configurations_trials(live_server, browser_pag
     assert page.locator("#trend-points tbody tr").count() == 2
     _click_first_point(page, "chart-trend")  # the oldest: agent-v1
     page.wait_for_url(re.compile(rf".*/trials/\?configuration={v1.pk}&dataset={dataset.pk}&job=\d+$"))  # its run
+
+
+def test_the_grid_of_the_four_tb1_configurations_fits_1280_px_with_each_name_whole_in_its_title(
+    live_server, browser_page
+):
+    page = browser_page
+    import_path(REFERENCE / "terminal-bench-1" / "20250825_swe-agent-mini_claude-4-sonnet")
+    import_path(REFERENCE / "public-runs-2" / "tb1-droid-5x2")
+    import_path(REFERENCE / "public-runs-2" / "tb1-goose-flat")
+    keys = dict(Configuration.objects.values_list("pk", "key"))
+    assert len(keys) == 4
+    query = "&".join(f"side={pk}" for pk in keys)
+    page.goto(f"{live_server.url}/comparisons/grid/?{query}")
+    page.wait_for_selector("#grid-sides table.sides")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    last = page.locator("#grid-sides table.sides thead th").last
+    assert last.text_content().strip() == "Comparable"
+    box = last.bounding_box()
+    assert box["x"] + box["width"] <= 1280  # the Comparable column is not cut off
+    for pk, key in keys.items():
+        link = page.locator(f"#grid-sides tr[data-side='{pk}'] th a").first
+        assert link.get_attribute("title") == key
