@@ -120,7 +120,7 @@ ROW_HINTS = {
     "Mean reward (task-averaged)": "each side's mean over all its own tasks (a task: the mean of its scored attempts)",
     "Pass rate (passes over scored trials)": "trials, not tasks: passes over each side's scored trials",
     "Timeout rate": "trials whose agent timed out, over all trials (a test harness timeout is not one)",
-    "Score, scored trials [CI95]": "the mean reward over each side's scored trials, unscored left out",
+    "Score, scored trials [CI95]": "the task-averaged mean reward again, with its CI95 (bootstrap over tasks)",
     "Score without infrastructure failures [CI95]": "the scored-trials score, infrastructure failures left out",
 }
 LEADERBOARD_HINT = "the source's own rule over every trial: an unscored trial counts as 0"
