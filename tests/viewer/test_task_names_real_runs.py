@@ -63,3 +63,14 @@ def test_the_dashboard_names_each_jobs_agent_and_model(client_logged_in, header)
     assert "<th>Agent · model</th>" in card and "<th>Format</th>" not in card
     cell = re.search(r'<td class="job-agents">(.*?)</td>', card, re.S).group(1)
     assert f"· {header['model']}" in cell
+
+
+def test_a_long_inspect_configuration_keeps_its_model_in_the_trial_list_and_search(client_logged_in, header):
+    model = header["model"]  # the key holds it after the format's prefix, then the solver chain
+    listed = client_logged_in.get("/trials/").content.decode()
+    cells = re.findall(r'<td class="name-cut" title="(inspect:[^"]+)">([^<]+)', listed)
+    assert cells and all(model in key and text.startswith(model) and len(text) < len(key) for key, text in cells)
+    search.index_pending()
+    hits = client_logged_in.get("/search/", {"q": "flag"}).content.decode()
+    shown = re.findall(r'\?configuration=\d+" title="([^"]+)">([^<]+)</a>', hits)
+    assert shown and all(text.startswith(model) and len(text) <= 37 < len(key) for key, text in shown)

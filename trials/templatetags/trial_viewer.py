@@ -89,6 +89,22 @@ def middle(value: Any, length: int = 24) -> str:
     return f"{name[:head]}…{name[len(name) - (length - 1 - head) :]}"
 
 
+@register.filter
+def configuration_cut(configuration: Any, length: int = 24) -> str:
+    """A configuration's key cut in its middle, unless the cut hides its model ("inspec…→ generate"):
+    then the model and the key's tail ("openai/gpt-4o…basic_agent_loop")."""
+    read = configuration.get if isinstance(configuration, dict) else lambda f: getattr(configuration, f, "")
+    key, model = str(read("key") or ""), str(read("model_name") or "")
+    cut = middle(key, length)
+    if not model or model not in key or model in cut:
+        return cut
+    tail = key[key.index(model) + len(model) :]
+    if not tail:  # a key ending in its model keeps the model's end in a middle cut
+        return cut
+    room = max(length - len(model) - 1, 8)
+    return model + (f"…{tail[len(tail) - room :]}" if len(tail) > room else tail)
+
+
 @register.simple_tag
 def task_label(name: Any, dataset: Any = None, length: int = 0) -> SafeString | str:
     """A task named with its dataset ("56 · ic_ctf"): Inspect sample ids are bare numbers that recur

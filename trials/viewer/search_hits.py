@@ -116,6 +116,7 @@ def search_trials(params: QueryDict) -> Hits:
             "trial__task__dataset__version",
             "trial__configuration_id",
             "trial__configuration__key",
+            "trial__configuration__model_name",
         ),
         key=lambda r: (-r["trial_id"], r["step_id"]),
     )
@@ -134,7 +135,11 @@ def search_trials(params: QueryDict) -> Hits:
             "dataset_id": r["trial__task__dataset_id"],
             "dataset": dataset_label(r["trial__task__dataset__name"], r["trial__task__dataset__version"]),
             "configuration": (
-                {"id": r["trial__configuration_id"], "key": r["trial__configuration__key"]}
+                {
+                    "id": r["trial__configuration_id"],
+                    "key": r["trial__configuration__key"],
+                    "model_name": r["trial__configuration__model_name"],
+                }
                 if r["trial__configuration_id"]
                 else None
             ),
