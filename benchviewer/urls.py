@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
-from core import signin_link
+from core import roles, signin_link
 from trials.live import otlp
 
 handler500 = "core.errors.server_error"
@@ -27,6 +27,9 @@ def mcp_endpoint(request, *args, **kwargs):
     return mcp_view()(request, *args, **kwargs)
 
 
+mcp_endpoint.required_right = roles.READ  # type: ignore[attr-defined]  # as McpEndpoint names it (write_right_of)
+
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -35,6 +38,7 @@ urlpatterns = [
     path("api/", include("benchviewer.api_urls")),
     path("v1/traces", otlp.Traces.as_view(), name="otlp-traces"),  # OTLP/HTTP's own path: exporters append it
     path("mcp/", mcp_endpoint, name="mcp"),  # MCP over streamable HTTP, the API's token
+    path("", include("trials.digests.urls")),  # pages that answer Markdown too, first
     path("comparisons/", include("comparisons.urls")),
     path("", include("shares.urls")),
     path("", include("trials.triage.urls")),

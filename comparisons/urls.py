@@ -1,11 +1,9 @@
 from django.urls import path
 
 from comparisons import family_views, views
-from trials.digests import views as digests
 
 urlpatterns = [
-    path("", digests.negotiated(views.comparison_page, digests.ComparisonDigest), name="comparison"),
-    path("digest.md", digests.ComparisonDigest.as_view(), name="comparison-digest"),
+    # "" (the comparison page) and its digest.md: trials/digests/urls.py
     path("save/", views.save_comparison, name="comparison-save"),
     path("p0/", views.p0_regressions_page, name="comparison-p0"),
     path("saved/", views.saved_list_page, name="comparison-saved"),

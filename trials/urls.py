@@ -1,7 +1,6 @@
 from django.urls import path
 
 from trials import views
-from trials.digests import views as digests
 from trials.queries import views as queries
 
 urlpatterns = [
@@ -11,9 +10,7 @@ urlpatterns = [
     path("jobs/", views.job_list, name="job-list"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
     path("trials/", views.trial_list, name="trial-list"),
-    path("trials/<int:pk>/", digests.negotiated(views.trial_detail, digests.TrialDigest), name="trial-detail"),
-    path("trials/<int:pk>.md", digests.TrialDigest.as_view(), name="trial-digest"),
-    path("qc/clusters/<int:pk>.md", digests.ClusterDigest.as_view(), name="qc-cluster-digest"),
+    # trials/<pk>/ (a trial, and its Markdown) and the .md digests: trials/digests/urls.py
     path("trials/<int:pk>/steps/<int:number>/", views.trial_step, name="trial-step"),
     path("trials/<int:pk>/side-by-side/<int:other>/", views.trial_side_by_side, name="trial-side-by-side"),
     path("trials/<int:pk>/artifacts/<int:artifact_pk>/", views.artifact_download, name="trial-artifact"),

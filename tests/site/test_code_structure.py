@@ -215,9 +215,13 @@ def test_the_cycle_check_finds_a_cycle_through_three_modules():
     assert cycles(graph) == [["a", "b", "c"]]
 
 
+# An import a first page must not pay for, loaded on its first use instead (docs/architecture.md).
+LOADED_ON_FIRST_USE = {"benchviewer/urls.py in mcp_view()"}  # the MCP SDK: a second of every first page
+
+
 def test_no_import_statement_runs_inside_a_function_but_an_app_configs_ready():
     _, in_functions = import_graph()
-    assert in_functions == []
+    assert [f for f in in_functions if re.sub(r":\d+ in ", " in ", f) not in LOADED_ON_FIRST_USE] == []
 
 
 def test_an_import_in_a_function_is_found_and_one_under_type_checking_is_not():

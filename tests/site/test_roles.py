@@ -141,7 +141,8 @@ def test_anonymous_users_are_sent_to_login_or_refused_everywhere(client, world):
         response = client.get(url)
         if name in roles.PUBLIC_URL_NAMES:  # a share link: its token is the credential, and "reward" is none
             assert response.status_code == 404, (url, response.status_code)
-        elif url.startswith(("/api/", "/v1/", "/mcp/")) and name != "api-docs":  # (/v1/: OTLP) docs are for people
+        # (/v1/: OTLP; a .md digest takes the API's token) the API docs are for people
+        elif (url.startswith(("/api/", "/v1/", "/mcp/")) or url.split("?")[0].endswith(".md")) and name != "api-docs":
             assert response.status_code == 401, (url, response.status_code)
         else:
             assert response.status_code == 302, (url, response.status_code)

@@ -2,7 +2,6 @@
 
 from django.urls import path
 
-from trials.digests import views as digests
 from trials.triage import qc_views, views
 
 urlpatterns = [
@@ -17,7 +16,7 @@ urlpatterns = [
     path("triage/add/", views.add_to_queue, name="triage-add"),
     path("trials/<int:pk>/compare-passing/", views.compare_passing, name="triage-compare-passing"),
     path("qc/clusters/", views.cluster_list, name="qc-clusters"),
-    path("qc/clusters/<int:pk>/", digests.negotiated(views.cluster_detail, digests.ClusterDigest), name="qc-cluster"),
+    # qc/clusters/<pk>/ (a cluster, and its Markdown): trials/digests/urls.py
     path("qc/clusters/<int:pk>/file/", views.cluster_file, name="qc-cluster-file"),
     path("qc/clusters/<int:pk>/merge/", views.cluster_merge, name="qc-cluster-merge"),
     path("qc/clusters/<int:pk>/split/", views.cluster_split, name="qc-cluster-split"),
