@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 
 from trials.ingest import completeness
 from trials.ingest.records import (
@@ -138,10 +138,23 @@ def infer_job_configuration(job: Job) -> int:
 def get_dataset(ref: DatasetRef | None) -> Dataset | None:
     if ref is None or not ref.name:
         return None
+    if ref.task_ids and not ref.version and (holding := dataset_holding(ref.task_ids)) is not None:
+        return holding
     dataset, _ = Dataset.objects.get_or_create(
         name=ref.name[:300], version=ref.version[:100], defaults={"ref": ref.ref[:500]}
     )
     return dataset
+
+
+def dataset_holding(task_names: tuple[str, ...]) -> Dataset | None:
+    """The one stored versioned dataset holding every one of these tasks; None when none or several do."""
+    found = list(
+        Dataset.objects.exclude(version="")
+        .filter(task__name__in=task_names)
+        .annotate(n=Count("task__name", distinct=True))
+        .filter(n=len(set(task_names)))[:2]
+    )
+    return found[0] if len(found) == 1 else None
 
 
 def get_task(dataset: Dataset | None, ref: TaskRef | None) -> Task | None:

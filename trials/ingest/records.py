@@ -52,6 +52,8 @@ class DatasetRef:
     name: str
     version: str = ""
     ref: str = ""
+    # a run that names no dataset: the stored versioned dataset holding all these tasks names it (imports/rows.py)
+    task_ids: tuple[str, ...] = ()
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -189,25 +190,12 @@ def _dataset_from_path(rel: str) -> DatasetRef | None:
     return None
 
 
-def _stored_dataset(results: dict[str, Any]) -> DatasetRef | None:
-    """The one stored versioned dataset holding every task of a run that names none (a flat
-    `<run_id>_results.json` with no run_metadata beside it): its task ids belong to that dataset, so
-    its trials pair with the runs that named it. None when no run's ids are known, or none or several hold them."""
+def _named_by_its_tasks(results: dict[str, Any]) -> DatasetRef:
+    """A run that names no dataset (a flat `<run_id>_results.json` with no run_metadata beside it): its
+    task ids, so that the import names it by the one stored versioned dataset holding them all
+    (`DatasetRef.task_ids`), and its trials pair with the runs that named it."""
     ids = {to_str(t) for key in ("resolved_ids", "unresolved_ids") for t in as_list(results.get(key))} - {""}
-    if not ids:
-        return None
-    from django.db.models import Count  # (a parser stays importable without the app's models loaded)
-
-    from trials.models import Dataset
-
-    found = list(
-        Dataset.objects.exclude(version="")
-        .filter(task__name__in=ids)
-        .annotate(n=Count("task__name", distinct=True))
-        .filter(n=len(ids))
-        .values_list("name", "version")[:2]
-    )
-    return DatasetRef(found[0][0], version=found[0][1]) if len(found) == 1 else None
+    return DatasetRef("terminal-bench", task_ids=tuple(sorted(ids)))
 
 
 def _run_parts(
@@ -225,7 +213,7 @@ def _run_parts(
     dataset = (
         DatasetRef(dataset_name, version=to_str(metadata.get("dataset_version") or lock_dataset.get("version")))
         if dataset_name
-        else _dataset_from_path(rel) or _stored_dataset(results) or DatasetRef("terminal-bench")
+        else _dataset_from_path(rel) or _named_by_its_tasks(results)
     )
     named_agent, named_model = _named_by_submission(submission)
     agent = to_str(metadata.get("agent_name") or lock_agent.get("name")) or named_agent
@@ -395,7 +383,7 @@ def _row_trial(
         key=f"tb1:{row['id']}" if row.get("id") else f"{job.key}:{name}",
         source_format=FORMAT,
         name=name,
-        dataset=DatasetRef(dataset.name, dataset.version),
+        dataset=replace(dataset),  # (a copy each: a trial's refs are its own)
         task=TaskRef(task_id, definition={"instruction": row["instruction"]} if row.get("instruction") else {}),
         configuration=configuration,
         job_key=job.key,
