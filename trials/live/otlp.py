@@ -27,7 +27,7 @@ from rest_framework.views import APIView
 from core import limits, roles
 from core.otlp_status import PROTOBUF, status_response
 from trials.ingest.formats import otlp
-from trials.live import traces
+from trials.live import tasks, traces
 
 WHERE = "POST /v1/traces"
 
@@ -105,7 +105,9 @@ class Traces(APIView):
             return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
         rejected, messages = len(problems), [p.message for p in problems]
         for trial_id, members in by_trial.items():
-            refused = traces.record(trial_id, members, request.user)
+            refused, pending = traces.record(trial_id, members, request.user)
+            if pending is not None:
+                tasks.process_later(pending)
             rejected += len(refused)
             messages += sorted({why for _, why in refused})  # (a body refused whole says so once)
         return _answer(rejected, messages, as_protobuf)

@@ -25,10 +25,8 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
-from trials import queue
 from trials.ingest import redaction
 from trials.ingest.formats import otlp
 from trials.live import service
@@ -59,8 +57,9 @@ def _has_ended(trial_id: str, trial: Trial) -> str:
     return f"trial {trial_id!r} (Benchviewer trial {trial.pk}) is {trial.status}: it has ended and takes no new span"
 
 
-def record(trial_id: str, spans: list[otlp.Span], user: Any) -> Refusals:
-    """One trial's spans into its live trial; the spans refused, each with why.
+def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[Refusals, Trial | None]:
+    """One trial's spans into its live trial: the spans refused, each with why; and the trial, if its
+    pending spans are to be written now (trials/live/tasks.py `process_later`).
 
     A span stored before (the exporter sent its batch again, not having heard back) is skipped.
     """
@@ -70,17 +69,16 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> Refusals:
         spine["attempt"] = trace.attempt
     trial, _ = service.start_trial(spine, started_by=user)
     if not trial.writable_by(user):
-        return [(s.span_id, f"trial {trial_id!r} was started by another account") for s in spans]
+        return [(s.span_id, f"trial {trial_id!r} was started by another account") for s in spans], None
     # No row lock here: the trial's (held by `process` while it writes steps) would make the exporter wait.
     # A retry racing the first is stored once by the table's unique (trial, trace, span).
     new = _not_received(trial, spans)
     trial.refresh_from_db(fields=["status"])
     if new and trial.status != Trial.Status.RUNNING:  # (it ended since `ended` looked)
-        return [(s.span_id, _has_ended(trial_id, trial)) for s in spans]
+        return [(s.span_id, _has_ended(trial_id, trial)) for s in spans], None
     _store(trial, new)
-    if trial.status == Trial.Status.RUNNING:  # (a retry asks again: the first task may have been lost)
-        process_later(trial)
-    return []
+    # (a retry asks again: the first task may have been lost)
+    return [], trial if trial.status == Trial.Status.RUNNING else None
 
 
 def _store(trial: Trial, new: list[otlp.Span]) -> None:
@@ -100,18 +98,6 @@ def _store(trial: Trial, new: list[otlp.Span]) -> None:
         ),
         ignore_conflicts=True,
     )
-
-
-def process_later(trial: Trial) -> None:
-    """The trial's pending spans written off the request (`process`): a Celery task with a broker, else
-    the embedded worker's thread (trials/queue.py), in its turn. A broker that takes no message raises:
-    the request answers 503 and the exporter sends the batch again, which asks again."""
-    from trials.live.tasks import process_otlp_spans_task  # (the task module imports this one)
-
-    if settings.IMPORTS_IN_THREAD:
-        queue.embedded_worker().submit(queue.run_in_embedded_worker, process_otlp_spans_task, str(trial.pk))
-    else:
-        process_otlp_spans_task.delay(str(trial.pk))  # (eager without a broker: run here)
 
 
 def process(trial_pk: int) -> None:
