@@ -13,7 +13,7 @@ from functools import wraps
 from typing import Any
 from urllib.parse import urlencode
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -108,13 +108,13 @@ def wants_markdown(request: HttpRequest) -> bool:
     return request.get_preferred_type(["text/html", MARKDOWN]) == MARKDOWN
 
 
-def negotiated(page: Callable[..., HttpResponse], digest: type[DigestView]) -> Callable[..., HttpResponse]:
+def negotiated(page: Callable[..., HttpResponseBase], digest: type[DigestView]) -> Callable[..., HttpResponseBase]:
     """`page`, or its digest when the request asks for Markdown. Sign-in stays the page's (the site's
     LoginRequiredMiddleware reads this wrapper, which keeps the page's marks)."""
     digest_view = digest.as_view()
 
     @wraps(page)
-    def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         response = digest_view(request, *args, **kwargs) if wants_markdown(request) else page(request, *args, **kwargs)
         patch_vary_headers(response, ["Accept"])
         return response
