@@ -247,6 +247,7 @@ def write_trials(
                 trial.tool_call_count = sum(len(s.tool_calls) for t in parsed.trajectories for s in t.steps)
                 trial.problems = [p.as_dict() for p in parsed.problems]
                 apply_completeness(trial)
+                trial.lime_evidence = trial.lime_evidence or bool(parsed.context_records)  # (as below)
                 trials.append(trial)
             Trial.objects.bulk_create(trials)
             chunks: list[StepChunk] = []
@@ -338,6 +339,8 @@ def write_trial(
             trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems
             apply_completeness(trial)
+            # Lime context events make a trial Lime evidence though its pack (and so its runtime ids) is missing
+            trial.lime_evidence = trial.lime_evidence or bool(parsed.context_records)
             trial.save(
                 update_fields=["step_count", "tool_call_count", "problems", "is_complete", "missing", "lime_evidence"]
             )
