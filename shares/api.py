@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db.models import Prefetch
+from django.contrib.auth.models import AnonymousUser, User
+from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 from django.utils.decorators import method_decorator
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -40,7 +44,7 @@ def _sharing_on() -> None:
         raise Http404("sharing is turned off (SHARING_ENABLED=false)")
 
 
-def _shares(user):
+def _shares(user: User | AnonymousUser) -> QuerySet[Share]:
     history = Prefetch("history", queryset=ShareEvent.objects.select_related("actor"))
     return (
         Share.objects.visible_to(user)
@@ -53,17 +57,18 @@ def _shares(user):
 
 @method_decorator(login_not_required, name="dispatch")  # DRF answers 401 itself
 class ShareList(generics.ListAPIView):
+    # roles.SHARE lets no anonymous caller in: request.user is a User (the casts below)
     required_right = roles.SHARE
     read_right = roles.SHARE
     serializer_class = ShareSerializer
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Share]:
         if getattr(self, "swagger_fake_view", False):  # the schema generator has no user
             return Share.objects.none()
         return _shares(self.request.user)
 
     @extend_schema(responses={200: ShareSerializer(many=True), **READ_ERRORS})
-    def get(self, request, *args, **kwargs):
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         _sharing_on()
         return super().get(request, *args, **kwargs)
 
@@ -75,12 +80,12 @@ class ShareList(generics.ListAPIView):
             **ERRORS,
         },
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         _sharing_on()
         body = ShareCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            created = services.create_share(request.user, **body.validated_data)
+            created = services.create_share(cast(User, request.user), **body.validated_data)
         except services.AlreadyShared as exc:
             newest = exc.live[0]
             detail = (
@@ -110,7 +115,7 @@ class ShareDetail(APIView):
     read_right = roles.SHARE
 
     @extend_schema(responses={200: ShareSerializer, **READ_ERRORS})
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         _sharing_on()
         share = generics.get_object_or_404(_shares(request.user), pk=pk)
         return Response(ShareSerializer(share).data)
@@ -118,8 +123,8 @@ class ShareDetail(APIView):
     @extend_schema(
         responses={204: OpenApiResponse(description="revoked: its link answers 404 from now on"), **READ_ERRORS}
     )
-    def delete(self, request, pk: int):
+    def delete(self, request: Request, pk: int) -> Response:
         _sharing_on()
         share = generics.get_object_or_404(Share.objects.visible_to(request.user), pk=pk)
-        services.revoke_share(request.user, share)
+        services.revoke_share(cast(User, request.user), share)
         return Response(status=status.HTTP_204_NO_CONTENT)

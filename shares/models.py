@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 from django.utils import timezone
 
@@ -18,7 +19,7 @@ def token_hash(token: str) -> str:
 
 
 class ShareQuerySet(models.QuerySet):
-    def visible_to(self, user) -> ShareQuerySet:
+    def visible_to(self, user: User | AnonymousUser) -> ShareQuerySet:
         """An administrator lists every share; anyone else their own."""
         return self if user.is_superuser else self.filter(created_by=user)
 

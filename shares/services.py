@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import Http404, QueryDict
 from django.urls import reverse
@@ -142,7 +143,7 @@ def share_target(query: QueryDict) -> Share:
 
 @transaction.atomic
 def create_share(
-    user,
+    user: User,
     *,
     trial: int | None = None,
     comparison: object = None,
@@ -176,7 +177,7 @@ def create_share(
     return Created(share=share, token=token)
 
 
-def live_shares_of(user, target: Share) -> list[Share]:
+def live_shares_of(user: User, target: Share) -> list[Share]:
     """The user's own live (not revoked, not expired) shares of the same thing as `target`, newest first."""
     live = Share.objects.filter(
         created_by=user, kind=target.kind, revoked_at=None, expires_at__gt=timezone.now()
@@ -203,7 +204,7 @@ def describe(share: Share) -> dict:
 
 
 @transaction.atomic
-def revoke_share(user, share: Share) -> Share:
+def revoke_share(user: User, share: Share) -> Share:
     """Revoked at once: the next request for its token answers 404. Revoking twice changes nothing."""
     if share.revoked_at is None:
         share.revoked_at, share.revoked_by = timezone.now(), user

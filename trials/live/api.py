@@ -7,11 +7,12 @@ a trial its account started (`Trial.writable_by`: or one granted `trials.write_a
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import IO, Any
 
 import orjson
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count
 from django.db.models.functions import Substr
 from django.shortcuts import get_object_or_404
@@ -19,6 +20,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
 from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -84,7 +86,7 @@ COMMAND_EVENT = inline_serializer(
 EventMaker = Callable[[Trial, dict[str, Any]], dict[str, Any]]  # trials.live.service.reward_event and the like
 
 
-def writable(trial: Trial, user) -> Trial:
+def writable(trial: Trial, user: User | AnonymousUser) -> Trial:
     if not trial.writable_by(user):
         raise PermissionDenied(f"trial {trial.pk} was started by another account: only it writes into it")
     return trial
@@ -94,7 +96,7 @@ class CommandView(APIView):
     required_right = roles.RUN
     documented_errors = {"404": "No trial has the `trial_id` (or `benchmark.trialId`) the body names."}
 
-    def body(self, request) -> dict[str, Any]:
+    def body(self, request: Request) -> dict[str, Any]:
         data = request.data
         if not isinstance(data, dict):
             raise ValidationError({"detail": "the body must be a JSON object"})
@@ -113,7 +115,7 @@ class CommandView(APIView):
             raise ValidationError({"trial_id": ["name the trial: trial_id, or benchmark.trialId as started"]})
         return writable(get_object_or_404(Trial, key=f"lime:{trial_id}"), self.request.user)
 
-    def record_event(self, request, make_event: EventMaker, field: str) -> Response:
+    def record_event(self, request: Request, make_event: EventMaker, field: str) -> Response:
         """The trial the body names gets the event `make_event` builds from the body; a bad body is a 400 on `field`."""
         data = self.body(request)
         trial = self.trial(data)
@@ -169,7 +171,7 @@ class StartTrial(CommandView):
             )
         ],
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         try:
             trial, created = service.start_trial(self.body(request), started_by=request.user)
         except service.SpineError as exc:
@@ -178,7 +180,7 @@ class StartTrial(CommandView):
         return Response({"trial_id": trial.pk}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
-def _capped_body(stream, parser_context) -> bytes:
+def _capped_body(stream: IO[bytes], parser_context: Mapping[str, Any] | None) -> bytes:
     """The body, read no further than the view's limit (the middleware checked Content-Length already)."""
     return limits.read_capped(stream, limits.body_limit((parser_context or {})["view"]))
 
@@ -188,7 +190,9 @@ class JSONLinesParser(BaseParser):
 
     media_type = "application/x-ndjson"
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(  # type: ignore[override]  # the raw body: TrialEvents reads its lines itself
+        self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> bytes:
         return _capped_body(stream, parser_context)
 
 
@@ -197,7 +201,9 @@ class FastJSONParser(BaseParser):
 
     media_type = "application/json"
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> Any:
         try:
             return orjson.loads(_capped_body(stream, parser_context))
         except orjson.JSONDecodeError as exc:
@@ -263,7 +269,7 @@ class TrialEvents(APIView):
             )
         ],
     )
-    def post(self, request, pk: int):
+    def post(self, request: Request, pk: int) -> Response:
         trial = writable(get_object_or_404(Trial, pk=pk), request.user)
         try:
             data = request.data
@@ -371,7 +377,7 @@ class RecordReward(CommandView):
             )
         ],
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         return self.record_event(request, service.reward_event, "reward")
 
 
@@ -404,7 +410,7 @@ class CompleteTrial(CommandView):
             )
         ],
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         return self.record_event(request, service.completion_event, "status")
 
 
@@ -433,7 +439,7 @@ class CompareRuns(CommandView):
         },
         examples=[OpenApiExample("two jobs", request_only=True, value={"baseline_job": 3, "candidate_job": 4})],
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         try:
             baseline, candidate = parse_sides(self.body(request))
         except SideError as exc:
@@ -459,7 +465,7 @@ class TrialLive(APIView):
         parameters=[OpenApiParameter("after", int, description="the last step number the page has")],
         responses={200: OpenApiResponse(description="status, counts, stalled, and up to 500 new steps")},
     )
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         trial = get_object_or_404(Trial.objects.only("status", "live_seen_at", "step_count"), pk=pk)
         wanted = request.query_params.get("after", "0")
         if (after := parse_pk(wanted)) is None:

@@ -13,6 +13,8 @@ the server's (a 503 in an outage, core/errors.py).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
+from typing import IO, Any, cast
 
 import orjson
 from django.conf import settings
@@ -22,6 +24,7 @@ from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from core import limits, roles
@@ -35,7 +38,9 @@ WHERE = "POST /v1/traces"
 class _RawBody(BaseParser):
     """The body as bytes, read no further than the view's limit (gzip inflated no further either)."""
 
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(  # type: ignore[override]  # the raw body: the view decodes protobuf or JSON itself
+        self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> bytes:
         context = parser_context or {}
         limit = limits.body_limit(context["view"])
         body = limits.read_capped(stream, limit)
@@ -81,10 +86,10 @@ class Traces(APIView):
             ),
         },
     )
-    def post(self, request):
+    def post(self, request: Request) -> HttpResponse:
         as_protobuf = request.content_type.split(";")[0].strip() == PROTOBUF
         try:
-            body = request.data
+            body = cast(bytes, request.data)  # _RawBody's bytes
             data = otlp.decode_protobuf(body) if as_protobuf else orjson.loads(body)
         except ParseError as exc:
             return status_response(request, 400, f"{WHERE}: {exc.detail}")
@@ -112,7 +117,7 @@ class Traces(APIView):
             messages += sorted({why for _, why in refused})  # (a body refused whole says so once)
         return _answer(rejected, messages, as_protobuf)
 
-    def handle_exception(self, exc):
+    def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]  # an OTLP Status
         """DRF's refusals of this view (401, 403, 413, 415, a body that does not parse) as OTLP Statuses;
         what is no refusal is raised on, to the server's own answer (core/errors.py: a Status too)."""
         response = super().handle_exception(exc)

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from django.db.models import Prefetch, Q
+from django.db.models import Prefetch, Q, QuerySet
 from django.db.models.functions import Length, Substr
 from django.http import Http404
 from django.urls import reverse
@@ -362,7 +362,7 @@ def search_steps(
 
     # (trial, trajectory, index) order is the Step index: the scan stops after a page of
     # matches. Trajectories are written in position order, so their ids follow it.
-    def page(steps) -> list[dict]:
+    def page(steps: QuerySet[Step]) -> list[Any]:
         return list(
             steps.order_by("trajectory_id", "index").values("trajectory_id", "index", "source", "step_id")[
                 offset : offset + limit + 1
