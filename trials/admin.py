@@ -22,6 +22,12 @@ class QCItemCitationAdmin(admin.ModelAdmin):
     raw_id_fields = ["item", "trial"]
 
 
+@admin.register(models.SavedQuery)
+class SavedQueryAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "created_at"]
+    raw_id_fields = ["user"]
+
+
 @admin.register(models.ReceivedSpan)
 class ReceivedSpanAdmin(admin.ModelAdmin):
     list_display = ["trial", "trace_id", "span_id", "lane"]

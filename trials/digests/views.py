@@ -17,6 +17,8 @@ from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import renderers
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
@@ -32,6 +34,14 @@ from trials.models import Trial
 from trials.models.qc import FailureCluster
 
 MARKDOWN = "text/markdown"
+
+
+def markdown_answers(**others: str) -> dict[Any, Any]:
+    """The schema's answers of a digest: its Markdown, and the other statuses it may answer, in words."""
+    answers: dict[Any, Any] = {(200, MARKDOWN): OpenApiResponse(OpenApiTypes.STR, description="the digest")}
+    for status, words in others.items():
+        answers[(int(status.removeprefix("s")), MARKDOWN)] = OpenApiResponse(OpenApiTypes.STR, description=words)
+    return answers
 
 
 class MarkdownRenderer(renderers.BaseRenderer):
@@ -67,6 +77,7 @@ class DigestView(APIView):
 class TrialDigest(DigestView):
     """A trial's outcome, cause, configuration, figures and the steps around its failure (`?t=`: a trajectory)."""
 
+    @extend_schema(responses=markdown_answers(s404="no such trial"))
     def get(self, request, pk: int) -> Response:
         trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
         return Response(trial_digest(trial, self.absolute, request.query_params.get("t")))
@@ -75,6 +86,7 @@ class TrialDigest(DigestView):
 class ClusterDigest(DigestView):
     """A failure cluster's class, cause, signature, count, facets and newest trials (filters as its page's)."""
 
+    @extend_schema(responses=markdown_answers(s404="no such cluster"))
     def get(self, request, pk: int) -> Response:
         cluster = get_object_or_404(FailureCluster, pk=pk)
         return Response(cluster_digest(cluster, self.absolute, request.query_params))
@@ -83,6 +95,14 @@ class ClusterDigest(DigestView):
 class ComparisonDigest(DigestView):
     """The comparison's decision, reasons, headline figures and per-task deltas (sides as the page's)."""
 
+    @extend_schema(
+        responses=markdown_answers(
+            s202="being computed: ask again",
+            s400="the sides are missing or wrong",
+            s500="the comparison failed to compute",
+            s503="the task broker is unreachable",
+        )
+    )
     def get(self, request) -> Response:
         try:
             baseline, candidate = parse_sides(request.query_params)
