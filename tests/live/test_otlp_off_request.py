@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.live.helpers import runner_client
-from trials.live import service, traces
+from trials.live import traces, trajectories
 from trials.models import ReceivedSpan, Trial
 from trials.queue import embedded_worker
 
@@ -97,7 +97,7 @@ def test_spans_pending_when_the_trial_is_completed_by_command_are_emptied_and_wr
     held_worker.set()
     drained()
     trial.refresh_from_db()
-    assert trial.status == "passed" and not service.sent_trajectories(trial).exists()  # (no step of a span)
+    assert trial.status == "passed" and not trajectories.sent_trajectories(trial).exists()  # (no step of a span)
     assert not trial.steps.filter(message_text__startswith="answer").exists()
     assert not ReceivedSpan.objects.filter(trial=trial).exclude(span={}).exists()
     assert not ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).exists()

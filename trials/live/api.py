@@ -29,7 +29,7 @@ from comparisons.api import broker_unreachable
 from comparisons.sides import SideError, parse_sides
 from core import limits, roles
 from core.ids import parse_pk
-from trials.live import derive, service
+from trials.live import derive, service, trajectories
 from trials.models import Trial
 from trials.viewer.text import scrub
 
@@ -470,7 +470,7 @@ class TrialLive(APIView):
         wanted = request.query_params.get("after", "0")
         if (after := parse_pk(wanted)) is None:
             raise ValidationError({"after": [f"a step number (a whole number), not {wanted!r}"]})
-        trajectory = trial.trajectories.filter(path=service.TRAJECTORY_PATH).first()
+        trajectory = trial.trajectories.filter(path=trajectories.TRAJECTORY_PATH).first()
         rows = []
         if trajectory is not None:
             rows = list(

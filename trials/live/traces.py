@@ -29,7 +29,7 @@ from django.db import transaction
 
 from trials.ingest import redaction
 from trials.ingest.formats import otlp
-from trials.live import service
+from trials.live import service, trajectories
 from trials.models import ReceivedSpan, Trial
 
 log = logging.getLogger(__name__)
@@ -168,10 +168,10 @@ def _write_steps(trial: Trial, trace: otlp.TraceTrial) -> Refusals:
         if not steps:  # (no trajectory is made without steps; the main agent is named at the end too)
             continue
         if n == 0:
-            trajectory = service.live_trajectory(trial)
+            trajectory = trajectories.live_trajectory(trial)
         else:
-            trajectory = service.subagent_trajectory(trial, document["trajectory_id"], document["agent"])
-        service.name_agent(trajectory, document["agent"])
+            trajectory = trajectories.subagent_trajectory(trial, document["trajectory_id"], document["agent"])
+        trajectories.name_agent(trajectory, document["agent"])
         for number, step in enumerate(steps, start=trajectory.step_count + 1):
             step["step_id"] = number
         accepted = service.add_items(trial, [], steps, trajectory=trajectory)
@@ -195,13 +195,13 @@ def _finish(trial: Trial, trial_id: str) -> Refusals:
             moved[whole.lanes[span["span_id"]]].append(pk)
     refused: Refusals = []
     if moved:
-        service.drop_sent_steps(trial)
+        trajectories.drop_sent_steps(trial)
         for lane, pks in moved.items():
             for start in range(0, len(pks), 1000):
                 ReceivedSpan.objects.filter(pk__in=pks[start : start + 1000]).update(lane=lane)
         refused = _write_steps(trial, whole)
-    if main := trial.trajectories.filter(path=service.TRAJECTORY_PATH).first():
-        service.name_agent(main, whole.trajectories[0]["agent"])
+    if main := trial.trajectories.filter(path=trajectories.TRAJECTORY_PATH).first():
+        trajectories.name_agent(main, whole.trajectories[0]["agent"])
     trial.refresh_from_db()
     events = []
     if whole.reward is not None:

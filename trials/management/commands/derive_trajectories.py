@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from trials.live.service import derive_from_events
+from trials.live.trajectories import derive_from_events
 from trials.models import Trial
 
 
