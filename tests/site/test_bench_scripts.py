@@ -60,7 +60,7 @@ def test_a_bench_script_runs_its_quick_mode_to_the_end(script: Path, tmp_path: P
         env.update(DATABASE_URL=server, REDIS_URL=TEST_REDIS_URL, BENCH_DATABASE=own)
         if script.name == "scale_bench.py":
             args += ["--database", own]
-    if '"--port"' in script.read_text():  # (a script that serves: on a free port, not its default)
+    if 'add_argument("--port"' in script.read_text():  # (a script that serves: on a free port, not its default)
         args += ["--port", str(free_port())]
     done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (
