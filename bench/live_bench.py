@@ -205,6 +205,11 @@ def otlp_trace(args, post) -> bool:
         post("/v1/traces", json.dumps(body).encode())
         times.append((time.perf_counter() - started) * 1000)
     trial = Trial.objects.get(key="lime:bench-otlp")
+    for _ in range(600):  # its steps are written off the request: wait until the run has ended (a hang's bound)
+        if trial.status != "running":
+            break
+        time.sleep(0.1)
+        trial.refresh_from_db()
     lanes = {t.agent["name"]: t.step_count for t in trial.trajectories.all()}
     right = trial.status == "passed" and lanes == {"lead": half, "searcher": args.otlp_spans - half}
     print(

@@ -104,6 +104,7 @@ def test_tool_names_follow_calls(client_logged_in, tmp_path):
     assert [t.name for t in query.parse(text).filter(Trial.objects.all())] == ["task-a__AAAAAAA"]
 
 
+@pytest.mark.sqlite_only("reads SQLite's EXPLAIN QUERY PLAN")
 def test_values_of_the_trials_columns_come_from_an_index_a_few_seeks_each(client_logged_in):
     for n in range(30):  # more distinct values than a list shows, each on several trials
         for _ in range(3):
