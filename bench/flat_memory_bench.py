@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 
 from database import setup_django, timed_import  # bench/: this folder is on sys.path when run as a script
+from timing import peak_rss_kb
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -116,8 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         result = child_import(Path(args.child[0]), Path(args.child[1]))
-        status = Path("/proc/self/status").read_text()  # (VmHWM: this process's own peak, from its exec)
-        result["peak_rss_kb"] = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+        result["peak_rss_kb"] = peak_rss_kb()
         print(json.dumps(result))
         return
     big = 2_000 if args.quick else 100_000

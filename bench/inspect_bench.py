@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 from database import setup_django, timed_import  # bench/: this folder is on sys.path when run as a script
+from timing import peak_rss_kb
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -101,13 +102,6 @@ def child_import(path: Path, data_dir: Path) -> dict:
         "approvals": PermissionDecision.objects.count(),
         "sandbox_calls": RuntimeEvent.objects.filter(type__startswith="sandbox.").count(),
     }
-
-
-def peak_rss_kb() -> int:
-    """This process's own peak RSS: VmHWM starts again at exec (ru_maxrss would keep the parent's, and the
-    parent holds inspect_ai and the logs it wrote)."""
-    status = Path("/proc/self/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
 
 
 def largest_member_mb(path: Path) -> float:

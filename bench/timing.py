@@ -5,6 +5,14 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+
+def peak_rss_kb() -> int:
+    """This process's own peak RSS: VmHWM starts again at exec (ru_maxrss would keep the parent's, and a
+    bench's parent holds what it wrote for the child to import)."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
 
 
 def measure(client, urls: dict[str, str], repeat: int) -> dict[str, list[float]]:
