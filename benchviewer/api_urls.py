@@ -13,6 +13,7 @@ from comparisons import family_api
 from shares import api as shares
 from trials import api as trials
 from trials.live import api as live
+from trials.live import poll as live_poll
 from trials.queries import api as queries
 from trials.triage import api as triage
 
@@ -86,7 +87,7 @@ urlpatterns += [
     path("commands/complete_benchmark_trial/", live.CompleteTrial.as_view(), name="api-command-complete-trial"),
     path("commands/compare_benchmark_runs/", live.CompareRuns.as_view(), name="api-command-compare-runs"),
     path("trials/<int:pk>/events/", live.TrialEvents.as_view(), name="api-trial-events"),
-    path("trials/<int:pk>/live/", live.TrialLive.as_view(), name="api-trial-live"),
+    path("trials/<int:pk>/live/", live_poll.TrialLive.as_view(), name="api-trial-live"),
 ]
 
 # Share links (shares/)

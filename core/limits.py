@@ -10,7 +10,7 @@
 - A body sent without `Content-Length` (chunked): 411. Django reads a WSGI body only as far as
   `Content-Length` says, so such a body would be read as empty, silently.
 
-A parser that reads the stream itself (trials/live/api.py) reads it through `read_capped`, which
+A parser that reads the stream itself (trials/live/parsers.py) reads it through `read_capped`, which
 stops one byte past the limit whatever the server hands it.
 """
 

@@ -14,31 +14,17 @@ from django.views.decorators.http import require_safe
 from core import limits, roles
 from core.ids import parse_pk
 from trials.forms import UploadForm
-from trials.ingest.formats import agentv, harbor_checks
+from trials.ingest.formats import harbor_checks
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
 from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
 from trials.queue import import_upload
 from trials.triage import clusters
 from trials.triage.forms import CommentForm
-from trials.viewer import artifacts, lists, search_hits, side_by_side, steps, tabs, text, transcript
+from trials.viewer import artifacts, lists, search_hits, side_by_side, tab_panels, tabs, text
 
 PAGE_SIZE = 50
 KEPT_ROWS_SHOWN = 50  # an envelope's rows that are not trials, shown on its job page
-TABS = [
-    ("trajectory", "Trajectory"),
-    ("context", "Context"),
-    ("permissions", "Permissions"),
-    ("verifier", "Verifier"),
-    ("artifacts", "Artifacts"),
-    ("logs", "Logs"),
-    ("agent-logs", "Agent logs"),
-    ("exception", "Exception"),
-    ("config", "Config"),
-    ("events", "Events"),
-]
-# The transcript's type filters, in the order the toolbar shows them.
-HIDEABLE = ("messages", "reasoning", "tools", "permissions", "context", "runtime", "system", "copied")
 # Images an agent step can show inline; anything else downloads as an attachment.
 INLINE_MEDIA_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"} | {
     f"audio/{kind}" for kind in ("wav", "x-wav", "mpeg", "mp4", "aac", "ogg", "flac", "webm", "aiff", "x-aiff")
@@ -212,7 +198,7 @@ def trial_page(request, pk, number: int | None = None):
     """The trial page. `number` (from /steps/<n>/) opens the trajectory window holding step n."""
     trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
     tab = "trajectory" if number is not None else request.GET.get("tab", "trajectory")
-    if tab not in dict(TABS):
+    if tab not in dict(tab_panels.TABS):
         tab = "trajectory"
     trajectories = list(trial.trajectories.order_by("position", "pk"))
     if (go_to := parse_pk(request.GET.get("step"))) is not None:  # the "go to step" box
@@ -221,7 +207,7 @@ def trial_page(request, pk, number: int | None = None):
     context = {
         "trial": trial,
         "tab": tab,
-        "tabs": TABS,
+        "tabs": tab_panels.TABS,
         "trajectories": trajectories,
         "facts": tabs.header_facts(trial, trajectories),
         "phases": tabs.phase_bar(trial),
@@ -251,116 +237,8 @@ def trial_page(request, pk, number: int | None = None):
         if trial.task and trial.source_format == "harbor"
         else {},
     }
-    context |= TAB_CONTEXT[tab](request, trial, trajectories, number)
+    context |= tab_panels.PANELS[tab](request, trial, trajectories, number)
     return render(request, "trials/trial_detail.html", context)
-
-
-def _trajectory_tab(request, trial, trajectories, number):
-    trajectory = steps.pick_trajectory(trial, trajectories, request.GET.get("t"))
-    hide = [h for h in request.GET.get("hide", "").split(",") if h in HIDEABLE]
-    query = request.GET.get("q", "").strip()
-    context = {"trajectory": trajectory, "hide": hide, "hideable": HIDEABLE, "q": query, "focus": number}
-    if trajectory is None:
-        return context
-    context["from_result_row"] = agentv.is_output_trajectory(trajectory.path)  # AgentV output messages
-    if number is not None:
-        if number < 1 or number > max(trajectory.step_count, 1):
-            raise Http404("no such step")
-        start = steps.window_start(number)
-    else:
-        page = steps.requested_page(request.GET.get("page"))
-        start = min((page - 1) * steps.STEP_WINDOW, steps.window_start(max(trajectory.step_count, 1)))
-    main = steps.main_trajectory(trial, trajectories)
-    window = steps.step_window(trial, trajectory, start, trajectories)
-    context |= {
-        "window": window,
-        "records_after": transcript.interleave(trial, window),
-        "timeline": transcript.timeline(trial, trajectories),
-        "is_main": trajectory == main,
-        "main_pk": main.pk if main else None,
-        "referenced_from": steps.referenced_from(trial, trajectory, trajectories),
-        "segments": steps.continuation_neighbours(trajectory, trajectories),
-    }
-    if query:
-        offset = steps.requested_offset(request.GET.get("offset"))
-        inside = request.GET.get("inside") == "1"
-        found = steps.search_steps(trial, query, offset, inside_words=inside)
-        if len(trajectories) > 1:  # say which file each match is in: "step 3" alone is ambiguous
-            names = {t.pk: " ".join(filter(None, (t.role, t.step_name))) for t in trajectories}
-            for match in found.matches:
-                match["in"] = names.get(match["trajectory"], "")
-        context |= {
-            "matches": found.matches,
-            "more_matches": found.more,
-            "word_starts_only": found.word_starts_only,
-            "inside": inside,
-            "offset": offset,
-            "next_offset": offset + len(found.matches),
-        }
-    return context
-
-
-def _context_tab(request, trial, trajectories, number):
-    sections = tabs.context_sections(trial)
-    return {"context_sections": sections, "context_total": sum(s["count"] for s in sections)}
-
-
-def _permissions_tab(request, trial, trajectories, number):
-    return {"permissions": trial.permissions.order_by("requested_at", "pk")}
-
-
-def _verifier_tab(request, trial, trajectories, number):
-    texts = trial.texts or {}
-    verifier_texts = [(k, text.scrub(v)) for k, v in sorted(texts.items()) if k.startswith("verifier/")]
-    tests = trial.ctrf_tests or []
-    return {
-        "criteria": trial.criteria.order_by("pk"),
-        "verifier_texts": verifier_texts,
-        "ctrf_tests": tests,
-        "ctrf_passed": sum(1 for t in tests if t.get("status") == "passed"),
-        "reward_details": (trial.documents or {}).get("reward_details"),
-    }
-
-
-def _artifacts_tab(request, trial, trajectories, number):
-    rows = artifacts.artifact_rows(trial, list(trial.artifacts.select_related("blob").order_by("pk")))
-    return {"artifacts": rows, "has_recording": any(row.kind == "asciicast" for row in rows)}
-
-
-def _logs_tab(request, trial, trajectories, number):
-    return {"logs": tabs.log_texts(trial)}
-
-
-def _agent_logs_tab(request, trial, trajectories, number):
-    no_logs = "No agent logs (agent/*.txt, agent/command-N/) in this pack."
-    return {"logs": tabs.agent_log_texts(trial), "no_logs": no_logs}
-
-
-def _exception_tab(request, trial, trajectories, number):
-    return {"exception_text": text.scrub(trial.exception_traceback or (trial.texts or {}).get("exception.txt", ""))}
-
-
-def _config_tab(request, trial, trajectories, number):
-    return {"config_documents": tabs.config_documents(trial)}
-
-
-def _events_tab(request, trial, trajectories, number):
-    page = Paginator(trial.events.order_by("sequence", "timestamp", "pk"), PAGE_SIZE).get_page(request.GET.get("page"))
-    return {"events": page}
-
-
-TAB_CONTEXT = {
-    "trajectory": _trajectory_tab,
-    "context": _context_tab,
-    "permissions": _permissions_tab,
-    "verifier": _verifier_tab,
-    "artifacts": _artifacts_tab,
-    "logs": _logs_tab,
-    "agent-logs": _agent_logs_tab,
-    "exception": _exception_tab,
-    "config": _config_tab,
-    "events": _events_tab,
-}
 
 
 @require_safe
@@ -450,8 +328,3 @@ def _query(values: dict) -> str:
 def _with_query(url: str, request, *keys: str) -> str:
     query = _query({k: request.GET.get(k) for k in keys})
     return f"{url}?{query}" if query else url
-
-
-def step_permalink(trial: Trial, number: int, trajectory_pk: int | None = None) -> str:
-    url = reverse("trial-step", args=[trial.pk, number])
-    return f"{url}?t={trajectory_pk}" if trajectory_pk else url

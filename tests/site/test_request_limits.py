@@ -12,7 +12,8 @@ import pytest
 from core import limits
 from tests.builders import make_user
 from tests.live.helpers import event, runner_client, spine
-from trials.live.api import FastJSONParser, JSONLinesParser, TrialEvents
+from trials.live.api import TrialEvents
+from trials.live.parsers import FastJSONParser, JSONLinesParser
 from trials.models import Import, RuntimeEvent
 
 pytestmark = pytest.mark.django_db

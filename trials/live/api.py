@@ -1,4 +1,4 @@
-"""The runner's commands (seed 000's control plane) and what a live trial's page polls.
+"""The runner's commands (seed 000's control plane).
 
 Token-authenticated like the rest of the API (`POST /api/token/`); each command needs the
 `run` right (the runner group, reviewers and above: core/roles.py), and writes only into
@@ -7,19 +7,16 @@ a trial its account started (`Trial.writable_by`: or one granted `trials.write_a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import IO, Any
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count
-from django.db.models.functions import Substr
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError, PermissionDenied, ValidationError
-from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -27,11 +24,11 @@ from rest_framework.views import APIView
 from comparisons import services as comparisons
 from comparisons.api import broker_unreachable
 from comparisons.sides import SideError, parse_sides
-from core import limits, roles
+from core import roles
 from core.ids import parse_pk
-from trials.live import derive, service, trajectories
+from trials.live import derive, service
+from trials.live.parsers import FastJSONParser, JSONLinesAlias, JSONLinesParser
 from trials.models import Trial
-from trials.viewer.text import scrub
 
 SPINE = {
     "benchmark": {
@@ -178,40 +175,6 @@ class StartTrial(CommandView):
             raise ValidationError({"benchmark.trialId": [str(exc)]}) from exc
         writable(trial, request.user)  # started before, by another account: its id is not told
         return Response({"trial_id": trial.pk}, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
-
-
-def _capped_body(stream: IO[bytes], parser_context: Mapping[str, Any] | None) -> bytes:
-    """The body, read no further than the view's limit (the middleware checked Content-Length already)."""
-    return limits.read_capped(stream, limits.body_limit((parser_context or {})["view"]))
-
-
-class JSONLinesParser(BaseParser):
-    """A body of runtime events, one JSON object a line (kept as bytes: the view names bad lines)."""
-
-    media_type = "application/x-ndjson"
-
-    def parse(  # type: ignore[override]  # the raw body: TrialEvents reads its lines itself
-        self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
-    ) -> bytes:
-        return _capped_body(stream, parser_context)
-
-
-class FastJSONParser(BaseParser):
-    """JSON through orjson: a POST of thousands of events spends its time parsing them."""
-
-    media_type = "application/json"
-
-    def parse(
-        self, stream: IO[bytes], media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
-    ) -> Any:
-        try:
-            return orjson.loads(_capped_body(stream, parser_context))
-        except orjson.JSONDecodeError as exc:
-            raise ParseError(f"the body is not JSON: {exc}") from exc
-
-
-class JSONLinesAlias(JSONLinesParser):
-    media_type = "application/jsonl"
 
 
 class TrialEvents(APIView):
@@ -453,48 +416,3 @@ class CompareRuns(CommandView):
         saved = comparisons.save_comparison(comparison, request.user)
         body = {"id": comparison.pk, "status": comparison.status, **(comparison.result or {})}
         return Response({"comparison": body, "event": saved.event}, status=status.HTTP_201_CREATED)
-
-
-LIVE_STEPS = 500  # steps one poll (every 2 s) returns at most; the rest come with the next
-
-
-class TrialLive(APIView):
-    """What a live trial's page polls: its status, counts, and the steps after `?after=` (a step number)."""
-
-    @extend_schema(
-        parameters=[OpenApiParameter("after", int, description="the last step number the page has")],
-        responses={200: OpenApiResponse(description="status, counts, stalled, and up to 500 new steps")},
-    )
-    def get(self, request: Request, pk: int) -> Response:
-        trial = get_object_or_404(Trial.objects.only("status", "live_seen_at", "step_count"), pk=pk)
-        wanted = request.query_params.get("after", "0")
-        if (after := parse_pk(wanted)) is None:
-            raise ValidationError({"after": [f"a step number (a whole number), not {wanted!r}"]})
-        trajectory = trial.trajectories.filter(path=trajectories.TRAJECTORY_PATH).first()
-        rows = []
-        if trajectory is not None:
-            rows = list(
-                trajectory.steps.filter(index__gte=after)
-                .order_by("index")
-                .annotate(head=Substr("message_text", 1, 300))
-                .values("index", "source", "head", "tool_call_count")[:LIVE_STEPS]
-            )
-        events = trial.events.aggregate(n=Count("pk"))
-        return Response(
-            {
-                "status": trial.status,
-                "stalled": trial.is_stalled,
-                "last_seen": trial.live_seen_at,
-                "step_count": trial.step_count,
-                "event_count": events["n"],
-                "steps": [
-                    {
-                        "number": r["index"] + 1,
-                        "source": r["source"],
-                        "message": scrub(r["head"]),
-                        "tool_calls": r["tool_call_count"],
-                    }
-                    for r in rows
-                ],
-            }
-        )
