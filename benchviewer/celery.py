@@ -1,3 +1,5 @@
+"""The Celery app: configured from the settings' `CELERY_*` names, tasks found in each app."""
+
 import os
 
 from celery import Celery

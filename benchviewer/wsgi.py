@@ -1,3 +1,5 @@
+"""The WSGI application that gunicorn serves (`benchviewer serve`)."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application

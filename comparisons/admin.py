@@ -1,3 +1,5 @@
+"""The Django admin of comparisons: stored comparisons and grids, saved ones (their big JSON left out)."""
+
 from django.contrib import admin
 
 from comparisons.models import Comparison, GridResult, SavedComparison

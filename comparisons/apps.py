@@ -1,3 +1,5 @@
+"""The comparisons app."""
+
 from django.apps import AppConfig
 
 

@@ -6,6 +6,11 @@ task-averaged mean reward with a bootstrap CI95 over tasks and, against the refe
 the paired reward delta with its CI95, McNemar's p and Holm's correction across the sides,
 validity by the pair rules of verdict.py; per task, one cell per side. `get_or_compute_grid`
 keeps the result in a GridResult row until a side's trials change.
+
+The grid and the trend reuse the pair's rules (side_data.load_side, verdict.validity_reasons,
+metrics.paired_statistics and side_metrics); their intervals come from stats.mean_intervals,
+every column missing the same tasks sharing one bootstrap pass, so a grid's delta interval
+equals the pair page's. The grid is computed in the request (bench/compare_bench.py).
 """
 
 from __future__ import annotations

@@ -2,6 +2,13 @@
 
 Trial rows are read with `.values()` (never whole model objects: a side can hold
 thousands of trials). Metrics, validity, eligibility and the format reports read `SideData`.
+
+A side's trials of one task are its attempts (Harbor's attempts, Terminal-Bench runs of one
+configuration, Inspect epochs). Every mean averages a task's scored attempts first, then the
+tasks. A trial with no reward is unscored: counted per side and per task, left out of the mean
+and the pass rate, never a failure; where a source's own leaderboard rule differs
+(`LEADERBOARD_RULES`) its score is shown beside ours. The score without infrastructure failures
+leaves out the trials classed infrastructure (a triager's override first).
 """
 
 from __future__ import annotations

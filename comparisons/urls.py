@@ -1,3 +1,5 @@
+"""The comparison pages' routes, included at the site root (benchviewer/urls.py)."""
+
 from django.urls import path
 
 from comparisons import family_views, views

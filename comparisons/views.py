@@ -1,4 +1,11 @@
-"""The comparison page: picker, headline numbers, validity, decision, matrix, charts."""
+"""The comparison page: picker, headline numbers, validity, decision, matrix, charts.
+
+The page loads static/js/comparison.js, which asks for every chart's figure at once and adds
+plotly.js after the load event (`data-plotly-src`), so the first screen is not held; a chart is
+drawn when it comes within 200 px of the viewport. plotly.js is our partial bundle of the traces
+charts.py draws (scripts/plotly/build.sh), sent brotli or gzip by WhiteNoise. Every comparison
+page (pair, grid, trend, saved) starts with the same tabs, templates/comparisons/_views.html.
+"""
 
 from __future__ import annotations
 

@@ -1,3 +1,5 @@
+"""The shares app."""
+
 from django.apps import AppConfig
 
 

@@ -1,3 +1,5 @@
+"""The share API's shapes: a share to create, the one created, the live one a second share answers with."""
+
 from __future__ import annotations
 
 from rest_framework import serializers

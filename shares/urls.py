@@ -1,3 +1,5 @@
+"""The share routes: a visitor's `/s/<token>/`, one's own `/shares/`, the report download."""
+
 from django.urls import path
 
 from shares import mine, views

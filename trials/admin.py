@@ -1,3 +1,5 @@
+"""The Django admin of the trials app: imports, trials, QC citations, saved queries, received spans."""
+
 from django.contrib import admin
 
 from trials import models

@@ -1,3 +1,5 @@
+"""The trials API: imports, trials, a trajectory, its steps, search, permissions, context, alignment, export."""
+
 import tempfile
 
 from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse

@@ -1,3 +1,5 @@
+"""The trials app: at start, the recursion limit deep JSON needs, and the modules that connect signals."""
+
 import sys
 
 from django.apps import AppConfig

@@ -1,3 +1,5 @@
+"""The upload form: files, or a folder with each file's relative path."""
+
 from django import forms
 
 

@@ -1,3 +1,5 @@
+"""The trials API's shapes: imports, datasets, tasks, configurations, jobs, trials."""
+
 from django.urls import reverse
 from rest_framework import serializers
 

@@ -1,3 +1,5 @@
+"""The trial pages' routes, included at the site root (benchviewer/urls.py)."""
+
 from django.urls import path
 
 from trials import views

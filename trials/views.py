@@ -1,3 +1,6 @@
+"""The pages: dashboard, imports, jobs, trial list, search, a trial (its tabs: viewer/tab_panels.py), a step,
+side by side, artifacts."""
+
 import mimetypes
 from pathlib import PurePosixPath
 

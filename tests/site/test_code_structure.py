@@ -1,4 +1,5 @@
 """The shape of the code: no import cycle, no import hidden in a function, no module too long to read,
+every module on the map of docs/architecture.md,
 and folders that import downwards only, in the layers docs/architecture.md lists.
 
 Read from the source with `ast`, so an import inside a function counts as much as one at
@@ -237,3 +238,22 @@ def test_an_import_in_a_function_is_found_and_one_under_type_checking_is_not():
 def test_every_module_of_the_apps_can_be_read_in_one_sitting():
     lengths = {name: len(path.read_text().splitlines()) for name, path in app_modules().items()}
     assert {name: lines for name, lines in lengths.items() if lines > MAX_LINES} == {}
+
+
+def mapped_paths() -> set[str]:
+    """Every repository path the map of docs/architecture.md names in backticks."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    return set(re.findall(r"`((?:[a-z_-]+/)+[A-Za-z_.-]*)`", text))
+
+
+def test_every_module_of_the_apps_is_on_the_architecture_map_and_every_path_on_it_exists():
+    modules = {str(path.relative_to(REPO)) for path in app_modules().values() if path.name != "__init__.py"}
+    mapped = mapped_paths()
+    assert sorted(modules - mapped) == [], "modules missing from docs/architecture.md: a line each"
+    in_repo = {p for p in mapped if (REPO / p.split("/")[0]).exists()}  # not a pack's `verifier/`
+    assert sorted(p for p in in_repo if not (REPO / p).exists()) == [], "paths on the map that do not exist"
+
+
+def test_the_map_check_reads_paths_and_folders_but_not_code_in_backticks():
+    names = re.findall(r"`((?:[a-z_-]+/)+[A-Za-z_.-]*)`", "`trials/views.py`, `templates/`, `Trial.objects`, `a/b c`")
+    assert names == ["trials/views.py", "templates/"]

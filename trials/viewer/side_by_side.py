@@ -3,6 +3,11 @@
 Reads only the steps' stored hashes (trials.ingest.signatures): the first divergence is a
 search on the prefix hashes (log32 n queries), and a window aligns `WINDOW` steps of each
 side, so the cost is about the same at 50 and at 50,000 steps (bench/viewer_bench.py).
+
+Equal signatures are `same`, equal keys in the gaps `changed`, the rest `only_left` / `only_right`.
+The page opens a few steps above the first divergence and folds runs of identical pairs; it is
+reached from the trial header's "compare with…" and from a comparison's per-task matrix. Keys
+(static/js/side_by_side.js): j / k every pair, n / N the pairs that differ, o unfolds, Enter opens.
 """
 
 from __future__ import annotations
