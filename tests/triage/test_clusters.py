@@ -76,17 +76,29 @@ def test_the_cluster_pages_name_the_benchmark_of_failures_with_no_cause(client, 
 
 
 def test_the_failing_tool_is_part_of_the_signature_and_the_failing_test_a_facet_of_it():
-    a, b, c = (
+    a, b, c, d, e = (
         TrialFactory(reward=0.0, ctrf_tests=[{"name": "test_ok", "status": "passed"}, {"name": n, "status": "failed"}])
-        for n in ("test_output", "test_schema", "test_output")
+        for n in ("test_output", "test_schema", "test_output", "test_schema", "test_output[2]")
     )
-    RuntimeEvent.objects.create(trial=a, type="tool.failed", sequence=3, payload={"toolName": "write_file"})
-    a, b, c = signed(a, b, c)
+    for trial in (a, d):
+        RuntimeEvent.objects.create(trial=trial, type="tool.failed", sequence=3, payload={"toolName": "write_file"})
+    a, b, c, d, e = signed(a, b, c, d, e)
     assert a.cluster.signature["tool"] == "write_file" and b.cluster.signature["tool"] == ""
-    assert a.cluster_id != b.cluster_id
-    assert b.cluster_id == c.cluster_id and "test" not in b.cluster.signature
+    assert a.cluster_id == d.cluster_id and "test" not in a.cluster.signature  # the tool names the cause
     assert (a.failing_test, b.failing_test, c.failing_test) == ("test_output", "test_schema", "test_output")
     assert b.cluster.failure_class == "capability"
+
+
+def test_tests_failed_with_nothing_else_known_cluster_by_the_first_failing_test():
+    b, c, e = (
+        TrialFactory(reward=0.0, ctrf_tests=[{"name": "test_ok", "status": "passed"}, {"name": n, "status": "failed"}])
+        for n in ("test_schema", "test_output", "test_output[2]")
+    )
+    b, c, e = signed(b, c, e)
+    assert b.cluster_id != c.cluster_id == e.cluster_id  # (one test, whatever its parameters)
+    assert (b.cluster.signature["test"], c.cluster.signature["test"]) == ("test_schema", "test_output")
+    assert signatures.cause_words(c.cluster.signature).startswith("tests failed: test_output")
+    assert e.failing_test == "test_output[2]"  # (the facet keeps the test as it ran)
 
 
 @pytest.mark.parametrize(

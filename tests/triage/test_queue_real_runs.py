@@ -1,7 +1,8 @@
 """The triage queue on a real Terminal-Bench 1 run (issue 39): where the source names no failure category,
 the category column shows the automatic failure class, marked as automatic, never "unclassified". Known
-answers are read from the run's results.json: its failed rows (`is_resolved: false`; the unscored ones are
-not in the queue) either timed out (`agent_timeout`, the agent's) or failed their tests: capability."""
+answers are read from the run's results.json: its failed rows (`is_resolved: false`; the unscored ones,
+in the queue too, are test_tb1_failures_real_runs') either timed out (`agent_timeout`, the agent's) or
+failed their tests: capability."""
 
 from __future__ import annotations
 

@@ -22,6 +22,11 @@ def stall_cutoff() -> datetime:
     return timezone.now() - timedelta(seconds=settings.LIVE_STALL_SECONDS)
 
 
+# Ended with no verdict, neither scored nor failed (TB1's `is_resolved: null`): a triager looks at why.
+# (A running trial has no reward yet either, but a status of its own.)
+UNSCORED = models.Q(status="unknown", reward=None)
+
+
 class TrialQuerySet(models.QuerySet):
     def for_list(self):
         return self.select_related("task", "configuration", "dataset", "job").defer(
@@ -48,9 +53,13 @@ class TrialQuerySet(models.QuerySet):
         return self.filter(models.Q(status__in=Trial.FAILED_STATUSES) | models.Q(is_flagged=True))
 
     def triageable(self):
-        """Failures and the trials a person put in the queue: what a triager may claim or be assigned."""
+        """Failures, unscored trials, and the trials a person put in the queue: what a triager may claim or
+        be assigned."""
         return self.filter(
-            models.Q(status__in=Trial.FAILED_STATUSES) | models.Q(is_flagged=True) | models.Q(queue_entry__isnull=False)
+            models.Q(status__in=Trial.FAILED_STATUSES)
+            | UNSCORED
+            | models.Q(is_flagged=True)
+            | models.Q(queue_entry__isnull=False)
         )
 
     def with_failure_class(self, failure_class: str):

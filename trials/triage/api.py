@@ -158,7 +158,7 @@ class ClusterFeedback(RoleAPIView):
 
 
 class Queue(generics.ListAPIView):
-    """Untriaged failures (failed, or flagged whatever the reward): the triage queue's rows."""
+    """Untriaged failures (failed, unscored, or flagged whatever the reward): the triage queue's rows."""
 
     permission_classes = [roles.RolePermission]
     serializer_class = QueueRowSerializer

@@ -60,7 +60,7 @@ UNASSIGNED = "none"
 
 
 def queue(params: QueryDict | dict[str, Any], user=None) -> QuerySet[Trial]:
-    """Untriaged failures (failed, or flagged whatever their reward), filtered and sorted.
+    """Untriaged failures (failed, unscored, or flagged whatever their reward), filtered and sorted.
 
     Filters: cluster (its id), category (the trial's or its cluster's), job, configuration,
     task (as on the trial list), assignee (a user name, "me", or "none"), flag (one of
@@ -104,10 +104,12 @@ def next_untriaged(user, params: QueryDict | dict[str, Any]) -> Trial | None:
 
 
 def queue_reasons(trial: Trial) -> list[str]:
-    """Why a trial is in the queue: its failed status (with its exception) and its safety flags."""
+    """Why a trial is in the queue: its failed status (with its exception) or no score, and its safety flags."""
     reasons = []
     if trial.status in Trial.FAILED_STATUSES:
         reasons.append(f"{trial.status}: {trial.exception_type}" if trial.exception_type else trial.status)
+    elif trial.status == Trial.Status.UNKNOWN and trial.reward is None:
+        reasons.append("unscored")
     reasons += [signatures.FLAG_LABELS.get(flag, flag) for flag in trial.safety_flags or []]
     if not reasons:
         reasons.append("added by hand")

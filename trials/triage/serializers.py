@@ -205,6 +205,9 @@ class ClusterSignatureSerializer(serializers.Serializer):
     split = serializers.DictField(
         child=serializers.CharField(), required=False, help_text="a cluster split by hand: its task or failing test"
     )
+    ended = serializers.CharField(required=False, help_text="no error text: how it ended, in the source's own term")
+    test = serializers.CharField(required=False, help_text="tests failed with no error text: its first failing test")
+    benchmark = serializers.CharField(required=False, help_text="no error text: the dataset of its trials")
 
 
 class ClusterSerializer(serializers.Serializer):

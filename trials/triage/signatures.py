@@ -5,8 +5,9 @@ its class (infrastructure, task quality, capability: trials.models.failure_class
 for a safety signal), then its cause: failure category and code, exception type, the error
 text with its numbers, paths, ids, hex and timestamps replaced by placeholders, the failing
 tool and its flags. The first failing verifier test and the task are facets of a cluster
-(Trial.failing_test, Trial.task), not part of it. A message near-identical to one of a
-cluster of the same family (the signature without its message) joins that cluster
+(Trial.failing_test, Trial.task), not part of it, but where nothing else names the cause (tests
+failed, no error text) the first failing test does: one cluster per test, not one catch-all. A
+message near-identical to one of a cluster of the same family (the signature without its message) joins that cluster
 (rapidfuzz). A person's merge (FailureCluster.merged_into) and split (split_from, split_on)
 are followed here, so they stay when trials are signed again.
 
@@ -96,6 +97,15 @@ def first_failing_test(ctrf_tests: Any) -> str:
     return ""
 
 
+_PARAMETERS = re.compile(r"\[[^\[\]]*\]$")  # pytest's `test_roundtrip[True]`: one test, whatever its parameters
+
+
+def failing_test_named(test: str) -> str:
+    """A failing test as a cluster names it: without its parameters (`test_maze[2]` and `test_maze[3]` fail
+    for one cause more often than not)."""
+    return _PARAMETERS.sub("", test).strip() or test
+
+
 def failure_class_of(row: dict[str, Any], flags: list[str]) -> str:
     """The class a person opens first: safety for a safety signal, else a triager's override, else the
     rules' (failure_classes.classify) for how the run ended."""
@@ -152,6 +162,8 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
         # (Absent otherwise: other keys stay as they were.)
         if ended := ended_as(row):
             signature["ended"] = ended
+        if ended == "tests failed":  # (which test failed is all that tells such failures apart)
+            signature["test"] = failing_test_named(first_failing_test(row["ctrf_tests"]))
         signature["benchmark"] = row["dataset__name"] or ""
     return signature
 
@@ -183,6 +195,8 @@ def cause_words(signature: dict[str, Any]) -> str:
         parts.append(f"tool {signature['tool']}")
     if ended := signature.get("ended"):
         words = ENDED_LABELS.get(ended, ended)
+        if signature.get("test"):
+            words = f"{words}: {signature['test']}"
         if "_" in ended:  # (the source's own term beside ours: Terminal-Bench's `agent_timeout`, `parse_error`)
             words = f"{words} ({ended})"
         parts.append(f"{words}, in {signature['benchmark']}" if signature.get("benchmark") else words)

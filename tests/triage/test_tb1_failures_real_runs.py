@@ -1,0 +1,105 @@
+"""Failures and unscored trials of the shared Terminal-Bench 1 runs in triage (issue 39, Must 2).
+
+Failures with no error text whose tests failed (`failure_mode` unset, `is_resolved` false) are not one
+catch-all cluster: one per first failing test (its parameters aside), named by it. Unscored rows
+(`is_resolved` null) are in the queue beside the failures. Known answers are read from the runs' own
+results.json files: their `parser_results` in the order the tests ran."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+
+import pytest
+
+from tests.builders import REFERENCE, import_path
+from trials.models import Trial
+
+RUNS = [
+    REFERENCE / "terminal-bench-1",
+    REFERENCE / "public-runs-2" / "tb1-droid-5x2",
+    REFERENCE / "public-runs-2" / "tb1-goose-flat",
+]
+QUIET = {"unset", "none", ""}  # Terminal-Bench 1's "nothing went wrong" modes
+PARAMETERS = re.compile(r"\[[^\[\]]*\]$")  # pytest's `test_roundtrip[True]`
+
+
+def raw_rows() -> list[tuple[str, dict]]:
+    """(configuration, row) for every row of the runs' results files: the configuration is the
+    submission folder (`<date>_<agent>_<model>`) the file is in."""
+    found = []
+    for run in RUNS:
+        for results in sorted(run.rglob("*results.json")):
+            submission = results.relative_to(run).parts[0]
+            found += [(submission, row) for row in json.loads(results.read_text()).get("results") or []]
+    return found
+
+
+def first_failing(row: dict) -> str:
+    failed = [name for name, outcome in (row.get("parser_results") or {}).items() if outcome != "passed"]
+    return PARAMETERS.sub("", failed[0]) if failed else ""
+
+
+@pytest.fixture
+def imported(db):
+    for run in RUNS:
+        import_path(run)
+
+
+def every_page(client, url: str) -> list[dict]:
+    found: list[dict] = []
+    while url:
+        page = client.get(url).json()
+        found += page["results"]
+        url = page["next"]
+    return found
+
+
+def test_tests_failed_clusters_are_one_per_first_failing_test_in_each_configuration(client_logged_in, imported):
+    wanted: dict[tuple[str, str], set[str]] = defaultdict(set)  # (configuration, first failing test) -> keys
+    configuration_of = {}
+    for configuration, row in raw_rows():
+        configuration_of[f"tb1:{row['id']}"] = configuration
+        if row["is_resolved"] is False and row["failure_mode"] in QUIET and (test := first_failing(row)):
+            wanted[configuration, test].add(f"tb1:{row['id']}")
+    assert sum(map(len, wanted.values())) >= 250  # the old catch-all's size on these runs
+    keys = dict(Trial.objects.values_list("pk", "key"))
+    found: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for cluster in every_page(client_logged_in, "/api/qc/clusters/?page_size=100"):
+        if cluster["signature"].get("ended") != "tests failed":
+            continue
+        test = cluster["signature"]["test"]
+        assert f"tests failed: {test}, in terminal-bench-core" in cluster["description"], cluster["description"]
+        for pk in cluster["trials"]:
+            found[configuration_of[keys[pk]], test].add(keys[pk])
+    assert found == wanted
+    for configuration in set(configuration_of.values()):
+        mine = [n for (c, _), n in ((k, len(v)) for k, v in wanted.items()) if c == configuration]
+        assert len(mine) >= 3 and max(mine) < sum(mine) / 2, (configuration, mine)  # several, none a catch-all
+
+
+def test_the_queue_holds_every_failed_and_every_unscored_trial(client_logged_in, imported):
+    rows = [row for _, row in raw_rows()]
+    failed = {f"tb1:{r['id']}" for r in rows if r["is_resolved"] is False}
+    unscored = {f"tb1:{r['id']}" for r in rows if r["is_resolved"] is None}
+    # (a resolved trial whose agent timed out is flagged: a reward kept after a bad ending)
+    flagged_passes = {f"tb1:{r['id']}" for r in rows if r["is_resolved"] and r["failure_mode"] == "agent_timeout"}
+    assert unscored and failed
+    queue = every_page(client_logged_in, "/api/qc/queue/?page_size=100")
+    keys = dict(Trial.objects.values_list("pk", "key"))
+    shown = {keys[row["trial"]] for row in queue}
+    assert len(queue) == len(shown) == len(failed) + len(unscored) + len(flagged_passes)
+    assert shown - flagged_passes == failed | unscored
+    reasons = {keys[row["trial"]]: row["reasons"] for row in queue}
+    assert all("unscored" in reasons[key] for key in unscored)
+    assert all(Trial.objects.get(key=key).cluster_id for key in unscored)  # and in a cluster, as failures are
+
+
+def test_a_triager_can_claim_an_unscored_trial(client, triager, imported):
+    [key] = sorted(f"tb1:{r['id']}" for _, r in raw_rows() if r["is_resolved"] is None)[:1]
+    trial = Trial.objects.get(key=key)
+    client.force_login(triager)
+    assert client.post(f"/triage/{trial.pk}/claim/").status_code in (200, 302)
+    trial.refresh_from_db()
+    assert trial.triage_assignment.assignee == triager
