@@ -271,6 +271,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(IMPORT_RECOVERY_INTERVAL),
         "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},
     },
+    # OTLP bodies accepted whose message or worker was lost (trials/live/batches.py).
+    "requeue-stale-otlp-batches": {
+        "task": "trials.live.tasks.requeue_stale_otlp_batches",
+        "schedule": float(IMPORT_RECOVERY_INTERVAL),
+        "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},
+    },
     # Pack objects a killed import stored but never recorded, and half-written copies (trials/imports/blobs.py).
     "sweep-storage": {
         "task": "trials.tasks.sweep_storage_task",

@@ -1,23 +1,30 @@
-"""`POST /v1/traces` answers once the spans are kept; their steps are written off the request (the
-embedded worker's thread here, a Celery task with a broker), so a body's answer does not wait for
-the steps, and a trace's end (which reads every span of the trial again) never runs in a request."""
+"""`POST /v1/traces` answers once the body is kept (one row); its spans are read, kept and written as
+steps off the request (the embedded worker's thread here, a Celery task with a broker), so a body's
+answer waits for none of them, and a trace's end (which reads every span of the trial again) never runs
+in a request. A batch whose message was lost is read by the sweep; what could not be written is a
+problem on the trial."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from rest_framework.authtoken.models import Token
 
-from tests.live.helpers import runner_client
-from trials.live import traces, trajectories
-from trials.models import ReceivedSpan, Trial
+from core.locks import worker_lock
+from tests.live.helpers import runner_client, spine
+from trials.live import batches, tasks, traces, trajectories
+from trials.models import ReceivedBatch, ReceivedSpan, Trial
 from trials.queue import embedded_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the worker thread has its own connection
@@ -63,31 +70,35 @@ def test_the_exporter_is_answered_before_the_steps_are_written_and_they_appear_w
     )
     for start in range(0, len(spans), 50):
         assert exporter.export(spans[start : start + 50]) is SpanExportResult.SUCCESS
-    trial = Trial.objects.get(key="lime:otel-off-request")
-    assert (trial.status, trial.steps.count()) == ("running", 0)
-    assert ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).count() == len(spans)
+    assert ReceivedBatch.objects.count() == 3  # (121 spans, 50 a batch: each body kept whole, none read)
+    assert not Trial.objects.filter(key="lime:otel-off-request").exists() and not ReceivedSpan.objects.exists()
 
     held_worker.set()
     drained()
-    trial.refresh_from_db()
+    trial = Trial.objects.get(key="lime:otel-off-request")
     assert (trial.status, trial.reward) == ("passed", 1.0)
     texts = list(trial.steps.order_by("index").values_list("message_text", flat=True))
     assert texts == [f"answer {n}" for n in range(120)]
     assert not ReceivedSpan.objects.filter(trial=trial).exclude(span={}).exists()  # (bodies emptied at its end)
     assert trial.events.filter(type="benchmark.trial.completed").count() == 1
+    assert not ReceivedBatch.objects.exists()  # (a batch read is deleted)
 
     assert exporter.export(spans[-50:]) is SpanExportResult.SUCCESS  # a retry of what it stored: no news
     drained()
     assert trial.steps.count() == 120 and ReceivedSpan.objects.filter(trial=trial).count() == len(spans)
 
 
-def test_spans_pending_when_the_trial_is_completed_by_command_are_emptied_and_write_no_step(live_server, held_worker):
+def test_spans_unread_when_the_trial_is_completed_by_command_write_no_step_and_say_so_on_it(
+    live_server, held_worker, client_logged_in
+):
     runner, token = runner_client()
+    started = runner.post("/api/commands/start_benchmark_trial/", spine("otel-pending-end"), format="json")
+    assert started.status_code in (200, 201), started.content
     spans = agent_run("otel-pending-end", 10)[:-1]  # (no root: the run does not end by its spans)
     exporter = OTLPSpanExporter(
         endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"}, timeout=120
     )
-    assert exporter.export(spans) is SpanExportResult.SUCCESS
+    assert exporter.export(spans) is SpanExportResult.SUCCESS  # (the trial running: accepted, not yet read)
     trial = Trial.objects.get(key="lime:otel-pending-end")
     done = runner.post(
         "/api/commands/complete_benchmark_trial/", {"trial_id": trial.pk, "status": "completed"}, format="json"
@@ -101,6 +112,33 @@ def test_spans_pending_when_the_trial_is_completed_by_command_are_emptied_and_wr
     assert not trial.steps.filter(message_text__startswith="answer").exists()
     assert not ReceivedSpan.objects.filter(trial=trial).exclude(span={}).exists()
     assert not ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).exists()
+    assert not ReceivedBatch.objects.exists()
+    [problem] = trial.problems  # (on its page: the spans that came too late are not silently gone)
+    assert problem["severity"] == "error" and problem["file"] == "POST /v1/traces"
+    assert problem["message"].startswith(f"{len(spans)} spans received as it ended were not written")
+    assert f"(Benchviewer trial {trial.pk}) is passed" in problem["message"]
+    page = client_logged_in.get(f"/trials/{trial.pk}/")
+    assert f"{len(spans)} spans received as it ended were not written" in page.content.decode()
+
+
+def test_a_batch_whose_message_was_lost_is_read_by_the_sweep_once_it_is_older_than_the_grace(db, settings):
+    settings.IMPORTS_IN_THREAD = False  # (no broker: the sweep's task runs here)
+    _, token = runner_client()
+    spans = agent_run("otel-stranded", 3)
+    body = encode_spans(spans).SerializeToString()
+    sender = Token.objects.get(key=token).user
+    stranded = batches.accept(body, True, sender)  # (kept as the request keeps it; its message never sent)
+    assert tasks.requeue_stale_otlp_batches() == 0  # (younger than IMPORT_QUEUED_GRACE: its message may come)
+    ReceivedBatch.objects.filter(pk=stranded.pk).update(received_at=timezone.now() - timedelta(minutes=5))
+    with worker_lock(batches.lock_name(stranded.pk), wait=0):  # a worker on it: not stranded
+        assert tasks.requeue_stale_otlp_batches() == 0
+    assert tasks.requeue_stale_otlp_batches() == 1
+    trial = Trial.objects.get(key="lime:otel-stranded")
+    assert (trial.status, trial.reward) == ("passed", 1.0)
+    assert list(trial.steps.order_by("index").values_list("message_text", flat=True)) == [
+        f"answer {n}" for n in range(3)
+    ]
+    assert not ReceivedBatch.objects.exists() and tasks.requeue_stale_otlp_batches() == 0
 
 
 @pytest.mark.services
@@ -115,12 +153,12 @@ def test_with_a_broker_a_separate_celery_worker_writes_the_steps_and_ends_the_ru
     with running_worker(isolated_storage):
         for start in range(0, len(spans), 50):
             assert exporter.export(spans[start : start + 50]) is SpanExportResult.SUCCESS
-        trial = Trial.objects.get(key="lime:otel-celery")
         for _ in range(600):  # (waiting for the worker's state, 0.2 s a look)
-            trial.refresh_from_db()
-            if trial.status != "running":
+            trial = Trial.objects.filter(key="lime:otel-celery").first()
+            if trial is not None and trial.status != "running":
                 break
             time.sleep(0.2)
+    assert trial is not None and not ReceivedBatch.objects.exists()
     assert (trial.status, trial.reward) == ("passed", 1.0)
     assert list(trial.steps.order_by("index").values_list("message_text", flat=True)) == [
         f"answer {n}" for n in range(120)

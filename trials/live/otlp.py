@@ -1,11 +1,13 @@
 """`POST /v1/traces`: OTLP/HTTP (protobuf or JSON) from a runner's OpenTelemetry exporter, as live trials.
 
-The spans are read by the importer's pure parser (trials/ingest/formats/otlp.py), kept by
-trials/live/traces.py and written off the request through the live service's own entry points
-(`start_trial`, `add_items`, the reward and completion events): the same stages as every other live
-write. The answer is OTLP's ExportTraceServiceResponse, in the request's encoding, once the spans are
-kept; spans refused (no trace, a trial another account started) are counted in `partial_success`
-and named in its message, the others kept. A body with new spans for a trial that has ended is refused whole (409).
+The request reads of the body what its answer needs (trials/live/batches.py `outline`: ids, names,
+trial ids) and keeps it whole, one row; off the request it is read by the importer's pure parser
+(trials/ingest/formats/otlp.py), its spans kept by trials/live/traces.py and written through the live
+service's own entry points (`start_trial`, `add_items`, the reward and completion events): the same
+stages as every other live write. The answer is OTLP's ExportTraceServiceResponse, in the request's
+encoding, once the body is kept; spans refused (no trace, a trial another account started) are
+counted in `partial_success` and named in its message, the others kept. A body with new spans for
+a trial that has ended is refused whole (409).
 Every error is an OTLP Status (core/otlp_status.py): the view's own, DRF's (401, 403, 413, 415) and
 the server's (a 503 in an outage, core/errors.py).
 """
@@ -30,7 +32,7 @@ from rest_framework.views import APIView
 from core import limits, roles
 from core.otlp_status import PROTOBUF, status_response
 from trials.ingest.formats import otlp
-from trials.live import tasks, traces
+from trials.live import batches, tasks, traces
 
 WHERE = "POST /v1/traces"
 
@@ -90,7 +92,7 @@ class Traces(APIView):
         as_protobuf = request.content_type.split(";")[0].strip() == PROTOBUF
         try:
             body = cast(bytes, request.data)  # _RawBody's bytes
-            data = otlp.decode_protobuf(body) if as_protobuf else orjson.loads(body)
+            data = batches.outline(body) if as_protobuf else orjson.loads(body)
         except ParseError as exc:
             return status_response(request, 400, f"{WHERE}: {exc.detail}")
         except ValueError as exc:  # (orjson's JSONDecodeError is one)
@@ -105,17 +107,13 @@ class Traces(APIView):
                 "send smaller batches (an SDK's BatchSpanProcessor sends 512); no span of this body was stored"
             )
             return status_response(request, 413, message)
-        by_trial = otlp.spans_by_trial(spans)
-        if ended := traces.ended(by_trial, request.user):
+        ended, refused = traces.screened(otlp.spans_by_trial(spans), request.user)
+        if ended:
             return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
-        rejected, messages = len(problems), [p.message for p in problems]
-        for trial_id, members in by_trial.items():
-            refused, pending = traces.record(trial_id, members, request.user)
-            if pending is not None:
-                tasks.process_later(pending)
-            rejected += len(refused)
-            messages += sorted({why for _, why in refused})  # (a body refused whole says so once)
-        return _answer(rejected, messages, as_protobuf)
+        if len(refused) < len(spans):  # (the body kept whole; its spans read off the request)
+            tasks.read_later(batches.accept(body, as_protobuf, request.user))
+        messages = [p.message for p in problems] + sorted({why for _, why in refused})  # (a trial's why once)
+        return _answer(len(problems) + len(refused), messages, as_protobuf)
 
     def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]  # an OTLP Status
         """DRF's refusals of this view (401, 403, 413, 415, a body that does not parse) as OTLP Statuses;

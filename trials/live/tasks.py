@@ -1,34 +1,89 @@
-"""The OTLP path's work done off the request: a trial's received spans written as its steps, and at
-the trace's end the trial read again from all of them (trials/live/traces.py `process`)."""
+"""The OTLP path's work done off the request: a body `POST /v1/traces` accepted, read and its spans
+written as steps (trials/live/batches.py `read`), and the sweep that sends again a batch whose
+message or worker was lost (`batches.stale`; beat, and a worker's start)."""
 
 from __future__ import annotations
 
-from celery import shared_task
-from django.conf import settings
-from django.db import InterfaceError, OperationalError
+import functools
+import logging
+from typing import Any
 
+from celery import shared_task
+from celery.signals import after_task_publish, worker_ready
+from django.conf import settings
+from django.db import connections
+
+from core.broker import first_argument, mark_sent
 from trials import queue
-from trials.live import traces
-from trials.models import Trial
+from trials.live import batches, traces
+from trials.models import ReceivedBatch
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(
     acks_late=True,
-    reject_on_worker_lost=True,  # (a worker killed mid-way: the message is put back; `process` is idempotent)
-    autoretry_for=(ConnectionError, OperationalError, InterfaceError),  # (an outage: later, not never)
+    reject_on_worker_lost=True,  # (a worker killed mid-way: the message is put back; `read` is idempotent)
+    autoretry_for=batches.OUTAGE,  # (an outage: later, not never; the batch is kept meanwhile)
     retry_backoff=True,
     max_retries=8,
     ignore_result=True,
 )
+def read_otlp_batch_task(batch_pk: int) -> None:
+    batches.read(int(batch_pk))
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=batches.OUTAGE, retry_backoff=True,
+             max_retries=8, ignore_result=True)  # fmt: skip
 def process_otlp_spans_task(trial_pk: str) -> None:
+    """A trial's pending spans written (what a message sent before batches were kept asks)."""
     traces.process(int(trial_pk))
 
 
-def process_later(trial: Trial) -> None:
-    """The trial's pending spans written off the request (`traces.process`): a Celery task with a broker,
-    else the embedded worker's thread (trials/queue.py), in its turn. A broker that takes no message
-    raises: the request answers 503 and the exporter sends the batch again, which asks again."""
+@shared_task(ignore_result=True)
+def requeue_stale_otlp_batches() -> int:
+    stale = batches.stale()
+    for batch_pk in stale:
+        log.warning("OTLP batch %s: no worker is reading it; sending it again", batch_pk)
+        read_otlp_batch_task.delay(batch_pk)
+    return len(stale)
+
+
+def read_later(batch: ReceivedBatch) -> None:
+    """The batch read off the request: a Celery task with a broker, else the embedded worker's thread
+    (trials/queue.py), in its turn, after the batches a previous process of this server left. A broker
+    that takes no message raises: the request answers 503 and the exporter sends the batch again."""
     if settings.IMPORTS_IN_THREAD:
-        queue.embedded_worker().submit(queue.run_in_embedded_worker, process_otlp_spans_task, str(trial.pk))
+        _resume_stranded_batches()
+        queue.embedded_worker().submit(queue.run_in_embedded_worker, read_otlp_batch_task, batch.pk)
     else:
-        process_otlp_spans_task.delay(str(trial.pk))  # (eager without a broker: run here)
+        read_otlp_batch_task.delay(batch.pk)  # (eager without a broker: run here)
+
+
+@functools.cache
+def _resume_stranded_batches() -> None:
+    """Once a process: the batches its embedded worker's predecessor left unread, read first."""
+    queue.embedded_worker().submit(_read_stranded)
+
+
+def _read_stranded() -> None:
+    try:
+        requeue_stale_otlp_batches.delay()  # (eager here: each batch read in this thread)
+    except Exception:  # the thread goes on; the next process looks again
+        log.exception("the stranded OTLP batches could not be read")
+    finally:
+        connections.close_all()  # this thread's own connections
+
+
+@worker_ready.connect
+def requeue_when_a_worker_starts(sender: Any = None, **kwargs: Any) -> None:
+    requeue_stale_otlp_batches.delay()
+
+
+@after_task_publish.connect
+def mark_batch_sent(sender: str | None = None, headers: dict | None = None, body: Any = None, **kwargs: Any) -> None:
+    """Every message sent for a batch leaves a marker beside it in the broker (batches.stale)."""
+    if sender != read_otlp_batch_task.name:
+        return
+    if (batch_pk := first_argument(body)) is not None:
+        mark_sent(batches.sent_marker(int(batch_pk)))

@@ -2,10 +2,11 @@
 service, and the spans it has received (ReceivedSpan): this module stores them (the re-scrub and the
 completion only blank their bodies).
 
-The request only keeps the new spans (`record`: ReceivedSpan rows, lane PENDING) and asks for them
-to be written; their steps are written off the request (`process`, a Celery task with a broker, the
-embedded worker's thread without), in the order they arrived, so an exporter's answer does not wait
-for the steps, nor for a trace's end, which reads every span of the trial (O(trial), not O(batch)).
+The request keeps the body whole (trials/live/batches.py); off the request (a Celery task with a
+broker, the embedded worker's thread without) its new spans are kept (`record`: ReceivedSpan rows,
+lane PENDING) and their steps written (`process`), in the order they arrived, so an exporter's answer
+waits neither for the spans nor for a trace's end, which reads every span of the trial (O(trial)).
+What `process` could not write is a problem on the trial (`note_problem`), not only a log line.
 
 A span is sent once it has ended, so a trace arrives leaves first and its root span last. Pending
 spans are read as part of a trace (`trace_trial(..., partial=True)`): an agent span whose parent has
@@ -16,7 +17,7 @@ spans, its steps written again if any span's agent has changed, and the trial co
 A span is stored scrubbed by the redactions its trial has (`Trial.redactions`); a later redaction
 scrubs it again (imports/rescrub.py), and the trial's completion, by whatever path, empties the
 bodies (live/service.py): no stored span keeps a redacted value. A trial that has ended takes no
-new span: the body is refused whole (`ended`), nothing of it stored.
+new span: the body is refused whole (`screened`), nothing of it stored.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from django.db import transaction
 
 from trials.ingest import redaction
 from trials.ingest.formats import otlp
+from trials.ingest.records import Problem
 from trials.live import service, trajectories
 from trials.models import ReceivedSpan, Trial
 
@@ -36,21 +38,25 @@ log = logging.getLogger(__name__)
 
 Refusals = list[tuple[str, str]]  # (span id, why)
 PROCESS_AT_ONCE = 200  # pending spans written in one transaction of `process`
+WHERE = "POST /v1/traces"
+PROBLEM_CHARS = 1000  # a problem's message, cut here
 PENDING = "pending"  # a ReceivedSpan's lane until its steps are written (no span id: those are 16 hex digits)
 
 
-def ended(by_trial: dict[str, list[otlp.Span]], user: Any) -> list[str]:
-    """Why the body is refused whole: each of its trials that has ended, named with its state, for which
-    a span is new (a retry of spans it stored before is no news). Nothing is written here. (A trial
-    another account started refuses `user` its spans in `record`, whatever its state.)"""
-    why = []
-    for trial_id, spans in by_trial.items():
-        trial = Trial.objects.filter(key=f"lime:{trial_id}"[:500]).first()  # (as service.start_trial keys it)
-        if trial is None or trial.status == Trial.Status.RUNNING or not trial.writable_by(user):
-            continue
-        if _not_received(trial, spans):
-            why.append(_has_ended(trial_id, trial))
-    return why
+def screened(by_trial: dict[str, list[otlp.Span]], user: Any) -> tuple[list[str], Refusals]:
+    """What the request answers before the body is read (one query): why it is refused whole, each of
+    its trials that has ended, named with its state, for which a span is new (a retry of spans it stored
+    before is no news); and the spans of a trial another account started, each with why. Nothing is
+    written here; the task (`record`) looks again."""
+    keys = {f"lime:{trial_id}"[:500]: trial_id for trial_id in by_trial}  # (as service.start_trial keys it)
+    ended, refused = [], []
+    for trial in Trial.objects.filter(key__in=keys).only("pk", "key", "status", "started_by_id"):
+        trial_id = keys[trial.key]
+        if not trial.writable_by(user):
+            refused += [(s.span_id, f"trial {trial_id!r} was started by another account") for s in by_trial[trial_id]]
+        elif trial.status != Trial.Status.RUNNING and _not_received(trial, by_trial[trial_id]):
+            ended.append(_has_ended(trial_id, trial))
+    return ended, refused
 
 
 def _has_ended(trial_id: str, trial: Trial) -> str:
@@ -59,7 +65,7 @@ def _has_ended(trial_id: str, trial: Trial) -> str:
 
 def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[Refusals, Trial | None]:
     """One trial's spans into its live trial: the spans refused, each with why; and the trial, if its
-    pending spans are to be written now (trials/live/tasks.py `process_later`).
+    pending spans are to be written now (`process`; trials/live/batches.py calls both).
 
     A span stored before (the exporter sent its batch again, not having heard back) is skipped.
     """
@@ -74,7 +80,8 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[Refusals, 
     # A retry racing the first is stored once by the table's unique (trial, trace, span).
     new = _not_received(trial, spans)
     trial.refresh_from_db(fields=["status"])
-    if new and trial.status != Trial.Status.RUNNING:  # (it ended since `ended` looked)
+    if new and trial.status != Trial.Status.RUNNING:  # (it ended since the request looked: `screened`)
+        note_problem(trial_id, f"{len(new)} spans received as it ended were not written: {_has_ended(trial_id, trial)}")
         return [(s.span_id, _has_ended(trial_id, trial)) for s in spans], None
     _store(trial, new)
     # (a retry asks again: the first task may have been lost)
@@ -144,8 +151,20 @@ def _process_some(trial_pk: int, rooted: bool) -> tuple[bool, bool]:
         if root and not more and ReceivedSpan.objects.filter(trial=trial, agent=True).exists():
             refused += _finish(trial, trial_id)
     if refused:
-        log.warning("trial %s: %d spans' steps refused: %s", trial_pk, len(refused), refused[0][1][:300])
+        note_problem(trial_id, f"{len(refused)} spans' steps refused: {'; '.join(why for _, why in refused[:3])}")
     return more, rooted
+
+
+def note_problem(trial_id: str, message: str) -> None:
+    """A failure of the spans' path off the request kept on the trial's problems (its page lists them),
+    not only logged; the same one once."""
+    log.warning("trial %r: %s", trial_id, message[:300])
+    problem = Problem(WHERE, message[:PROBLEM_CHARS], severity="error", kept="the trial's other steps").as_dict()
+    with transaction.atomic():
+        trial = Trial.objects.select_for_update(no_key=True).filter(key=f"lime:{trial_id}"[:500]).first()
+        if trial is not None and problem not in trial.problems:
+            trial.problems = [*trial.problems, problem]
+            trial.save(update_fields=["problems"])
 
 
 def _not_received(trial: Trial, spans: list[otlp.Span]) -> list[otlp.Span]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from trials.models.imports import Blob, Pack
@@ -138,6 +139,19 @@ class ReceivedSpan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace_id}/{self.span_id}"
+
+
+class ReceivedBatch(models.Model):
+    """A body `POST /v1/traces` has accepted and not yet read (trials/live/batches.py): its spans are
+    read, stored and written off the request, and the row goes once they are; an older one was stranded."""
+
+    body = models.BinaryField()  # as received, gzip inflated
+    protobuf = models.BooleanField(default=True)  # else OTLP/JSON
+    sent_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.CASCADE, related_name="+")
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} ({len(self.body)} bytes)"
 
 
 class Document(models.Model):

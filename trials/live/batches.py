@@ -1,0 +1,139 @@
+"""The bodies `POST /v1/traces` accepts (ReceivedBatch), read off the request.
+
+The request reads of a body only what its answer needs (`outline`: each span's ids, name and trial
+id, no attribute else), keeps it whole as one row (`accept`) and asks for it to be read
+(trials/live/tasks.py); the task (`read`) parses it, keeps its new spans (traces.record) and writes
+their steps (traces.process), and deletes the row once they are written. So an exporter's answer
+waits for one INSERT, whatever the spans hold.
+
+A batch whose message or worker was lost is found by `stale` (older than IMPORT_QUEUED_GRACE, no
+message waiting in the broker, nobody holding its lock: core/broker.py, core/locks.py, as imports
+and comparisons are) and sent again by the sweep (beat, and a worker's start). Reading a batch twice
+is harmless: a span stored before is no news. A failure that is no outage is kept on the trial's
+problems (traces.note_problem), not only logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.utils import timezone
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from core.broker import clear_sent, waiting_in_broker
+from core.locks import unheld, worker_lock
+from trials.ingest.formats import otlp
+from trials.live import traces
+from trials.models import ReceivedBatch
+
+log = logging.getLogger(__name__)
+
+WHERE = "POST /v1/traces"
+OUTAGE = (ConnectionError, OperationalError, InterfaceError)  # (the task retries these later)
+LOCK_WAIT_SECONDS = 5.0  # a redelivered message may come a moment before the dead holder's lock is freed
+TRIAL_ID = "benchmark.trial.id"  # the one attribute the answer needs (otlp.spans_by_trial)
+
+
+def sent_marker(batch_pk: int) -> str:
+    return f"otlp-batch-sent:{batch_pk}"
+
+
+def lock_name(batch_pk: int) -> str:
+    return f"otlp-batch-{batch_pk}"
+
+
+def outline(body: bytes) -> dict[str, Any]:
+    """An OTLP/protobuf body as the OTLP/JSON `otlp.read_spans` reads, with only what the answer needs:
+    each span's ids and name, and the trial id its resource or it carries. ValueError when it is no
+    ExportTraceServiceRequest. (The task reads the whole body: `otlp.decode_protobuf`.)"""
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise ValueError(f"not an OTLP ExportTraceServiceRequest: {exc}") from exc
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _trial_ids(resource.resource.attributes)},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": span.trace_id.hex(),
+                                "spanId": span.span_id.hex(),
+                                "name": span.name,
+                                "attributes": _trial_ids(span.attributes),
+                            }
+                            for span in scope.spans
+                        ]
+                    }
+                    for scope in resource.scope_spans
+                ],
+            }
+            for resource in request.resource_spans
+        ]
+    }
+
+
+def _trial_ids(pairs: Any) -> list[dict[str, Any]]:
+    return [MessageToDict(kv) for kv in pairs if kv.key == TRIAL_ID]
+
+
+def accept(body: bytes, protobuf: bool, user: Any) -> ReceivedBatch:
+    """The body kept whole, to be read off the request: one INSERT."""
+    return ReceivedBatch.objects.create(body=body, protobuf=protobuf, sent_by=user)
+
+
+def read(batch_pk: int) -> None:
+    """The batch's spans kept and their steps written, trial by trial, then the row deleted. Another
+    worker on it (its lock held), or the row gone (read before): nothing to do. An outage raises (the
+    task runs again later, the row kept); any other failure is kept on the trial it stopped."""
+    clear_sent(sent_marker(batch_pk))  # from here on the lock says a worker is on it
+    with worker_lock(lock_name(batch_pk), wait=LOCK_WAIT_SECONDS) as held:
+        if not held:
+            return
+        batch = ReceivedBatch.objects.select_related("sent_by").filter(pk=batch_pk).first()
+        if batch is None:
+            return
+        body = bytes(batch.body)
+        try:
+            data = otlp.decode_protobuf(body) if batch.protobuf else orjson.loads(body)
+        except ValueError as exc:  # (the request read it: this is a bug, and the batch cannot be read again)
+            log.error("OTLP batch %s no longer reads (%s): dropped", batch_pk, exc)
+            batch.delete()
+            return
+        spans, _ = otlp.read_spans(data, WHERE)  # (the request's answer named the spans it refused)
+        for trial_id, members in otlp.spans_by_trial(spans).items():
+            _read_trial(batch, trial_id, members)
+        batch.delete()
+
+
+def _read_trial(batch: ReceivedBatch, trial_id: str, spans: list[otlp.Span]) -> None:
+    try:
+        refused, trial = traces.record(trial_id, spans, batch.sent_by)
+        if refused:  # (the trial ended, or another account started it, since the request looked)
+            log.warning("OTLP batch %s: %d spans of trial %r refused: %s", batch.pk, len(refused), trial_id,
+                        refused[0][1])  # fmt: skip
+        if trial is not None:
+            traces.process(trial.pk)
+    except OUTAGE:
+        raise
+    except Exception as exc:  # a bug: kept where the trial's reader sees it, and the other trials read
+        log.exception("OTLP batch %s: trial %r failed", batch.pk, trial_id)
+        traces.note_problem(trial_id, f"{len(spans)} spans received were not written as steps ({exc!r})")
+
+
+def stale() -> list[int]:
+    """Batches older than the grace with no message waiting and no worker on them."""
+    grace = timezone.now() - timedelta(seconds=settings.IMPORT_QUEUED_GRACE)
+    old = ReceivedBatch.objects.filter(received_at__lt=grace).order_by("pk").values_list("pk", flat=True)
+    waiting = [pk for pk in old if not waiting_in_broker(sent_marker(pk))]
+    gone = set(unheld([lock_name(pk) for pk in waiting]))
+    return [pk for pk in waiting if lock_name(pk) in gone]
