@@ -19,7 +19,6 @@ every other text file of a trial that has redactions is scrubbed by the same rul
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -33,6 +32,7 @@ from trials.export_rows import derived_atif, harbor_result, iso, trial_rewards
 from trials.ingest import redaction
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.formats.benchviewer_export import EXPORT_MANIFEST, QC_ITEMS, REDACTION_MANIFEST
+from trials.ingest.jsonio import json_bytes
 from trials.models import Artifact, Blob, Pack, PackFile, RuntimeEvent, Trajectory, Trial
 from trials.models.qc import QCItem
 from trials.storage.backend import open_blob
@@ -77,13 +77,6 @@ class ExportZip:
 
     def add_json(self, path: str, value: Any, source: str = "made from rows") -> None:
         self.add(path, [json_bytes(value)], source)
-
-
-def json_bytes(value: Any) -> bytes:
-    try:
-        return orjson.dumps(value, option=orjson.OPT_INDENT_2)
-    except orjson.JSONEncodeError:  # an integer past 64 bits, read exactly
-        return json.dumps(value, indent=2, ensure_ascii=False).encode()
 
 
 def blob_chunks(blob: Blob) -> Iterator[bytes]:
@@ -200,27 +193,12 @@ def _write_folder(
             out.add(local, withheld[local].withheld_atif(), "scrubbed copy")
         elif named and local.lower().endswith(TEXT_SUFFIXES):
             data = blob.read()
-            clean = scrub_bytes(data, named)
+            clean = redaction.scrub_file(data, named)
             if clean != data:
                 scrubbed.append(local)
             out.add(local, [clean], "scrubbed copy" if clean != data else "stored file")
         else:
             out.add(local, blob_chunks(blob), "stored file")
-
-
-def scrub_bytes(data: bytes, named: dict[str, dict[str, Any]]) -> bytes:
-    """A text file with every redacted item in it scrubbed (JSON, JSON lines, JSON inside text); others as they are."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data
-    try:
-        value = json.loads(text)
-    except ValueError:
-        clean = redaction.scrub_text(text, named)
-        return data if clean == text else clean.encode()
-    clean_value = redaction.scrub_tree(value, named)
-    return data if clean_value == value else json_bytes(clean_value)
 
 
 def _placed(trajectories: list[Trajectory], folder: str) -> list[tuple[Trajectory, str]]:

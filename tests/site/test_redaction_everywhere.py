@@ -488,3 +488,26 @@ def test_an_artifact_preview_is_scrubbed_by_the_trials_redactions(tmp_path, clie
     body = client_logged_in.get(f"/trials/{trial.pk}/", {"tab": "artifacts"}).content.decode()
     assert "LEAKCANARY" not in body
     assert body.count("[redacted]") >= 3 and "plain line" in body  # previewed, not dropped
+
+
+def test_a_redacted_item_in_an_artifact_that_is_not_utf8_is_scrubbed_in_its_export(tmp_path, client_logged_in):
+    """One stray byte does not make a text file binary to the scrubber: the item goes, the byte stays."""
+    from tests.builders import import_path, write_trial
+    from tests.imports.export_helpers import exported
+
+    trial_dir = write_trial(tmp_path)
+    item = json.dumps({"item_id": "item-1", "content": "LEAKCANARY-LOG"})
+    (trial_dir / "artifacts" / "agent.log").write_bytes(b"latin-1 caf\xe9 " + item.encode() + b"\n")
+    entry = {"source": "/app/agent.log", "destination": "agent.log", "type": "file", "status": "ok"}
+    (trial_dir / "artifacts" / "manifest.json").write_bytes(orjson.dumps([entry]))
+    redaction = {"type": "context.redaction.applied", "eventId": "e1", "sessionId": "s1",
+                 "payload": {"redaction_id": "r1", "item_id": "item-1", "reason": "pii"}}  # fmt: skip
+    (trial_dir / "agent" / "runtime-events.jsonl").write_bytes(orjson.dumps(redaction) + b"\n")
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    artifact = trial.artifacts.get(destination="agent.log")
+    preview = client_logged_in.get(f"/trials/{trial.pk}/artifacts/{artifact.pk}/preview/").content
+    assert b"LEAKCANARY" not in preview  # (not UTF-8: no preview is drawn)
+    archive = exported(client_logged_in, trial)
+    [log] = [archive.read(name) for name in archive.namelist() if name.endswith("artifacts/agent.log")]
+    assert b"LEAKCANARY" not in log and log.startswith(b"latin-1 caf\xe9 ")

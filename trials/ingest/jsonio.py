@@ -1,4 +1,4 @@
-"""Reading JSON and JSONL with errors that say which file and line."""
+"""Reading JSON and JSONL with errors that say which file and line; writing JSON as a file holds it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,14 @@ import orjson
 from trials.ingest.records import PackError, Problem
 
 UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def json_bytes(value: Any) -> bytes:
+    """JSON indented by two, as a file holds it; an integer past 64 bits written exactly."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except orjson.JSONEncodeError:  # orjson refuses integers past 64 bits
+        return json.dumps(value, indent=2, ensure_ascii=False).encode()
 
 
 def without_bom(raw: bytes) -> bytes:

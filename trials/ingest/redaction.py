@@ -19,6 +19,7 @@ from trials.ingest.formats.atif import (
     parse_step,
 )
 from trials.ingest.formats.context_kinds import record_kind
+from trials.ingest.jsonio import json_bytes
 from trials.ingest.records import (
     ParsedStep,
     ParsedTrajectory,
@@ -164,6 +165,23 @@ def scrub_text(text: str, named: dict[str, dict[str, Any]]) -> str:
             pieces += [text[done:at], json.dumps(scrubbed, ensure_ascii=False)]
             done = end
     return "".join([*pieces, text[done:]]) if pieces else text
+
+
+def scrub_file(data: bytes, named: dict[str, dict[str, Any]]) -> bytes:
+    """A stored file's bytes on the way out (an export, an artifact's preview), every redacted item in it
+    scrubbed: a JSON file read and written again, any other text through `scrub_text` (JSON lines, JSON
+    in a log). Bytes that are not UTF-8 are kept as they are around what is scrubbed (surrogateescape),
+    so a stray byte hides nothing; a file that nothing changes comes back as it is."""
+    if not named:
+        return data
+    text = data.decode("utf-8", "surrogateescape")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
+        clean = scrub_text(text, named)
+        return data if clean == text else clean.encode("utf-8", "surrogateescape")
+    clean_value = scrub_tree(value, named)
+    return data if clean_value == value else json_bytes(clean_value)
 
 
 def redaction_targets(obj: dict[str, Any]) -> list[str]:

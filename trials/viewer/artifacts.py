@@ -85,12 +85,11 @@ def recording_text(trial: Trial, artifact: Artifact) -> str:
 
     Each line is a JSON array; masking replaces a token inside a string by `[redacted]`, so it stays JSON."""
     assert artifact.blob is not None  # (is_recording: only a stored recording is played)
-    text = artifact.blob.read().decode("utf-8", "replace")
-    named = trial.redactions()
-    return scrub(redaction.scrub_text(text, named) if named else text)
+    return scrub(redaction.scrub_file(artifact.blob.read(), trial.redactions()).decode("utf-8", "replace"))
 
 
 def _text_preview(data: bytes, name: str, named: dict[str, dict]) -> tuple[str, str]:
+    data = redaction.scrub_file(data, named)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -99,7 +98,7 @@ def _text_preview(data: bytes, name: str, named: dict[str, dict]) -> tuple[str, 
         return "", ""
     if name.lower().endswith(".json"):
         try:
-            return "json", pretty_json(redaction.scrub_tree(orjson.loads(data), named))
+            return "json", pretty_json(orjson.loads(data))
         except orjson.JSONDecodeError:
             pass
-    return "text", scrub(redaction.scrub_text(text, named) if named else text)
+    return "text", scrub(text)
