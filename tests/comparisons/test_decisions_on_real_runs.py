@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from tests.builders import REFERENCE, import_path
-from trials.models import Configuration
+from trials.models import Configuration, Dataset, Task, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -86,12 +86,19 @@ def test_each_of_the_three_deltas_and_both_flip_counts_says_what_it_counts(clien
 GOOSE = REFERENCE / "public-runs-2" / "tb1-goose-flat" / "20250829_goose_claude-4-opus"
 
 
-def test_flat_goose_results_pair_with_the_droid_runs_on_their_common_tasks(client_logged_in):
-    # The flat files name no dataset; their task ids are the droid runs' terminal-bench-core@0.1.1.
-    import_path(OPUS)
-    [droid] = Configuration.objects.values_list("pk", flat=True)
-    import_path(GOOSE)
+@pytest.mark.parametrize("goose_first", [False, True], ids=["droid-first", "goose-first"])
+def test_flat_goose_results_pair_with_the_droid_runs_on_their_common_tasks(client_logged_in, goose_first):
+    # The flat files name no dataset; their task ids are the droid runs' terminal-bench-core@0.1.1,
+    # whichever was imported first (Must 6: the same answer whichever way in).
+    for folder in (GOOSE, OPUS) if goose_first else (OPUS, GOOSE):
+        import_path(folder)
+    droid = Configuration.objects.get(key=OPUS.name).pk  # (a run folder is configured by its submission)
     [goose] = Configuration.objects.exclude(pk=droid).values_list("pk", flat=True)
+    metadata = orjson.loads(next(OPUS.glob("*/run_metadata.json")).read_bytes())
+    named = {(metadata["dataset_name"], metadata["dataset_version"])}
+    assert set(Trial.objects.values_list("task__dataset__name", "task__dataset__version").distinct()) == named
+    assert set(Dataset.objects.values_list("name", "version")) == named  # (none left for the flat files)
+    assert Task.objects.count() == len({r["task_id"] for r in _rows(OPUS)})  # one row a task: both sides' trials
     goose_rows = [r for p in GOOSE.glob("*_results.json") for r in orjson.loads(p.read_bytes())["results"]]
     common = {r["task_id"] for r in goose_rows} & {r["task_id"] for r in _rows(OPUS)}
     assert len(common) > 1  # (before: 0 paired, "terminal-bench" vs "terminal-bench-core")

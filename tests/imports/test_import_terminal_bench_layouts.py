@@ -10,6 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.builders import REFERENCE, import_path
+from tests.factories import DatasetFactory, TaskFactory, TrialFactory
 from trials.models import Configuration, Job, Trial
 
 pytestmark = pytest.mark.django_db
@@ -134,3 +135,18 @@ def test_a_big_results_file_is_streamed_to_the_same_trials(tmp_path, monkeypatch
     assert sorted(trials.values_list("key", flat=True)) == sorted(f"tb1:{row['id']}" for row in ROWS)
     assert trials.filter(status="passed").count() == sum(1 for row in ROWS if row["is_resolved"] is True)
     assert Job.objects.get().result["accuracy"] == json.loads((RUN / "results.json").read_text())["accuracy"]
+
+
+def test_only_a_dataset_named_by_its_tasks_moves_to_the_dataset_that_holds_them():
+    # A benchmark that names itself without a version keeps its tasks, even when every one of their
+    # names is in the droid runs' dataset (Inspect's sample 56 is not Terminal-Bench's task 56).
+    droid = DROID / "20250923_droid_claude-4-sonnet"
+    [results, *_] = sorted(droid.glob("*/results.json"))
+    name = json.loads(results.read_text())["results"][0]["task_id"]
+    other = TrialFactory(task=TaskFactory(name=name, dataset=DatasetFactory(name="another-benchmark", version="")))
+    import_path(GOOSE)
+    import_path(droid)
+    other.refresh_from_db()
+    assert (other.task.dataset.name, other.task.dataset.version, other.task.name) == ("another-benchmark", "", name)
+    goose = Trial.objects.filter(configuration__key=next(GOOSE.iterdir()).name)
+    assert goose.count() and set(goose.values_list("task__dataset__name", flat=True)) == {"terminal-bench-core"}

@@ -23,7 +23,7 @@ from trials.imports.joins import (
     stored_job,
     write_loose_events,
 )
-from trials.imports.rows import infer_job_configuration, join_trials_to_job, upsert_job
+from trials.imports.rows import adopt_named_by_tasks, infer_job_configuration, join_trials_to_job, upsert_job
 from trials.imports.writer import (
     SharedRows,
     TrialBatch,
@@ -111,8 +111,10 @@ class PackWrite:
         if parsed.events or parsed.context_records:
             counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)
         joined = RuntimeEvent.objects.filter(pack=pack, trial__isnull=False).values_list("trial_id", flat=True)
-        # their failure clusters and flags
-        signatures.sign_trials([*self.made, *self.held, *self.earlier, *joined.distinct()])
+        moved = adopt_named_by_tasks()  # (this pack's dataset may name the tasks of runs stored before it)
+        counts["to_dataset"] = len(moved)
+        # their failure clusters and flags (a cluster of no cause names the trials' dataset)
+        signatures.sign_trials([*self.made, *self.held, *self.earlier, *joined.distinct(), *moved])
         if not self.per_trial_progress:
             self.advance()
         return counts

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
+from django.utils import timezone
 
 from trials.ingest import completeness
 from trials.ingest.records import (
@@ -135,15 +136,48 @@ def infer_job_configuration(job: Job) -> int:
     return count
 
 
+# Dataset.ref of a dataset made for a run that named none by its tasks (DatasetRef.task_ids), when no
+# stored dataset held them yet: `adopt_named_by_tasks` moves its trials once one does.
+NAMED_BY_TASKS = "named by its tasks"
+
+
 def get_dataset(ref: DatasetRef | None) -> Dataset | None:
     if ref is None or not ref.name:
         return None
     if ref.task_ids and not ref.version and (holding := dataset_holding(ref.task_ids)) is not None:
         return holding
     dataset, _ = Dataset.objects.get_or_create(
-        name=ref.name[:300], version=ref.version[:100], defaults={"ref": ref.ref[:500]}
+        name=ref.name[:300],
+        version=ref.version[:100],
+        defaults={"ref": (ref.ref or (NAMED_BY_TASKS if ref.task_ids and not ref.version else ""))[:500]},
     )
     return dataset
+
+
+def adopt_named_by_tasks() -> list[int]:
+    """Trials of runs named by their tasks before the versioned dataset holding those tasks was stored
+    move to it and its tasks, as if it had come first (the same answer whichever import came first);
+    the dataset made for them goes. The ids of the trials moved."""
+    moved: list[int] = []
+    for loose in Dataset.objects.filter(version="", ref=NAMED_BY_TASKS):
+        names = tuple(set(loose.task_set.values_list("name", flat=True)))
+        holding = dataset_holding(names) if names else None
+        if holding is None:
+            continue
+        held = {}  # name -> its task in the holding dataset (the first made, as get_task finds it)
+        for pk, name in Task.objects.filter(dataset=holding, name__in=names).order_by("-pk").values_list("pk", "name"):
+            held[name] = pk
+        with transaction.atomic():
+            for task_id, name in loose.task_set.values_list("pk", "name"):
+                trials = Trial.objects.filter(task_id=task_id)
+                moved += trials.values_list("pk", flat=True)
+                # updated_at moves so stored comparisons and grids pair them anew
+                trials.update(dataset=holding, task_id=held[name], updated_at=timezone.now())
+            moved += Trial.objects.filter(dataset=loose).values_list("pk", flat=True)
+            Trial.objects.filter(dataset=loose).update(dataset=holding, updated_at=timezone.now())
+            loose.task_set.all().delete()
+            loose.delete()
+    return moved
 
 
 def dataset_holding(task_names: tuple[str, ...]) -> Dataset | None:

@@ -408,6 +408,7 @@ OUTCOME_COUNTS = {
     "events": "events",
     "documents": "documents",
     "inferred": "configurations inferred",
+    "to_dataset": "trials imported before moved to the dataset holding their tasks",
     "steps": "steps",
     "members": "members",
     "skipped": "members skipped",
