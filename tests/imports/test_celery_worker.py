@@ -17,7 +17,7 @@ from benchviewer.celery import app as celery_app
 from core import roles
 from tests.builders import REPO, TEST_REDIS_URL, database_url, use_broker, write_trial
 from tests.hostile_corpus import cases
-from tests.imports.test_watch_folder import Watcher, finish
+from tests.imports.watch_helpers import Watcher, finish
 from trials.models import Import, Step, Trial
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]

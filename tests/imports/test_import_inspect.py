@@ -14,7 +14,7 @@ from django.core.management import call_command
 from inspect_ai.scorer import value_to_float as inspect_value_to_float
 
 from tests.builders import REFERENCE, import_path
-from tests.inspect_logs import write_agentic_log, write_subagent_log
+from tests.inspect_logs import AGENTIC, trial_facts, write_agentic_log, write_subagent_log
 from trials.ingest.formats import inspect_sample
 from trials.ingest.formats.inspect_zip import read_member
 from trials.models import Import, Job, PermissionDecision, RuntimeEvent, Step, ToolCall, Trajectory, Trial
@@ -24,14 +24,6 @@ pytestmark = pytest.mark.django_db
 INSPECT = REFERENCE / "inspect"
 EVAL_LOG = INSPECT / "2025-09-23T08-09-58-04-00_theory-of-mind_bbB4eRCx2rFJLyPH42Cj9r.eval"
 JSON_LOG = INSPECT / "2025-05-12T20-28-26-04-00_security-guide.json"
-
-# sample -> (status, reward, steps in the main lane, tool calls, input tokens, output tokens, limit)
-AGENTIC = {
-    "add": ("passed", 1.0, 3, 1, 220, 30, ""),
-    "wrong": ("failed", 0.0, 2, 0, 50, 5, ""),
-    "loop": ("failed", 0.0, 4, 3, 90, 9, "message_limit"),
-    "crash": ("errored", None, 2, 1, 40, 4, ""),
-}
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +35,6 @@ def logs(tmp_path_factory) -> dict[str, Path]:
         "json": write_agentic_log(folder / "json", log_format="json"),
         "subagent": write_subagent_log(folder / "subagent"),
     }
-
-
-def trial_facts(trial: Trial) -> tuple:
-    main = trial.trajectories.get(role="main")
-    return (
-        trial.status,
-        trial.reward,
-        main.step_count,
-        ToolCall.objects.filter(step__trajectory=main).count(),
-        trial.input_tokens,
-        trial.output_tokens,
-        trial.failure_category,
-    )
 
 
 def test_the_shared_eval_log_is_one_job_of_100_trials_83_correct_as_its_header_says():

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import queue
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,46 +14,10 @@ import orjson
 import pytest
 
 from tests.builders import REPO, write_trial
+from tests.imports.watch_helpers import Watcher, finish
 from trials.demo import write_job
 
 pytestmark = pytest.mark.sqlite_only("the watcher runs in a process of its own, on a SQLite file this test reads")
-
-
-class Watcher:
-    """`manage.py import_packs --watch` in a subprocess, its output lines read as they come."""
-
-    def __init__(self, env: dict[str, str], folder: Path):
-        command = [sys.executable, "manage.py", "import_packs", "--watch", str(folder), "--no-progress"]
-        self.process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-
-    def wait_for(self, *words: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if all(word in line for word in words):
-                return line
-        raise AssertionError(f"no line with {words} in {timeout} s")
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGINT)
-        return self.process.wait(timeout=20)
-
-
-def finish(trial: Path, finished_at: str | None = "2026-11-26T01:00:00Z") -> None:
-    result = orjson.loads((trial / "result.json").read_bytes())
-    (trial / "result.json").write_bytes(orjson.dumps(result | {"finished_at": finished_at}))
 
 
 def rows(db: Path, sql: str) -> list[tuple]:

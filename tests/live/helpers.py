@@ -40,6 +40,26 @@ def event(n: int, kind: str = "tool.progress", **payload: Any) -> dict[str, Any]
     }
 
 
+def runtime_events() -> list[dict]:
+    """A turn: the user's input, a model answer that calls a tool, the tool's result, a last answer (shuffled)."""
+    events = [
+        event(1, "turn.submitted", text="Fix the README typo."),
+        event(2, "reasoning.summary", text="Read the file first."),
+        event(
+            3,
+            "model.completed",
+            text="I will read README.md.",
+            model="gpt-5",
+            usage={"inputTokens": 120, "outputTokens": 30},
+        ),
+        {**event(4, "tool.started", toolName="read_file", args={"path": "README.md"}), "toolCallId": "call_1"},
+        {**event(5, "tool.result", result="# Helo world"), "toolCallId": "call_1"},
+        event(6, "model.completed", text="Fixed: Helo -> Hello.", model="gpt-5"),
+        event(7, "runtime.warning", message="slow disk"),
+    ]
+    return [events[i] for i in (3, 0, 6, 5, 1, 4, 2)]
+
+
 def step(n: int, source: str = "agent", message: str = "") -> dict[str, Any]:
     return {"step_id": n, "source": source, "message": message or f"step {n} says hello"}
 

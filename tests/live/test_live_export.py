@@ -11,8 +11,7 @@ from django.core.management import call_command
 
 from tests.builders import import_path, make_user
 from tests.imports.export_helpers import exported, members, same_trial, stored_counts
-from tests.live.helpers import event, runner_client, spine, step
-from tests.live.test_derived_trajectory import runtime_events
+from tests.live.helpers import event, runner_client, runtime_events, spine, step
 from trials.models import RuntimeEvent, Trial
 from trials.models.qc import AuditEntry, QCItem
 

@@ -10,7 +10,7 @@ import zipfile
 import orjson
 import pytest
 
-from tests.imports.test_trial_export import URL as EXPORT_URL
+from tests.imports.export_helpers import URL as EXPORT_URL
 from tests.live.helpers import event, runner_client, spine, step
 from trials.models import Blob, RuntimeEvent, StepText, ToolCall, Trial
 from trials.storage.backend import blob_storage
