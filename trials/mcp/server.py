@@ -122,7 +122,7 @@ async def cluster(cluster_id: int) -> dict[str, Any]:
 
 @server.tool()
 async def triage_queue(filters: dict[str, str] | None = None, page: int = 1) -> dict:
-    """Untriaged failures (failed, or flagged whatever the reward): filters cluster, category, job,
+    """Untriaged failures (failed, unscored, or flagged whatever the reward): filters cluster, category, job,
     configuration, task, assignee ("me", "none"), flag, sort."""
     params = {**(filters or {}), **_paged_params(page)}
     return answer(_page(await _api("GET", "/api/qc/queue/", params), page))
