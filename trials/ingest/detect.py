@@ -30,6 +30,7 @@ from trials.ingest.formats import (
     native_logs,
     openchrome,
     otlp,
+    otlp_stream,
     terminal_bench,
 )
 from trials.ingest.formats.atif import looks_like_atif
@@ -172,6 +173,8 @@ def parse_file(path: Path, rel: str, max_run_rows: int = DEFAULT_LIMITS.max_run_
         return inspect.parse_json_log(path, rel)
     if terminal_bench.sniff_big_results(path):  # a big TB1 results.json: streamed row by row
         return terminal_bench.parse_results_path(path, rel, max_run_rows)
+    if otlp_stream.sniff(path) and (streamed := otlp_stream.parse_path(path, rel)) is not None:
+        return streamed  # a big OTLP file: read in passes, never whole
     with open(path, "rb") as f:
         head = f.read(4096)
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):

@@ -17,6 +17,7 @@ the same ATIF step dicts.
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +29,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from trials.ingest.formats import atif
 from trials.ingest.formats.lime import parse_evidence_pack
 from trials.ingest.formats.otlp_dialects import (
+    Group,
+    Logs,
     attributes,
     hex_id,
     log_events,
@@ -120,10 +123,16 @@ class Span:
 def read_spans(data: dict[str, Any], rel: str) -> tuple[list[Span], list[Problem]]:
     """Every span of the body, in whichever dialect (otlp_dialects), with the log events naming it; one
     with no trace (or span) id is a problem naming it, the others kept."""
-    spans: list[Span] = []
     problems: list[Problem] = []
-    logged, unattached = log_events(data)
-    for path, resource_pairs, raws in span_groups(data):
+    return list(each_span(span_groups(data), log_events(data), rel, problems)), problems
+
+
+def each_span(groups: Iterable[Group], logs: Logs, rel: str, problems: list[Problem]) -> Iterator[Span]:
+    """The spans of these groups (each a scope's, as `span_groups` gives them), one at a time: a streamed
+    file's too (otlp_stream.py); the unusable ones and log events naming no span added to `problems`."""
+    logged, unattached = dict(logs[0]), list(logs[1])  # (popped as their spans are read: the caller's kept)
+    order = 0
+    for path, resource_pairs, raws in groups:
         resource = attributes(resource_pairs)
         for k, raw in enumerate(raws):
             place = f"{path}[{k}]"
@@ -139,19 +148,19 @@ def read_spans(data: dict[str, Any], rel: str) -> tuple[list[Span], list[Problem
                 resource=resource,
                 status=as_dict(raw.get("status")),
                 place=place,
-                order=len(spans) + len(problems),
+                order=order,
                 events=span_events(raw) + logged.pop(hex_id(raw.get("spanId"), 16), []),
             )
+            order += 1
             if why := _unusable(span):
                 problems.append(Problem(rel, f"{span.named()}: {why}", json_path=place, kept="the other spans"))
             else:
-                spans.append(span)
+                yield span
     unattached += [(f"resourceLogs (span {span_id})", f"{len(events)} log events name span {span_id}, not in this"
                     " file") for span_id, events in logged.items()]  # fmt: skip
     for place, what in unattached:
         problems.append(Problem(rel, f"{what}: not read as a step", json_path=place, severity="warning",
                                 kept="the spans"))  # fmt: skip
-    return spans, problems
 
 
 def _unusable(span: Span) -> str:
@@ -184,6 +193,7 @@ class TraceTrial:
     criteria: list[ParsedCriterion] = field(default_factory=list)  # its `gen_ai.evaluation.result` events
     lanes: dict[str, str] = field(default_factory=dict)  # span id -> its subagent's span id; "": the main agent
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (JSON path, message) on the trial's spans
+    totals: dict[str, float] | None = None  # its steps' metrics summed, when known without reading them again
 
     @property
     def trial_id(self) -> str:
@@ -211,7 +221,7 @@ def spans_by_trial(spans: list[Span]) -> dict[str, list[Span]]:
     return by_trial
 
 
-def _first(spans: list[Span], key: str) -> Any:
+def first(spans: list[Span], key: str) -> Any:
     for span in spans:
         for source in (span.attrs, span.resource):
             if source.get(key) not in (None, ""):
@@ -220,7 +230,7 @@ def _first(spans: list[Span], key: str) -> Any:
 
 
 def _identity(spans: list[Span]) -> dict[str, Any]:
-    return {name: str(value) for key, name in IDENTITY.items() if (value := _first(spans, key)) is not None}
+    return {name: str(value) for key, name in IDENTITY.items() if (value := first(spans, key)) is not None}
 
 
 def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> TraceTrial:
@@ -238,31 +248,22 @@ def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> Trac
     subagents = [a for a in agents if a not in tops]
     sub_ids = {a.span_id for a in subagents}
     benchmark = {**_identity(spans), "trialId": trial_id}
-    model = str(_first(spans, "gen_ai.request.model") or _first(spans, "llm.model_name") or "")
-    agent = {
-        "name": str(
-            _first(tops, "gen_ai.agent.name")
-            or _first(tops, "agent.name")
-            or _first(tops, "gen_ai.workflow.name")
-            or (top.name if top else "")
-        ),
-        "version": str(_first(tops, "gen_ai.agent.version") or _first(tops, "agent.version") or ""),
-        "model_name": str(model),
-    }
+    model = str(first(spans, "gen_ai.request.model") or first(spans, "llm.model_name") or "")
+    agent = agent_of(tops, model)
     main_steps, warnings = steps_of([s for s in spans if owner[s.span_id] not in sub_ids and s not in agents])
-    trajectories = [_document(top, agent, main_steps, trial_id)]
+    trajectories = [document(top, agent, main_steps, trial_id)]
     for sub in subagents:
         sub_agent = {"name": str(sub.attrs.get("gen_ai.agent.name") or sub.attrs.get("agent.name") or sub.name)}
         steps, more = steps_of([s for s in spans if owner[s.span_id] == sub.span_id and s not in agents])
-        trajectories.append(_document(sub, {**sub_agent, "version": "", "model_name": ""}, steps, sub.span_id))
+        trajectories.append(document(sub, {**sub_agent, "version": "", "model_name": ""}, steps, sub.span_id))
         warnings += more
-    if why := provider_disagreement(_first(spans, "gen_ai.provider.name") or _first(spans, "gen_ai.system"), model):
+    if why := provider_disagreement(first(spans, "gen_ai.provider.name") or first(spans, "gen_ai.system"), model):
         warnings.append(("", why))
     if not partial and (orphans := [s for s in spans if s.parent_id and s.parent_id not in by_id]):
         warnings.append((orphans[0].place, f"{len(orphans)} spans name a parent not in this file (first: "
                                            f"{orphans[0].named()}): read as the top of their trace"))  # fmt: skip
-    reward = _first(tops or spans, REWARD)
-    attempt = _first(spans, ATTEMPT)
+    reward = first(tops or spans, REWARD)
+    attempt = first(spans, ATTEMPT)
     return TraceTrial(
         benchmark=benchmark,
         attempt=int(attempt) if isinstance(attempt, (int, float, str)) and str(attempt).isdigit() else None,
@@ -276,6 +277,16 @@ def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> Trac
         lanes={s.span_id: lane if (lane := owner[s.span_id] or "") in sub_ids else "" for s in spans},
         warnings=warnings,
     )
+
+
+def agent_of(tops: list[Span], model: str) -> dict[str, Any]:
+    """The trial's agent, as its top agent spans name it."""
+    name = first(tops, "gen_ai.agent.name") or first(tops, "agent.name") or first(tops, "gen_ai.workflow.name")
+    return {
+        "name": str(name or (tops[0].name if tops else "")),
+        "version": str(first(tops, "gen_ai.agent.version") or first(tops, "agent.version") or ""),
+        "model_name": str(model),
+    }
 
 
 def _rooted(span: Span, by_id: dict[str, Span]) -> bool:
@@ -308,7 +319,9 @@ def _owner(span: Span, by_id: dict[str, Span]) -> str | None:
     return None
 
 
-def _document(agent_span: Span | None, agent: dict[str, Any], steps: list[dict[str, Any]], tid: str) -> dict[str, Any]:
+def document(
+    agent_span: Span | None, agent: dict[str, Any], steps: Iterable[dict[str, Any]], tid: str
+) -> dict[str, Any]:
     attrs = agent_span.attrs if agent_span else {}
     session = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
     return {
@@ -325,7 +338,10 @@ def _document(agent_span: Span | None, agent: dict[str, Any], steps: list[dict[s
 
 def parse(data: dict[str, Any], rel: str) -> ParsedPack:
     """An OTLP/JSON file: a trial per benchmark trial id (or trace); a bad span is named, the others kept."""
-    traces, problems = read_traces(data, rel)
+    return pack_of(*read_traces(data, rel), rel)
+
+
+def pack_of(traces: list[TraceTrial], problems: list[Problem], rel: str) -> ParsedPack:
     if not traces:
         raise PackError(Problem(rel, "no span with a trace in this OTLP file", kept="the raw bytes"))
     jobs: dict[str, ParsedJob] = {}
@@ -390,11 +406,16 @@ def _datetime(nanos: int) -> datetime | None:
     return datetime.fromtimestamp(nanos / 1e9, tz=UTC) if nanos else None
 
 
-def _totals(trace: TraceTrial) -> tuple[int | None, int | None, int | None, float | None]:
+def metric_sums(steps: Iterable[dict[str, Any]]) -> dict[str, float]:
     sums: dict[str, float] = {}
-    for step in trace.steps:
+    for step in steps:
         for key, value in as_dict(step.get("metrics")).items():
             sums[key] = sums.get(key, 0) + value
+    return sums
+
+
+def _totals(trace: TraceTrial) -> tuple[int | None, int | None, int | None, float | None]:
+    sums = metric_sums(trace.steps) if trace.totals is None else trace.totals
     as_int = {k: int(v) for k, v in sums.items() if k != "cost_usd"}
     return (
         as_int.get("prompt_tokens"),

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+from ijson.common import ObjectBuilder
 
 from trials.ingest.values import as_dict, as_list
 
@@ -32,6 +34,8 @@ MAKERS = {
     "deepseek": ("deepseek",),
 }
 MAKERS["gemini"] = MAKERS["google"] = MAKERS["gcp.gemini"]
+Group = tuple[str, Any, Iterable[Any]]  # a scope's spans: its JSON path, its resource's attribute pairs, its spans
+Logs = tuple[dict[str, list[dict[str, Any]]], list[tuple[str, str]]]  # as `log_events` reads them
 
 
 def value_of(any_value: Any) -> Any:
@@ -114,7 +118,7 @@ def nanos(value: Any) -> int:
             return 0
 
 
-def log_events(data: dict[str, Any]) -> tuple[dict[str, list[dict[str, Any]]], list[tuple[str, str]]]:
+def log_events(data: dict[str, Any]) -> Logs:
     """The file's named log records by the span id they name; records naming no span, as (JSON path,
     what) to warn of."""
     events: dict[str, list[dict[str, Any]]] = {}
@@ -155,3 +159,100 @@ def provider_disagreement(system: Any, model: str) -> str:
     if not said or not maker or said not in MAKERS or MAKERS[said] == MAKERS[maker]:
         return ""
     return f"gen_ai.system {system!r} disagrees with the model {model!r} ({maker}'s): the model name kept"
+
+
+# ---------------------------------------------------------------- a big file, streamed (otlp_stream.py)
+
+Events = Iterator[tuple[str, str, Any]]  # ijson's (prefix, event, value)
+STARTS = ("start_map", "start_array", "string", "number", "null", "boolean")  # the events a value begins with
+
+
+class Unstreamable(Exception):
+    """A file of a shape the streamed reading does not follow the whole reading in: read it whole."""
+
+
+def streamed_groups(events: Events) -> Iterator[Group]:
+    """`span_groups` of a file given as ijson's events: each group's spans are read as they are iterated
+    (iterate each before the next group)."""
+    key = ""
+    for prefix, event, value in events:
+        if prefix == "" and event == "map_key" and value in (DIALECTS[0][0], DIALECTS[1][0]):
+            if key:  # (both dialects' keys: the whole reading picks by type, this one cannot)
+                raise Unstreamable(f"both {key!r} and {value!r}")
+            key = value
+            scope_keys = next(d[1] for d in DIALECTS if d[0] == key)
+            yield from _resources(events, key, scope_keys)
+
+
+def _resources(events: Events, key: str, scope_keys: tuple[str, ...]) -> Iterator[Group]:
+    _, event, value = next(events)
+    if event != "start_array":
+        raise Unstreamable(f"{key} is not a list")
+    item, i = f"{key}.item", -1
+    resource: Any = None
+    scope_key = ""
+    for prefix, event, value in events:
+        if prefix == key and event == "end_array":
+            return
+        if prefix == item and event in STARTS:
+            i, resource, scope_key = i + 1, None, ""
+            if event != "start_map":
+                build(events, event, value)
+        elif prefix == item and event == "map_key" and value == "resource":
+            if scope_key:  # (its attributes would be known only after its spans)
+                raise Unstreamable(f"{key}[{i}].resource after its spans")
+            resource = as_dict(build(events, *next(events)[1:])).get("attributes")
+        elif prefix == item and event == "map_key" and value in scope_keys:
+            if scope_key:
+                raise Unstreamable(f"{key}[{i}] holds both {scope_key!r} and {value!r}")
+            scope_key = value
+            yield from _scopes(events, f"{item}.{value}", f"{key}[{i}].{value}", resource)
+
+
+def _scopes(events: Events, prefix: str, path: str, resource: Any) -> Iterator[Group]:
+    _, event, value = next(events)
+    if event != "start_array":
+        build(events, event, value)
+        return
+    item, j, read = f"{prefix}.item", -1, ""
+    for p, event, value in events:
+        if p == prefix and event == "end_array":
+            return
+        if p == item and event in STARTS:
+            j, read = j + 1, ""
+            if event != "start_map":
+                build(events, event, value)
+        elif p == item and event == "map_key" and value in ("spans", "logRecords"):
+            if read:  # (the whole reading takes a scope's spans first)
+                raise Unstreamable(f"{path}[{j}] holds both spans and logRecords")
+            read = value
+            yield f"{path}[{j}].{value}", resource, _items(events, f"{item}.{value}")
+
+
+def _items(events: Events, prefix: str) -> Iterator[Any]:
+    _, event, value = next(events)
+    if event != "start_array":
+        build(events, event, value)
+        return
+    for p, event, value in events:
+        if p == prefix and event == "end_array":
+            return
+        yield build(events, event, value)
+
+
+def build(events: Events, event: str, value: Any) -> Any:
+    """The value that begins with this event, read from the events that follow it."""
+    if event not in ("start_map", "start_array"):
+        return value
+    builder = ObjectBuilder()
+    builder.event(event, value)
+    depth = 1
+    for _, event, value in events:
+        builder.event(event, value)
+        if event in ("start_map", "start_array"):
+            depth += 1
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+            if depth == 0:
+                break
+    return builder.value

@@ -13,6 +13,7 @@ agent's planning (`extra.phase`); `gen_ai.evaluation.result` events are the tria
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -111,36 +112,92 @@ def _messages(chain: list[Span]) -> list[tuple[str, str]]:
 def steps_of(spans: list[Span]) -> tuple[list[dict[str, Any]], Warnings]:
     """One agent's spans (in time order, agents left out) as ATIF steps, and the warnings on them."""
     by_id = {s.span_id: s for s in spans}
-    outer = {s.span_id: _llm_ancestors(s, by_id) for s in spans if is_llm(s)}
-    wrappers = {a.span_id for chain in outer.values() for a in chain}
-    steps: list[dict[str, Any]] = []
-    seen_inputs: dict[str, list[tuple[str, str]]] = {}  # per conversation: the input messages read so far
-    last_agent: dict[str, Any] | None = None
-    claimed: dict[str, bool] = {}  # outer spans a step's usage covers: True where the step took theirs
-    for span in spans:
+    wrappers = {a.span_id for s in spans if is_llm(s) for a in _llm_ancestors(s, by_id)}
+    lane = LaneSteps(by_id, wrappers)
+    steps = [step for span in spans for step in lane.feed(span)]
+    return steps + lane.close(), lane.warnings()
+
+
+class LaneSteps:
+    """One agent's steps, fed its spans one at a time in time order (agents left out): a step is given
+    out once no later span can add to it, so a big file's steps need not all be held
+    (otlp_stream.py). `by_id`: the agent's spans, for the model calls around each one (`wrappers`)."""
+
+    def __init__(self, by_id: Mapping[str, Span], wrappers: Collection[str]) -> None:
+        self.by_id, self.wrappers = by_id, wrappers
+        self.held: list[dict[str, Any]] = []  # steps not given out yet: the last agent step and those after it
+        self.number = 0
+        self.seen_inputs: dict[str, list[tuple[str, str]]] = {}  # per conversation: the input messages read so far
+        self.last_agent: dict[str, Any] | None = None
+        self.claimed: dict[str, bool] = {}  # outer spans a step's usage covers: True where the step took theirs
+        self.sums: dict[str, dict[str, float]] = {}  # per outer span: the usage of the calls within it
+        self.counted: set[str] = set()  # the calls within outer spans whose usage is summed
+
+    def _add(self, step: dict[str, Any]) -> dict[str, Any]:
+        self.number += 1
+        self.held.append(step)
+        return step
+
+    def feed(self, span: Span) -> list[dict[str, Any]]:
+        """The steps this span ends (those before the newest agent step, which a tool span may add to)."""
         operation = span.operation
-        if span.span_id in outer and span.span_id not in wrappers:
-            chain = [span, *outer[span.span_id]]
-            for role, text in _new_inputs(chain, seen_inputs):
-                steps.append({"source": role, "message": text, **_when(span)})
-            last_agent = _agent_step(chain, claimed)
-            if _planning(chain[-1], by_id):
-                last_agent["extra"]["phase"] = "plan"
-            steps.append(last_agent)
-        elif operation == "chain" and span.attrs.get("context_management.action"):
+        if is_llm(span) and span.span_id not in self.wrappers:
+            chain = [span, *_llm_ancestors(span, self.by_id)]
+            self._sum_within(span, chain[1:])
+            done, self.held = self.held, []
+            for role, text in _new_inputs(chain, self.seen_inputs):
+                self._add({"source": role, "message": text, **_when(span)})
+            self.last_agent = _agent_step(chain, self.claimed)
+            if _planning(chain[-1], self.by_id):
+                self.last_agent["extra"]["phase"] = "plan"
+            self._add(self.last_agent)
+            done += self.held[:-1]
+            self.held = self.held[-1:]
+            return self._numbered(done, keep=1)
+        if operation == "chain" and span.attrs.get("context_management.action"):
             action = str(span.attrs["context_management.action"])  # (the step's text is not in the span)
-            steps.append({"source": "system", "message": "", **_when(span), "extra": {"context_management": action}})
+            self._add({"source": "system", "message": "", **_when(span), "extra": {"context_management": action}})
         elif operation == "execute_tool":
-            if last_agent is None:  # a tool the agent ran with no model call before it
-                last_agent = {"source": "agent", "message": "", "llm_call_count": 0, **_when(span), "extra": {}}
-                steps.append(last_agent)
-            _add_tool(last_agent, span)
-    for number, step in enumerate(steps, start=1):
-        step["step_id"] = number
-    return steps, _usage_warnings([by_id[w] for w in wrappers if not claimed.get(w)], outer, by_id)
+            if self.last_agent is None:  # a tool the agent ran with no model call before it
+                self.last_agent = {"source": "agent", "message": "", "llm_call_count": 0, **_when(span), "extra": {}}
+                self._add(self.last_agent)
+            _add_tool(self.last_agent, span)
+        return []
+
+    def _numbered(self, steps: list[dict[str, Any]], keep: int = 0) -> list[dict[str, Any]]:
+        first = self.number - keep - len(steps) + 1
+        for number, step in enumerate(steps, start=first):
+            step["step_id"] = number
+        return steps
+
+    def close(self) -> list[dict[str, Any]]:
+        """The steps still held, once the agent's last span is fed."""
+        done, self.held = self.held, []
+        return self._numbered(done)
+
+    def _sum_within(self, call: Span, outer: list[Span]) -> None:
+        if not outer or call.span_id in self.counted:
+            return
+        self.counted.add(call.span_id)
+        for wrapper in outer:
+            sums = self.sums.setdefault(wrapper.span_id, {})
+            for key, value in usage(call).items():
+                sums[key] = sums.get(key, 0) + value
+
+    def warnings(self) -> Warnings:
+        """An outer span whose usage is not the sum of the model calls within it (each counted already)."""
+        found: Warnings = []
+        for wrapper in (self.by_id[w] for w in self.wrappers if not self.claimed.get(w)):
+            sums, own = self.sums.get(wrapper.span_id, {}), usage(wrapper)
+            differs = {k: (v, sums.get(k)) for k, v in own.items() if k != "cost_usd" and sums and sums.get(k) != v}
+            if differs:
+                said = ", ".join(f"{k} {v} (the calls within: {s})" for k, (v, s) in differs.items())
+                found.append((wrapper.place, f"{wrapper.named()} holds usage the model calls within it do not sum"
+                                             f" to: {said}; the inner spans' counted once"))  # fmt: skip
+        return found
 
 
-def _planning(span: Span, by_id: dict[str, Span]) -> bool:
+def _planning(span: Span, by_id: Mapping[str, Span]) -> bool:
     """Whether a `plan` span is above this one (semconv-genai: the call that makes the plan is its child)."""
     seen = {span.span_id}
     parent = by_id.get(span.parent_id)
@@ -175,7 +232,7 @@ def evaluations(spans: list[Span]) -> list[ParsedCriterion]:
     return found
 
 
-def _llm_ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
+def _llm_ancestors(span: Span, by_id: Mapping[str, Span]) -> list[Span]:
     """The model-call spans around this one, nearest first."""
     found: list[Span] = []
     seen = {span.span_id}
@@ -186,25 +243,6 @@ def _llm_ancestors(span: Span, by_id: dict[str, Span]) -> list[Span]:
             found.append(parent)
         parent = by_id.get(parent.parent_id)
     return found
-
-
-def _usage_warnings(wrappers: list[Span], outer: dict[str, list[Span]], by_id: dict[str, Span]) -> Warnings:
-    """An outer span whose usage is not the sum of the model calls within it (each counted already)."""
-    warnings: Warnings = []
-    inside = {a.span_id for chain in outer.values() for a in chain}
-    for wrapper in wrappers:
-        sums: dict[str, float] = {}
-        for leaf, chain in outer.items():
-            if leaf not in inside and wrapper in chain:
-                for key, value in usage(by_id[leaf]).items():
-                    sums[key] = sums.get(key, 0) + value
-        own = usage(wrapper)
-        differs = {k: (v, sums.get(k)) for k, v in own.items() if k != "cost_usd" and sums and sums.get(k) != v}
-        if differs:
-            said = ", ".join(f"{k} {v} (the calls within: {s})" for k, (v, s) in differs.items())
-            warnings.append((wrapper.place, f"{wrapper.named()} holds usage the model calls within it do not sum"
-                                            f" to: {said}; the inner spans' counted once"))  # fmt: skip
-    return warnings
 
 
 def _new_inputs(chain: list[Span], seen_inputs: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
