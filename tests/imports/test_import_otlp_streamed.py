@@ -143,3 +143,15 @@ def test_a_span_id_twice_is_left_to_the_whole_reading(tmp_path):
     path = tmp_path / "twice.json"
     path.write_text(json.dumps(body))
     assert otlp_stream.parse_path(path, "twice.json") is None
+
+
+def test_resources_of_both_scope_keys_in_one_file_read_as_the_whole_file_reads_them(tmp_path):
+    body = body_of(agent_with_subagent(tmp_path / "one.json", 3))
+    older = body_of(agent_with_subagent(tmp_path / "two.json", 2))["resourceSpans"][0]
+    older["instrumentationLibrarySpans"] = older.pop("scopeSpans")  # (OTLP before 1.0 names scopes so)
+    body["resourceSpans"].append(older)
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(body))
+    whole, streamed = both(path)
+    assert streamed == whole
+    assert len(streamed[0]) == 2

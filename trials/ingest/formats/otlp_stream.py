@@ -16,6 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from trials.ingest.formats.atif import STREAM_THRESHOLD
 from trials.ingest.formats.otlp import IDENTITY, Span, TraceTrial, each_span, first, is_agent
 from trials.ingest.formats.otlp_dialects import (
     LOGS,
+    Group,
     Logs,
     Unstreamable,
     log_events,
@@ -42,6 +44,7 @@ FIRSTS = (*IDENTITY, otlp.REWARD, otlp.ATTEMPT, "gen_ai.request.model", "llm.mod
 MAX_LANES = 16  # trajectories (a trial's agent and each subagent) a streamed file may hold: a pass each
 _HEAD = re.compile(rb'^\s*\{\s*"(resourceSpans|batches|resourceLogs)"')
 NOT_IN_LANE = 0xFFFFFFFF
+MAX_GROUPS = 1000  # scopes a file may have and be read again by ijson's C items (each one's resource is kept)
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -113,8 +116,13 @@ class Index:
         # per trace and key of FIRSTS: the first (by file order, by time) span's value
         self.firsts: list[dict[str, tuple[tuple[int, int], Any]]] = []
         self.timed_firsts: list[dict[str, tuple[tuple[int, int], Any]]] = []
-        for pos, span in enumerate(self._spans(self.problems)):
-            self._add(pos, span)
+        # each scope's (JSON path, resource, span count), when few and all at one place: read again by ijson's C items
+        self.groups: list[tuple[str, Any, int]] | None = []
+        self.at = ""
+        with open_json(self.path) as f:
+            groups = self._counted(streamed_groups(ijson.parse(f, use_float=True)))
+            for pos, span in enumerate(each_span(groups, self.logs, self.rel, self.problems)):
+                self._add(pos, span)
         self.by_id = array("I", sorted(range(len(self.span)), key=self.span.__getitem__))
         ids = [self.span[p] for p in self.by_id]
         if any(a == b for a, b in zip(ids, ids[1:], strict=False)):
@@ -132,9 +140,32 @@ class Index:
         with open_json(self.path) as f:
             return log_events({LOGS[0]: next(ijson.items(f, LOGS[0], use_float=True), None)})
 
+    def _counted(self, groups: Iterable[Group]) -> Iterator[Group]:
+        for path, resource, raws in groups:
+            at = re.sub(r"\[\d+\]", ".item", path) + ".item"
+            if self.groups is not None and (len(self.groups) >= MAX_GROUPS or self.at not in ("", at)):
+                self.groups = None
+            self.at = at
+            counted = [0]
+
+            def counting(raws: Iterable[Any] = raws, counted: list[int] = counted) -> Iterator[Any]:
+                for raw in raws:
+                    counted[0] += 1
+                    yield raw
+
+            yield path, resource, counting()
+            if self.groups is not None:
+                self.groups.append((path, resource, counted[0]))
+
     def _spans(self, problems: list[Problem]) -> Iterator[Span]:
+        """The file's spans, read again: by ijson's C items where the first pass found them all at one place."""
         with open_json(self.path) as f:
-            yield from each_span(streamed_groups(ijson.parse(f, use_float=True)), self.logs, self.rel, problems)
+            if self.groups is None:
+                groups: Iterable[Group] = streamed_groups(ijson.parse(f, use_float=True))
+            else:
+                items = ijson.items(f, self.at, use_float=True)
+                groups = ((path, resource, islice(items, count)) for path, resource, count in self.groups)
+            yield from each_span(groups, self.logs, self.rel, problems)
 
     def _add(self, pos: int, span: Span) -> None:
         trace = self.trace_ids.setdefault(span.trace_id, len(self.trace_ids))
