@@ -16,6 +16,13 @@ from typing import Any
 PASS_REWARD = 1.0
 
 
+def status_from_reward(reward: float | None) -> str:
+    """A trial's status from its headline reward alone: passed at PASS_REWARD, unknown without one."""
+    if reward is None:
+        return "unknown"
+    return "passed" if reward >= PASS_REWARD else "failed"
+
+
 @dataclass
 class Problem:
     """Something wrong with the input: where it is, what it is, and what was kept."""

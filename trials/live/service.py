@@ -31,7 +31,8 @@ from trials.ingest import redaction
 from trials.ingest.formats import lime
 from trials.ingest.formats.atif_checks import validate_step
 from trials.ingest.formats.context_kinds import record_kind
-from trials.ingest.values import as_dict, parse_iso
+from trials.ingest.records import status_from_reward
+from trials.ingest.values import as_dict, parse_iso, to_float
 from trials.live.trajectories import (
     DERIVED_PATH,
     TRAJECTORY_PATH,
@@ -373,13 +374,13 @@ def _record_reward(trial: Trial, payload: dict[str, Any]) -> None:
     rewards = reward if isinstance(reward, dict) else {"reward": reward}
     value = rewards.get("reward", next(iter(rewards.values()), None)) if rewards else None
     trial.rewards = rewards
-    trial.reward = float(value) if isinstance(value, (int, float)) else None
+    trial.reward = to_float(value)
     category = lime.clean_category(payload.get("failureCategory"))
     if category:
         trial.failure_category = category
     trial.provenance = {**trial.provenance, "reward": {k: v for k, v in payload.items() if k != "reward"}}
     if trial.status != Trial.Status.RUNNING:
-        trial.status = lime._pack_status(trial.reward, {})
+        trial.status = status_from_reward(trial.reward)
     trial.save(update_fields=["rewards", "reward", "failure_category", "provenance", "status"])
     criteria = payload.get("criteria")
     if isinstance(criteria, list):
@@ -388,7 +389,7 @@ def _record_reward(trial: Trial, payload: dict[str, Any]) -> None:
             RewardCriterion(
                 trial=trial,
                 name=str(c.get("name") if isinstance(c, dict) else c)[:300],
-                score=lime.to_float(c.get("score")) if isinstance(c, dict) else None,
+                score=to_float(c.get("score")) if isinstance(c, dict) else None,
                 raw=c if isinstance(c, dict) else {"name": c},
             )
             for c in criteria
@@ -403,7 +404,7 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
         trial.failure_category = category or trial.failure_category or "unknown"
         trial.exception_message = str(payload.get("reason") or "")
     else:
-        trial.status = lime._pack_status(trial.reward, {})
+        trial.status = status_from_reward(trial.reward)
         if trial.status == Trial.Status.UNKNOWN:
             trial.status = Trial.Status.PASSED if trial.reward is None else trial.status
     trial.finished_at = parse_iso(event.get("timestamp")) or now

@@ -25,7 +25,6 @@ import orjson
 
 from trials.ingest.formats.atif_checks import (
     call_identity,
-    float_or_none,
     is_openai_message,
     nonnegative_count,
     validate_header,
@@ -40,7 +39,7 @@ from trials.ingest.records import (
     ParsedTrajectory,
     Problem,
 )
-from trials.ingest.values import as_dict, as_list, parse_iso
+from trials.ingest.values import as_dict, as_list, parse_iso, to_float
 
 STREAM_THRESHOLD = 32 * 1024 * 1024
 
@@ -263,7 +262,7 @@ def final_totals(trajectories: list[ParsedTrajectory]) -> dict[str, Any]:
             ("total_prompt_tokens", nonnegative_count),
             ("total_completion_tokens", nonnegative_count),
             ("total_cached_tokens", nonnegative_count),
-            ("total_cost_usd", float_or_none),
+            ("total_cost_usd", to_float),
         ):
             if (value := read(metrics.get(key))) is not None:
                 totals[key] = totals.get(key, 0) + value
@@ -315,7 +314,7 @@ def parse_step(raw: Any, index: int) -> ParsedStep:
         prompt_tokens=nonnegative_count(metrics.get("prompt_tokens")),
         completion_tokens=nonnegative_count(metrics.get("completion_tokens")),
         cached_tokens=nonnegative_count(metrics.get("cached_tokens")),
-        cost_usd=float_or_none(metrics.get("cost_usd")),
+        cost_usd=to_float(metrics.get("cost_usd")),
         is_copied_context=raw.get("is_copied_context") is True,
         llm_call_count=nonnegative_count(raw.get("llm_call_count")),
         context_management=str(context_management.get("type") or "") if isinstance(context_management, dict) else "",

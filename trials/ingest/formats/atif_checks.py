@@ -299,9 +299,3 @@ def nonnegative_count(value: Any) -> int | None:
     """A count as the columns hold it: a whole number from 0 to 2^63 (validate_step flags others)."""
     value = int_or_none(value)
     return value if value is not None and 0 <= value < 2**63 else None
-
-
-def float_or_none(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    return float(value) if isinstance(value, (int, float)) else None

@@ -10,6 +10,7 @@ from typing import Any
 
 from trials.ingest.jsonio import load_json
 from trials.ingest.records import PackError, ParsedArtifact, ParsedCriterion, ParsedTrial, Problem
+from trials.ingest.values import to_float
 
 
 def reward_from_files(verifier: Path, rel: str, problems: list[Problem]) -> dict[str, Any]:
@@ -86,8 +87,8 @@ def criteria_from_details(details: Any, step_name: str = "") -> list[ParsedCrite
         criteria.append(
             ParsedCriterion(
                 name=f"{step_name}/{name}" if step_name else name,
-                score=_number(entry.get("score", entry.get("value"))),
-                weight=_number(entry.get("weight")),
+                score=_score(entry.get("score", entry.get("value"))),
+                weight=to_float(entry.get("weight")),
                 reasoning=str(entry.get("reasoning") or entry.get("reason") or entry.get("explanation") or ""),
                 evidence_refs=evidence if isinstance(evidence, list) else [evidence],
                 raw=entry,
@@ -96,10 +97,9 @@ def criteria_from_details(details: Any, step_name: str = "") -> list[ParsedCrite
     return criteria
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    return float(value) if isinstance(value, (int, float)) else None
+def _score(value: Any) -> float | None:
+    """A criterion's score: a number, or its pass written as true / false (1 or 0)."""
+    return float(value) if isinstance(value, bool) else to_float(value)
 
 
 def read_artifacts(trial: ParsedTrial, artifacts: Path, rel: str) -> None:

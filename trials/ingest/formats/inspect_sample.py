@@ -18,7 +18,6 @@ import ijson
 
 from trials.ingest.formats import inspect_events
 from trials.ingest.records import (
-    PASS_REWARD,
     ConfigurationRef,
     DatasetRef,
     ParsedCriterion,
@@ -26,6 +25,7 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
     TaskRef,
+    status_from_reward,
 )
 from trials.ingest.redaction import collect_redactions, has_redaction_marks, withhold_redacted
 from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, to_float, to_str
@@ -192,9 +192,7 @@ def _status(sample: dict[str, Any], reward: float | None) -> str:
         return "errored"
     if to_str(as_dict(sample.get("limit")).get("type")) in _TIMEOUTS:
         return "timeout"
-    if reward is None:
-        return "unknown"
-    return "passed" if reward >= PASS_REWARD else "failed"
+    return status_from_reward(reward)
 
 
 def _usage(sample: dict[str, Any]) -> tuple[int | None, int | None, int | None, float | None]:

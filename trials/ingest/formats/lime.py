@@ -22,6 +22,7 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
     TaskRef,
+    status_from_reward,
 )
 from trials.ingest.redaction import without_redacted_context
 from trials.ingest.values import (
@@ -131,11 +132,7 @@ def _pack_reward(data: dict[str, Any]) -> float | None:
 
 
 def _pack_status(reward: float | None, metrics: dict[str, Any]) -> str:
-    if metrics.get("timeout") is True:
-        return "timeout"
-    if reward is None:
-        return "unknown"
-    return "passed" if reward >= 1 else "failed"
+    return "timeout" if metrics.get("timeout") is True else status_from_reward(reward)
 
 
 def _pack_criteria(reward: Any) -> list[ParsedCriterion]:

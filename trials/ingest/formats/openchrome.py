@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trials.ingest.formats.lime import clean_category, parse_time, to_float, to_int
+from trials.ingest.formats.lime import parse_time
 from trials.ingest.records import (
-    PASS_REWARD,
     ConfigurationRef,
     DatasetRef,
     ParsedDocument,
@@ -22,8 +21,9 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
     TaskRef,
+    status_from_reward,
 )
-from trials.ingest.values import as_dict, to_str
+from trials.ingest.values import as_dict, clean_category, to_float, to_int, to_str
 
 # Run keys that become columns; every other run key goes to provenance.
 _RUN_COLUMNS = {"library", "taskId", "success", "failureCategory", "usd", "wallTimeMs"}
@@ -142,7 +142,7 @@ def _series_trial(samples: list[dict[str, Any]], data: dict[str, Any], job_key: 
     task = f"{to_str(data.get('axis'))} long-run"
     offsets = [to_float(s.get("tMs")) for s in samples]
     duration = max((o for o in offsets if o is not None), default=None)
-    status = "unknown" if reward is None else ("passed" if reward >= PASS_REWARD else "failed")
+    status = status_from_reward(reward)
     keys = ("stability", "options", "overallPassRate", "zombieCount")
     return ParsedTrial(
         key=f"openchrome:{job_id}:{library}:series",
