@@ -127,7 +127,7 @@ def test_a_batch_whose_message_was_lost_is_read_by_the_sweep_once_it_is_older_th
     spans = agent_run("otel-stranded", 3)
     body = encode_spans(spans).SerializeToString()
     sender = Token.objects.get(key=token).user
-    stranded = batches.accept(body, True, sender)  # (kept as the request keeps it; its message never sent)
+    stranded = batches.accept(body, True, sender, ["otel-stranded"])  # (as the request keeps it; no message sent)
     assert tasks.requeue_stale_otlp_batches() == 0  # (younger than IMPORT_QUEUED_GRACE: its message may come)
     ReceivedBatch.objects.filter(pk=stranded.pk).update(received_at=timezone.now() - timedelta(minutes=5))
     with worker_lock(batches.lock_name(stranded.pk), wait=0):  # a worker on it: not stranded

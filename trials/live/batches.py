@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 WHERE = "POST /v1/traces"
 OUTAGE = (ConnectionError, OperationalError, InterfaceError)  # (the task retries these later)
 LOCK_WAIT_SECONDS = 5.0  # a redelivered message may come a moment before the dead holder's lock is freed
+GATHER = 20  # batches of one trial read at once
 TRIAL_ID = "benchmark.trial.id"  # the one attribute the answer needs (otlp.spans_by_trial)
 
 
@@ -86,33 +87,49 @@ def _trial_ids(pairs: Any) -> list[dict[str, Any]]:
     return [MessageToDict(kv) for kv in pairs if kv.key == TRIAL_ID]
 
 
-def accept(body: bytes, protobuf: bool, user: Any) -> ReceivedBatch:
+def accept(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> ReceivedBatch:
     """The body kept whole, to be read off the request: one INSERT."""
-    return ReceivedBatch.objects.create(body=body, protobuf=protobuf, sent_by=user)
+    key = f"lime:{trial_ids[0]}"[:500] if len(trial_ids) == 1 else ""  # (as service.start_trial keys it)
+    return ReceivedBatch.objects.create(body=body, protobuf=protobuf, sent_by=user, trial_key=key)
 
 
 def read(batch_pk: int) -> None:
-    """The batch's spans kept and their steps written, trial by trial, then the row deleted. Another
-    worker on it (its lock held), or the row gone (read before): nothing to do. An outage raises (the
-    task runs again later, the row kept); any other failure is kept on the trial it stopped."""
+    """The batch's spans kept and their steps written, trial by trial, then the row deleted; with it the
+    batches of its trial that wait behind it (up to GATHER: a worker behind its exporter catches up in
+    fewer, larger writes). Another worker on it (its lock held), or the row gone (read before): nothing
+    to do. An outage raises (the task runs again later, the rows kept); any other failure is kept on the
+    trial it stopped."""
     clear_sent(sent_marker(batch_pk))  # from here on the lock says a worker is on it
+    if not ReceivedBatch.objects.filter(pk=batch_pk).exists():  # (read with its trial's batches before it)
+        return
     with worker_lock(lock_name(batch_pk), wait=LOCK_WAIT_SECONDS) as held:
         if not held:
             return
         batch = ReceivedBatch.objects.select_related("sent_by").filter(pk=batch_pk).first()
         if batch is None:
             return
-        body = bytes(batch.body)
-        try:
-            data = otlp.decode_protobuf(body) if batch.protobuf else orjson.loads(body)
-        except ValueError as exc:  # (the request read it: this is a bug, and the batch cannot be read again)
-            log.error("OTLP batch %s no longer reads (%s): dropped", batch_pk, exc)
-            batch.delete()
-            return
-        spans, _ = otlp.read_spans(data, WHERE)  # (the request's answer named the spans it refused)
-        for trial_id, members in otlp.spans_by_trial(spans).items():
+        group = [batch]
+        if batch.trial_key:  # (a batch read twice, by its own task too, is harmless: its spans are no news)
+            behind = ReceivedBatch.objects.filter(trial_key=batch.trial_key, sent_by=batch.sent_by, pk__gt=batch.pk)
+            group += list(behind.order_by("pk")[: GATHER - 1])
+        by_trial: dict[str, list[otlp.Span]] = {}
+        for each in group:
+            for trial_id, members in _spans(each).items():
+                by_trial.setdefault(trial_id, []).extend(members)  # (in the order they arrived)
+        for trial_id, members in by_trial.items():
             _read_trial(batch, trial_id, members)
-        batch.delete()
+        ReceivedBatch.objects.filter(pk__in=[each.pk for each in group]).delete()
+
+
+def _spans(batch: ReceivedBatch) -> dict[str, list[otlp.Span]]:
+    body = bytes(batch.body)
+    try:
+        data = otlp.decode_protobuf(body) if batch.protobuf else orjson.loads(body)
+    except ValueError as exc:  # (the request read it: this is a bug, and the batch cannot be read again)
+        log.error("OTLP batch %s no longer reads (%s): dropped", batch.pk, exc)
+        return {}
+    spans, _ = otlp.read_spans(data, WHERE)  # (the request's answer named the spans it refused)
+    return otlp.spans_by_trial(spans)
 
 
 def _read_trial(batch: ReceivedBatch, trial_id: str, spans: list[otlp.Span]) -> None:

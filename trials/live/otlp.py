@@ -107,11 +107,12 @@ class Traces(APIView):
                 "send smaller batches (an SDK's BatchSpanProcessor sends 512); no span of this body was stored"
             )
             return status_response(request, 413, message)
-        ended, refused = traces.screened(otlp.spans_by_trial(spans), request.user)
+        by_trial = otlp.spans_by_trial(spans)
+        ended, refused = traces.screened(by_trial, request.user)
         if ended:
             return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
         if len(refused) < len(spans):  # (the body kept whole; its spans read off the request)
-            tasks.read_later(batches.accept(body, as_protobuf, request.user))
+            tasks.read_later(batches.accept(body, as_protobuf, request.user, list(by_trial)))
         messages = [p.message for p in problems] + sorted({why for _, why in refused})  # (a trial's why once)
         return _answer(len(problems) + len(refused), messages, as_protobuf)
 

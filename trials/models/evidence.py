@@ -147,6 +147,7 @@ class ReceivedBatch(models.Model):
 
     body = models.BinaryField()  # as received, gzip inflated
     protobuf = models.BooleanField(default=True)  # else OTLP/JSON
+    trial_key = CharField(max_length=500, blank=True, db_index=True)  # the one trial of its spans; "": several
     sent_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.CASCADE, related_name="+")
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
