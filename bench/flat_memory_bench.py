@@ -63,6 +63,7 @@ def inspect_chunked_log(folder: Path, events: int) -> Path:
     from inspect_ai.log import read_eval_log, write_eval_log
     from inspect_ai.log._recorders.chunked.convert import convert_eval_logs_to_chunked
 
+    setup_django(folder / "writer")  # (tests.inspect_logs reads trials.models: Django first; the child's own)
     from tests.inspect_logs import write_agentic_log
 
     whole = read_eval_log(str(write_agentic_log(folder / "source")))
