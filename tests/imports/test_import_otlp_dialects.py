@@ -5,112 +5,20 @@ the same protobuf. Known answers come from what the test exported."""
 
 from __future__ import annotations
 
-import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.json_format import MessageToDict
-from opentelemetry._logs import LogRecord
-from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from tests.builders import import_path
+from tests.imports.otlp_helpers import adk_run, otlp_file, tempo_body
 from trials.models import Step, ToolCall, Trial
 
 pytestmark = pytest.mark.django_db
-
-USAGE = {"call_llm": [(120, 20), (180, 25)]}  # per model call: (input, output) tokens
-
-
-def adk_run(parent: SpanContext | None = None) -> tuple[list[Any], list[Any]]:
-    """One ADK-style agent run: two model calls, each on call_llm > generate_content, its messages as log events."""
-    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
-    resource = Resource.create({"service.name": "adk-agent", "benchmark.task.id": "weather"})
-    tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    log_provider = LoggerProvider(resource=resource)
-    log_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    tracer, logger = tracer_provider.get_tracer("google.adk"), log_provider.get_logger("google.genai")
-    context = set_span_in_context(NonRecordingSpan(parent)) if parent else None
-
-    def event(name: str, body: Any, as_attribute: bool = False) -> None:
-        attrs = {"event.name": name} if as_attribute else {}
-        logger.emit(LogRecord(event_name=None if as_attribute else name, body=body, attributes=attrs))
-
-    total = [sum(x) for x in zip(*USAGE["call_llm"], strict=True)]
-    agent_attrs = {
-        "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.agent.name": "weather_agent",
-        "gen_ai.usage.input_tokens": total[0],
-        "gen_ai.usage.output_tokens": total[1],
-    }
-    with tracer.start_as_current_span("invoke_agent weather_agent", context=context, attributes=agent_attrs):
-        for n, (tokens_in, tokens_out) in enumerate(USAGE["call_llm"]):
-            usage = {"gen_ai.usage.input_tokens": tokens_in, "gen_ai.usage.output_tokens": tokens_out}
-            model = {"gen_ai.request.model": "gemini-2.0-flash"}
-            with tracer.start_as_current_span(
-                "call_llm", attributes={"gen_ai.system": "gcp.vertex.agent", **model, **usage}
-            ):
-                with tracer.start_as_current_span(
-                    "generate_content gemini-2.0-flash",
-                    attributes={
-                        "gen_ai.operation.name": "generate_content",
-                        "gen_ai.system": "gemini",
-                        **model,
-                        **usage,
-                    },
-                ):
-                    event("gen_ai.system.message", {"content": "You tell the weather."})
-                    event("gen_ai.user.message", {"content": "Weather in Paris?"}, as_attribute=True)
-                    if n == 0:
-                        call = {
-                            "id": "call_1",
-                            "type": "function",
-                            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-                        }
-                        event("gen_ai.choice", {"index": 0, "message": {"role": "assistant", "tool_calls": [call]}})
-                    else:
-                        event("gen_ai.assistant.message", {"content": ""})
-                        event("gen_ai.tool.message", {"content": "sunny", "id": "call_1"})
-                        event("gen_ai.choice", {"index": 0, "message": {"content": "It is sunny in Paris."}})
-            if n == 0:
-                tool = {
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": "get_weather",
-                    "gen_ai.tool.call.id": "call_1",
-                    "gen_ai.tool.call.result": "sunny",
-                }
-                with tracer.start_as_current_span("execute_tool get_weather", attributes=tool):
-                    pass
-    return list(spans.get_finished_spans()), list(logs.get_finished_logs())
-
-
-def hex_ids(node: Any) -> Any:
-    """protobuf's JSON writes ids in base64; OTLP/JSON in hex."""
-    if isinstance(node, dict):
-        return {
-            k: base64.b64decode(v).hex() if k in ("traceId", "spanId", "parentSpanId") and v else hex_ids(v)
-            for k, v in node.items()
-        }
-    return [hex_ids(v) for v in node] if isinstance(node, list) else node
-
-
-def otlp_file(path: Path, spans: list[Any], logs: list[Any]) -> Path:
-    """Spans and log records in one OTLP/JSON file, as a collector's file exporter writes them."""
-    body = hex_ids(MessageToDict(encode_spans(spans)))
-    if logs:
-        body |= hex_ids(MessageToDict(encode_logs(logs)))
-    path.write_bytes(json.dumps(body).encode())
-    return path
 
 
 def expected(spans: list[Any], logs: list[Any]) -> dict[str, Any]:
@@ -209,18 +117,6 @@ def test_a_framework_span_around_openai_chat_a_parent_outside_the_file_and_a_dis
     assert [("ChatOpenAI" in m and f"prompt_tokens {outer_prompt}" in m) for m in unsummed] == (
         [True] if outer_prompt != chat.attributes["gen_ai.usage.input_tokens"] else []
     )
-
-
-def tempo_body(spans: list[Any]) -> dict[str, Any]:
-    """Tempo's export of the spans: `batches` / `instrumentationLibrarySpans`, base64 ids, numeric times."""
-    body = MessageToDict(encode_spans(spans))
-    for batch in body["resourceSpans"]:
-        batch["instrumentationLibrarySpans"] = batch.pop("scopeSpans")
-        for scope in batch["instrumentationLibrarySpans"]:
-            for span in scope["spans"]:
-                span["startTimeUnixNano"] = int(span["startTimeUnixNano"])
-                span["endTimeUnixNano"] = int(span["endTimeUnixNano"])
-    return {"batches": body["resourceSpans"]}
 
 
 def test_tempo_spans_sent_to_v1_traces_make_the_same_live_trial(transactional_db):

@@ -16,8 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.imports.test_import_otlp_dialects import adk_run, otlp_file, tempo_body
-from tests.imports.test_import_otlp_semconv import crew_run
+from tests.imports.otlp_helpers import adk_run, crew_run, otlp_file, tempo_body
 from trials.ingest.formats import otlp, otlp_stream
 from trials.ingest.jsonio import load_json
 from trials.ingest.records import ParsedPack
