@@ -4,7 +4,6 @@ import tempfile
 
 from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status
@@ -18,7 +17,7 @@ from core.ids import parse_pk
 from trials import export
 from trials.filters import TrialFilter
 from trials.ingest.formats.atif import EMBEDDED_MARK
-from trials.models import Import, Trial
+from trials.models import Import, Trial, step_url
 from trials.queue import import_upload
 from trials.serializers import (
     ImportCreateSerializer,
@@ -389,9 +388,8 @@ def _number_from_one(request, name: str) -> int | None:
 
 
 def viewer_step_url(trial: Trial, number: int, trajectory, trajectories) -> str:
-    url = reverse("trial-step", args=[trial.pk, number])
     main = steps.main_trajectory(trial, trajectories)
-    return url if trajectory is None or trajectory == main else f"{url}?t={trajectory.pk}"
+    return step_url(trial.pk, number, None if trajectory is None or trajectory == main else trajectory.pk)
 
 
 @extend_schema(exclude=True)

@@ -11,6 +11,7 @@ from django.http import QueryDict
 
 from trials.digests.markdown import fenced, inline, link, number, table
 from trials.digests.trial import Absolute
+from trials.models import step_url
 from trials.models.qc import FailureCluster
 from trials.triage import clusters
 from trials.viewer.text import pretty_json
@@ -40,8 +41,8 @@ def cluster_digest(
     if example is not None:
         where = link(f"trial {example.trial.pk}", absolute(example.trial.get_absolute_url()))
         if example.step_number is not None:
-            step_url = absolute(f"{example.trial.get_absolute_url()}steps/{example.step_number}/")
-            where += f", {link(f'step {example.step_number}', step_url)}"
+            step_link = absolute(step_url(example.trial.pk, example.step_number))
+            where += f", {link(f'step {example.step_number}', step_link)}"
         lines.append(f"- Representative: {where}")
     parts = ["\n".join(lines), "## Signature", fenced(pretty_json(signature), SIGNATURE_CHARS, "json")]
     parts += _facet("Configurations", list(row.by_configuration.items()))

@@ -35,7 +35,7 @@ from trials.models.qc import (
 )
 from trials.models.saved_queries import SavedQuery
 from trials.models.steps import ObservationResult, Step, StepText, StepWords, ToolCall, Trajectory
-from trials.models.trial import Trial, TrialQuerySet
+from trials.models.trial import Trial, TrialQuerySet, step_url
 from trials.storage.fields import CharField, JSONField, NulSafeJSONEncoder, TextField, nul_free
 
 __all__ = [
@@ -81,4 +81,5 @@ __all__ = [
     "ReceivedSpan",
     "TriageTag",
     "nul_free",
+    "step_url",
 ]

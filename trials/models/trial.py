@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.db.models.functions import Cast
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.utils import timezone
 
 from trials.ingest import redaction
@@ -16,6 +17,17 @@ from trials.ingest.records import PASS_REWARD
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.imports import Pack
 from trials.storage.fields import CharField, JSONField, TextField
+
+
+def step_url(trial_pk: int, number: int, trajectory_pk: int | None = None) -> str:
+    """Step `number`'s permalink on the trial page; `trajectory_pk` for a step outside the main trajectory."""
+    url = f"{_steps_url(get_script_prefix(), trial_pk)}{number}/"
+    return f"{url}?t={trajectory_pk}" if trajectory_pk else url
+
+
+@functools.lru_cache(maxsize=4096)
+def _steps_url(prefix: str, trial_pk: int) -> str:  # one reverse() a trial: a page links hundreds of steps
+    return reverse("trial-step", args=[trial_pk, 0]).removesuffix("0/")
 
 
 def stall_cutoff() -> datetime:

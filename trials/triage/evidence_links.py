@@ -6,9 +6,7 @@ and the tool calls the refs name.
 
 from __future__ import annotations
 
-from django.urls import reverse
-
-from trials.models import Step, ToolCall, Trajectory, Trial
+from trials.models import Step, ToolCall, Trajectory, Trial, step_url
 from trials.models.qc import QCItemCitation
 from trials.triage.prefill import names_of_paths, trajectory_names
 from trials.viewer.steps import main_trajectory
@@ -61,8 +59,7 @@ def evidence_links(trial: Trial, refs: list[dict[str, str]], item_step: str = ""
 
 
 def _step_url(trial: Trial, number: int, trajectory_pk: int, main_pk: int | None) -> str:
-    url = reverse("trial-step", args=[trial.pk, number])
-    return url if trajectory_pk == main_pk else f"{url}?t={trajectory_pk}"
+    return step_url(trial.pk, number, None if trajectory_pk == main_pk else trajectory_pk)
 
 
 def citation_links(citations: list[QCItemCitation]) -> list[dict[str, object]]:

@@ -14,14 +14,13 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import QueryDict
-from django.urls import reverse
 from django.utils.html import escape
 
 from core.ids import parse_pk
 from trials import query as trials_query
 from trials import search
 from trials.filters import TrialFilter
-from trials.models import Step, StepText, ToolCall, Trajectory, Trial
+from trials.models import Step, StepText, ToolCall, Trajectory, Trial, step_url
 from trials.viewer.steps import main_trajectory
 from trials.viewer.text import scrub
 
@@ -163,8 +162,8 @@ def _permalinks(rows: Sequence[Mapping[str, Any]]) -> dict[int, str]:
     links = {}
     for r in rows:
         main = main_trajectory(None, trajectories.get(r["trial_id"], []))  # type: ignore[arg-type]
-        suffix = "" if main is not None and main.pk == r["step__trajectory_id"] else f"?t={r['step__trajectory_id']}"
-        links[r["step_id"]] = reverse("trial-step", args=[r["trial_id"], r["step__index"] + 1]) + suffix
+        off_main = None if main is not None and main.pk == r["step__trajectory_id"] else r["step__trajectory_id"]
+        links[r["step_id"]] = step_url(r["trial_id"], r["step__index"] + 1, off_main)
     return links
 
 

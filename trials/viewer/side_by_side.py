@@ -21,7 +21,7 @@ from django.db.models import QuerySet
 from django.db.models.functions import Substr
 from django.urls import reverse
 
-from trials.models import Step, Task, ToolCall, Trajectory, Trial
+from trials.models import Step, Task, ToolCall, Trajectory, Trial, step_url
 from trials.viewer.align import Pair, Settled, Signed, align_window, first_divergence
 from trials.viewer.steps import main_trajectory
 from trials.viewer.text import scrub
@@ -205,9 +205,8 @@ def page(s: Sides, left_number: int | None, right_number: int | None) -> Page:
     left_cells = step_cells(s.left_steps, [p.left for p in settled.pairs if p.left is not None])
     right_cells = step_cells(s.right_steps, [p.right for p in settled.pairs if p.right is not None])
     for trial, cells in ((s.left, left_cells), (s.right, right_cells)):
-        base = reverse("trial-step", args=[trial.pk, 0]).removesuffix("0/")  # (one reverse() per side)
         for number, cell in cells.items():
-            cell.permalink = f"{base}{number}/#step-{number}"
+            cell.permalink = f"{step_url(trial.pk, number)}#step-{number}"
     rows = [
         Row(
             pair,

@@ -9,12 +9,20 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from django.db.models import Prefetch, Q, QuerySet
 from django.db.models.functions import Length, Substr
 from django.http import Http404
-from django.urls import reverse
 
 from core.ids import parse_pk
 from trials import search
 from trials.ingest.formats.atif import names_trajectory
-from trials.models import ContextRecord, ObservationResult, PermissionDecision, Step, ToolCall, Trajectory, Trial
+from trials.models import (
+    ContextRecord,
+    ObservationResult,
+    PermissionDecision,
+    Step,
+    ToolCall,
+    Trajectory,
+    Trial,
+    step_url,
+)
 from trials.viewer.text import ARGUMENTS_PREVIEW, TEXT_PREVIEW, argument_blocks, pretty_json, scrub, scrub_json
 
 if TYPE_CHECKING:
@@ -213,17 +221,15 @@ def step_window(trial: Trial, trajectory: Trajectory, start: int, trajectories: 
     # One scale for the whole file (set at import); trajectories imported before it: this window's.
     window_max = max((s.prompt_tokens or 0) + (s.completion_tokens or 0) for s in rows) if rows else 0
     max_tokens = max(trajectory.max_step_tokens or 0, window_max, 1)
-    # Permalinks are built from one reverse(): a url tag per step is a measurable cost.
-    base = reverse("trial-step", args=[trial.pk, 0]).removesuffix("0/")
     main = main_trajectory(trial, trajectories)
-    suffix = "" if trajectory == main else f"?t={trajectory.pk}"
+    off_main = None if trajectory == main else trajectory.pk
     views = []
     for step in rows:
         since = None
         if previous is not None and previous.timestamp and step.timestamp:
             since = (step.timestamp - previous.timestamp).total_seconds()
         view = _step_view(step, since, permissions, context, trajectories, max_tokens)
-        view.permalink = f"{base}{view.number}/{suffix}"
+        view.permalink = step_url(trial.pk, view.number, off_main)
         views.append(view)
         previous = step
     return StepWindow(trajectory=trajectory, start=start, steps=views, total=trajectory.step_count)

@@ -10,10 +10,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from django.db.models import Q
-from django.urls import reverse
 
 from trials.ingest.values import parse_iso
-from trials.models import PermissionDecision, RuntimeEvent, Step, Trajectory, Trial
+from trials.models import PermissionDecision, RuntimeEvent, Step, Trajectory, Trial, step_url
 from trials.viewer.steps import StepWindow, main_trajectory
 from trials.viewer.tabs import PHASES
 from trials.viewer.text import scrub
@@ -116,7 +115,6 @@ def timeline(trial: Trial, trajectories: list[Trajectory]) -> dict[str, Any] | N
         return (moment - start).total_seconds() / span if moment and start and span else 0.0
 
     main = main_trajectory(trial, trajectories)
-    base = reverse("trial-step", args=[trial.pk, 0]).removesuffix("0/")
     lanes = []
     for t in drawn:
         kind = "main" if t == main else "continuation" if t.role == "continuation" else "subagent"
@@ -126,7 +124,7 @@ def timeline(trial: Trial, trajectories: list[Trajectory]) -> dict[str, Any] | N
         lane.title = t.path
         rows = samples.get(t.pk, [])
         lane.timed = bool(span) and all(ts for _, ts in rows)
-        suffix = "" if t == main else f"?t={t.pk}"
+        off_main = None if t == main else t.pk
         for i, (index, ts) in enumerate(rows):
             last = rows[i + 1][0] - 1 if i + 1 < len(rows) else t.step_count - 1
             if lane.timed:
@@ -135,7 +133,7 @@ def timeline(trial: Trial, trajectories: list[Trajectory]) -> dict[str, Any] | N
             else:
                 left, right = index / t.step_count, (last + 1) / t.step_count
             segment = Segment(index + 1, last + 1, round(100 * left, 2), round(max(100 * (right - left), 0.4), 2))
-            segment.url = f"{base}{segment.number}/{suffix}"
+            segment.url = step_url(trial.pk, segment.number, off_main)
             lane.segments.append(segment)
         lanes.append(lane)
     if phases and span:
