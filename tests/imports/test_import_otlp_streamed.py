@@ -154,3 +154,27 @@ def test_resources_of_both_scope_keys_in_one_file_read_as_the_whole_file_reads_t
     whole, streamed = both(path)
     assert streamed == whole
     assert len(streamed[0]) == 2
+
+
+@pytest.mark.parametrize("backwards", [False, True])
+def test_model_calls_inside_framework_calls_are_counted_once_and_warned_of_as_the_whole_file_does(tmp_path, backwards):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("langchain")
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "lead"}
+    with tracer.start_as_current_span("invoke_agent lead", attributes=agent):
+        for n in range(6):  # (every third framework span says more tokens than the call within it)
+            outer = {"openinference.span.kind": "LLM", "llm.token_count.prompt": 40 + (n % 3 == 0)}
+            with tracer.start_as_current_span(f"ChatOpenAI {n}", attributes=outer):
+                inner = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 40}
+                with tracer.start_as_current_span(f"chat {n}", attributes=inner):
+                    pass
+    body = body_of(otlp_file(tmp_path / "nested.json", list(exporter.get_finished_spans()), []))
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps(reversed_spans(body) if backwards else body))
+    whole, streamed = both(path)
+    assert streamed == whole
+    said = [p.message for p in otlp_stream.parse_path(path, "n").trials[0].problems]  # type: ignore[union-attr]
+    assert sorted(m.split("'")[1] for m in said if "do not sum" in m) == ["ChatOpenAI 0", "ChatOpenAI 3"]
+    assert otlp_stream.parse_path(path, "n").trials[0].input_tokens == 6 * 40  # type: ignore[union-attr]

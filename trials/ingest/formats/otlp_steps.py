@@ -132,6 +132,7 @@ class LaneSteps:
         self.claimed: dict[str, bool] = {}  # outer spans a step's usage covers: True where the step took theirs
         self.sums: dict[str, dict[str, float]] = {}  # per outer span: the usage of the calls within it
         self.counted: set[str] = set()  # the calls within outer spans whose usage is summed
+        self.settled: dict[str, Warnings] = {}  # outer spans done with (`settle`): their warning
 
     def _add(self, step: dict[str, Any]) -> dict[str, Any]:
         self.number += 1
@@ -184,17 +185,28 @@ class LaneSteps:
             for key, value in usage(call).items():
                 sums[key] = sums.get(key, 0) + value
 
+    def settle(self, span_id: str) -> None:
+        """Every model call within this outer span has been fed: its warning is known, the span not needed."""
+        self.settled[span_id] = self._warning(self.by_id[span_id])
+        self.sums.pop(span_id, None)
+
     def warnings(self) -> Warnings:
         """An outer span whose usage is not the sum of the model calls within it (each counted already)."""
         found: Warnings = []
-        for wrapper in (self.by_id[w] for w in self.wrappers if not self.claimed.get(w)):
-            sums, own = self.sums.get(wrapper.span_id, {}), usage(wrapper)
-            differs = {k: (v, sums.get(k)) for k, v in own.items() if k != "cost_usd" and sums and sums.get(k) != v}
-            if differs:
-                said = ", ".join(f"{k} {v} (the calls within: {s})" for k, (v, s) in differs.items())
-                found.append((wrapper.place, f"{wrapper.named()} holds usage the model calls within it do not sum"
-                                             f" to: {said}; the inner spans' counted once"))  # fmt: skip
+        for w in self.wrappers:
+            found += self.settled[w] if w in self.settled else self._warning(self.by_id[w])
         return found
+
+    def _warning(self, wrapper: Span) -> Warnings:
+        if self.claimed.get(wrapper.span_id):
+            return []
+        sums, own = self.sums.get(wrapper.span_id, {}), usage(wrapper)
+        differs = {k: (v, sums.get(k)) for k, v in own.items() if k != "cost_usd" and sums and sums.get(k) != v}
+        if not differs:
+            return []
+        said = ", ".join(f"{k} {v} (the calls within: {s})" for k, (v, s) in differs.items())
+        return [(wrapper.place, f"{wrapper.named()} holds usage the model calls within it do not sum to: {said};"
+                                " the inner spans' counted once")]  # fmt: skip
 
 
 def _planning(span: Span, by_id: Mapping[str, Span]) -> bool:

@@ -98,6 +98,7 @@ class Trial:
     timed: bool
     lanes: list[int] = field(default_factory=list)  # the agent span of each lane (-1: the main lane, its top)
     wrappers: list[set[int]] = field(default_factory=list)  # per lane: model calls around others (kept whole)
+    within: dict[int, int] = field(default_factory=dict)  # per such call: the model calls within it
 
 
 class Index:
@@ -295,7 +296,9 @@ class Index:
         trial.wrappers = [set() for _ in trial.lanes]
         for pos in trial.seq:
             if self.kind[pos] & LLM and self.lane[pos] != NOT_IN_LANE:
-                trial.wrappers[self.lane[pos]].update(self._llm_ancestors(pos))
+                for outer in self._llm_ancestors(pos):
+                    trial.wrappers[self.lane[pos]].add(outer)
+                    trial.within[outer] = trial.within.get(outer, 0) + 1
 
     def _owner(self, pos: int) -> int | None:
         seen = set()
@@ -339,6 +342,16 @@ class Index:
                 wrappers = {f"{self.span[p]:016x}" for p in self.built[t].wrappers[lane]}
                 builders[t, lane] = LaneSteps(LaneView(self, t, lane, kept), wrappers)
         due = dict.fromkeys(wanted, 0)
+        within = {t: dict(self.built[t].within) for t in wanted}  # per outer call: the calls within not fed yet
+
+        def fed(t: int, pos: int, builder: LaneSteps) -> None:
+            """Let go of the outer calls whose every call within is fed (and they themselves)."""
+            for outer in [*self._llm_ancestors(pos), pos] if self.kind[pos] & LLM else []:
+                if outer != pos:
+                    within[t][outer] -= 1
+                if not within[t].get(outer, 1) and outer not in held and outer in kept:
+                    builder.settle(f"{self.span[outer]:016x}")
+                    del kept[outer]
 
         def wants(pos: int) -> bool:
             return self.lane[pos] in wanted.get(self.trial_of[self.trace[pos]], ())
@@ -352,8 +365,9 @@ class Index:
                         self.kind[pos] & LLM and any(a not in kept for a in self._llm_ancestors(pos))
                     ):
                         return
-                    lane = self.lane[pos]
-                    yield t, lane, builders[t, lane].feed(held.pop(pos))
+                    builder = builders[t, self.lane[pos]]
+                    yield t, self.lane[pos], builder.feed(held.pop(pos))
+                    fed(t, pos, builder)
                 due[t] += 1
 
         for pos, span in enumerate(self._spans([])):
