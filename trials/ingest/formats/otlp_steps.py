@@ -123,8 +123,8 @@ class LaneSteps:
     out once no later span can add to it, so a big file's steps need not all be held
     (otlp_stream.py). `by_id`: the agent's spans, for the model calls around each one (`wrappers`)."""
 
-    def __init__(self, by_id: Mapping[str, Span], wrappers: Collection[str]) -> None:
-        self.by_id, self.wrappers = by_id, wrappers
+    def __init__(self, by_id: Mapping[str, Span], wrappers: Collection[str], unique: bool = False) -> None:
+        self.by_id, self.wrappers, self.unique = by_id, wrappers, unique  # unique: no span id is fed twice
         self.held: list[dict[str, Any]] = []  # steps not given out yet: the last agent step and those after it
         self.number = 0
         self.seen_inputs: dict[str, list[tuple[str, str]]] = {}  # per conversation: the input messages read so far
@@ -132,7 +132,7 @@ class LaneSteps:
         self.claimed: dict[str, bool] = {}  # outer spans a step's usage covers: True where the step took theirs
         self.sums: dict[str, dict[str, float]] = {}  # per outer span: the usage of the calls within it
         self.counted: set[str] = set()  # the calls within outer spans whose usage is summed
-        self.settled: dict[str, Warnings] = {}  # outer spans done with (`settle`): their warning
+        self.settled: dict[str, Warnings] = {}  # outer spans done with (`settle`) that have a warning
 
     def _add(self, step: dict[str, Any]) -> dict[str, Any]:
         self.number += 1
@@ -179,7 +179,8 @@ class LaneSteps:
     def _sum_within(self, call: Span, outer: list[Span]) -> None:
         if not outer or call.span_id in self.counted:
             return
-        self.counted.add(call.span_id)
+        if not self.unique:
+            self.counted.add(call.span_id)
         for wrapper in outer:
             sums = self.sums.setdefault(wrapper.span_id, {})
             for key, value in usage(call).items():
@@ -187,13 +188,15 @@ class LaneSteps:
 
     def settle(self, span_id: str) -> None:
         """Every model call within this outer span has been fed: its warning is known, the span not needed."""
-        self.settled[span_id] = self._warning(self.by_id[span_id])
-        self.sums.pop(span_id, None)
+        if warning := self._warning(self.by_id[span_id]):
+            self.settled[span_id] = warning
+        self.sums.pop(span_id, None)  # (one settled with no warning has no sums left: none again)
+        self.claimed.pop(span_id, None)
 
     def warnings(self) -> Warnings:
         """An outer span whose usage is not the sum of the model calls within it (each counted already)."""
         found: Warnings = []
-        for w in self.wrappers:
+        for w in sorted(self.wrappers):
             found += self.settled[w] if w in self.settled else self._warning(self.by_id[w])
         return found
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -339,8 +339,8 @@ class Index:
         builders = {} if builders is None else builders
         for t, lanes in wanted.items():
             for lane in lanes:
-                wrappers = {f"{self.span[p]:016x}" for p in self.built[t].wrappers[lane]}
-                builders[t, lane] = LaneSteps(LaneView(self, t, lane, kept), wrappers)
+                wrappers = WrapperIds(self, self.built[t].wrappers[lane])
+                builders[t, lane] = LaneSteps(LaneView(self, t, lane, kept), wrappers, unique=True)
         due = dict.fromkeys(wanted, 0)
         within = {t: dict(self.built[t].within) for t in wanted}  # per outer call: the calls within not fed yet
 
@@ -414,6 +414,22 @@ class LaneView(Mapping[str, Span]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+class WrapperIds(Collection[str]):
+    """The ids of a lane's model calls around others, looked up in the index (not held as text)."""
+
+    def __init__(self, index: Index, positions: set[int]) -> None:
+        self.index, self.positions = index, positions
+
+    def __contains__(self, span_id: object) -> bool:
+        return isinstance(span_id, str) and self.index.find(span_id) in self.positions
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"{self.index.span[p]:016x}" for p in self.positions)
+
+    def __len__(self) -> int:
+        return len(self.positions)
 
 
 class LaneStepsOf(Iterable[dict[str, Any]]):
