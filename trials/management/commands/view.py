@@ -214,17 +214,20 @@ class Command(BaseCommand):
                 self.import_paths(importer, paths, roots, show_progress)
                 return
             # As in import_packs --watch: the watch is set up before what is there is imported, so a
-            # folder finished meanwhile is a change it sees (the first pass comes once it is set up).
+            # folder finished meanwhile is a change it sees (the first pass comes once it is set up: a
+            # tenth of a second, not the second of import_packs' timeout, which was a second of the first look).
             changes_seen = watch(
-                *folders, stop_event=stop, raise_interrupt=False, debounce=400, step=100, rust_timeout=1000,
+                *folders, stop_event=stop, raise_interrupt=False, debounce=400, step=100, rust_timeout=100,
                 yield_on_timeout=True,
             )  # fmt: skip
             for number, changes in enumerate(changes_seen):
                 if number == 0:
                     self.import_paths(importer, paths, roots, show_progress)
                     self.stdout.write(f"following {', '.join(map(str, folders))} for new trials")
-                else:
+                elif changes:  # (a timeout's empty pass: nothing to do)
                     importer.import_ready(watched.changed_folders(path for _, path in changes), show_progress)
+                else:
+                    continue
                 self.stdout.flush()
         finally:
             connections.close_all()  # this thread's own
