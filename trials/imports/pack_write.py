@@ -49,7 +49,7 @@ class PackWrite:
         self,
         imp: Import,
         workdir: Path,
-        advance: Callable[[], None],
+        progress: tuple[Callable[[], None], Callable[[], None]],  # work done; a pause between two trials
         ran_before: bool,
         parsed: ParsedPack,
         pack: Pack,
@@ -57,7 +57,7 @@ class PackWrite:
     ):
         self.imp = imp
         self.workdir = workdir
-        self.advance = advance
+        self.advance, self.between_trials = progress
         self.parsed = parsed
         self.pack = pack
         self.files = files
@@ -122,7 +122,9 @@ class PackWrite:
     def write_trials(self) -> None:
         """The pack's trials in its order: in batches where they fit one, else one by one."""
         batch = self.batch
-        for trial in self.parsed.iter_trials():
+        for number, trial in enumerate(self.parsed.iter_trials()):
+            if number and not self.per_trial_progress:  # (a job's trials each advance it; the first goes at once)
+                self.between_trials()
             if brought_elsewhere(trial):
                 if self.per_trial_progress:
                     self.advance()

@@ -200,6 +200,12 @@ class ImportRun:
         if self.on_progress:
             self.on_progress(self.imp)
 
+    def between_trials(self) -> None:
+        """A moment between two trials of a pack counted whole (none is half-written): `on_progress` hears of it
+        too, so benchviewer view's pages go before an Inspect log's next sample, as before a job's next trial."""
+        if self.on_progress:
+            self.on_progress(self.imp)
+
     def outcome(self, candidate_rel: str, kind: str, outcome: str, pack: Pack | None = None, **extra: Any) -> None:
         line = {"pack": candidate_rel, "kind": kind, "outcome": outcome, **extra}
         if details := outcome_details(extra):
@@ -392,7 +398,9 @@ class ImportRun:
     def write_pack(self, parsed: ParsedPack, pack: Pack, files: dict[str, tuple[Path, str, int]]) -> dict:
         if not self.row().exists():  # failed meanwhile by the stall watch: what a hung parse read is not written
             raise StalledRun(f"import {self.imp.pk} was failed while it ran")
-        return PackWrite(self.imp, self.workdir, self.advance, self.ran_before, parsed, pack, files).run()
+        return PackWrite(
+            self.imp, self.workdir, (self.advance, self.between_trials), self.ran_before, parsed, pack, files
+        ).run()
 
 
 # What an outcome line's counts say beside its trials (the import page's Details column).
