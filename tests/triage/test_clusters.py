@@ -314,3 +314,22 @@ def test_filing_a_cluster_costs_the_same_queries_for_2_trials_as_for_8(client, t
         refs = {c.trial_id: c.evidence_refs[1:] for c in item.citations.all()}
         assert refs == {t.pk: [{"kind": "step", "ref": "2@fix/trajectory.json"}] for t in cluster}
     assert counts[0] == counts[1]
+
+
+def test_an_unscored_trial_with_no_failure_sign_is_in_a_cluster_as_the_queue_holds_it(tmp_path):
+    """A Harbor trial whose verifier wrote nothing: no reward, no exception, no category."""
+    import orjson
+
+    from tests.builders import import_path, write_trial
+
+    trial_dir = write_trial(tmp_path, details=False)
+    result = orjson.loads((trial_dir / "result.json").read_bytes())
+    del result["verifier_result"]
+    (trial_dir / "result.json").write_bytes(orjson.dumps(result))
+    import_path(trial_dir)
+    trial = Trial.objects.get()
+    assert (trial.status, trial.reward) == ("unknown", None)
+    assert Trial.objects.triageable().filter(pk=trial.pk).exists()
+    assert trial.cluster is not None and trial.cluster.signature["ended"] == "unscored", trial.cluster.signature
+    passed = signed(TrialFactory(status="passed", reward=1.0))[0]
+    assert passed.cluster is None  # (a scored pass with nothing to flag stays out)

@@ -48,6 +48,7 @@ from trials.models.taxonomy import (
     STALE_SUCCESS,
     TIMEOUT_WITH_REWARD,
 )
+from trials.models.trial import UNSCORED
 from trials.triage.flag_evidence import CLASS_FACTS, SIGNED_FIELDS, Evidence, code_of
 
 __all__ = [
@@ -242,7 +243,7 @@ _exception_category = lru_cache(maxsize=512)(taxonomy.category_from_exception)
 
 
 def sign_trials(trial_ids: Iterable[int]) -> int:
-    """Give these trials their signature, cluster and flags; a trial neither failed nor flagged
+    """Give these trials their signature, cluster and flags; a trial neither failed, unscored nor flagged
     leaves its cluster. Returns how many trials are in a cluster now."""
     ids = sorted(set(trial_ids))
     clustered = 0
@@ -256,6 +257,7 @@ def sign_all() -> int:
     has a denial, an event or a category that could flag it."""
     maybe_flagged = (
         Q(status__in=Trial.FAILED_STATUSES)
+        | UNSCORED
         | Q(cluster__isnull=False)
         | Q(permissions__side_effect_after_denial=True)
         | Q(events__isnull=False)
@@ -316,7 +318,8 @@ def _sign_batch(ids: list[int]) -> int:
     for row in rows:
         found = evidence.flags(row)
         test = first_failing_test(row["ctrf_tests"])
-        if row["status"] not in Trial.FAILED_STATUSES and not ended_badly(facts_of(row)) and not found:
+        unscored = row["status"] == Trial.Status.UNKNOWN and row["reward"] is None  # in the queue: in a cluster
+        if row["status"] not in Trial.FAILED_STATUSES and not unscored and not ended_badly(facts_of(row)) and not found:
             wanted[row["pk"]] = (None, (), test)
             continue
         signature = signature_of(row, found, evidence.tool(row["pk"]))
