@@ -121,6 +121,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         lock = self.take_lock()
+        # The site's routes (every view module) loaded now, beside the start, not on the first page asked for.
+        threading.Thread(target=lambda: get_resolver().url_patterns, name="benchviewer-view-warm", daemon=True).start()
         if not migrated():  # (loading the migration graph to find nothing to do took a second)
             self.stdout.write(f"preparing the data folder {settings.DATA_DIR} (its first run migrates it)")
             self.stdout.flush()
@@ -144,8 +146,6 @@ class Command(BaseCommand):
             daemon=True,  # an import cut off by Ctrl-C is whole or not there; the next start finishes it
         )
         importing.start()
-        # The site's routes (every view module) loaded now, not on the first page the browser asks for.
-        threading.Thread(target=lambda: get_resolver().url_patterns, name="benchviewer-view-warm", daemon=True).start()
         if not options["no_browser"]:  # on the trial list, which fills as the import goes
             threading.Thread(target=webbrowser.open, args=(f"{link}?next={TRIAL_LIST}",), daemon=True).start()
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill stops as cleanly as Ctrl-C
