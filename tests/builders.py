@@ -6,15 +6,19 @@ hostile_corpus.py; a helper that more than one test module uses lives here, neve
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import orjson
+import redis
 from django.contrib.auth import get_user_model
 from django.db import connection
 
@@ -349,3 +353,34 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_worker(isolated_storage: Path, flush: bool = True):
+    """A separate `celery worker` process on the real Redis (the tests' own database) and this test's database."""
+    server = redis.Redis.from_url(TEST_REDIS_URL)
+    server.ping()  # a real server, or the test fails here
+    if flush:
+        server.flushdb()  # the tests' own database: no message from an earlier run is left
+    queue = celery_app.conf.task_default_queue
+    env = {
+        **os.environ,
+        "REDIS_URL": TEST_REDIS_URL,
+        "DATABASE_URL": database_url(),
+        "DATA_DIR": str(isolated_storage),
+    }
+    log = open(isolated_storage / "worker.log", "wb")  # noqa: SIM115 - closed at teardown
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "benchviewer", "worker", "--pool=solo", "-Q", queue,
+         "--without-gossip", "--without-mingle", "--loglevel=INFO"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
+    use_broker(broker_url=TEST_REDIS_URL, task_always_eager=False)
+    try:
+        yield process
+    finally:
+        use_broker(**previous)
+        process.terminate()
+        process.wait(timeout=20)
+        log.close()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from django.db import connection
 
 from benchviewer.celery import app as celery_app
 from core import roles
-from tests.builders import REPO, TEST_REDIS_URL, database_url, use_broker, write_trial
+from tests.builders import TEST_REDIS_URL, database_url, running_worker, use_broker, write_trial
 from tests.hostile_corpus import cases
 from tests.imports.watch_helpers import Watcher, finish
 from trials.models import Import, Step, Trial
@@ -29,36 +27,6 @@ REDIS_URL = TEST_REDIS_URL
 def worker(isolated_storage: Path):
     with running_worker(isolated_storage) as process:
         yield process
-
-
-@contextlib.contextmanager
-def running_worker(isolated_storage: Path, flush: bool = True):
-    server = redis.Redis.from_url(REDIS_URL)
-    server.ping()  # a real server, or the test fails here
-    if flush:
-        server.flushdb()  # the tests' own database: no message from an earlier run is left
-    queue = celery_app.conf.task_default_queue
-    env = {
-        **os.environ,
-        "REDIS_URL": REDIS_URL,
-        "DATABASE_URL": database_url(),
-        "DATA_DIR": str(isolated_storage),
-    }
-    log = open(isolated_storage / "worker.log", "wb")  # noqa: SIM115 - closed at teardown
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "benchviewer", "worker", "--pool=solo", "-Q", queue,
-         "--without-gossip", "--without-mingle", "--loglevel=INFO"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
-    use_broker(broker_url=REDIS_URL, task_always_eager=False)
-    try:
-        yield process
-    finally:
-        use_broker(**previous)
-        process.terminate()
-        process.wait(timeout=20)
-        log.close()
 
 
 def wait_for(imp: Import, timeout: float = 60) -> Import:

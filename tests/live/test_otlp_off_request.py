@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rest_framework.authtoken.models import Token
 
 from core.locks import worker_lock
+from tests.builders import running_worker
 from tests.live.helpers import runner_client, spine
 from trials.live import batches, tasks, traces, trajectories
 from trials.models import ReceivedBatch, ReceivedSpan, Trial
@@ -143,7 +144,6 @@ def test_a_batch_whose_message_was_lost_is_read_by_the_sweep_once_it_is_older_th
 
 @pytest.mark.services
 def test_with_a_broker_a_separate_celery_worker_writes_the_steps_and_ends_the_run(live_server, isolated_storage):
-    from tests.imports.test_celery_worker import running_worker  # (Redis on 127.0.0.1, a real worker)
 
     _, token = runner_client()
     spans = agent_run("otel-celery", 120)

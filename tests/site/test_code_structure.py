@@ -257,3 +257,16 @@ def test_every_module_of_the_apps_is_on_the_architecture_map_and_every_path_on_i
 def test_the_map_check_reads_paths_and_folders_but_not_code_in_backticks():
     names = re.findall(r"`((?:[a-z_-]+/)+[A-Za-z_.-]*)`", "`trials/views.py`, `templates/`, `Trial.objects`, `a/b c`")
     assert names == ["trials/views.py", "templates/"]
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared test code lives in helper modules (tests/builders.py, a folder's *_helpers.py): importing a
+    test module runs its collection twice and ties one file's tests to another's."""
+    found = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(REPO)}: {n}" for n in names if n.rsplit(".", 1)[-1].startswith("test_")]
+    assert found == []
