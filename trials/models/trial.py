@@ -49,7 +49,7 @@ class TrialQuerySet(models.QuerySet):
         return self.filter(status__in=Trial.FAILED_STATUSES)
 
     def passes(self):
-        """Trials that passed, as a comparison counts them (comparisons.side_data.trial_passed): a passed
+        """Trials that passed, as a comparison counts them (comparisons.side_data._add_row): a passed
         status, or a run that ended otherwise (timed out, a limit) with a passing reward."""
         decided = (Trial.Status.PASSED, Trial.Status.FAILED)
         return self.filter(

@@ -165,11 +165,6 @@ def usd(value: Any) -> str:
 
 
 @register.filter
-def get_item(mapping: Any, key: Any) -> Any:
-    return mapping.get(key) if isinstance(mapping, dict) else None
-
-
-@register.filter
 def as_text(value: Any) -> str:
     """A list joined with commas, a mapping as JSON, anything else as text (all scrubbed)."""
     if value is None or value == "":

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import orjson
 from django.db.models import QuerySet
 from django.db.models.functions import Substr
-from django.urls import reverse
 
 from trials.models import Step, Task, ToolCall, Trajectory, Trial, step_url
 from trials.viewer.align import Pair, Settled, Signed, align_window, first_divergence
@@ -253,7 +252,3 @@ def compare_with(trial: Trial) -> QuerySet[Trial]:
         .select_related("configuration", "job")
         .order_by("configuration_id", "job_id", "attempt", "pk")[:COMPARE_WITH]
     )
-
-
-def side_by_side_url(left_pk: int, right_pk: int) -> str:
-    return reverse("trial-side-by-side", args=[left_pk, right_pk])

@@ -79,11 +79,6 @@ def output_trajectory(
     ]
 
 
-def message_observations(raw: dict[str, Any]) -> list[ParsedObservation]:
-    """The tool outputs of one stored output message, read as the importer read them."""
-    return message_step(raw, 0).observations
-
-
 def message_step(raw: dict[str, Any], index: int) -> ParsedStep:
     """One stored output message as the step the importer made of it."""
     return _message_step(normalize_message(raw), raw, index)
