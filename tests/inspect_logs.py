@@ -22,8 +22,6 @@ from inspect_ai.scorer import includes
 from inspect_ai.solver import generate, use_tools
 from inspect_ai.tool import Tool, bash, tool
 
-from trials.models import ToolCall, Trial
-
 MODEL = "mockllm/model"
 
 
@@ -139,25 +137,3 @@ def write_subagent_log(log_dir: Path) -> Path:
         fail_on_error=False,
     )
     return Path(log.location)
-
-
-# sample -> (status, reward, steps in the main lane, tool calls, input tokens, output tokens, limit)
-AGENTIC = {
-    "add": ("passed", 1.0, 3, 1, 220, 30, ""),
-    "wrong": ("failed", 0.0, 2, 0, 50, 5, ""),
-    "loop": ("failed", 0.0, 4, 3, 90, 9, "message_limit"),
-    "crash": ("errored", None, 2, 1, 40, 4, ""),
-}
-
-
-def trial_facts(trial: Trial) -> tuple:
-    main = trial.trajectories.get(role="main")
-    return (
-        trial.status,
-        trial.reward,
-        main.step_count,
-        ToolCall.objects.filter(step__trajectory=main).count(),
-        trial.input_tokens,
-        trial.output_tokens,
-        trial.failure_category,
-    )

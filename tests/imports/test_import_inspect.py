@@ -14,7 +14,8 @@ from django.core.management import call_command
 from inspect_ai.scorer import value_to_float as inspect_value_to_float
 
 from tests.builders import REFERENCE, import_path
-from tests.inspect_logs import AGENTIC, trial_facts, write_agentic_log, write_subagent_log
+from tests.imports.inspect_helpers import AGENTIC, trial_facts
+from tests.inspect_logs import write_agentic_log, write_subagent_log
 from trials.ingest.formats import inspect_sample
 from trials.ingest.formats.inspect_zip import read_member
 from trials.models import Import, Job, PermissionDecision, RuntimeEvent, Step, ToolCall, Trajectory, Trial

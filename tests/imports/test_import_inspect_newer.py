@@ -12,7 +12,8 @@ import pytest
 from inspect_ai.log._recorders.chunked.convert import convert_eval_logs_to_chunked
 
 from tests.builders import import_path
-from tests.inspect_logs import AGENTIC, trial_facts, write_agentic_log, write_subagent_log
+from tests.imports.inspect_helpers import AGENTIC, trial_facts
+from tests.inspect_logs import write_agentic_log, write_subagent_log
 from trials.ingest.formats.inspect_zip import read_member
 from trials.models import Job, Step, Trial
 
