@@ -39,6 +39,9 @@ def _task_axis(count: int, **extra: Any) -> dict[str, Any]:
     return axis
 
 
+SIDE_AXIS = {"automargin": True}  # side names are long keys: the margin grows to show them whole, rotated
+
+
 def no_data(title: str, why: str) -> dict[str, Any]:
     """A chart with nothing to draw: its title and why, no made-up axes."""
     hidden = {"visible": False}
@@ -111,6 +114,7 @@ def heatmap(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[
             "Mean reward per task and side",
             height=max(320, min(1200, 18 * len(rows) + 120)),
             yaxis=_task_axis(len(rows)),
+            xaxis=SIDE_AXIS,
         ),
     }
 
@@ -136,7 +140,9 @@ def distribution(result: dict[str, Any], points: dict[str, Any], trial_url: Call
         )
     return {
         "data": traces,
-        "layout": _layout("Reward distribution per side (task means)", yaxis={"title": {"text": "mean reward"}}),
+        "layout": _layout(
+            "Reward distribution per side (task means)", xaxis=SIDE_AXIS, yaxis={"title": {"text": "mean reward"}}
+        ),
     }
 
 
@@ -199,7 +205,9 @@ def pass_rate(result: dict[str, Any], points: dict[str, Any], trial_url: Callabl
             }
         ],
         "layout": _layout(
-            "Pass rate with 95% interval (Wilson)", yaxis={"title": {"text": "pass rate"}, "range": [0, 1.05]}
+            "Pass rate with 95% interval (Wilson)",
+            xaxis=SIDE_AXIS,
+            yaxis={"title": {"text": "pass rate"}, "range": [0, 1.05]},
         ),
     }
 

@@ -109,3 +109,31 @@ def test_clicking_a_bar_opens_the_trials_behind_it(live_server, browser_page):
     assert "only-task" in page.text_content("#chart-reward_delta .hovertext")
     page.mouse.click(x, y)
     page.wait_for_url(re.compile(rf".*/trials/\?configuration={cand.pk}&task=only-task$"))
+
+
+TICKS_INSIDE_JS = """(id) => {
+  const svg = document.querySelector(`#${id} .main-svg`).getBoundingClientRect();
+  return [...document.querySelectorAll(`#${id} .xtick text`)].map((t) => {
+    const r = t.getBoundingClientRect();
+    const inside = r.left >= svg.left - 1 && r.right <= svg.right + 1 && r.bottom <= svg.bottom + 1;
+    return {text: t.textContent, inside};
+  });
+}"""
+
+
+def test_side_names_on_the_side_charts_are_whole_at_1280(live_server, browser):
+    # Keys that differ only at their end, as the TB1 submissions do (..._claude-4-sonnet / ..._claude-4-1-opus).
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.set_default_timeout(20_000)
+    keys = ("20250923_droid_claude-4-sonnet", "20250923_droid_claude-4-1-opus")
+    base = build_side(keys[0], {f"t{i}": [float(i % 2)] for i in range(6)}, role="baseline")
+    cand = build_side(keys[1], {f"t{i}": [1.0] for i in range(6)}, role="candidate")
+    _login(page, live_server.url)
+    page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}", wait_until="networkidle")
+    for chart in ("heatmap", "distribution", "pass_rate"):
+        page.locator(f"#chart-{chart}").scroll_into_view_if_needed()
+        page.wait_for_selector(f"#chart-{chart} .xtick text", state="attached")
+        ticks = page.evaluate(TICKS_INSIDE_JS, f"chart-{chart}")
+        assert [t["text"] for t in ticks] == list(keys), chart
+        assert all(t["inside"] for t in ticks), (chart, ticks)
+    page.close()
