@@ -24,15 +24,22 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_conte
 USAGE = {"call_llm": [(120, 20), (180, 25)]}  # per model call: (input, output) tokens
 
 
-def adk_run(parent: SpanContext | None = None) -> tuple[list[Any], list[Any]]:
-    """One ADK-style agent run: two model calls, each on call_llm > generate_content, its messages as log events."""
+def recorders(resource_attributes: dict[str, str], tracer_name: str, logger_name: str) -> tuple[Any, Any, Any, Any]:
+    """The SDK's own span and log record exporters in memory, and a tracer and a logger writing to them."""
     spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
-    resource = Resource.create({"service.name": "adk-agent", "benchmark.task.id": "weather"})
+    resource = Resource.create(resource_attributes)
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
     log_provider = LoggerProvider(resource=resource)
     log_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    tracer, logger = tracer_provider.get_tracer("google.adk"), log_provider.get_logger("google.genai")
+    return spans, logs, tracer_provider.get_tracer(tracer_name), log_provider.get_logger(logger_name)
+
+
+def adk_run(parent: SpanContext | None = None) -> tuple[list[Any], list[Any]]:
+    """One ADK-style agent run: two model calls, each on call_llm > generate_content, its messages as log events."""
+    spans, logs, tracer, logger = recorders(
+        {"service.name": "adk-agent", "benchmark.task.id": "weather"}, "google.adk", "google.genai"
+    )
     context = set_span_in_context(NonRecordingSpan(parent)) if parent else None
 
     def event(name: str, body: Any, as_attribute: bool = False) -> None:
@@ -124,13 +131,7 @@ EVALUATION = "gen_ai.evaluation.result"
 def crew_run() -> tuple[list[Any], list[Any]]:
     """A crew (workflow) of one agent: a planning call under `plan`, then a call and a tool; one
     evaluation as the chat span's event, one as a log record naming the planning call."""
-    spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
-    resource = Resource.create({"service.name": "crew", "benchmark.task.id": "report"})
-    tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    log_provider = LoggerProvider(resource=resource)
-    log_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
-    tracer, logger = tracer_provider.get_tracer("crewai"), log_provider.get_logger("crewai")
+    spans, logs, tracer, logger = recorders({"service.name": "crew", "benchmark.task.id": "report"}, "crewai", "crewai")
     chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-5"}
     workflow = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "report_crew"}
     with tracer.start_as_current_span("invoke_workflow report_crew", attributes=workflow):
