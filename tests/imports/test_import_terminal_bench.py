@@ -82,6 +82,19 @@ def test_a_null_is_resolved_is_unscored_never_a_failure_and_its_failure_mode_is_
     assert "unknown_agent_error" in page
 
 
+def test_an_unscored_row_reads_unscored_on_its_page_the_list_and_the_queue(client_logged_in):
+    import_command(SUBMISSION)
+    row = next(r for r in ROWS if r["is_resolved"] is None)
+    trial = Trial.objects.get(task__name=row["task_id"])
+    unscored = 'title="ended with no verdict: no reward">unscored</span>'
+    page = client_logged_in.get(trial.get_absolute_url()).content.decode()
+    assert page.count(unscored) == 2  # the title's badge and the header's status
+    assert 'id="trial-status"' in page and ">unknown</span>" not in page
+    listing = client_logged_in.get(f"/trials/?task={row['task_id']}").content.decode()
+    queue = client_logged_in.get(f"/triage/?task={row['task_id']}").content.decode()
+    assert unscored in listing and unscored in queue
+
+
 def test_a_trial_folder_gives_its_commands_as_steps_its_tests_its_panes_and_its_recordings(client_logged_in):
     import_command(SUBMISSION)
     trial = Trial.objects.get(task__name="heterogeneous-dates")
