@@ -8,8 +8,9 @@ numbers, paths, ids, failing verifier test and task varying from trial to trial,
 with a short trajectory (a user step, then agent steps; a tool cause calls its tool), plus
 timed-out trials that still have a reward. Then it signs them (what an import does) and
 reports:
-  - clusters formed (target <= 15) and purity: the share of trials in the cluster of their
-    cause's majority (target >= 95%);
+  - clusters formed (target: at most 3 more than the known causes; a cause with no error text is
+    known by its failing test) and purity: the share of trials in the cluster of their cause's
+    majority (target >= 95%);
   - every flagged trial queued (the timed-out ones with a reward among them);
   - a scripted triager in Chromium (Playwright, 1280x800) filing every cluster as one QC item
     from its page, counting its actions (a page opened, a field set, a button pressed;
@@ -152,7 +153,10 @@ def create_trials(count: int, timeouts: int, seed: int = 0) -> dict[int, str]:
                 ctrf_tests=[{"name": "test_setup", "status": "passed"}, {"name": failing, "status": "failed"}],
             )
         )
-        causes.append((name, tool, safety))
+        # A failure with no error text, category, tool or flag is known by its failing test (issue 39:
+        # no catch-all cluster), so its cause is the test.
+        quiet = not (message or exception or category or tool or safety)
+        causes.append((f"{name}: {failing}" if quiet else name, tool, safety))
     trials = Trial.objects.bulk_create(rows, batch_size=2_000)
     trajectories = Trajectory.objects.bulk_create(
         [Trajectory(trial=t, path="agent/trajectory.json", role="main", position=0) for t in trials], batch_size=2_000
@@ -296,7 +300,8 @@ def main() -> None:
     total = args.trials + args.timeouts
     print(f"{args.trials:,} failed trials from {len(CAUSES)} causes + {args.timeouts} timed out with a reward")
     print(f"signed in {signed_s:.2f} s")
-    print(f"clusters formed: {formed} (target <= 15)")
+    known = len(set(causes.values()))
+    print(f"clusters formed: {formed} for {known} known causes (target <= {known + 3})")
     print(f"purity: {purity:.1%} (target >= 95%)")
     print(f"flagged trials queued: {len(queued)} of {len(flagged)}")
     print(f"timed out with a reward, flagged: {len(timed_out & flagged)} of {len(timed_out)}")
@@ -305,7 +310,12 @@ def main() -> None:
     print(f"actions per cluster: at most {most} (target <= 4); {sum(actions.values())} in all for {total:,} trials")
     print(f"items citing every trial of their cluster with a link to it and its step or test: {linked} of {items}")
     ok = (
-        formed <= 15 and purity >= 0.95 and queued == flagged and timed_out <= flagged and most <= 4 and linked == items
+        formed <= known + 3
+        and purity >= 0.95
+        and queued == flagged
+        and timed_out <= flagged
+        and most <= 4
+        and linked == items
     )
     if not ok:
         raise SystemExit("a target was missed")

@@ -74,3 +74,16 @@ for model in (
     models.StepWords,
 ):
     admin.site.register(model)
+
+
+@admin.register(models.ReceivedBatch)
+class ReceivedBatchAdmin(admin.ModelAdmin):
+    list_display = ["id", "trial_key", "protobuf", "sent_by", "received_at"]
+    raw_id_fields = ["sent_by"]
+    exclude = ["body"]  # (the spans as sent, redacted values and all: read off the request, never shown)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
