@@ -66,6 +66,18 @@ def isolated_storage(settings, tmp_path):
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def own_embedded_worker():
+    """Each test gets its own embedded worker: a job an earlier test left on the process's one worker (an
+    import, a batch of spans) cannot hold this test's imports queued, however slow the machine."""
+    from trials.queue import embedded_worker
+
+    yield
+    if embedded_worker.cache_info().currsize:
+        embedded_worker().close()
+    embedded_worker.cache_clear()
+
+
 @pytest.fixture
 def user(db):
     """A reviewer: reads everything, imports packs, saves comparisons."""

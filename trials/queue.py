@@ -86,6 +86,7 @@ class EmbeddedWorker:
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.import_id: str | None = None  # the import the current thread runs, if its job is one
+        self.closed = False
         self.start_thread()
         threading.Thread(target=self.watch, name=f"{name}-watch", daemon=True).start()
 
@@ -115,6 +116,13 @@ class EmbeddedWorker:
                 if not future.done():
                     future.set_result(result)
 
+    def close(self) -> None:
+        """Take no more jobs (the one running goes to its end) and stop watching: a test's own worker."""
+        self.closed = True
+        with self.lock:
+            self.thread = None
+        self.jobs.put((Future(), lambda: None, ()))  # wakes the thread, which is no longer the worker's
+
     def running(self, import_id: str | None) -> None:
         """Called on the worker's thread: the import it runs now (None: done with it)."""
         with self.lock:
@@ -124,7 +132,7 @@ class EmbeddedWorker:
     def watch(self) -> None:
         seen: tuple[Any, ...] | None = None
         since = time.monotonic()
-        while True:
+        while not self.closed:
             timeout = settings.IMPORT_STALL_TIMEOUT
             time.sleep(min(max(timeout / 10, 0.05), 5.0))
             with self.lock:
@@ -146,7 +154,7 @@ class EmbeddedWorker:
                     connections.close_all()
                 with self.lock:
                     stalled = self.import_id == import_id
-                if stalled:
+                if stalled and not self.closed:
                     self.start_thread()
                 seen = None
 
