@@ -92,7 +92,7 @@ def test_a_new_server_process_runs_the_imports_a_previous_one_left_queued(in_thr
 
 
 @pytest.mark.sqlite_only("on SQLite a running import holds a lock file; on PostgreSQL an advisory lock (faults/)")
-def test_a_new_server_process_runs_the_import_a_killed_one_left_running(in_thread, client_logged_in, tmp_path):
+def test_a_new_server_process_runs_the_import_a_killed_one_left_running(settings, client_logged_in, tmp_path):
     pack = tmp_path / "pack.json"
     pack.write_bytes(PACK.read_bytes())
     left = create_import(origin=Import.Origin.UPLOAD, source_name="pack.json", upload=store_file(pack))
@@ -116,7 +116,10 @@ def test_a_new_server_process_runs_the_import_a_killed_one_left_running(in_threa
     page = client_logged_in.get(f"/imports/{left.pk}/").content.decode()
     assert '<p class="message warning" id="import-worker-gone">No worker is working on this import' in page
 
-    embedded_worker.cache_clear()  # a new server process: its first request starts the thread
+    # A new server process: its first request starts the thread. (Before, no thread: one started while
+    # the killed process still held the lock would find nothing stranded, or race the kill.)
+    settings.IMPORTS_IN_THREAD = True
+    embedded_worker.cache_clear()
     client_logged_in.get("/")
     assert wait_until_finished(client_logged_in, str(left.pk))["status"] == "done"
     assert not lock.exists()  # the lock file goes with the import that held it last
