@@ -204,12 +204,13 @@ def otlp_trace(args, post) -> bool:
         started = time.perf_counter()
         post("/v1/traces", json.dumps(body).encode())
         times.append((time.perf_counter() - started) * 1000)
-    trial = Trial.objects.get(key="lime:bench-otlp")
-    for _ in range(600):  # its steps are written off the request: wait until the run has ended (a hang's bound)
-        if trial.status != "running":
+    # A task reads each kept body off the request: wait until the trial exists and its run has ended.
+    for _ in range(3000):  # a hang's bound, not a time budget
+        trial = Trial.objects.filter(key="lime:bench-otlp").first()
+        if trial is not None and trial.status != "running":
             break
         time.sleep(0.1)
-        trial.refresh_from_db()
+    assert trial is not None, "no trial from the OTLP batches"
     lanes = {t.agent["name"]: t.step_count for t in trial.trajectories.all()}
     right = trial.status == "passed" and lanes == {"lead": half, "searcher": args.otlp_spans - half}
     print(
