@@ -188,7 +188,7 @@ def time_searches(repeat: int) -> dict[str, list[float]]:
     from django.test import Client
 
     from trials.models import Job
-    from trials.viewer import search_hits
+    from trials.reading import search_hits
 
     job = Job.objects.order_by("pk").first()
     assert job is not None

@@ -118,7 +118,7 @@ def main() -> int:
                 "search, common word": page + "?q=read_file",
                 "search, one match": page + "?q=bench-needle-7f3a",
                 "search API, one match": reverse("api-trial-search", args=[trial.pk]) + "?q=bench-needle-7f3a",
-                # The index finds neither, so the search scans the trial's steps (trials.viewer.steps.search_steps).
+                # The index finds neither, so the search scans the trial's steps (trials.reading.steps.search_steps).
                 "search, no match (scan)": page + "?q=zz-nowhere-9q",
                 "search, inside a word (scan)": page + "?q=ench-needle-7f3a",
             }

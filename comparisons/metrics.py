@@ -198,7 +198,7 @@ def task_matrix(base: SideData, cand: SideData) -> list[dict[str, Any]]:
                 "baselineUrl": base.side.trials_url(**filters),
                 "candidateUrl": cand.side.trials_url(**filters),
                 "checksumsDiffer": bool(b and c and b.checksums != c.checksums),
-                # the first attempt of each side, their trajectories aligned (trials/viewer/side_by_side.py)
+                # the first attempt of each side, their trajectories aligned (trials/reading/side_by_side.py)
                 "sideBySideUrl": (
                     reverse("trial-side-by-side", args=[min(b.trial_ids), min(c.trial_ids)])
                     if b and c and b.trial_ids and c.trial_ids

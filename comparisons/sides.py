@@ -16,7 +16,7 @@ from django.urls import reverse
 from comparisons.models import SideKind
 from core.ids import parse_pk
 from trials.models import Configuration, Job, Trial
-from trials.viewer.text import isolated
+from trials.reading.text import isolated
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from comparisons.side_data import TaskCell, task_cells, trial_rows
 from comparisons.sides import Side, SideError
 from core.ids import parse_pk
 from trials.models import Configuration, Dataset, Job, Trial
-from trials.viewer.text import isolated
+from trials.reading.text import isolated
 
 MAX_POINTS = 50
 

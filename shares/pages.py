@@ -23,8 +23,8 @@ from comparisons.views import CHART_TITLES, _matrix, headline_numbers, metric_ro
 from shares.models import Share
 from shares.services import comparison_query
 from trials.models import QCItem, Step, Trial
+from trials.reading import steps, tabs
 from trials.triage.evidence_links import evidence_links
-from trials.viewer import steps, tabs
 
 GRID_TASKS = 100
 REPORT_STEPS = 1_000  # a trial report holds its first 1,000 steps and says how many it leaves out

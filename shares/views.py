@@ -15,7 +15,7 @@ from core import roles
 from shares import pages, report
 from shares.models import Share
 from shares.services import Gone, NotFound, ShareError, open_share, record_view, share_target
-from trials.viewer import steps
+from trials.reading import steps
 
 
 def shared_context(share: Share, request: HttpRequest, base: str, number: int | None = None) -> dict[str, Any]:

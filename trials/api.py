@@ -19,13 +19,13 @@ from trials.filters import TrialFilter
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.models import Import, Trial, step_url
 from trials.queue import import_upload
+from trials.reading import search_hits, side_by_side, steps, tabs, text
 from trials.serializers import (
     ImportCreateSerializer,
     ImportSerializer,
     TrialDetailSerializer,
     TrialListSerializer,
 )
-from trials.viewer import search_hits, side_by_side, steps, tabs, text
 
 
 class ImportListCreate(generics.ListCreateAPIView):

@@ -3,7 +3,7 @@
 It finds the steps that hold every word of the needle, the last one as a prefix; the
 step's search text (`StepText`) then confirms the exact substring. So a needle that starts
 at a word boundary is found through the index; one with no word in it is found by a scan.
-When the index finds nothing, the viewer scans too (`trials.viewer.steps.search_steps`), so a needle
+When the index finds nothing, the viewer scans too (`trials.reading.steps.search_steps`), so a needle
 inside a word ("rror" in "TypeError") is found, more slowly, and "no match" is always true.
 A trigram index would also find needles that start mid-word, but made imports five times
 slower (bench/README.md).

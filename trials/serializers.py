@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from trials.ingest import completeness
 from trials.models import Configuration, Dataset, Import, Job, Task, Trial
-from trials.viewer.text import scrub_json
+from trials.reading.text import scrub_json
 
 
 class ImportSerializer(serializers.ModelSerializer):

@@ -1,4 +1,4 @@
-"""The pages: dashboard, imports, jobs, trial list, search, a trial (its tabs: viewer/tab_panels.py), a step,
+"""The pages: dashboard, imports, jobs, trial list, search, a trial (its tabs: reading/tab_panels.py), a step,
 side by side, artifacts."""
 
 import mimetypes
@@ -22,9 +22,9 @@ from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFil
 from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
 from trials.queue import import_upload
+from trials.reading import artifacts, lists, search_hits, side_by_side, tab_panels, tabs, text
 from trials.triage import clusters
 from trials.triage.forms import CommentForm
-from trials.viewer import artifacts, lists, search_hits, side_by_side, tab_panels, tabs, text
 
 PAGE_SIZE = 50
 KEPT_ROWS_SHOWN = 50  # an envelope's rows that are not trials, shown on its job page

@@ -113,7 +113,7 @@ def test_a_right_to_left_override_in_a_job_name_is_isolated_in_its_label(client_
     swapped = f"baseline_job={cand.trials.first().job_id}&candidate_job={job.pk}"  # (a comparison not cached yet)
     label = client_logged_in.get(f"/api/comparisons/?{swapped}").json()["candidate"]["label"]
     assert label == f"job \u2068x\u202eevil\u2069 #{job.pk}"
-    from trials.viewer.text import isolated
+    from trials.reading.text import isolated
 
     assert isolated("rlm\u200f") == "\u2068rlm\u200f\u2069"  # a right-to-left mark moves " #9" too
 

@@ -11,7 +11,7 @@ import orjson
 from trials import export_rows
 from trials.models import Configuration, Dataset, Job, RewardCriterion, RuntimeEvent, Step, Task, Trial
 from trials.models.qc import AuditEntry, QCItem
-from trials.viewer.steps import main_trajectory
+from trials.reading.steps import main_trajectory
 
 URL = "/api/commands/export_benchmark_trial/"
 

@@ -108,7 +108,7 @@ def poisoned(tmp_path, transactional_db):
 
 
 def page_urls(trial: Trial) -> list[str]:
-    from trials.viewer.tab_panels import TABS
+    from trials.reading.tab_panels import TABS
 
     imp = Import.objects.first()
     urls = ["/", "/trials/", f"/trials/?task={trial.task.name}", "/jobs/", "/imports/", f"/imports/{imp.pk}/"]

@@ -14,7 +14,7 @@ from tests.builders import good_steps, import_path, write_trial
 from tests.factories import ConfigurationFactory, JobFactory
 from trials import search
 from trials.models import Task, Trial
-from trials.viewer import search_hits
+from trials.reading import search_hits
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""The secret masker (trials.viewer.text.scrub) rewrites whole tokens in known key formats, and
+"""The secret masker (trials.reading.text.scrub) rewrites whole tokens in known key formats, and
 nothing else: no name, path or id of the reference packs or of the demo is altered."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from tests.builders import REFERENCE
 from trials.demo import SECRET, write_demo
 from trials.ingest.detect import discover, parse_candidate
-from trials.viewer.text import REDACTED, scrub
+from trials.reading.text import REDACTED, scrub
 
 pytestmark = pytest.mark.sqlite_only("no database: the masker is a function on text")
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 from tests.builders import import_trial_dir, migrate_to, tool_step, write_trial
 from trials.ingest.signatures import step_signature
 from trials.models import Step
-from trials.viewer.align import Signed, align, align_window
+from trials.reading.align import Signed, align, align_window
 
 # Pure alignment on hand-built steps ------------------------------------------------------------
 

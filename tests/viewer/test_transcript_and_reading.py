@@ -14,8 +14,8 @@ from django.urls import reverse
 
 from tests.builders import import_demo, import_trial_dir, long_trajectory, write_trial
 from trials.models import PermissionDecision, RuntimeEvent, Step, Trial
+from trials.reading.text import argument_blocks
 from trials.templatetags.trial_viewer import when
-from trials.viewer.text import argument_blocks
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from trials.digests.markdown import fenced, inline, link, number, table
 from trials.digests.trial import Absolute
 from trials.models import step_url
 from trials.models.qc import FailureCluster
+from trials.reading.text import pretty_json
 from trials.triage import clusters
-from trials.viewer.text import pretty_json
 
 TRIALS_LISTED = 50  # the newest trials of the cluster in a digest
 GROUPS_LISTED = 20  # rows of each facet / breakdown

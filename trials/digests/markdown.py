@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from trials.viewer.text import scrub
+from trials.reading.text import scrub
 
 # Characters that make Markdown syntax inside a line: emphasis, code, links and images, html, table
 # cells, strike-through. (A digest never starts a line with untrusted text, so "#", "-", "1." stay.)

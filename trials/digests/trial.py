@@ -1,7 +1,7 @@
 """A trial's digest: its outcome, cause, configuration and figures, then the steps around its failure.
 
 Built from what the trial page shows: the API's serializer for the facts (scrubbed like the API) and
-`trials.viewer.steps.step_window` for the steps (the page's window, its permalinks, its scrubbed
+`trials.reading.steps.step_window` for the steps (the page's window, its permalinks, its scrubbed
 texts), so nothing a page withholds reaches a digest. Bounded: at most WINDOW steps, each text cut,
 and the whole under MAX_CHARS (earlier steps of the window are left out first).
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 from trials.digests.markdown import fenced, inline, link, number
 from trials.models import ObservationResult, Step, ToolCall, Trajectory, Trial
+from trials.reading import steps
+from trials.reading.text import pretty_json
 from trials.serializers import TrialDetailSerializer
-from trials.viewer import steps
-from trials.viewer.text import pretty_json
 
 WINDOW = 20  # steps in a digest at most
 BEFORE = 14  # of them before the failing step (the rest after it)

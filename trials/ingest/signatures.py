@@ -1,4 +1,4 @@
-"""What a step is for aligning two trajectories (trials/viewer/align.py): pure, no Django.
+"""What a step is for aligning two trajectories (trials/reading/align.py): pure, no Django.
 
 Each step gets three short hashes, stored on its row at import:
 - `align_key`: what may pair it with a step of the other trajectory: the names of its tool

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from core.ids import parse_pk
 from trials.live import trajectories
 from trials.models import Trial
-from trials.viewer.text import scrub
+from trials.reading.text import scrub
 
 LIVE_STEPS = 500  # steps one poll (every 2 s) returns at most; the rest come with the next
 

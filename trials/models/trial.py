@@ -194,7 +194,7 @@ class Trial(models.Model):
             models.Index(fields=["dataset", "status"]),
             models.Index(fields=["status", "failure_category"]),
             models.Index(fields=["reward"]),
-            # the trial list's sortable columns (trials.viewer.lists.TRIAL_SORTS)
+            # the trial list's sortable columns (trials.reading.lists.TRIAL_SORTS)
             models.Index(fields=["name"], name="trial_name_idx"),
             models.Index(fields=["duration_sec"], name="trial_duration_idx"),
             models.Index(fields=["cost_usd"], name="trial_cost_idx"),

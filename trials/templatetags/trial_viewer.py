@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.durations import duration
-from trials.viewer import side_by_side, text
+from trials.reading import side_by_side, text
 
 register = template.Library()
 

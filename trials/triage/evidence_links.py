@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from trials.models import Step, ToolCall, Trajectory, Trial, step_url
 from trials.models.qc import QCItemCitation
+from trials.reading.steps import main_trajectory
 from trials.triage.prefill import names_of_paths, trajectory_names
-from trials.viewer.steps import main_trajectory
 
 TAB_OF_KIND = {"artifact": "artifacts", "criterion": "verifier"}
 

@@ -15,6 +15,7 @@ from core.ids import parse_pk
 from trials.models import Step, Trial
 from trials.models.qc import FailureCluster, QCItem
 from trials.models.taxonomy import FLAG_CHOICES, Category
+from trials.reading import lists
 from trials.triage import clusters, prefill, queries, services
 from trials.triage.forms import (
     AssignForm,
@@ -26,7 +27,6 @@ from trials.triage.forms import (
     SplitForm,
     TagForm,
 )
-from trials.viewer import lists
 
 PAGE_SIZE = 50
 QUEUE_PAGE_SIZE = 100  # a queue page is dense rows, not cards

@@ -13,9 +13,9 @@ from django.db.models import Q
 
 from trials.ingest.values import parse_iso
 from trials.models import PermissionDecision, RuntimeEvent, Step, Trajectory, Trial, step_url
-from trials.viewer.steps import StepWindow, main_trajectory
-from trials.viewer.tabs import PHASES
-from trials.viewer.text import scrub
+from trials.reading.steps import StepWindow, main_trajectory
+from trials.reading.tabs import PHASES
+from trials.reading.text import scrub
 
 RECORDS_PER_WINDOW = 200  # timed records shown between a window's steps; the tabs list them all
 SEGMENTS_PER_LANE = 60  # a lane samples this many steps, whatever the trajectory's length

@@ -21,8 +21,8 @@ from trials import query as trials_query
 from trials import search
 from trials.filters import TrialFilter
 from trials.models import Step, StepText, ToolCall, Trajectory, Trial, step_url
-from trials.viewer.steps import main_trajectory
-from trials.viewer.text import scrub
+from trials.reading.steps import main_trajectory
+from trials.reading.text import scrub
 
 HITS_PAGE = 50
 MAX_HITS_PAGE = 10_000  # (OFFSET past this costs more than anyone pages)

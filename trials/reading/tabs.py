@@ -10,8 +10,8 @@ from django.db.models import Q
 from trials.ingest import completeness
 from trials.ingest.values import as_dict
 from trials.models import ContextRecord, Trajectory, Trial
-from trials.viewer.steps import main_trajectory
-from trials.viewer.text import pretty_json, scrub, scrub_json
+from trials.reading.steps import main_trajectory
+from trials.reading.text import pretty_json, scrub, scrub_json
 
 
 def header_facts(trial: Trial, trajectories: list[Trajectory]) -> dict[str, Any]:

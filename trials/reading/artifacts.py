@@ -11,7 +11,7 @@ import orjson
 from trials.ingest import redaction
 from trials.ingest.formats.terminal_bench import RECORDING_KIND
 from trials.models import Artifact, Trial
-from trials.viewer.text import pretty_json, scrub
+from trials.reading.text import pretty_json, scrub
 
 PREVIEW_BYTES = 256 * 1024  # larger artifacts are downloaded, not previewed
 RECORDING_BYTES = 50 * 1024 * 1024  # terminal recordings up to this size play in the page (read whole to scrub)

@@ -23,7 +23,7 @@ from trials.models import (
     Trial,
     step_url,
 )
-from trials.viewer.text import ARGUMENTS_PREVIEW, TEXT_PREVIEW, argument_blocks, pretty_json, scrub, scrub_json
+from trials.reading.text import ARGUMENTS_PREVIEW, TEXT_PREVIEW, argument_blocks, pretty_json, scrub, scrub_json
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations

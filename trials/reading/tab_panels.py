@@ -8,7 +8,7 @@ from django.http import Http404, HttpRequest
 
 from trials.ingest.formats import agentv
 from trials.models import Trajectory, Trial
-from trials.viewer import artifacts, steps, tabs, text, transcript
+from trials.reading import artifacts, steps, tabs, text, transcript
 
 EVENTS_PAGE = 50
 TABS = [

@@ -21,9 +21,9 @@ from django.db.models import QuerySet
 from django.db.models.functions import Substr
 
 from trials.models import Step, Task, ToolCall, Trajectory, Trial, step_url
-from trials.viewer.align import Pair, Settled, Signed, align_window, first_divergence
-from trials.viewer.steps import main_trajectory
-from trials.viewer.text import scrub
+from trials.reading.align import Pair, Settled, Signed, align_window, first_divergence
+from trials.reading.steps import main_trajectory
+from trials.reading.text import scrub
 
 WINDOW = 50  # steps of each side one answer aligns (as many as a window of the trial page)
 PROBES = 32  # prefix hashes a round of the search reads (four rounds at 50,000; 256 read slower than 4 x 32)
