@@ -1,6 +1,6 @@
 """Every API route, in one list (served under /api/; the OpenAPI schema at /api/schema/).
 
-The views live with their feature: trials/api.py, trials/triage/api.py, comparisons/api.py.
+The views live with their feature: trials/viewer/api.py, trials/triage/api.py, comparisons/api.py.
 """
 
 from django.contrib.auth.decorators import login_required
@@ -11,11 +11,11 @@ from rest_framework.authtoken.views import obtain_auth_token
 from comparisons import api as comparisons
 from comparisons import family_api
 from shares import api as shares
-from trials import api as trials
 from trials.live import api as live
 from trials.live import poll as live_poll
 from trials.queries import api as queries
 from trials.triage import api as triage
+from trials.viewer import api as trials
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

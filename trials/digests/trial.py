@@ -15,7 +15,7 @@ from trials.digests.markdown import fenced, inline, link, number
 from trials.models import ObservationResult, Step, ToolCall, Trajectory, Trial
 from trials.reading import steps
 from trials.reading.text import pretty_json
-from trials.serializers import TrialDetailSerializer
+from trials.viewer.serializers import TrialDetailSerializer
 
 WINDOW = 20  # steps in a digest at most
 BEFORE = 14  # of them before the failing step (the rest after it)

@@ -5,9 +5,9 @@ Here, above comparisons and triage, so neither of them imports the digests."""
 from django.urls import path
 
 from comparisons import views as comparison_views
-from trials import views as trial_views
 from trials.digests import views as digests
 from trials.triage import views as triage_views
+from trials.viewer import pages as trial_views
 
 urlpatterns = [
     path("trials/<int:pk>/", digests.negotiated(trial_views.trial_detail, digests.TrialDigest), name="trial-detail"),

@@ -20,7 +20,7 @@ from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.models import Import, Trial, step_url
 from trials.queue import import_upload
 from trials.reading import search_hits, side_by_side, steps, tabs, text
-from trials.serializers import (
+from trials.viewer.serializers import (
     ImportCreateSerializer,
     ImportSerializer,
     TrialDetailSerializer,
