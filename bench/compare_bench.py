@@ -109,9 +109,11 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.test import Client
 
-        from comparisons import computation, grid, services
+        from comparisons import services
+        from comparisons.computing import computation
+        from comparisons.families import grid
         from comparisons.models import Comparison, GridResult
-        from comparisons.sides import Side
+        from comparisons.statistics.sides import Side
         from trials.models import Trial
 
         start = time.perf_counter()

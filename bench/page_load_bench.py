@@ -73,8 +73,9 @@ def main() -> None:
         from django.test import Client
         from playwright.sync_api import sync_playwright
 
-        from comparisons import charts, services
-        from comparisons.sides import Side
+        from comparisons import services
+        from comparisons.pair import charts
+        from comparisons.statistics.sides import Side
 
         base_id, cand_id = create_trials(args.tasks, args.attempts)
         services.get_or_compute(Side("configuration", base_id), Side("configuration", cand_id))

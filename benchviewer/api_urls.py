@@ -1,6 +1,6 @@
 """Every API route, in one list (served under /api/; the OpenAPI schema at /api/schema/).
 
-The views live with their feature: trials/viewer/api.py, trials/triage/api.py, comparisons/api.py.
+The views live with their feature: trials/viewer/api.py, trials/triage/api.py, comparisons/pair/api.py.
 """
 
 from django.contrib.auth.decorators import login_required
@@ -8,8 +8,8 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authtoken.views import obtain_auth_token
 
-from comparisons import api as comparisons
-from comparisons import family_api
+from comparisons.families import api as family_api
+from comparisons.pair import api as comparisons
 from shares import api as shares
 from trials.live import api as live
 from trials.live import poll as live_poll

@@ -265,7 +265,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(IMPORT_RECOVERY_INTERVAL),
         "options": {"expires": float(IMPORT_RECOVERY_INTERVAL)},  # a sweep stuck behind imports is dropped
     },
-    # Comparisons whose message or worker was lost (comparisons/recovery.py).
+    # Comparisons whose message or worker was lost (comparisons/computing/recovery.py).
     "requeue-stale-comparisons": {
         "task": "comparisons.tasks.requeue_stale_comparisons",
         "schedule": float(IMPORT_RECOVERY_INTERVAL),

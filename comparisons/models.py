@@ -79,7 +79,7 @@ class SavedComparison(models.Model):
 
 
 class GridResult(models.Model):
-    """A computed N-sides grid (comparisons/grid.py) or trend (trend.py), keyed by what it covers.
+    """A computed N-sides grid (comparisons/families/grid.py) or trend (trend.py), keyed by what it covers.
 
     Like Comparison, `fingerprint` summarises the trials it read when it was computed; a
     different one now means "compute again".

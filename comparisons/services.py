@@ -13,11 +13,11 @@ import redis
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from comparisons.cache import comparison_row, fingerprint
-from comparisons.events import comparison_event
+from comparisons.computing.cache import comparison_row, fingerprint
+from comparisons.computing.events import comparison_event
+from comparisons.computing.recovery import on_its_way
 from comparisons.models import Comparison, SavedComparison
-from comparisons.recovery import on_its_way
-from comparisons.sides import Side
+from comparisons.statistics.sides import Side
 from comparisons.tasks import compute_comparison_task
 
 # What a broker that is down or unreachable raises when a task is sent or a marker read.

@@ -1,5 +1,5 @@
 """Celery tasks: compute a comparison, and send again the ones no worker will finish
-(comparisons/recovery.py). Eager (in-process) when REDIS_URL is unset."""
+(comparisons/computing/recovery.py). Eager (in-process) when REDIS_URL is unset."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from celery import shared_task
 from celery.signals import after_task_publish, worker_ready
 
-from comparisons import recovery
+from comparisons.computing import recovery
 from core.broker import first_argument, mark_sent
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from comparisons import family_views, views
+from comparisons.families import views as family_views
+from comparisons.pair import views
 
 urlpatterns = [
     # "" (the comparison page) and its digest.md: trials/digests/urls.py

@@ -2,7 +2,7 @@
 advisory lock on a connection of its own, or without PostgreSQL an exclusive flock on a file
 in IMPORT_LOCK_DIR. Either is released when its holder dies, however it died, so work that
 is running with its lock free has lost its worker (trials/imports/recovery.py,
-comparisons/recovery.py).
+comparisons/computing/recovery.py).
 """
 
 from __future__ import annotations

@@ -13,13 +13,15 @@ from django.core.paginator import Paginator
 from django.http import Http404, QueryDict
 from django.urls import reverse
 
-from comparisons import charts, family_charts, services
-from comparisons.cache import points_for
-from comparisons.figures import figure_links
-from comparisons.grid import get_or_compute_grid, parse_grid, present_tasks
+from comparisons import services
+from comparisons.computing.cache import points_for
+from comparisons.families import charts as family_charts
+from comparisons.families.grid import get_or_compute_grid, parse_grid, present_tasks
 from comparisons.models import Comparison
-from comparisons.sides import parse_sides
-from comparisons.views import CHART_TITLES, _matrix, headline_numbers, metric_rows
+from comparisons.pair import charts
+from comparisons.pair.figures import figure_links
+from comparisons.pair.views import CHART_TITLES, _matrix, headline_numbers, metric_rows
+from comparisons.statistics.sides import parse_sides
 from shares.models import Share
 from shares.services import comparison_query
 from trials.models import QCItem, Step, Trial

@@ -15,8 +15,8 @@ from django.http import Http404, QueryDict
 from django.urls import reverse
 from django.utils import timezone
 
-from comparisons.grid import parse_grid
-from comparisons.sides import SideError, parse_sides
+from comparisons.families.grid import parse_grid
+from comparisons.statistics.sides import SideError, parse_sides
 from core.ids import parse_pk
 from shares.models import Share, ShareEvent, ShareView, token_hash
 from trials.models import QCItem, Trial

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from comparisons.sides import SideError
+from comparisons.statistics.sides import SideError
 from core import roles
 from shares import pages, report
 from shares.models import Share

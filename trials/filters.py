@@ -156,7 +156,7 @@ class TrialFilter(django_filters.FilterSet):
 
     def filter_unscored(self, queryset, name, value):
         """No reward, whatever the status (a running trial aside): what a comparison counts as unscored
-        (comparisons.side_data), never as failed."""
+        (comparisons.statistics.side_data), never as failed."""
         unscored = Q(reward=None) & ~Q(status=Trial.Status.RUNNING)
         return queryset.filter(unscored) if value else queryset.exclude(unscored)
 
@@ -165,7 +165,7 @@ class TrialFilter(django_filters.FilterSet):
         return queryset.with_failure_class(value)
 
     def filter_denied_side_effect(self, queryset, name, value):
-        """Trials with a side effect after a denied permission (comparisons.metrics.denied_side_effects)."""
+        """Trials with a side effect after a denied permission (comparisons.statistics.metrics.denied_side_effects)."""
         denied = PermissionDecision.objects.side_effects_after_denial().values("trial_id")
         return queryset.filter(pk__in=denied) if value else queryset.exclude(pk__in=denied)
 

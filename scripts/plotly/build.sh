@@ -1,5 +1,5 @@
 #!/bin/sh
-# Rebuild static/plotly/plotly-benchviewer.min.js: plotly.js with only the traces comparisons/charts.py
+# Rebuild static/plotly/plotly-benchviewer.min.js: plotly.js with only the traces comparisons/pair/charts.py
 # draws (scatter, bar, box, heatmap), 1.2 MB where plotly's cartesian bundle is 1.5 MB and the full one 4.8 MB,
 # and its .gz and .br beside it (WhiteNoise sends those to browsers that accept them).
 # Usage: scripts/plotly/build.sh [plotly.js version]   (needs node and network for npm)

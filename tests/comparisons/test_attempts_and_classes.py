@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from statsmodels.stats.power import NormalIndPower
 
-from comparisons import stats
-from comparisons.side_data import LEADERBOARD_RULES, leaderboard_score, load_side
-from comparisons.sides import Side
+from comparisons.statistics import stats
+from comparisons.statistics.side_data import LEADERBOARD_RULES, leaderboard_score, load_side
+from comparisons.statistics.sides import Side
 from tests.builders import import_path, make_user
 from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, TaskFactory, TrialFactory
 from trials.demo import write_demo

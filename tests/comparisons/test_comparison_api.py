@@ -12,10 +12,11 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from comparisons import cache, services, tasks
-from comparisons.events import comparison_event
+from comparisons import services, tasks
+from comparisons.computing import cache
+from comparisons.computing.events import comparison_event
 from comparisons.models import Comparison, SavedComparison
-from comparisons.sides import Side
+from comparisons.statistics.sides import Side
 from tests.builders import REFERENCE, build_side, import_path, write_trial
 from tests.factories import TrialFactory
 from trials.models import Trial

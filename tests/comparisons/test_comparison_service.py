@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from comparisons import charts
-from comparisons.computation import compute
-from comparisons.sides import Side
+from comparisons.computing.computation import compute
+from comparisons.pair import charts
+from comparisons.statistics.sides import Side
 from tests.builders import ERRORED, MISSING, REFERENCE, build_side, import_path
 from tests.factories import (
     ConfigurationFactory,

@@ -1,4 +1,4 @@
-"""comparisons.stats against answers computed here by other means (no Django)."""
+"""comparisons.statistics.stats against answers computed here by other means (no Django)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from comparisons import stats
+from comparisons.statistics import stats
 
-pytestmark = pytest.mark.sqlite_only("no database: comparisons.stats is numerics on lists")
+pytestmark = pytest.mark.sqlite_only("no database: comparisons.statistics.stats is numerics on lists")
 
 
 def test_bootstrap_interval_matches_a_direct_numpy_resampling_with_the_same_seed():

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from comparisons.computation import compute
-from comparisons.sides import Side
+from comparisons.computing.computation import compute
+from comparisons.statistics.sides import Side
 from tests.builders import build_side
 from tests.factories import DatasetFactory
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from comparisons import stats
 from comparisons.models import GridResult
+from comparisons.statistics import stats
 from tests.builders import build_side
 from tests.factories import DatasetFactory, TrialFactory
 from trials.models import Trial

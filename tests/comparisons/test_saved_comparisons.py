@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from comparisons.events import EVENT_FIELDS
+from comparisons.computing.events import EVENT_FIELDS
 from comparisons.models import SavedComparison
-from comparisons.saved import FIGURE_LABELS
+from comparisons.pair.saved import FIGURE_LABELS
 from tests.builders import build_side, make_user
 from tests.factories import TrialFactory
 

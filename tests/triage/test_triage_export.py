@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
-from comparisons.cache import fingerprint
-from comparisons.computation import compute
-from comparisons.sides import Side
+from comparisons.computing.cache import fingerprint
+from comparisons.computing.computation import compute
+from comparisons.statistics.sides import Side
 from tests.builders import REFERENCE, make_user
 from tests.factories import TrialFactory
 from trials.models.qc import QCItem

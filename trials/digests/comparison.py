@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comparisons.formatting import formatted
+from comparisons.pair.formatting import formatted
 from trials.digests.markdown import inline, link, table
 from trials.digests.trial import Absolute
 

@@ -4,7 +4,7 @@ Here, above comparisons and triage, so neither of them imports the digests."""
 
 from django.urls import path
 
-from comparisons import views as comparison_views
+from comparisons.pair import views as comparison_views
 from trials.digests import views as digests
 from trials.triage import views as triage_views
 from trials.viewer import pages as trial_views

@@ -26,7 +26,7 @@ from rest_framework.views import APIView
 
 from comparisons import services
 from comparisons.models import Comparison
-from comparisons.sides import SideError, parse_sides
+from comparisons.statistics.sides import SideError, parse_sides
 from trials.digests.cluster import cluster_digest
 from trials.digests.comparison import comparison_digest
 from trials.digests.trial import trial_digest

@@ -22,8 +22,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from comparisons import services as comparisons
-from comparisons.api import broker_unreachable
-from comparisons.sides import SideError, parse_sides
+from comparisons.pair.api import broker_unreachable
+from comparisons.statistics.sides import SideError, parse_sides
 from core import roles
 from core.ids import parse_pk
 from trials.live import derive, service

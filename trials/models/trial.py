@@ -49,7 +49,7 @@ class TrialQuerySet(models.QuerySet):
         return self.filter(status__in=Trial.FAILED_STATUSES)
 
     def passes(self):
-        """Trials that passed, as a comparison counts them (comparisons.side_data._add_row): a passed
+        """Trials that passed, as a comparison counts them (comparisons.statistics.side_data._add_row): a passed
         status, or a run that ended otherwise (timed out, a limit) with a passing reward."""
         decided = (Trial.Status.PASSED, Trial.Status.FAILED)
         return self.filter(
@@ -201,7 +201,7 @@ class Trial(models.Model):
             # the query box's suggestions of categories and exception types, prefix-matched (trials/queries/)
             models.Index(fields=["failure_category"], name="trial_category_idx"),
             models.Index(fields=["exception_type"], name="trial_exception_idx"),
-            # what a stored grid's fingerprint reads (comparisons.grid.trials_fingerprint), read
+            # what a stored grid's fingerprint reads (comparisons.families.grid.trials_fingerprint), read
             # from the index alone instead of every wide trial row: a stored grid served in O(index)
             models.Index(fields=["configuration", "updated_at", "reward", "is_complete"], name="trial_conf_fp_idx"),
             models.Index(fields=["job", "updated_at", "reward", "is_complete"], name="trial_job_fp_idx"),

@@ -56,7 +56,7 @@ _STALE_CODES = ["stale-success", "stale_success"]
 def denied_side_effects(trial_ids: Iterable[int]) -> dict[int, str]:
     """{trial pk: the tool} of trials with a permission denial after which the side effect happened anyway.
 
-    The same fact the comparisons count (comparisons.metrics.denied_side_effects), per trial.
+    The same fact the comparisons count (comparisons.statistics.metrics.denied_side_effects), per trial.
     """
     rows = (
         PermissionDecision.objects.side_effects_after_denial()

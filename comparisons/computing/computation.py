@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from comparisons.eligibility import headline_eligibility
-from comparisons.format_reports import agentv_compare, openchrome_completion
-from comparisons.metrics import (
+from comparisons.statistics.eligibility import headline_eligibility
+from comparisons.statistics.format_reports import agentv_compare, openchrome_completion
+from comparisons.statistics.metrics import (
     delta_or_none,
     metric_deltas,
     outcome_counts,
@@ -21,9 +21,9 @@ from comparisons.metrics import (
     side_metrics,
     task_matrix,
 )
-from comparisons.side_data import SideData, load_sides, unpaired_by_dataset
-from comparisons.sides import Side
-from comparisons.verdict import promotion, remaining_risk, validity_reasons
+from comparisons.statistics.side_data import SideData, load_sides, unpaired_by_dataset
+from comparisons.statistics.sides import Side
+from comparisons.statistics.verdict import promotion, remaining_risk, validity_reasons
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.

@@ -13,9 +13,9 @@ from urllib.parse import urlencode
 from django.db.models import QuerySet
 from django.urls import reverse
 
-from comparisons.formatting import formatted
 from comparisons.models import SavedComparison
-from comparisons.sides import Side
+from comparisons.pair.formatting import formatted
+from comparisons.statistics.sides import Side
 
 # Figures compared when a saved comparison is reopened, with the label the page shows.
 FIGURE_LABELS = {
@@ -38,7 +38,7 @@ FIGURE_LABELS = {
 }
 
 
-# How a figure reads (comparisons.formatting kinds); the rest as `shown` says.
+# How a figure reads (comparisons.pair.formatting kinds); the rest as `shown` says.
 FIGURE_KINDS = {
     "meanRewardDelta": "delta",
     "meanRewardDeltaCi95": "delta",

@@ -13,10 +13,10 @@ import numpy as np
 from django.db.models.fields.json import KT
 from django.urls import reverse
 
-from comparisons import stats
 from comparisons.models import SideKind
-from comparisons.side_data import SideData, TaskCell, leaderboard_score
-from comparisons.sides import Side
+from comparisons.statistics import stats
+from comparisons.statistics.side_data import SideData, TaskCell, leaderboard_score
+from comparisons.statistics.sides import Side
 from trials.models import PermissionDecision, Trial
 from trials.triage.queries import p0_qc_items_for_trials
 

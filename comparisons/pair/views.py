@@ -20,11 +20,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from comparisons import charts, figures, saved, services
-from comparisons.formatting import formatted
-from comparisons.metrics import delta_or_none
+from comparisons import services
 from comparisons.models import Comparison, SavedComparison
-from comparisons.sides import SideError, parse_sides
+from comparisons.pair import charts, figures, saved
+from comparisons.pair.formatting import formatted
+from comparisons.statistics.metrics import delta_or_none
+from comparisons.statistics.sides import SideError, parse_sides
 from core import roles
 from trials.models import Configuration, Job, Trial
 

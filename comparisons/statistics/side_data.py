@@ -19,13 +19,13 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from comparisons.sides import Side
+from comparisons.statistics.sides import Side
 from trials.ingest.records import PASS_REWARD
 from trials.models import Trial
 from trials.models.failure_classes import how_it_ended
 from trials.models.taxonomy import WITH_REWARD
 
-# Measurement modes a headline claim may rest on (comparisons.eligibility reads them too).
+# Measurement modes a headline claim may rest on (comparisons.statistics.eligibility reads them too).
 HEADLINE_MODES = ("live", "live-llm", "recorded-real")
 
 TRIAL_FIELDS = (

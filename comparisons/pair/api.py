@@ -16,11 +16,12 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from comparisons import charts, saved, services
-from comparisons.cache import points_for
+from comparisons import services
+from comparisons.computing.cache import points_for
 from comparisons.models import Comparison, SavedComparison
-from comparisons.serializers import SavedComparisonDetailSerializer, SavedComparisonSerializer
-from comparisons.sides import SideError, parse_sides
+from comparisons.pair import charts, saved
+from comparisons.pair.serializers import SavedComparisonDetailSerializer, SavedComparisonSerializer
+from comparisons.statistics.sides import SideError, parse_sides
 from core import errors, roles
 
 SIDE_PARAMETERS = [

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 
 from comparisons.models import Comparison
-from comparisons.sides import Side
+from comparisons.statistics.sides import Side
 
 EVENT_FIELDS = (
     "meanRewardDelta",

@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 from django.db.models import Count, Max, Q, Sum
 
-from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, COMPUTE_VERSION, compute
-from comparisons.metrics import denied_side_effects
+from comparisons.computing.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, COMPUTE_VERSION, compute
 from comparisons.models import Comparison
-from comparisons.sides import Side
+from comparisons.statistics.metrics import denied_side_effects
+from comparisons.statistics.sides import Side
 from trials.triage.queries import qc_fingerprint_for_trials
 
 

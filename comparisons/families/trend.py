@@ -17,12 +17,12 @@ import numpy as np
 from django.db.models import Min
 from django.db.models.functions import Coalesce
 
-from comparisons import stats
-from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from comparisons.grid import stored_result, trials_fingerprint
+from comparisons.computing.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from comparisons.families.grid import stored_result, trials_fingerprint
 from comparisons.models import SideKind
-from comparisons.side_data import TaskCell, task_cells, trial_rows
-from comparisons.sides import Side, SideError
+from comparisons.statistics import stats
+from comparisons.statistics.side_data import TaskCell, task_cells, trial_rows
+from comparisons.statistics.sides import Side, SideError
 from core.ids import parse_pk
 from trials.models import Configuration, Dataset, Job, Trial
 from trials.reading.text import isolated

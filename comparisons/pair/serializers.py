@@ -1,4 +1,4 @@
-"""The saved comparisons' API shape (comparisons.saved.side_summary, documented for the schema)."""
+"""The saved comparisons' API shape (comparisons.pair.saved.side_summary, documented for the schema)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from comparisons import saved
 from comparisons.models import SavedComparison
+from comparisons.pair import saved
 
 
 class SavedSideSerializer(serializers.Serializer):

@@ -12,8 +12,8 @@ from typing import Any
 from django.db.models import QuerySet
 from django.urls import reverse
 
-from comparisons.metrics import p0_evidence_counts
-from comparisons.sides import Side
+from comparisons.statistics.metrics import p0_evidence_counts
+from comparisons.statistics.sides import Side
 from trials.models import Trial
 from trials.models.qc import QCItem
 from trials.models.taxonomy import WITH_REWARD_FLAG

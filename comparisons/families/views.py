@@ -1,4 +1,4 @@
-"""The N-sides grid page and the trend page (their JSON: comparisons/family_api.py)."""
+"""The N-sides grid page and the trend page (their JSON: comparisons/families/api.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
-from comparisons.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
+from comparisons.families.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
+from comparisons.families.trend import get_or_compute_trend, parse_trend
 from comparisons.models import GridResult
-from comparisons.sides import Side, SideError
-from comparisons.trend import get_or_compute_trend, parse_trend
+from comparisons.statistics.sides import Side, SideError
 from trials.models import Configuration, Dataset, Job, Trial
 
 TASK_PAGE_SIZE = 100

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from comparisons import stats
-from comparisons.side_data import SideData
+from comparisons.statistics import stats
+from comparisons.statistics.side_data import SideData
 from trials.models import Configuration
 
 AGENTV_THRESHOLD = 0.1

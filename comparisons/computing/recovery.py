@@ -17,7 +17,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from comparisons.cache import run_comparison
+from comparisons.computing.cache import run_comparison
 from comparisons.models import Comparison
 from core.broker import broker_redis, clear_sent, waiting_in_broker
 from core.locks import unheld, worker_lock

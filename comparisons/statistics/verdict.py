@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from comparisons.eligibility import AGGREGATE_MIN_SAMPLES
-from comparisons.side_data import SideData, version_mismatch
+from comparisons.statistics.eligibility import AGGREGATE_MIN_SAMPLES
+from comparisons.statistics.side_data import SideData, version_mismatch
 
 SIGNIFICANCE = 0.05
 # The seed's aggregate claim threshold (seed 003: N >= 10), counted in paired tasks.

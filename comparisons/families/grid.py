@@ -27,13 +27,13 @@ import numpy as np
 import orjson
 from django.db.models import Count, Max, Q, QuerySet, Sum
 
-from comparisons import stats
-from comparisons.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from comparisons.metrics import PASS_AT_K, paired_statistics, side_metrics
+from comparisons.computing.computation import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from comparisons.models import GridResult, SideKind
-from comparisons.side_data import SideData, load_sides
-from comparisons.sides import Side, SideError
-from comparisons.verdict import validity_reasons
+from comparisons.statistics import stats
+from comparisons.statistics.metrics import PASS_AT_K, paired_statistics, side_metrics
+from comparisons.statistics.side_data import SideData, load_sides
+from comparisons.statistics.sides import Side, SideError
+from comparisons.statistics.verdict import validity_reasons
 from core.ids import parse_pk
 from trials.models import Configuration, Job, Trial
 from trials.models.taxonomy import WITH_REWARD_FLAG

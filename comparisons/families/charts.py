@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from comparisons.charts import BASELINE_COLOUR, CANDIDATE_COLOUR, _layout, _plain
+from comparisons.pair.charts import BASELINE_COLOUR, CANDIDATE_COLOUR, _layout, _plain
 
 
 def _error_bars(values: list[float | None], intervals: list[list[float] | None]) -> dict[str, Any]:

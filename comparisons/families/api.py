@@ -1,6 +1,6 @@
 """JSON API of the N-sides grid and the trend, each with its chart endpoint.
 
-Authentication is DRF's (token, basic or session), as in comparisons/api.py.
+Authentication is DRF's (token, basic or session), as in comparisons/pair/api.py.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from comparisons import family_charts
-from comparisons.grid import get_or_compute_grid, parse_grid, present_tasks
-from comparisons.sides import SideError
-from comparisons.trend import get_or_compute_trend, parse_trend
+from comparisons.families import charts
+from comparisons.families.grid import get_or_compute_grid, parse_grid, present_tasks
+from comparisons.families.trend import get_or_compute_trend, parse_trend
+from comparisons.statistics.sides import SideError
 from core.pagination import PageNumberPagination
 
 GRID_PARAMETERS = [
@@ -74,7 +74,7 @@ class GridChartView(APIView):
             sides, reference = parse_grid(request.query_params)
         except SideError as exc:
             return _bad_request(exc)
-        return Response(family_charts.grid_sides(get_or_compute_grid(sides, reference).result))
+        return Response(charts.grid_sides(get_or_compute_grid(sides, reference).result))
 
 
 @method_decorator(login_not_required, name="dispatch")
@@ -98,4 +98,4 @@ class TrendChartView(APIView):
             dataset, configurations = parse_trend(request.query_params)
         except SideError as exc:
             return _bad_request(exc)
-        return Response(family_charts.trend(get_or_compute_trend(dataset, configurations)))
+        return Response(charts.trend(get_or_compute_trend(dataset, configurations)))

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db.models.fields.json import KT
 
-from comparisons.side_data import HEADLINE_MODES, SideData
+from comparisons.statistics.side_data import HEADLINE_MODES, SideData
 from trials.models import Configuration, Job, Trial
 
 AGGREGATE_MIN_SAMPLES = 10

@@ -1,0 +1,1 @@
+"""A comparison computed once and stored: `compute`, the cached rows, recovery of stranded ones, the event."""
