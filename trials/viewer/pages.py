@@ -16,7 +16,6 @@ from django.views.decorators.http import require_safe
 
 from core import limits, roles
 from core.ids import parse_pk
-from trials.forms import UploadForm
 from trials.ingest.formats import harbor_checks
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
 from trials.models.taxonomy import FLAG_LABELS
@@ -25,6 +24,7 @@ from trials.queue import import_upload
 from trials.reading import artifacts, lists, search_hits, side_by_side, tab_panels, tabs, text
 from trials.triage import clusters
 from trials.triage.forms import CommentForm
+from trials.uploads.forms import UploadForm
 
 PAGE_SIZE = 50
 KEPT_ROWS_SHOWN = 50  # an envelope's rows that are not trials, shown on its job page
