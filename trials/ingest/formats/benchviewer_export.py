@@ -61,14 +61,16 @@ def manifest_problems(manifest: dict[str, Any], trial_dir: Path, rel: str) -> li
         path = entry.get("path") if isinstance(entry, dict) else None
         where = f"files[{number}]"
         if not isinstance(path, str) or not path or ".." in Path(path).parts or path.startswith("/"):
-            problems.append(Problem(rel, f"member {path!r}: not a path inside the bundle", json_path=where,
-                                    kept=REFUSED))  # fmt: skip
+            problems.append(
+                Problem(rel, f"member {path!r}: not a path inside the bundle", json_path=where, kept=REFUSED)
+            )
             continue
         listed.add(path)
         local = trial_dir / path
         if not local.is_file():
-            problems.append(Problem(rel, f"member {path} is listed but not in the bundle", json_path=where,
-                                    kept=REFUSED))  # fmt: skip
+            problems.append(
+                Problem(rel, f"member {path} is listed but not in the bundle", json_path=where, kept=REFUSED)
+            )
             continue
         digest, size = hashlib.sha256(), 0
         with open(local, "rb") as f:
@@ -76,12 +78,19 @@ def manifest_problems(manifest: dict[str, Any], trial_dir: Path, rel: str) -> li
                 digest.update(chunk)
                 size += len(chunk)
         if digest.hexdigest() != entry.get("sha256") or size != entry.get("size"):
-            problems.append(Problem(rel, f"member {path} is not the file the export wrote (sha256 or size differs)",
-                                    json_path=where, kept=REFUSED))  # fmt: skip
+            problems.append(
+                Problem(
+                    rel,
+                    f"member {path} is not the file the export wrote (sha256 or size differs)",
+                    json_path=where,
+                    kept=REFUSED,
+                )
+            )
     for path in sorted(p.relative_to(trial_dir).as_posix() for p in trial_dir.rglob("*") if p.is_file()):
         if path != MANIFEST_NAME and path not in listed:
-            problems.append(Problem(rel, f"member {path} is in the bundle but not in its manifest", json_path="files",
-                                    kept=REFUSED))  # fmt: skip
+            problems.append(
+                Problem(rel, f"member {path} is in the bundle but not in its manifest", json_path="files", kept=REFUSED)
+            )
     return problems
 
 
@@ -95,12 +104,14 @@ def restore(trial: ParsedTrial, named: dict[str, dict[str, Any]]) -> None:
     trial.source_format = str(exported.get("sourceFormat") or trial.source_format)[:20]
     trial.name = str(exported.get("name") or trial.name)
     if dataset := as_dict(exported.get("dataset")):
-        trial.dataset = DatasetRef(str(dataset.get("name") or ""), str(dataset.get("version") or ""),
-                                   str(dataset.get("ref") or ""))  # fmt: skip
+        trial.dataset = DatasetRef(
+            str(dataset.get("name") or ""), str(dataset.get("version") or ""), str(dataset.get("ref") or "")
+        )
     if task := as_dict(exported.get("task")):
         definition = trial.task.definition if trial.task and trial.task.name == task.get("name") else {}
-        trial.task = TaskRef(str(task.get("name") or ""), str(task.get("checksum") or ""),
-                             str(task.get("source") or ""), definition)  # fmt: skip
+        trial.task = TaskRef(
+            str(task.get("name") or ""), str(task.get("checksum") or ""), str(task.get("source") or ""), definition
+        )
     if config := as_dict(exported.get("configuration")):
         trial.configuration = ConfigurationRef(
             key=str(config.get("key") or "unknown"),
