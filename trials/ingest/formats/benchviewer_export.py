@@ -27,6 +27,9 @@ MANIFEST_NAME = "export-manifest.json"
 # "running" is not one: an export is a snapshot no runner reports to any more.
 KEPT_STATUSES = ("passed", "failed", "errored", "timeout", "skipped")
 REFUSED = "nothing of this bundle: no trial written, nothing already stored changed"
+# The formats whose parsers say a trial's files are its own (ParsedTrial.files_are_its_own): an
+# export names its trial's format, not what that format's parser said.
+OWN_FILES = ("harbor", "lime")
 
 
 def export_kind(data: Any) -> str:
@@ -102,6 +105,7 @@ def restore(trial: ParsedTrial, named: dict[str, dict[str, Any]]) -> None:
         return  # (a manifest of an older export: the trial is what its files say)
     trial.key = exported["key"][:500]
     trial.source_format = str(exported.get("sourceFormat") or trial.source_format)[:20]
+    trial.files_are_its_own = trial.source_format in OWN_FILES
     trial.name = str(exported.get("name") or trial.name)
     if dataset := as_dict(exported.get("dataset")):
         trial.dataset = DatasetRef(
@@ -148,10 +152,15 @@ def exported_job(trial: ParsedTrial) -> ParsedJob | None:
     job = as_dict(trial.exported.get("job"))
     if not trial.job_key or job.get("key") != trial.job_key:
         return None
+    key, source_format = trial.job_key[:300], str(job.get("sourceFormat") or trial.source_format)[:20]
     return ParsedJob(
-        key=trial.job_key[:300],
+        key=key,
         name=str(job.get("name") or trial.job_key)[:300],
-        source_format=str(job.get("sourceFormat") or trial.source_format)[:20],
+        source_format=source_format,
         started_at=parse_iso(job.get("startedAt")),
         finished_at=parse_iso(job.get("finishedAt")),
+        # (a Harbor job's, as its parser says it: trials imported before it, naming it, join it)
+        trials_name_it_as=key.removeprefix("harbor:")
+        if source_format == "harbor" and key.startswith("harbor:")
+        else "",
     )

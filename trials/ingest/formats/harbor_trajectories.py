@@ -101,6 +101,7 @@ def _trial_of_one_file(path: Path, rel: str) -> ParsedPack:
     trial = ParsedTrial(
         key=f"atif:{trajectory.session_id or ''}:{trajectory.trajectory_id or ''}:{rel}",
         source_format="harbor",
+        files_are_its_own=True,
         name=name,
         configuration=ConfigurationRef(
             key="__".join(str(x) for x in (agent.get("name"), agent.get("model_name")) if x) or "unknown",
