@@ -53,13 +53,20 @@ MAX_QUERY_CHARS = 2000
 MAX_COMPARISONS = 64  # each one a clause of the SQL: a query stays a query, not a program
 INT_LIMIT = 2**63  # what a database integer holds
 
+# What a parse error calls each token: a field name, a value, a word as written, a symbol quoted.
+TOKEN_SYMBOLS = (
+    "PAREN_L ( PAREN_R ) COMMA , EQUALS = NOT_EQUALS != GREATER > GREATER_EQUAL >= LESS < LESS_EQUAL <= "
+    "CONTAINS ~ NOT_CONTAINS !~"
+).split()
 TOKEN_NAMES = {
-    "NAME": "a field name", "STRING_VALUE": "a string", "INT_VALUE": "a number", "FLOAT_VALUE": "a number",
-    "TRUE": "True", "FALSE": "False", "NONE": "None", "PAREN_L": "'('", "PAREN_R": "')'", "COMMA": "','",
-    "AND": "and", "OR": "or", "NOT": "not", "IN": "in", "EQUALS": "'='", "NOT_EQUALS": "'!='", "GREATER": "'>'",
-    "GREATER_EQUAL": "'>='", "LESS": "'<'", "LESS_EQUAL": "'<='", "CONTAINS": "'~'", "NOT_CONTAINS": "'!~'",
-    "STARTSWITH": "startswith", "ENDSWITH": "endswith", "$end": "the end of the query",
-}  # fmt: skip
+    "NAME": "a field name",
+    "STRING_VALUE": "a string",
+    "INT_VALUE": "a number",
+    "FLOAT_VALUE": "a number",
+    "$end": "the end of the query",
+    **{word.upper(): word for word in ("and", "or", "not", "in", "startswith", "endswith", "True", "False", "None")},
+    **{name: f"'{symbol}'" for name, symbol in zip(TOKEN_SYMBOLS[::2], TOKEN_SYMBOLS[1::2], strict=True)},
+}
 
 
 @dataclass

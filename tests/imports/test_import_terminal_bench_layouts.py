@@ -114,8 +114,7 @@ def test_a_run_file_past_the_row_limit_keeps_the_first_rows_and_names_the_first_
 
 @pytest.mark.parametrize("layout", ["run folder", "flat file"])
 def test_a_big_results_file_is_streamed_to_the_same_trials(tmp_path, monkeypatch, layout):
-    from trials.ingest import detect
-    from trials.ingest.formats import terminal_bench, terminal_bench_folder
+    from trials.ingest.formats import detect, terminal_bench, terminal_bench_folder
 
     monkeypatch.setattr(terminal_bench, "STREAM_THRESHOLD", 1024)  # (the real one is 32 MiB)
     real = terminal_bench.load_json

@@ -127,6 +127,41 @@ def folder_graph(graph: dict[str, set[str]]) -> tuple[dict[str, set[str]], dict[
     return folders, witness
 
 
+def packages() -> list[str]:
+    """Every folder of the apps with an `__init__.py`, at any depth (trials, trials.ingest, trials.ingest.formats)."""
+    return sorted(name for name, path in app_modules().items() if path.name == "__init__.py")
+
+
+def within_graph(graph: dict[str, set[str]], package: str) -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
+    """The units one level inside `package` (its modules and subfolders: trials.ingest.records,
+    trials.ingest.formats) -> those they import, from the module graph; and, per edge, one import that makes it."""
+    prefix = f"{package}."
+
+    def unit(module: str) -> str | None:
+        return prefix + module[len(prefix) :].split(".")[0] if module.startswith(prefix) else None
+
+    units: dict[str, set[str]] = {}
+    witness: dict[tuple[str, str], str] = {}
+    for module, targets in sorted(graph.items()):
+        if (source := unit(module)) is None:
+            continue
+        units.setdefault(source, set())
+        for target in sorted(targets):
+            if (inside := unit(target)) is not None and inside != source:
+                units[source].add(inside)
+                units.setdefault(inside, set())
+                witness.setdefault((source, inside), f"{module} imports {target}")
+    return units, witness
+
+
+def named_cycles(graph: dict[str, set[str]], witness: dict[tuple[str, str], str]) -> list[str]:
+    """Each cycle of `graph`, with the imports that make it."""
+    return [
+        " <-> ".join(cycle) + "".join(f"\n  {witness[a, b]}" for a in cycle for b in cycle if (a, b) in witness)
+        for cycle in cycles(graph)
+    ]
+
+
 def documented_layers() -> dict[str, int]:
     """Folder -> its layer (1 at the bottom), from the numbered list under "## Layers" in docs/architecture.md."""
     text = (REPO / "docs" / "architecture.md").read_text()
@@ -180,12 +215,15 @@ def test_no_module_of_the_apps_is_part_of_an_import_cycle():
 
 
 def test_no_folder_of_the_apps_is_part_of_an_import_cycle():
-    folders, witness = folder_graph(import_graph()[0])
-    named = [
-        " <-> ".join(cycle) + "".join(f"\n  {witness[a, b]}" for a in cycle for b in cycle if (a, b) in witness)
-        for cycle in cycles(folders)
-    ]
+    named = named_cycles(*folder_graph(import_graph()[0]))
     assert not named, "folders in an import cycle:\n" + "\n".join(named)
+
+
+def test_no_folder_inside_a_folder_is_part_of_an_import_cycle_with_its_neighbours():
+    # One level down, in every folder: trials/ingest/formats/ against the modules of trials/ingest/ beside it.
+    graph = import_graph()[0]
+    named = [cycle for package in packages() for cycle in named_cycles(*within_graph(graph, package))]
+    assert not named, "folders in an import cycle with their neighbours:\n" + "\n".join(named)
 
 
 def test_every_folder_imports_only_its_own_layer_or_those_below_as_docs_architecture_lists():
@@ -209,6 +247,24 @@ def test_the_folder_check_finds_a_cycle_that_no_module_is_part_of():
     folders, witness = folder_graph(graph)
     assert cycles(folders) == [["trials.models", "trials.storage"]]
     assert witness["trials.storage", "trials.models"] == "trials.storage.b imports trials.models.c"
+
+
+def test_the_check_one_level_down_finds_a_cycle_no_first_level_folder_is_part_of():
+    # ingest.a -> ingest.formats.b, ingest.formats.c -> ingest.a: no module cycle, trials.ingest alone at the
+    # first level, but ingest/formats/ and ingest/a.py import each other.
+    graph = {
+        "trials.ingest.a": {"trials.ingest.formats.b"},
+        "trials.ingest.formats.b": set(),
+        "trials.ingest.formats.c": {"trials.ingest.a"},
+    }
+    assert cycles(graph) == [] and cycles(folder_graph(graph)[0]) == []
+    units, witness = within_graph(graph, "trials.ingest")
+    assert named_cycles(units, witness) == [
+        "trials.ingest.a <-> trials.ingest.formats"
+        "\n  trials.ingest.a imports trials.ingest.formats.b"
+        "\n  trials.ingest.formats.c imports trials.ingest.a"
+    ]
+    assert cycles(within_graph(graph, "trials.ingest.formats")[0]) == []
 
 
 def test_the_cycle_check_finds_a_cycle_through_three_modules():

@@ -9,7 +9,7 @@ import pytest
 
 from tests.builders import REFERENCE
 from trials.demo import SECRET, write_demo
-from trials.ingest.detect import discover, parse_candidate
+from trials.ingest.formats.detect import discover, parse_candidate
 from trials.reading.text import REDACTED, scrub
 
 pytestmark = pytest.mark.sqlite_only("no database: the masker is a function on text")

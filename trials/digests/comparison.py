@@ -57,15 +57,14 @@ def _headline(result: dict[str, Any]) -> str:
     b, k = result["baseline"]["metrics"], result["candidate"]["metrics"]
     deltas = result.get("deltas") or {}
     rows = [
-        ("Mean reward (task-averaged)", formatted(b.get("meanReward")), formatted(k.get("meanReward")),
-         formatted(deltas.get("meanReward"), "delta")),
-        ("Pass rate", formatted(b.get("passRate"), "pct"), formatted(k.get("passRate"), "pct"),
-         formatted(deltas.get("passRate"), "dpct")),
-        ("Timeout rate", formatted(b.get("timeoutRate"), "pct"), formatted(k.get("timeoutRate"), "pct"),
-         formatted(deltas.get("timeoutRate"), "dpct")),
-        ("Cost per trial", formatted(b.get("costPerTrial"), "usd"), formatted(k.get("costPerTrial"), "usd"),
-         formatted(deltas.get("costPerTrial"), "dusd")),
-    ]  # fmt: skip
+        (label, formatted(b.get(key), kind), formatted(k.get(key), kind), formatted(deltas.get(key), delta))
+        for label, key, kind, delta in (
+            ("Mean reward (task-averaged)", "meanReward", "num", "delta"),
+            ("Pass rate", "passRate", "pct", "dpct"),
+            ("Timeout rate", "timeoutRate", "pct", "dpct"),
+            ("Cost per trial", "costPerTrial", "usd", "dusd"),
+        )
+    ]
     ci = c.get("meanRewardDeltaCi95")
     ci_text = f" (CI95 {ci[0]:+.3f} to {ci[1]:+.3f}, paired bootstrap over tasks)" if ci else " (no CI)"
     flips = c.get("flips") or {}

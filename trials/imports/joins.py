@@ -55,14 +55,13 @@ def stored_job(key: str) -> Job | None:
     return Job.objects.filter(key=key).first()
 
 
-def adopt_job_trials(job: Job) -> int:
-    """Harbor trials imported on their own before their job's result.json: they name it
-    (`config.job_id` of their result.json or config.json) and join it now."""
-    if job.source_format != "harbor" or not job.key.startswith("harbor:"):
+def adopt_job_trials(job: Job, job_id: str) -> int:
+    """Trials imported on their own before their job's result.json: they name it by `job_id`
+    (`config.job_id` of their result.json or config.json: ParsedJob.trials_name_it_as) and join it now."""
+    if not job_id:
         return 0
-    job_id = job.key.removeprefix("harbor:")
     named = Q(documents__result__config__job_id=job_id) | Q(documents__config__job_id=job_id)
-    return Trial.objects.filter(named, job__isnull=True, source_format="harbor").update(job=job)
+    return Trial.objects.filter(named, job__isnull=True, source_format=job.source_format).update(job=job)
 
 
 def is_named_only(trial: ParsedTrial) -> bool:
@@ -86,7 +85,7 @@ def drop_named_only(job_key: str, names: list[str]) -> int:
 
 def find_trial_for_evidence_pack(parsed: ParsedTrial) -> Trial | None:
     trial_id = parsed.benchmark.get("trialId") or parsed.name
-    return Trial.objects.filter(name=trial_id).exclude(source_format="lime").order_by("pk").first()
+    return Trial.objects.filter(name=trial_id).exclude(source_format=parsed.source_format).order_by("pk").first()
 
 
 def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:

@@ -106,7 +106,7 @@ class PackWrite:
             job = self.upserted[parsed_job.key][0]
             regrouped = join_trials_to_job(job, self.found_by_job.get(job.key, []), parsed_job.earlier_keys)
             counts["regrouped"] = counts.get("regrouped", 0) + regrouped
-            counts["adopted"] = counts.get("adopted", 0) + adopt_job_trials(job)
+            counts["adopted"] = counts.get("adopted", 0) + adopt_job_trials(job, parsed_job.trials_name_it_as)
             counts["inferred"] = infer_job_configuration(job)
         if parsed.events or parsed.context_records:
             counts["events"] = write_loose_events(parsed.events, parsed.context_records, pack, self.workdir)

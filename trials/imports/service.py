@@ -36,8 +36,15 @@ from core.database import DatabaseOutage, is_unreachable, wait_until_reachable
 from trials.imports.blobs import store_file, store_files
 from trials.imports.pack_write import PackWrite
 from trials.ingest.archives import MAX_NESTING, Budget, Expansion, Limits, extract
-from trials.ingest.detect import Candidate, discover, over_the_limit, parse_candidate, screen_folder, skip_reason
 from trials.ingest.folders import relative_name
+from trials.ingest.formats.detect import (
+    Candidate,
+    discover,
+    over_the_limit,
+    parse_candidate,
+    screen_folder,
+    skip_reason,
+)
 from trials.ingest.records import PackError, ParsedPack, Problem
 from trials.models import Import, Pack, PackFile
 from trials.storage.backend import remove_stale_partials, sha256_of_file

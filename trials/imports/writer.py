@@ -64,9 +64,6 @@ class WriteResult(NamedTuple):
     differs: bool = False  # already there, imported from other bytes than these
 
 
-OWN_FILES = ("harbor", "lime")  # formats whose trials are files of their own (an AgentV file holds many)
-
-
 def files_sha256(parsed: ParsedTrial, files: dict[str, tuple[Path, str, int]]) -> str:
     """The sha256 of a trial's stored files as (path within the trial, sha256) pairs; blank for shared files.
 
@@ -74,7 +71,7 @@ def files_sha256(parsed: ParsedTrial, files: dict[str, tuple[Path, str, int]]) -
     bytes, or files left out (past the size limit), give another.
     """
     stored = [rel for rel in parsed.files if rel in files]
-    if parsed.source_format not in OWN_FILES or not stored:
+    if not parsed.files_are_its_own or not stored:
         return ""
     base = os.path.commonpath(stored) if len(stored) > 1 else stored[0].rpartition("/")[0]
     pairs = sorted((rel[len(base) :].lstrip("/"), files[rel][1]) for rel in stored)
@@ -198,7 +195,7 @@ class TrialBatch:
         if (
             size > settings.IMPORT_BATCH_BYTES
             or key.startswith("atif:")
-            or (parsed.source_format == "lime" and not parsed.exported)
+            or (parsed.joins_stored_trial and not parsed.exported)
             or any(t.streamed or file_blob(t, self.blobs) in self.lone_blobs for t in parsed.trajectories)
         ):
             return False
@@ -313,7 +310,7 @@ def write_trial(
         if (holder := _any_one(holders.values_list("trial_id", flat=True))) is not None:
             # these bytes are already a trial's trajectory (imported with its folder)
             return WriteResult("already", trial_id=holder)
-    if parsed.source_format == "lime" and not parsed.exported:
+    if parsed.joins_stored_trial and not parsed.exported:
         target = find_trial_for_evidence_pack(parsed)
         if target is not None:
             join_evidence_pack(target, parsed)

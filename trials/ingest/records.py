@@ -225,7 +225,7 @@ class ParsedContextRecord:
 @dataclass
 class ParsedTrial:
     key: str  # natural key, unique across imports: re-importing the same trial is a no-op
-    source_format: str  # harbor | lime | agentv | openchrome | agentqc
+    source_format: str  # harbor | lime | agentv | openchrome | agentqc | ... (each parser names its own)
     name: str
     dataset: DatasetRef | None = None
     task: TaskRef | None = None
@@ -268,6 +268,11 @@ class ParsedTrial:
     # QC items that cited it there: written back as triage items, not kept as a document.
     exported: dict[str, Any] = field(default_factory=dict)
     qc_items: list[dict[str, Any]] = field(default_factory=list)
+    # What its format says of it, so the writer names no format: its files hold it alone (a Harbor
+    # folder, a Lime pack; an AgentV file holds many), their digest telling a re-import from other
+    # bytes; it is evidence of a trial stored apart (a Lime pack), joined to that trial by name.
+    files_are_its_own: bool = False
+    joins_stored_trial: bool = False
 
 
 @dataclass
@@ -283,6 +288,8 @@ class ParsedJob:
     started_as_written: str = ""  # a start with no time zone: shown as written, never read as UTC
     # Keys the same job was stored under before its id was known (a Harbor job by its name): adopted, not doubled.
     earlier_keys: tuple[str, ...] = ()
+    # The id its trials name it by (a Harbor trial's `config.job_id`): those stored before it join it.
+    trials_name_it_as: str = ""
 
 
 @dataclass

@@ -19,14 +19,42 @@ from trials.mcp.through_api import answer, call
 
 CALLER: contextvars.ContextVar[Any] = contextvars.ContextVar("benchviewer_mcp_caller")
 TRIAL_FIELDS = (
-    "id", "name", "status", "reward", "attempt", "task", "job", "configuration", "dataset", "failure_category",
-    "exception_type", "cluster", "is_flagged", "safety_flags", "step_count", "tool_call_count", "input_tokens",
-    "output_tokens", "cost_usd", "duration_sec", "url",
-)  # fmt: skip
+    "id",
+    "name",
+    "status",
+    "reward",
+    "attempt",
+    "task",
+    "job",
+    "configuration",
+    "dataset",
+    "failure_category",
+    "exception_type",
+    "cluster",
+    "is_flagged",
+    "safety_flags",
+    "step_count",
+    "tool_call_count",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "duration_sec",
+    "url",
+)
 SUMMARY_FIELDS = (
-    *TRIAL_FIELDS, "exception_message", "failure_class", "failure_class_why", "failure_class_override",
-    "cached_tokens", "refs", "started_at", "finished_at", "is_complete", "missing", "trajectories",
-)  # fmt: skip
+    *TRIAL_FIELDS,
+    "exception_message",
+    "failure_class",
+    "failure_class_why",
+    "failure_class_override",
+    "cached_tokens",
+    "refs",
+    "started_at",
+    "finished_at",
+    "is_complete",
+    "missing",
+    "trajectories",
+)
 
 INSTRUCTIONS = """Benchviewer holds AI-agent benchmark trials. Start with find_trials (a `q` query such as
 status = "failed" and model ~ "opus" and calls.bash > 50), then trial_summary, trial_steps (a window of

@@ -32,9 +32,17 @@ MAX_SUGGESTIONS = 20
 TOP = "\U0010ffff"  # above every character: `prefix <= v < prefix + TOP` is a range an index answers
 WORD_TOKENS = {"NAME", "AND", "OR", "NOT", "IN", "TRUE", "FALSE", "NONE", "STARTSWITH", "ENDSWITH"}
 COMPARISONS = {
-    "EQUALS", "NOT_EQUALS", "CONTAINS", "NOT_CONTAINS", "STARTSWITH", "ENDSWITH",
-    "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL",
-}  # fmt: skip
+    "EQUALS",
+    "NOT_EQUALS",
+    "CONTAINS",
+    "NOT_CONTAINS",
+    "STARTSWITH",
+    "ENDSWITH",
+    "GREATER",
+    "GREATER_EQUAL",
+    "LESS",
+    "LESS_EQUAL",
+}
 VALUE_TOKENS = {"STRING_VALUE", "INT_VALUE", "FLOAT_VALUE", "TRUE", "FALSE", "NONE"}
 DOTTED_END = re.compile(r"(?<![_0-9A-Za-z.])[_A-Za-z][_0-9A-Za-z]*(\.[_A-Za-z][_0-9A-Za-z]*)*\.\Z")
 NAME_RE = re.compile(r"[_A-Za-z][_0-9A-Za-z]*\Z")  # what the lexer reads as one part of a name

@@ -183,9 +183,27 @@ class FeedbackRequestSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = QCItem
-        fields = ["kind", "category", "code", "severity", "step_id", "evidence_refs", "note", "failure_mode",
-                  "scenario", "new_failure_mode", "new_scenario_id", "new_scenario_title", "create_anyway",
-                  "target_name", "waived_item", "approver", "reason", "scope", "expires_at"]  # fmt: skip
+        fields = [
+            "kind",
+            "category",
+            "code",
+            "severity",
+            "step_id",
+            "evidence_refs",
+            "note",
+            "failure_mode",
+            "scenario",
+            "new_failure_mode",
+            "new_scenario_id",
+            "new_scenario_title",
+            "create_anyway",
+            "target_name",
+            "waived_item",
+            "approver",
+            "reason",
+            "scope",
+            "expires_at",
+        ]
         extra_kwargs = {"severity": {"required": True}}  # (the form has no default for it)
 
 

@@ -138,8 +138,13 @@ def _trial(
     provenance.update({"qc_status": raw_status, "total_tokens": cost.get("tokens")})
     dataset = _dataset(data)
     # The ids the joinability checks look for, under the names an evidence pack gives them.
-    benchmark = {"datasetId": dataset.name, "taskId": task_id, "trialId": trial_id,
-                 "configurationId": config_id, "harborJobRef": to_str(trial.get("job_ref"))}  # fmt: skip
+    benchmark = {
+        "datasetId": dataset.name,
+        "taskId": task_id,
+        "trialId": trial_id,
+        "configurationId": config_id,
+        "harborJobRef": to_str(trial.get("job_ref")),
+    }
     return ParsedTrial(
         key=f"{job_key}:{trial_id}",
         source_format="agentqc",

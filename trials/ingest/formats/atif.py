@@ -272,8 +272,12 @@ def final_totals(trajectories: list[ParsedTrajectory]) -> dict[str, Any]:
 def parse_step(raw: Any, index: int) -> ParsedStep:
     if not isinstance(raw, dict):  # the file keeps the real value; the row says what was wrong
         shown = json.dumps(raw, default=str)[:200]
-        raw = {"step_id": None, "source": "invalid", "message": f"(not a step object: {shown})",
-               "extra": {"invalid": raw}}  # fmt: skip
+        raw = {
+            "step_id": None,
+            "source": "invalid",
+            "message": f"(not a step object: {shown})",
+            "extra": {"invalid": raw},
+        }
     tool_calls = [
         ParsedToolCall(
             tool_call_id=str(call.get("tool_call_id") or ""),

@@ -55,17 +55,31 @@ ROOT_FIELDS = {
 # What each nested ATIF object may hold (Harbor's models forbid anything else: we keep it and flag it).
 NESTED_FIELDS = {
     "agent": {"name", "version", "model_name", "tool_definitions", "extra"},
-    "final_metrics": {"total_prompt_tokens", "total_completion_tokens", "total_cached_tokens", "total_cost_usd",
-                      "total_steps", "extra"},
-    "metrics": {"prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "prompt_token_ids",
-                "completion_token_ids", "logprobs", "extra"},
+    "final_metrics": {
+        "total_prompt_tokens",
+        "total_completion_tokens",
+        "total_cached_tokens",
+        "total_cost_usd",
+        "total_steps",
+        "extra",
+    },
+    "metrics": {
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "cost_usd",
+        "prompt_token_ids",
+        "completion_token_ids",
+        "logprobs",
+        "extra",
+    },
     "tool_call": {"tool_call_id", "function_name", "arguments", "extra"},
     "observation": {"results"},
     "result": {"source_call_id", "content", "subagent_trajectory_ref", "extra"},
     "ref": {"session_id", "trajectory_id", "trajectory_path", "extra"},
     "content_part": {"type", "text", "source"},
     "source": {"media_type", "path", "duration_sec"},  # an image's or an audio clip's
-}  # fmt: skip
+}
 
 
 def unknown_fields(obj: Any, kind: str, where: str) -> list[str]:

@@ -27,6 +27,9 @@ MANIFEST_NAME = "export-manifest.json"
 # "running" is not one: an export is a snapshot no runner reports to any more.
 KEPT_STATUSES = ("passed", "failed", "errored", "timeout", "skipped")
 REFUSED = "nothing of this bundle: no trial written, nothing already stored changed"
+# The formats whose parsers say a trial's files are its own (ParsedTrial.files_are_its_own): an
+# export names its trial's format, not what that format's parser said.
+OWN_FILES = ("harbor", "lime")
 
 
 def export_kind(data: Any) -> str:
@@ -61,14 +64,16 @@ def manifest_problems(manifest: dict[str, Any], trial_dir: Path, rel: str) -> li
         path = entry.get("path") if isinstance(entry, dict) else None
         where = f"files[{number}]"
         if not isinstance(path, str) or not path or ".." in Path(path).parts or path.startswith("/"):
-            problems.append(Problem(rel, f"member {path!r}: not a path inside the bundle", json_path=where,
-                                    kept=REFUSED))  # fmt: skip
+            problems.append(
+                Problem(rel, f"member {path!r}: not a path inside the bundle", json_path=where, kept=REFUSED)
+            )
             continue
         listed.add(path)
         local = trial_dir / path
         if not local.is_file():
-            problems.append(Problem(rel, f"member {path} is listed but not in the bundle", json_path=where,
-                                    kept=REFUSED))  # fmt: skip
+            problems.append(
+                Problem(rel, f"member {path} is listed but not in the bundle", json_path=where, kept=REFUSED)
+            )
             continue
         digest, size = hashlib.sha256(), 0
         with open(local, "rb") as f:
@@ -76,12 +81,19 @@ def manifest_problems(manifest: dict[str, Any], trial_dir: Path, rel: str) -> li
                 digest.update(chunk)
                 size += len(chunk)
         if digest.hexdigest() != entry.get("sha256") or size != entry.get("size"):
-            problems.append(Problem(rel, f"member {path} is not the file the export wrote (sha256 or size differs)",
-                                    json_path=where, kept=REFUSED))  # fmt: skip
+            problems.append(
+                Problem(
+                    rel,
+                    f"member {path} is not the file the export wrote (sha256 or size differs)",
+                    json_path=where,
+                    kept=REFUSED,
+                )
+            )
     for path in sorted(p.relative_to(trial_dir).as_posix() for p in trial_dir.rglob("*") if p.is_file()):
         if path != MANIFEST_NAME and path not in listed:
-            problems.append(Problem(rel, f"member {path} is in the bundle but not in its manifest", json_path="files",
-                                    kept=REFUSED))  # fmt: skip
+            problems.append(
+                Problem(rel, f"member {path} is in the bundle but not in its manifest", json_path="files", kept=REFUSED)
+            )
     return problems
 
 
@@ -93,14 +105,17 @@ def restore(trial: ParsedTrial, named: dict[str, dict[str, Any]]) -> None:
         return  # (a manifest of an older export: the trial is what its files say)
     trial.key = exported["key"][:500]
     trial.source_format = str(exported.get("sourceFormat") or trial.source_format)[:20]
+    trial.files_are_its_own = trial.source_format in OWN_FILES
     trial.name = str(exported.get("name") or trial.name)
     if dataset := as_dict(exported.get("dataset")):
-        trial.dataset = DatasetRef(str(dataset.get("name") or ""), str(dataset.get("version") or ""),
-                                   str(dataset.get("ref") or ""))  # fmt: skip
+        trial.dataset = DatasetRef(
+            str(dataset.get("name") or ""), str(dataset.get("version") or ""), str(dataset.get("ref") or "")
+        )
     if task := as_dict(exported.get("task")):
         definition = trial.task.definition if trial.task and trial.task.name == task.get("name") else {}
-        trial.task = TaskRef(str(task.get("name") or ""), str(task.get("checksum") or ""),
-                             str(task.get("source") or ""), definition)  # fmt: skip
+        trial.task = TaskRef(
+            str(task.get("name") or ""), str(task.get("checksum") or ""), str(task.get("source") or ""), definition
+        )
     if config := as_dict(exported.get("configuration")):
         trial.configuration = ConfigurationRef(
             key=str(config.get("key") or "unknown"),
@@ -137,10 +152,15 @@ def exported_job(trial: ParsedTrial) -> ParsedJob | None:
     job = as_dict(trial.exported.get("job"))
     if not trial.job_key or job.get("key") != trial.job_key:
         return None
+    key, source_format = trial.job_key[:300], str(job.get("sourceFormat") or trial.source_format)[:20]
     return ParsedJob(
-        key=trial.job_key[:300],
+        key=key,
         name=str(job.get("name") or trial.job_key)[:300],
-        source_format=str(job.get("sourceFormat") or trial.source_format)[:20],
+        source_format=source_format,
         started_at=parse_iso(job.get("startedAt")),
         finished_at=parse_iso(job.get("finishedAt")),
+        # (a Harbor job's, as its parser says it: trials imported before it, naming it, join it)
+        trials_name_it_as=key.removeprefix("harbor:")
+        if source_format == "harbor" and key.startswith("harbor:")
+        else "",
     )

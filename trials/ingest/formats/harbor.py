@@ -172,6 +172,7 @@ def _parsed_job(
         extra=extra,
         started_as_written="" if started_at else str(result.get("started_at") or "")[:40],
         earlier_keys=(f"harbor:{name}",) if job_key != f"harbor:{name}" else (),
+        trials_name_it_as=job_key.removeprefix("harbor:"),
     )
     versions = {
         str(d.get("name")): str(d.get("version") or d.get("ref") or "")
@@ -209,6 +210,7 @@ def parse_job_result_file(data: dict[str, Any], rel: str) -> ParsedPack:
         key=f"harbor:{data.get('id') or name}",
         name=name,
         source_format="harbor",
+        trials_name_it_as=str(data.get("id") or name),
         started_at=_naive_flagged(data.get("started_at"), rel, problems, "started_at"),
         finished_at=_naive_flagged(data.get("finished_at"), rel, problems, "finished_at"),
         result=data,
@@ -256,6 +258,7 @@ def parse_trial_dir(
     trial = ParsedTrial(
         key=f"harbor:{result['id']}" if result.get("id") else f"harbor:{job_key}:{name}",
         source_format="harbor",
+        files_are_its_own=True,
         name=name,
         job_key=job_key,
         files=_rel_files(trial_dir, rel, listing),

@@ -38,7 +38,7 @@ def read_check_report(job_dir: Path, rel: str, problems: list[Problem]) -> dict[
                 "no task checks found (expected checks per task)",
                 severity="warning",
                 kept="the file as written, in the job",
-            )  # fmt: skip
+            )
         )
     return {"tasks": tasks, "path": f"{rel}/{FILE}", "raw": data}
 

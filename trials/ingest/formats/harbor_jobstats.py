@@ -65,6 +65,7 @@ def named_only_trial(name: str, stats: StatsTrial, job_key: str, job_name: str) 
     trial = ParsedTrial(
         key=f"harbor:{job_key}:{name}",
         source_format="harbor",
+        files_are_its_own=True,
         name=name,
         job_key=job_key,
         task=TaskRef(name.split("__")[0]),

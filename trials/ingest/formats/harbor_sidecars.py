@@ -107,8 +107,15 @@ def read_event_lines(
         problems += context_problems
     for number, row in rows:
         if not lime.is_runtime_event(row) and not context_kinds.is_context_event(row):
-            problems.append(Problem(rel, "line is neither a runtime event nor a context event", line=number,
-                                    severity="warning", kept="the raw bytes"))  # fmt: skip
+            problems.append(
+                Problem(
+                    rel,
+                    "line is neither a runtime event nor a context event",
+                    line=number,
+                    severity="warning",
+                    kept="the raw bytes",
+                )
+            )
     return events, records, problems
 
 

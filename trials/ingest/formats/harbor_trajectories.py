@@ -101,6 +101,7 @@ def _trial_of_one_file(path: Path, rel: str) -> ParsedPack:
     trial = ParsedTrial(
         key=f"atif:{trajectory.session_id or ''}:{trajectory.trajectory_id or ''}:{rel}",
         source_format="harbor",
+        files_are_its_own=True,
         name=name,
         configuration=ConfigurationRef(
             key="__".join(str(x) for x in (agent.get("name"), agent.get("model_name")) if x) or "unknown",
@@ -129,8 +130,15 @@ def flag_missing_continuations(trial: ParsedTrial) -> None:
         name = ref.replace("\\", "/").rpartition("/")[2]
         if (f"{folder}/{name}" if folder else name) not in have:
             message = f"continued_trajectory_ref names {ref!r}, which is not in this pack: the later steps are missing"
-            trial.problems.append(Problem(trajectory.path, message, json_path="continued_trajectory_ref",
-                                          severity="warning", kept="the steps of the files that are here"))  # fmt: skip
+            trial.problems.append(
+                Problem(
+                    trajectory.path,
+                    message,
+                    json_path="continued_trajectory_ref",
+                    severity="warning",
+                    kept="the steps of the files that are here",
+                )
+            )
 
 
 def flag_missing_subagents(trial: ParsedTrial) -> None:
@@ -143,8 +151,15 @@ def flag_missing_subagents(trial: ParsedTrial) -> None:
             if named and not any(names_trajectory(ref, *name) for name in names):
                 # (a ref naming nothing at all is flagged by atif_checks.validate_step)
                 message = f"subagent_trajectory_ref names {named!r}, which is not in this trial: its steps are missing"
-                trial.problems.append(Problem(trajectory.path, message, json_path=json_path, severity="warning",
-                                              kept="the reference, shown on its step"))  # fmt: skip
+                trial.problems.append(
+                    Problem(
+                        trajectory.path,
+                        message,
+                        json_path=json_path,
+                        severity="warning",
+                        kept="the reference, shown on its step",
+                    )
+                )
 
 
 def _apply_final_totals(trial: ParsedTrial, trajectories: list[ParsedTrajectory]) -> None:

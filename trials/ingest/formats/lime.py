@@ -179,6 +179,8 @@ def parse_evidence_pack(data: dict[str, Any], path: str) -> ParsedTrial:
     return ParsedTrial(
         key="lime:" + (trial_id or path),
         source_format="lime",
+        files_are_its_own=True,
+        joins_stored_trial=True,  # (an evidence pack: of the trial it names, stored with its folder)
         name=trial_id or path,
         attempt=to_attempt(bench.get("attempt")),
         dataset=DatasetRef(

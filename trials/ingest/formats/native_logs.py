@@ -88,6 +88,7 @@ def _trial(key: str, name: str, agent: dict[str, Any], rel: str, trajectory: Par
     return ParsedTrial(
         key=key,
         source_format="harbor",
+        files_are_its_own=True,
         name=name,
         configuration=ConfigurationRef(
             key="__".join(x for x in (to_str(agent.get("name")), model) if x) or "unknown",

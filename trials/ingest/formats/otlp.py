@@ -156,11 +156,14 @@ def each_span(groups: Iterable[Group], logs: Logs, rel: str, problems: list[Prob
                 problems.append(Problem(rel, f"{span.named()}: {why}", json_path=place, kept="the other spans"))
             else:
                 yield span
-    unattached += [(f"resourceLogs (span {span_id})", f"{len(events)} log events name span {span_id}, not in this"
-                    " file") for span_id, events in logged.items()]  # fmt: skip
+    unattached += [
+        (f"resourceLogs (span {span_id})", f"{len(events)} log events name span {span_id}, not in this file")
+        for span_id, events in logged.items()
+    ]
     for place, what in unattached:
-        problems.append(Problem(rel, f"{what}: not read as a step", json_path=place, severity="warning",
-                                kept="the spans"))  # fmt: skip
+        problems.append(
+            Problem(rel, f"{what}: not read as a step", json_path=place, severity="warning", kept="the spans")
+        )
 
 
 def _unusable(span: Span) -> str:
@@ -260,8 +263,13 @@ def trace_trial(trial_id: str, spans: list[Span], partial: bool = False) -> Trac
     if why := provider_disagreement(first(spans, "gen_ai.provider.name") or first(spans, "gen_ai.system"), model):
         warnings.append(("", why))
     if not partial and (orphans := [s for s in spans if s.parent_id and s.parent_id not in by_id]):
-        warnings.append((orphans[0].place, f"{len(orphans)} spans name a parent not in this file (first: "
-                                           f"{orphans[0].named()}): read as the top of their trace"))  # fmt: skip
+        warnings.append(
+            (
+                orphans[0].place,
+                f"{len(orphans)} spans name a parent not in this file (first: "
+                f"{orphans[0].named()}): read as the top of their trace",
+            )
+        )
     reward = first(tops or spans, REWARD)
     attempt = first(spans, ATTEMPT)
     return TraceTrial(
@@ -350,11 +358,13 @@ def pack_of(traces: list[TraceTrial], problems: list[Problem], rel: str) -> Pars
         trial = imported_trial(trace, rel)
         if trial.job_key and trial.job_key not in jobs:
             ref = trace.benchmark["harborJobRef"]
-            jobs[trial.job_key] = ParsedJob(key=trial.job_key, name=ref.rstrip("/").rpartition("/")[2] or ref,
-                                            source_format="otlp")  # fmt: skip
+            jobs[trial.job_key] = ParsedJob(
+                key=trial.job_key, name=ref.rstrip("/").rpartition("/")[2] or ref, source_format="otlp"
+            )
         trials.append(trial)
-    return ParsedPack(kind="otlp-traces", jobs=list(jobs.values()), trials=trials, problems=problems,
-                      trial_count=len(trials))  # fmt: skip
+    return ParsedPack(
+        kind="otlp-traces", jobs=list(jobs.values()), trials=trials, problems=problems, trial_count=len(trials)
+    )
 
 
 def job_key(benchmark: dict[str, Any]) -> str:
@@ -397,8 +407,9 @@ def imported_trial(trace: TraceTrial, rel: str) -> ParsedTrial:
         trial.exception_message = str(top.status.get("message") or "")
     trial.input_tokens, trial.output_tokens, trial.cached_tokens, trial.cost_usd = _totals(trace)
     trial.criteria = trace.criteria
-    trial.problems = [Problem(rel, what, json_path=place, severity="warning", kept="the trial")
-                      for place, what in trace.warnings]  # fmt: skip
+    trial.problems = [
+        Problem(rel, what, json_path=place, severity="warning", kept="the trial") for place, what in trace.warnings
+    ]
     return trial
 
 

@@ -130,8 +130,12 @@ def log_events(data: dict[str, Any]) -> Logs:
             name = str(record.get("eventName") or attrs.get("event.name") or "")
             if not name:
                 continue
-            event = {"name": name, "attrs": attrs, "body": value_of(record.get("body")),
-                     "time": nanos(record.get("timeUnixNano") or record.get("observedTimeUnixNano"))}  # fmt: skip
+            event = {
+                "name": name,
+                "attrs": attrs,
+                "body": value_of(record.get("body")),
+                "time": nanos(record.get("timeUnixNano") or record.get("observedTimeUnixNano")),
+            }
             span_id = hex_id(record.get("spanId"), 16)
             if span_id.strip("0"):
                 events.setdefault(span_id, []).append(event)
@@ -146,8 +150,14 @@ def span_events(raw: dict[str, Any]) -> list[dict[str, Any]]:
     for event in as_list(raw.get("events")):
         event = as_dict(event)
         attrs = attributes(event.get("attributes"))
-        found.append({"name": str(event.get("name") or ""), "attrs": attrs, "body": attrs,
-                      "time": nanos(event.get("timeUnixNano"))})  # fmt: skip
+        found.append(
+            {
+                "name": str(event.get("name") or ""),
+                "attrs": attrs,
+                "body": attrs,
+                "time": nanos(event.get("timeUnixNano")),
+            }
+        )
     return found
 
 

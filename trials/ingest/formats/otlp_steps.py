@@ -208,8 +208,13 @@ class LaneSteps:
         if not differs:
             return []
         said = ", ".join(f"{k} {v} (the calls within: {s})" for k, (v, s) in differs.items())
-        return [(wrapper.place, f"{wrapper.named()} holds usage the model calls within it do not sum to: {said};"
-                                " the inner spans' counted once")]  # fmt: skip
+        return [
+            (
+                wrapper.place,
+                f"{wrapper.named()} holds usage the model calls within it do not sum to: {said};"
+                " the inner spans' counted once",
+            )
+        ]
 
 
 def _planning(span: Span, by_id: Mapping[str, Span]) -> bool:
@@ -305,7 +310,7 @@ def _output(chain: list[Span]) -> tuple[str, str, list[dict[str, Any]]]:
                 "id": c.get("id"),
                 "name": as_dict(c.get("function")).get("name") or c.get("name"),
                 "arguments": as_dict(c.get("function")).get("arguments") or c.get("arguments"),
-            }  # fmt: skip
+            }
             for c in (as_dict(c) for c in as_list(message.get("tool_calls")))
         ]
         return text_of(message.get("content")), "", calls

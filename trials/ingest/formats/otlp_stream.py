@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -34,13 +34,21 @@ from trials.ingest.formats.otlp_dialects import (
     provider_disagreement,
     streamed_groups,
 )
+from trials.ingest.formats.otlp_lanes import LaneStepsOf, LaneView, WrapperIds
 from trials.ingest.formats.otlp_steps import LaneSteps, evaluations, is_llm
 from trials.ingest.jsonio import open_json
 from trials.ingest.records import ParsedPack, Problem
 
 AGENT, LLM, PLAN, EVALUATED = 1, 2, 4, 8  # a span's kind, as bits
-FIRSTS = (*IDENTITY, otlp.REWARD, otlp.ATTEMPT, "gen_ai.request.model", "llm.model_name", "gen_ai.provider.name",
-          "gen_ai.system")  # fmt: skip
+FIRSTS = (
+    *IDENTITY,
+    otlp.REWARD,
+    otlp.ATTEMPT,
+    "gen_ai.request.model",
+    "llm.model_name",
+    "gen_ai.provider.name",
+    "gen_ai.system",
+)
 MAX_LANES = 16  # trajectories (a trial's agent and each subagent) a streamed file may hold: a pass each
 _HEAD = re.compile(rb'^\s*\{\s*"(resourceSpans|batches|resourceLogs)"')
 NOT_IN_LANE = 0xFFFFFFFF
@@ -215,9 +223,19 @@ class Index:
     def light(self, pos: int) -> Span:
         """A span that is no model call, as far as a model call's steps look at what is above it."""
         attrs = {"gen_ai.operation.name": "plan"} if self.kind[pos] & PLAN else {}
-        return Span(trace_id="", span_id=f"{self.span[pos]:016x}", parent_id=self.parent_id(pos), name="",
-                    start=self.start[pos], end=0, attrs=attrs, resource={}, status={}, place="",
-                    order=self.order[pos])  # fmt: skip
+        return Span(
+            trace_id="",
+            span_id=f"{self.span[pos]:016x}",
+            parent_id=self.parent_id(pos),
+            name="",
+            start=self.start[pos],
+            end=0,
+            attrs=attrs,
+            resource={},
+            status={},
+            place="",
+            order=self.order[pos],
+        )
 
     # ---------------------------------------------------------------- trials
 
@@ -263,8 +281,13 @@ class Index:
         orphans = [p for p in trial.seq if self.parent_id(p) and self.parent_of(p) is None]
         if orphans:
             orphan = next(s for p, s in enumerate(self._spans([])) if p == orphans[0])
-            warnings.append((orphan.place, f"{len(orphans)} spans name a parent not in this file (first: "
-                                           f"{orphan.named()}): read as the top of their trace"))  # fmt: skip
+            warnings.append(
+                (
+                    orphan.place,
+                    f"{len(orphans)} spans name a parent not in this file (first: "
+                    f"{orphan.named()}): read as the top of their trace",
+                )
+            )
         reward = first(tops, otlp.REWARD) if tops else self.first(trial, otlp.REWARD)
         attempt = self.first(trial, otlp.ATTEMPT)
         identity = {name: str(v) for key, name in IDENTITY.items() if (v := self.first(trial, key)) is not None}
@@ -384,8 +407,9 @@ class Index:
         """A pass for every trajectory's warnings, and each trial's token totals (its main lane's)."""
         builders: dict[tuple[int, int], LaneSteps] = {}
         sums: list[dict[str, float]] = [{} for _ in self.built]
-        for t, lane, steps in self.walk({t: set(range(len(trial.lanes))) for t, trial in enumerate(self.built)},
-                                        builders):  # fmt: skip
+        for t, lane, steps in self.walk(
+            {t: set(range(len(trial.lanes))) for t, trial in enumerate(self.built)}, builders
+        ):
             if lane == 0:
                 for key, value in otlp.metric_sums(steps).items():
                     sums[t][key] = sums[t].get(key, 0) + value
@@ -393,51 +417,3 @@ class Index:
             ([w for lane in range(len(trial.lanes)) for w in builders[t, lane].warnings()], sums[t])
             for t, trial in enumerate(self.built)
         ]
-
-
-class LaneView(Mapping[str, Span]):
-    """A lane's spans by id, for `LaneSteps`: the model calls around others whole, the rest light."""
-
-    def __init__(self, index: Index, trial: int, lane: int, kept: dict[int, Span]) -> None:
-        self.index, self.trial, self.lane, self.kept = index, trial, lane, kept
-
-    def __getitem__(self, span_id: str) -> Span:
-        pos = self.index.find(span_id)
-        if pos is None or self.index.lane[pos] != self.lane or self.index.trial_of[self.index.trace[pos]] != self.trial:
-            raise KeyError(span_id)
-        return self.kept.get(pos) or self.index.light(pos)
-
-    def __iter__(self) -> Iterator[str]:
-        return (
-            f"{self.index.span[p]:016x}" for p in range(len(self.index.span)) if f"{self.index.span[p]:016x}" in self
-        )
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-class WrapperIds(Collection[str]):
-    """The ids of a lane's model calls around others, looked up in the index (not held as text)."""
-
-    def __init__(self, index: Index, positions: set[int]) -> None:
-        self.index, self.positions = index, positions
-
-    def __contains__(self, span_id: object) -> bool:
-        return isinstance(span_id, str) and self.index.find(span_id) in self.positions
-
-    def __iter__(self) -> Iterator[str]:
-        return (f"{self.index.span[p]:016x}" for p in self.positions)
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-
-class LaneStepsOf(Iterable[dict[str, Any]]):
-    """A trajectory's steps, made by a pass over the file each time they are read."""
-
-    def __init__(self, index: Index, trial: int, lane: int) -> None:
-        self.index, self.trial, self.lane = index, trial, lane
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        for _, _, steps in self.index.walk({self.trial: {self.lane}}):
-            yield from steps

@@ -55,8 +55,9 @@ class Command(BaseCommand):
         for raw in options["paths"]:
             path = Path(raw).resolve()
             if not path.exists():  # said, and the other paths still imported
-                self.stdout.write(self.describe({"outcome": "rejected", "kind": "-", "pack": raw,
-                                                 "reason": "no such file or folder"}))  # fmt: skip
+                self.stdout.write(
+                    self.describe({"outcome": "rejected", "kind": "-", "pack": raw, "reason": "no such file or folder"})
+                )
                 rejected += 1
                 continue
             found.append((raw, path))

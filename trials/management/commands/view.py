@@ -217,9 +217,14 @@ class Command(BaseCommand):
             # folder finished meanwhile is a change it sees (the first pass comes once it is set up: a
             # tenth of a second, not the second of import_packs' timeout, which was a second of the first look).
             changes_seen = watch(
-                *folders, stop_event=stop, raise_interrupt=False, debounce=400, step=100, rust_timeout=100,
+                *folders,
+                stop_event=stop,
+                raise_interrupt=False,
+                debounce=400,
+                step=100,
+                rust_timeout=100,
                 yield_on_timeout=True,
-            )  # fmt: skip
+            )
             for number, changes in enumerate(changes_seen):
                 if number == 0:
                     self.import_paths(importer, paths, roots, show_progress)
@@ -235,8 +240,11 @@ class Command(BaseCommand):
     def import_paths(self, importer: EmbeddedImports, paths: list[str], roots: list[Path], show_progress: bool) -> None:
         for raw, root in zip(paths, roots, strict=True):
             if not root.exists():
-                self.stdout.write(importer.describe({"outcome": "rejected", "kind": "-", "pack": raw,
-                                                     "reason": "no such file or folder"}))  # fmt: skip
+                self.stdout.write(
+                    importer.describe(
+                        {"outcome": "rejected", "kind": "-", "pack": raw, "reason": "no such file or folder"}
+                    )
+                )
                 continue
             # A job's first trial alone, as the watch imports one (it joins its job): on the list in
             # a moment, while the job's import stores and reads every trial before it writes the first.

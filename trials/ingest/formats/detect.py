@@ -7,9 +7,10 @@ decide. Archives are found by their magic bytes and extracted by the service.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from trials.ingest import documents
 from trials.ingest.archives import DEFAULT_LIMITS, Budget, archive_kind
@@ -206,58 +207,105 @@ def parse_file(path: Path, rel: str, max_run_rows: int = DEFAULT_LIMITS.max_run_
     return pack
 
 
+class JsonFile(NamedTuple):
+    """A JSON document read whole, as a parser of JSON_FORMATS is given it."""
+
+    data: Any
+    path: Path
+    rel: str  # the file as the user names it
+    max_run_rows: int  # the upload's limit on a results file's rows
+
+
+@dataclass(frozen=True)
+class JsonFormat:
+    """A format a JSON document may be: `recognises` it by its keys; `parse` makes its pack, or None (not ours)."""
+
+    recognises: Callable[[Any], bool]
+    parse: Callable[[JsonFile], ParsedPack | None]
+
+
+def _any(data: Any) -> bool:
+    return True  # (a parser that tells its own documents apart as it reads them)
+
+
+# Every format a whole JSON document can be, tried in this order, the first that takes it wins. A new
+# format adds its entry here (CONTRIBUTING.md); what it sets on its records, the writer reads.
+JSON_FORMATS: list[JsonFormat] = [
+    JsonFormat(looks_like_atif, lambda f: harbor_trajectories.parse_lone_trajectory(f.path, f.rel)),
+    JsonFormat(_any, lambda f: terminal_bench.parse(f.data, f.path, f.rel, f.max_run_rows)),
+    JsonFormat(inspect.is_json_log, lambda f: inspect.parse_json_log(f.path, f.rel)),
+    JsonFormat(
+        harbor.is_trial_result,
+        lambda f: harbor.parse_single_trial(
+            f.path.parent, f.rel.rsplit("/", 1)[0] if "/" in f.rel else f.path.parent.name
+        ),
+    ),
+    JsonFormat(harbor.is_job_result, lambda f: harbor.parse_job_result_file(f.data, f.rel)),
+    JsonFormat(harbor.is_job_config, lambda f: _job_config(f.data, f.rel)),
+    JsonFormat(harbor.is_trial_lock, lambda f: _document("harbor-trial-lock", f.rel, f.data, {})),
+    JsonFormat(harbor.is_ctrf_report, lambda f: _ctrf_report(f.data, f.rel)),
+    JsonFormat(
+        lime.is_evidence_pack,
+        lambda f: ParsedPack(
+            kind="lime-evidence-pack", trials=[lime.parse_evidence_pack(f.data, f.rel)], trial_count=1
+        ),
+    ),
+    JsonFormat(lime.is_runtime_event, lambda f: lime.parse_event_file(f.data, f.rel)),
+    JsonFormat(
+        lime_threads.is_thread_snapshot,
+        lambda f: ParsedPack(
+            kind="lime-thread-snapshot", documents=[lime_threads.parse_thread_snapshot(f.data, f.rel)]
+        ),
+    ),
+    JsonFormat(
+        documents.is_json_schema,
+        lambda f: ParsedPack(kind="json-schema", documents=[documents.parse_json_schema(f.data, f.rel)]),
+    ),
+    JsonFormat(
+        lambda data: context_kinds.is_context_event(data) or context_kinds.is_context_record(data),
+        lambda f: agentcontext.parse_context_document(f.data, f.rel),
+    ),
+    JsonFormat(_any, lambda f: agentqc.parse(f.data, f.rel)),
+    JsonFormat(openchrome.is_envelope, lambda f: openchrome.parse_envelope(f.data, f.rel)),
+    JsonFormat(
+        openchrome.is_headline_gates,
+        lambda f: ParsedPack(
+            kind="openchrome-headline-gates", documents=[openchrome.parse_headline_gates(f.data, f.rel)]
+        ),
+    ),
+    JsonFormat(agentv.is_result_row, lambda f: agentv.parse_rows([(1, f.data)], f.rel)),
+    JsonFormat(
+        lambda data: isinstance(data, list) and bool(data) and all(agentv.is_result_row(r) for r in data),
+        lambda f: agentv.parse_rows(list(enumerate(f.data, start=1)), f.rel),
+    ),
+    JsonFormat(otlp.is_otlp, lambda f: otlp.parse(f.data, f.rel)),
+    JsonFormat(harbor_trajectories.is_traces_export, lambda f: harbor_trajectories.parse_traces_export(f.data, f.rel)),
+    JsonFormat(native_logs.is_mini_swe_agent, lambda f: native_logs.parse_mini_swe_agent(f.data, f.rel)),
+    JsonFormat(native_logs.is_gemini_cli_session, lambda f: native_logs.parse_gemini_cli_session(f.data, f.rel)),
+    JsonFormat(harbor_parity.is_parity_experiment, lambda f: harbor_parity.parse(f.data, f.rel)),
+]
+
+
 def parse_json(data: Any, path: Path, rel: str, max_run_rows: int = DEFAULT_LIMITS.max_run_rows) -> ParsedPack:
-    if looks_like_atif(data):
-        return harbor_trajectories.parse_lone_trajectory(path, rel)
-    if (tb1 := terminal_bench.parse(data, path, rel, max_run_rows)) is not None:
-        return tb1
-    if inspect.is_json_log(data):
-        return inspect.parse_json_log(path, rel)
-    if harbor.is_trial_result(data):
-        return harbor.parse_single_trial(path.parent, rel.rsplit("/", 1)[0] if "/" in rel else path.parent.name)
-    if harbor.is_job_result(data):
-        return harbor.parse_job_result_file(data, rel)
-    if harbor.is_job_config(data):
-        counts = {"agents": len(as_list(data.get("agents"))), "datasets": len(as_list(data.get("datasets")))}
-        return _document("harbor-job-config", rel, data, counts)
-    if harbor.is_trial_lock(data):
-        return _document("harbor-trial-lock", rel, data, {})
-    if harbor.is_ctrf_report(data):
-        summary = as_dict(data["results"].get("summary"))
-        counts = {k: v for k in ("tests", "passed", "failed") if isinstance(v := summary.get(k), int)}
-        return _document("ctrf-report", rel, data, counts)
-    if lime.is_evidence_pack(data):
-        return ParsedPack(kind="lime-evidence-pack", trials=[lime.parse_evidence_pack(data, rel)], trial_count=1)
-    if lime.is_runtime_event(data):
-        return lime.parse_event_file(data, rel)
-    if lime_threads.is_thread_snapshot(data):
-        return ParsedPack(kind="lime-thread-snapshot", documents=[lime_threads.parse_thread_snapshot(data, rel)])
-    if documents.is_json_schema(data):
-        return ParsedPack(kind="json-schema", documents=[documents.parse_json_schema(data, rel)])
-    if context_kinds.is_context_event(data) or context_kinds.is_context_record(data):
-        return agentcontext.parse_context_document(data, rel)
-    qc = agentqc.parse(data, rel)
-    if qc is not None:
-        return qc
-    if openchrome.is_envelope(data):
-        return openchrome.parse_envelope(data, rel)
-    if openchrome.is_headline_gates(data):
-        return ParsedPack(kind="openchrome-headline-gates", documents=[openchrome.parse_headline_gates(data, rel)])
-    if agentv.is_result_row(data):
-        return agentv.parse_rows([(1, data)], rel)
-    if isinstance(data, list) and data and all(agentv.is_result_row(r) for r in data):
-        return agentv.parse_rows(list(enumerate(data, start=1)), rel)
-    if otlp.is_otlp(data):
-        return otlp.parse(data, rel)
-    if harbor_trajectories.is_traces_export(data):
-        return harbor_trajectories.parse_traces_export(data, rel)
-    if native_logs.is_mini_swe_agent(data):
-        return native_logs.parse_mini_swe_agent(data, rel)
-    if native_logs.is_gemini_cli_session(data):
-        return native_logs.parse_gemini_cli_session(data, rel)
-    if harbor_parity.is_parity_experiment(data):
-        return harbor_parity.parse(data, rel)
+    """The pack of the first of JSON_FORMATS that takes the document."""
+    for candidate in JSON_FORMATS:
+        if (
+            candidate.recognises(data)
+            and (pack := candidate.parse(JsonFile(data, path, rel, max_run_rows))) is not None
+        ):
+            return pack
     raise PackError(Problem(rel, f"JSON of no known pack format ({KNOWN_FORMATS})", kept="the raw bytes"))
+
+
+def _job_config(data: Any, rel: str) -> ParsedPack:
+    counts = {"agents": len(as_list(data.get("agents"))), "datasets": len(as_list(data.get("datasets")))}
+    return _document("harbor-job-config", rel, data, counts)
+
+
+def _ctrf_report(data: Any, rel: str) -> ParsedPack:
+    summary = as_dict(data["results"].get("summary"))
+    counts = {k: v for k in ("tests", "passed", "failed") if isinstance(v := summary.get(k), int)}
+    return _document("ctrf-report", rel, data, counts)
 
 
 def parse_rows(rows: list[tuple[int, Any]], problems: list[Problem], rel: str) -> ParsedPack:
