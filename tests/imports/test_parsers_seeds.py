@@ -12,8 +12,8 @@ import json
 import pytest
 
 from tests.builders import REFERENCE
-from trials.ingest import documents, redaction
-from trials.ingest.formats import agentcontext, agentqc, agentv, context_kinds, lime, lime_threads, openchrome
+from trials.ingest import context_kinds, documents, redaction
+from trials.ingest.formats import agentcontext, agentqc, agentv, lime, lime_threads, openchrome
 from trials.ingest.jsonio import load_jsonl
 from trials.ingest.records import ParsedEvent, ParsedPack
 

@@ -15,10 +15,8 @@ from typing import Any
 
 import orjson
 
-from trials.ingest.formats.atif import (
-    parse_step,
-)
-from trials.ingest.formats.context_kinds import record_kind
+from trials.ingest.atif_steps import parse_step
+from trials.ingest.context_kinds import record_kind
 from trials.ingest.jsonio import json_bytes
 from trials.ingest.records import (
     ParsedStep,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trials.ingest.formats.context_kinds import CONTEXT_EVENT_TYPES
+from trials.ingest.context_kinds import CONTEXT_EVENT_TYPES
 from trials.ingest.values import as_dict
 
 SCHEMA_VERSION = "ATIF-v1.6"

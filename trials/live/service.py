@@ -28,9 +28,9 @@ from trials.imports.rows import (
     write_permissions,
 )
 from trials.ingest import redaction
+from trials.ingest.context_kinds import record_kind
 from trials.ingest.formats import lime
 from trials.ingest.formats.atif_checks import validate_step
-from trials.ingest.formats.context_kinds import record_kind
 from trials.ingest.records import status_from_reward
 from trials.ingest.values import as_dict, parse_iso, to_float
 from trials.live.trajectories import (

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trials.ingest.context_kinds import CONTEXT_EVENT_TYPES, is_context_event, is_context_record, record_kind
 from trials.ingest.documents import is_json_schema
-from trials.ingest.formats.context_kinds import CONTEXT_EVENT_TYPES, is_context_event, is_context_record, record_kind
 from trials.ingest.records import (
     PackError,
     ParsedContextRecord,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trials.ingest.formats.atif import content_text
+from trials.ingest.atif_steps import content_text
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import ParsedObservation, ParsedStep, ParsedToolCall, ParsedTrajectory, Problem
 from trials.ingest.values import as_dict, as_list, parse_time, pick, to_count, to_float, to_str

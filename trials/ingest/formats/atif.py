@@ -13,7 +13,6 @@ The checks of each field against ATIF's schema are in atif_checks.py.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,23 +22,19 @@ import ijson
 import msgspec
 import orjson
 
+from trials.ingest.atif_steps import nonnegative_count, parse_step
 from trials.ingest.formats.atif_checks import (
-    call_identity,
-    is_openai_message,
-    nonnegative_count,
     validate_header,
     validate_step,
 )
 from trials.ingest.jsonio import malformed, open_json, without_bom
 from trials.ingest.records import (
     PackError,
-    ParsedObservation,
     ParsedStep,
-    ParsedToolCall,
     ParsedTrajectory,
     Problem,
 )
-from trials.ingest.values import as_dict, as_list, parse_iso, to_float
+from trials.ingest.values import as_dict, as_list, to_float
 
 STREAM_THRESHOLD = 32 * 1024 * 1024
 
@@ -55,29 +50,6 @@ def looks_like_atif(data: Any) -> bool:
         return False
     version = data.get("schema_version")
     return (isinstance(version, str) and version.startswith("ATIF")) or ("steps" in data and "agent" in data)
-
-
-def content_text(content: Any) -> str:
-    """The text of a message or observation: a string, or the text of its content parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict):
-                if part.get("type") == "text":
-                    parts.append(str(part.get("text") or ""))
-                elif is_openai_message(part):
-                    parts.append(content_text(part.get("content")))
-                else:
-                    source = as_dict(part.get("source"))
-                    parts.append(f"[{part.get('type')}: {source.get('path', '')}]")
-        return "\n".join(parts)
-    if is_openai_message(content):  # (non-conformant producers: {"role": …, "content": …} as the message)
-        return content_text(content.get("content"))
-    return json.dumps(content, default=str)  # not orjson: agents print integers past 64 bits
 
 
 def read_trajectory(path: Path, rel: str, role: str = "main", step_name: str = "") -> ParsedTrajectory:
@@ -267,79 +239,6 @@ def final_totals(trajectories: list[ParsedTrajectory]) -> dict[str, Any]:
             if (value := read(metrics.get(key))) is not None:
                 totals[key] = totals.get(key, 0) + value
     return totals
-
-
-def parse_step(raw: Any, index: int) -> ParsedStep:
-    if not isinstance(raw, dict):  # the file keeps the real value; the row says what was wrong
-        shown = json.dumps(raw, default=str)[:200]
-        raw = {
-            "step_id": None,
-            "source": "invalid",
-            "message": f"(not a step object: {shown})",
-            "extra": {"invalid": raw},
-        }
-    tool_calls = [
-        ParsedToolCall(
-            tool_call_id=str(call.get("tool_call_id") or ""),
-            function_name=str(call.get("function_name") or ""),
-            arguments=call.get("arguments"),
-        )
-        for call in unique_calls(as_list(raw.get("tool_calls")))
-    ]
-    observations = []
-    observation = raw.get("observation")
-    results = (
-        [r for r in as_list(observation.get("results")) if isinstance(r, dict)] if isinstance(observation, dict) else []
-    )
-    # (no source_call_id anywhere, as many results as calls: each result is its call's, in order)
-    by_position = len(results) == len(tool_calls) and not any("source_call_id" in r for r in results)
-    for position, result in enumerate(results):
-        text = content_text(result.get("content"))
-        scid = tool_calls[position].tool_call_id or None if by_position else result.get("source_call_id")
-        observations.append(
-            ParsedObservation(
-                source_call_id=scid if isinstance(scid, str) else None,
-                content_text=text,
-                content_size=len(text.encode("utf-8", "surrogatepass")),
-                subagent_refs=[r for r in as_list(result.get("subagent_trajectory_ref")) if isinstance(r, dict)],
-            )
-        )
-    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
-    extra = raw.get("extra") if isinstance(raw.get("extra"), dict) else {}
-    context_management = extra.get("context_management")
-    return ParsedStep(
-        index=index,
-        step_id=raw.get("step_id"),
-        source=str(raw.get("source") or ""),
-        timestamp=parse_iso(raw.get("timestamp")),
-        model_name=str(raw.get("model_name") or ""),
-        message_text=content_text(raw.get("message")),
-        reasoning=str(raw.get("reasoning_content") or ""),
-        prompt_tokens=nonnegative_count(metrics.get("prompt_tokens")),
-        completion_tokens=nonnegative_count(metrics.get("completion_tokens")),
-        cached_tokens=nonnegative_count(metrics.get("cached_tokens")),
-        cost_usd=to_float(metrics.get("cost_usd")),
-        is_copied_context=raw.get("is_copied_context") is True,
-        llm_call_count=nonnegative_count(raw.get("llm_call_count")),
-        context_management=str(context_management.get("type") or "") if isinstance(context_management, dict) else "",
-        tool_calls=tool_calls,
-        observations=observations,
-        raw=raw,
-    )
-
-
-def unique_calls(calls: list[Any]) -> list[dict[str, Any]]:
-    """A step's tool calls, each once: some producers write every call twice (same id, or same name and arguments)."""
-    seen: set[str] = set()
-    kept = []
-    for call in calls:
-        if not isinstance(call, dict):
-            continue
-        identity = call_identity(call)
-        if identity not in seen:
-            seen.add(identity)
-            kept.append(call)
-    return kept
 
 
 def _ijson_error(rel: str, exc: Exception, json_path: str = "", line: int | None = None) -> PackError:

@@ -3,10 +3,10 @@ values. A problem names the file and JSON path and what was kept."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from trials.ingest.atif_steps import call_identity, is_openai_message, nonnegative_count
 from trials.ingest.records import (
     Problem,
 )
@@ -229,18 +229,6 @@ def validate_step(step: dict[str, Any], index: int, rel: str) -> list[Problem]:
     return problems
 
 
-def is_openai_message(value: Any) -> bool:
-    """An OpenAI-style chat message where ATIF wants a string or content parts (other producers' "ATIF-v1.6")."""
-    return isinstance(value, dict) and "type" not in value and "content" in value and "role" in value
-
-
-def call_identity(call: dict[str, Any]) -> str:
-    call_id = call.get("tool_call_id")
-    if isinstance(call_id, str) and call_id:
-        return f"id:{call_id}"
-    return "call:" + json.dumps([call.get("function_name"), call.get("arguments")], sort_keys=True, default=str)
-
-
 def _lenient_problems(step: dict[str, Any], where: str, rel: str) -> list[Problem]:
     """What non-conformant producers of "ATIF-v1.6" write, read anyway: each a warning at its JSON path."""
     found: list[tuple[str, str]] = []
@@ -303,13 +291,3 @@ def _content_part_problems(content: Any, where: str, rel: str) -> list[Problem]:
 
 
 METRIC_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens")
-
-
-def int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def nonnegative_count(value: Any) -> int | None:
-    """A count as the columns hold it: a whole number from 0 to 2^63 (validate_step flags others)."""
-    value = int_or_none(value)
-    return value if value is not None and 0 <= value < 2**63 else None

@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from trials.ingest import documents
+from trials.ingest import context_kinds, documents
 from trials.ingest.archives import DEFAULT_LIMITS, Budget, archive_kind
 from trials.ingest.folders import entries_under
 from trials.ingest.formats import (
     agentcontext,
     agentqc,
     agentv,
-    context_kinds,
     harbor,
     harbor_parity,
     harbor_sidecars,

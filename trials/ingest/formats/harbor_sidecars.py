@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from trials.ingest import redaction
+from trials.ingest import context_kinds, redaction
 from trials.ingest.evidence import join_evidence_pack
-from trials.ingest.formats import agentcontext, benchviewer_export, context_kinds, lime
+from trials.ingest.formats import agentcontext, benchviewer_export, lime
 from trials.ingest.formats.harbor_trajectories import sniff_trajectory
 from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from trials.ingest.formats.atif import parse_step
+from trials.ingest.atif_steps import parse_step
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import ParsedEvent, ParsedPermission, ParsedStep, Problem
 from trials.ingest.redaction import collect_redactions, has_redaction_marks, scrub_tree

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from trials.ingest.formats.atif import content_text
+from trials.ingest.atif_steps import content_text
 from trials.ingest.records import (
     ConfigurationRef,
     ParsedObservation,
