@@ -1,6 +1,7 @@
 """Every API route, in one list (served under /api/; the OpenAPI schema at /api/schema/).
 
-The views live with their feature: trials/viewer/api.py, trials/triage/api.py, comparisons/pair/api.py.
+The views live with their feature: trials/viewer/api.py, trials/uploads/api.py, trials/triage/api.py,
+comparisons/pair/api.py.
 """
 
 from django.contrib.auth.decorators import login_required
@@ -15,6 +16,7 @@ from trials.live import api as live
 from trials.live import poll as live_poll
 from trials.queries import api as queries
 from trials.triage import api as triage
+from trials.uploads import api as uploads
 from trials.viewer import api as trials
 
 urlpatterns = [
@@ -41,8 +43,8 @@ urlpatterns += [
 
 # Imports and trials
 urlpatterns += [
-    path("imports/", trials.ImportListCreate.as_view(), name="api-imports"),
-    path("imports/<uuid:pk>/", trials.ImportDetail.as_view(), name="api-import-detail"),
+    path("imports/", uploads.ImportListCreate.as_view(), name="api-imports"),
+    path("imports/<uuid:pk>/", uploads.ImportDetail.as_view(), name="api-import-detail"),
     path("trials/", trials.TrialList.as_view(), name="api-trials"),
     path("trials/<int:pk>/", trials.TrialDetail.as_view(), name="api-trial-detail"),
     path("trials/<int:pk>/trajectory/", trials.TrialTrajectory.as_view(), name="api-trial-trajectory"),

@@ -3,12 +3,13 @@
 from django.urls import path
 
 from trials.queries import views as queries
+from trials.uploads import pages as uploads
 from trials.viewer import pages
 
 urlpatterns = [
     path("", pages.home, name="home"),
-    path("imports/", pages.imports, name="imports"),
-    path("imports/<uuid:pk>/", pages.import_detail, name="import-detail"),
+    path("imports/", uploads.imports, name="imports"),
+    path("imports/<uuid:pk>/", uploads.import_detail, name="import-detail"),
     path("jobs/", pages.job_list, name="job-list"),
     path("jobs/<int:pk>/", pages.job_detail, name="job-detail"),
     path("trials/", pages.trial_list, name="trial-list"),

@@ -1,4 +1,4 @@
-"""The trials API: imports, trials, a trajectory, its steps, search, permissions, context, alignment, export."""
+"""The trials API: trials, a trajectory, its steps, search, permissions, context, alignment, export."""
 
 import tempfile
 
@@ -6,9 +6,8 @@ from django.http import FileResponse, Http404, HttpResponse, StreamingHttpRespon
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import generics, status
+from rest_framework import generics
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -17,45 +16,9 @@ from core.ids import parse_pk
 from trials import export
 from trials.filters import TrialFilter
 from trials.ingest.formats.atif import EMBEDDED_MARK
-from trials.models import Import, Trial, step_url
-from trials.queue import import_upload
+from trials.models import Trial, step_url
 from trials.reading import search_hits, side_by_side, steps, tabs, text
-from trials.viewer.serializers import (
-    ImportCreateSerializer,
-    ImportSerializer,
-    TrialDetailSerializer,
-    TrialListSerializer,
-)
-
-
-class ImportListCreate(generics.ListCreateAPIView):
-    """POST a file (multipart field `file`, optionally its `path` relative to the folder it is from, which the
-    import reads as `import_packs` on that folder would): the import is queued and its id returned at once."""
-
-    queryset = Import.objects.all()
-    parser_classes = [MultiPartParser]  # (a urlencoded form cannot carry the file: 415, not a 400 about it)
-    required_right = roles.IMPORT
-    max_body_setting = "IMPORT_MAX_UPLOAD_BYTES"  # (the file streams to disk as it arrives)
-
-    def get_serializer_class(self):
-        return ImportCreateSerializer if self.request.method == "POST" else ImportSerializer
-
-    @extend_schema(request=ImportCreateSerializer, responses={202: ImportSerializer})
-    def post(self, request, *args, **kwargs):
-        if len(request.FILES.getlist("file")) > 1:  # one import, one id: say so rather than drop files
-            raise ValidationError({"file": ["one file per request (several were sent); POST each on its own"]})
-        serializer = ImportCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        upload = serializer.validated_data["file"]
-        name = serializer.validated_data.get("path") or upload.name  # (a relative path names its folders too)
-        imp = import_upload(upload, name, origin=Import.Origin.API, user=request.user)
-        imp.refresh_from_db()
-        return Response(ImportSerializer(imp).data, status=status.HTTP_202_ACCEPTED)
-
-
-class ImportDetail(generics.RetrieveAPIView):
-    queryset = Import.objects.all()
-    serializer_class = ImportSerializer
+from trials.viewer.serializers import TrialDetailSerializer, TrialListSerializer
 
 
 class TrialList(generics.ListAPIView):

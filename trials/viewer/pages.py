@@ -1,12 +1,10 @@
-"""The pages: dashboard, imports, jobs, trial list, search, a trial (its tabs: reading/tab_panels.py), a step,
+"""The pages: dashboard, jobs, trial list, search, a trial (its tabs: reading/tab_panels.py), a step,
 side by side, artifacts."""
 
 import mimetypes
 from pathlib import PurePosixPath
 
 from csp.decorators import csp_update
-from django.conf import settings
-from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Avg, Count, Q
 from django.http import FileResponse, Http404, HttpResponse, QueryDict
@@ -14,17 +12,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from core import limits, roles
 from core.ids import parse_pk
 from trials.ingest.formats import harbor_checks
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
 from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
-from trials.queue import import_upload
 from trials.reading import artifacts, lists, search_hits, side_by_side, tab_panels, tabs, text
 from trials.triage import clusters
 from trials.triage.forms import CommentForm
-from trials.uploads.forms import UploadForm
 
 PAGE_SIZE = 50
 KEPT_ROWS_SHOWN = 50  # an envelope's rows that are not trials, shown on its job page
@@ -66,36 +61,6 @@ def home(request):
             "incomplete_count": Trial.objects.filter(lime_evidence=True, is_complete=False).count(),
             "trial_count": Trial.objects.count(),
         },
-    )
-
-
-@limits.body_limited_by("IMPORT_MAX_UPLOAD_BYTES")  # (the files stream to disk as they arrive)
-@roles.require_right(roles.READ, write=roles.IMPORT)
-def imports(request):
-    form = UploadForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
-        files = form.cleaned_data["files"]
-        # A folder chosen in the form: each file's relative path, in the files' order (static/js/upload_paths.js).
-        paths = request.POST.getlist("paths")
-        names = [p or f.name for p, f in zip(paths, files, strict=True)] if len(paths) == len(files) else None
-        created = [
-            import_upload(f, names[i] if names else f.name, origin=Import.Origin.UPLOAD, user=request.user)
-            for i, f in enumerate(files)
-        ]
-        # Said once, and true later too: the import pages show each one's live status.
-        messages.success(request, f"{len(created)} file(s) uploaded.")
-        if len(created) == 1:
-            return redirect(created[0])
-        return redirect("imports")
-    page = Paginator(Import.objects.all(), PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "trials/imports.html", {"form": form, "page": page})
-
-
-@require_safe
-def import_detail(request, pk):
-    imp = get_object_or_404(Import, pk=pk)
-    return render(
-        request, "trials/import_detail.html", {"import": imp, "recovery_interval": settings.IMPORT_RECOVERY_INTERVAL}
     )
 
 

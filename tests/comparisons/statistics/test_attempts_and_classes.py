@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from statsmodels.stats.power import NormalIndPower
 from comparisons.statistics import stats
 from comparisons.statistics.side_data import LEADERBOARD_RULES, leaderboard_score, load_side
 from comparisons.statistics.sides import Side
-from tests.builders import import_path, make_user
+from tests.builders import REFERENCE, import_path, make_user
 from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, TaskFactory, TrialFactory
 from trials.demo import write_demo
 from trials.models import Job, Trial
@@ -27,8 +26,7 @@ from trials.triage.signatures import sign_trials
 
 pytestmark = pytest.mark.django_db
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference"
-TB1_RUN = SHARED / "terminal-bench-1" / "20250825_swe-agent-mini_claude-4-sonnet" / "2025-08-07__20-46-16"
+TB1_RUN = REFERENCE / "terminal-bench-1" / "20250825_swe-agent-mini_claude-4-sonnet" / "2025-08-07__20-46-16"
 UNSCORED, INFRA = "unscored", "infra"  # an errored trial with no reward; a failure classed infrastructure
 
 
