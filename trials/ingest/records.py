@@ -268,6 +268,10 @@ class ParsedTrial:
     # QC items that cited it there: written back as triage items, not kept as a document.
     exported: dict[str, Any] = field(default_factory=dict)
     qc_items: list[dict[str, Any]] = field(default_factory=list)
+    # The items a redaction in its files withholds (item id -> its entry, redaction.collect_redactions), as
+    # found: its values are withheld from every field here by one stage (redaction.withhold_redacted).
+    redactions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    carries_context: bool = False  # context files or events beside it: an item marked redacted in place may be anywhere
 
 
 @dataclass
@@ -306,6 +310,7 @@ class ParsedPack:
     context_records: list[ParsedContextRecord] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     trial_count: int | None = None  # when known up front, for progress
+    redactions: dict[str, dict[str, Any]] = field(default_factory=dict)  # for its events and records, as a trial's
 
     def iter_trials(self) -> Iterator[ParsedTrial]:
         yield from self.trials
