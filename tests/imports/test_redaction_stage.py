@@ -8,6 +8,7 @@ import json
 import orjson
 
 from tests.builders import good_steps, write_trial
+from trials.imports import rescrub
 from trials.ingest import redaction
 from trials.ingest.formats import harbor
 from trials.ingest.records import (
@@ -19,6 +20,7 @@ from trials.ingest.records import (
     ParsedPermission,
     ParsedTrial,
 )
+from trials.models import ContextRecord, PermissionDecision, RuntimeEvent, Trajectory, Trial
 
 CANARY = "LEAKCANARY-40"
 ITEM = {"item_id": "item-40", "content": CANARY}
@@ -100,3 +102,10 @@ def test_a_pack_of_events_and_context_records_of_no_trial_is_withheld_by_its_own
     assert CANARY not in repr(pack) and set(pack.redactions) == {"item-40"}
     assert pack.events[0].payload == {"item": {"item_id": "item-40", "content": redaction.REDACTED}}
     assert event["payload"]["item"]["content"] == CANARY  # the parser's values are not changed in place
+
+
+def test_a_later_redactions_rescrub_reads_its_tables_from_the_models_permissions_included():
+    covered = {columns.model: {f.name for f in columns.fields} for columns in rescrub.trial_columns()}
+    assert {"prompt", "scope", "reason", "raw"} <= covered[PermissionDecision]
+    assert "raw" in covered[RuntimeEvent] and "data" in covered[ContextRecord] and "header" in covered[Trajectory]
+    assert {"documents", "exception_message"} <= covered[Trial]
