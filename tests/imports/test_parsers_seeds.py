@@ -275,6 +275,13 @@ def context_event(event_type: str, event_id: str, data: dict, **ids) -> dict:
     }
 
 
+def withheld(records: list) -> list:
+    """The records as the import stores them: through its redaction stage, after the parser."""
+    pack = ParsedPack(kind="agent-context", context_records=records)
+    redaction.withhold_redacted(pack)
+    return pack.context_records
+
+
 def test_masked_item_never_shows_its_raw_value_anywhere():
     item = {
         "item_id": "item-key",
@@ -287,7 +294,7 @@ def test_masked_item_never_shows_its_raw_value_anywhere():
         "policy_refs": ["policy://secrets"],
     }
     obj = context_event("context.item.added", "ev-1", {"item": item})
-    records = agentcontext.parse_context_event(obj, "ctx.jsonl", 1)
+    records = withheld(agentcontext.parse_context_event(obj, "ctx.jsonl", 1))
     assert SECRET not in repr(records)
     [rec] = [r for r in records if r.kind == "item"]
     assert rec.status == "redacted" and rec.redaction_state == "masked"
@@ -328,6 +335,7 @@ def test_redaction_record_scrubs_the_item_it_names_and_keeps_reason_and_policy_r
         },
     }
     pack = agentcontext.parse_context_document(bundle, "bundle.json")
+    redaction.withhold_redacted(pack)
     assert SECRET not in repr(pack)
     by_kind = {r.kind: r for r in pack.context_records}
     assert by_kind["item"].status == "redacted"
@@ -457,7 +465,7 @@ def test_context_rows_report_lines_that_are_not_context():
 def test_runtime_context_event_payload_yields_context_records_with_runtime_ids():
     payload = {"item": {"item_id": "i1", "context_kind": "file", "content": SECRET, "redaction_state": "encrypted_ref"}}
     runtime = lime.parse_event(event("context.resolved", 5, payload=payload), "e.jsonl", 5)
-    records = agentcontext.context_records_from_runtime_event(runtime)
+    records = withheld(agentcontext.context_records_from_runtime_event(runtime))
     assert [r.kind for r in records] == ["item"]
     assert records[0].correlation["threadId"] == "th"
     assert SECRET not in repr(records)

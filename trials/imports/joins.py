@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from trials.imports import rescrub
 from trials.imports.rows import apply_completeness, context_row, event_row, get_configuration, write_permissions
-from trials.ingest import evidence, redaction
+from trials.ingest import evidence
 from trials.ingest.formats import lime
 from trials.ingest.formats.harbor_jobstats import NAMED_ONLY
 from trials.ingest.records import (
@@ -115,8 +115,7 @@ def join_evidence_pack(trial: Trial, parsed: ParsedTrial) -> None:
             trial.configuration = get_configuration(facts.configuration)
         apply_completeness(trial)
         trial.save()
-        if redaction.has_redaction_marks(parsed.documents.get("evidence_pack")):  # (its `redactions`)
-            rescrub.scrub_trial(trial, settings.IMPORT_SPOOL_DIR)
+        rescrub.scrub_trial(trial, settings.IMPORT_SPOOL_DIR)  # (its `redactions` cover what the trial holds)
         if replaced is not None and replaced != trial.configuration:
             Configuration.objects.filter(pk=replaced.pk, trials__isnull=True).delete()  # left with no trial
 

@@ -2,7 +2,8 @@
 batch fails), then what joins them (loose events, the job's earlier trials) and their signatures.
 
 `PackWrite` is one pack's write, run by `service.ImportRun.write_pack`; it counts what it wrote
-for the import's outcome line.
+for the import's outcome line. Each trial, and the pack's events and context records of no trial,
+go through the redaction stage (`redaction.withhold_redacted`) before anything of them is written.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from trials.imports.writer import (
     write_trials,
 )
 from trials.ingest.records import ParsedPack, ParsedTrial, Problem
+from trials.ingest.redaction import withhold_redacted
 from trials.models import Document, Import, Job, Pack, PackFile, RuntimeEvent, Trial
 from trials.triage import signatures
 
@@ -90,6 +92,7 @@ class PackWrite:
 
     def run(self) -> dict:
         parsed, pack, counts = self.parsed, self.pack, self.counts
+        withhold_redacted(parsed)  # (its events and context records of no trial; each trial as it is written)
         for document in parsed.documents:
             Document.objects.get_or_create(
                 pack=pack,
@@ -129,6 +132,7 @@ class PackWrite:
                 if self.per_trial_progress:
                     self.advance()
                 continue
+            withhold_redacted(trial)
             trial.files_sha256 = files_sha256(trial, self.files)
             if trial.job_key and trial.job_key not in self.jobs:  # its job came in another pack (or not yet)
                 self.jobs[trial.job_key] = stored_job(trial.job_key)

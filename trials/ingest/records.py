@@ -273,6 +273,10 @@ class ParsedTrial:
     # bytes; it is evidence of a trial stored apart (a Lime pack), joined to that trial by name.
     files_are_its_own: bool = False
     joins_stored_trial: bool = False
+    # The items a redaction in its files withholds (item id -> its entry, redaction.collect_redactions), as
+    # found: its values are withheld from every field here by one stage (redaction.withhold_redacted).
+    redactions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    carries_context: bool = False  # context files or events beside it: an item marked redacted in place may be anywhere
 
 
 @dataclass
@@ -313,6 +317,7 @@ class ParsedPack:
     context_records: list[ParsedContextRecord] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     trial_count: int | None = None  # when known up front, for progress
+    redactions: dict[str, dict[str, Any]] = field(default_factory=dict)  # for its events and records, as a trial's
 
     def iter_trials(self) -> Iterator[ParsedTrial]:
         yield from self.trials

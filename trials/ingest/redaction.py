@@ -1,35 +1,41 @@
-"""Every rule that keeps a redacted Agent Context item out of what Benchviewer stores.
+"""Every rule that keeps a redacted Agent Context item out of what Benchviewer stores or serves.
 
 A redaction (a record, or an item marked redacted in place) names an item; its raw values
-are blanked wherever the item appears: in context records, runtime events, JSON inside any
-text, the trial's documents and logs, and the agent's own trajectory (`withhold_redacted`).
-The stored packs keep their bytes. Pure: no Django.
+are blanked wherever the item appears: in context records, runtime events, permissions, JSON
+inside any text, the trial's documents and logs, and the agent's own trajectory. One stage does
+it to what a parser found, before anything is stored (`withhold_redacted`); a later redaction
+scrubs the stored rows again (trials.imports.rescrub); a stored file is scrubbed on its way out
+(`scrub_file`). The stored packs keep their bytes. Which items are redacted is read by
+trials.ingest.context_kinds. Pure: no Django.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import orjson
-
 from trials.ingest.atif_steps import parse_step
-from trials.ingest.context_kinds import record_kind
+from trials.ingest.context_kinds import (
+    collect_redactions,
+    has_redaction_marks,
+    is_redacted_state,
+    item_identity,
+    redactions_in,
+)
 from trials.ingest.jsonio import json_bytes
 from trials.ingest.records import (
+    ParsedEvent,
+    ParsedPack,
     ParsedStep,
     ParsedTrajectory,
     ParsedTrial,
     read_all,
 )
-from trials.ingest.values import pick, to_str
 
 REDACTED = "[redacted]"
-
-
-_NOT_REDACTED = ("", "none")
 
 
 # Keys that can hold the raw value of an item; all are blanked when the item is redacted.
@@ -70,10 +76,6 @@ def _copy_tree(value: Any) -> Any:
     return value
 
 
-def is_redacted_state(state: Any) -> bool:
-    return to_str(state).strip().lower() not in _NOT_REDACTED
-
-
 def scrub_redacted(
     item: dict[str, Any], redacted_fields: list[Any] | None = None, force: bool = False
 ) -> dict[str, Any]:
@@ -108,15 +110,6 @@ def _blank_raw_values(value: Any) -> None:
                 _blank_raw_values(v)
 
 
-# Keys that name an item, in a record or in a ref to it (`_norm_refs` reads refs by the same).
-_ITEM_ID_KEYS = ("item_id", "item_ref", "source_item_ref", "itemId", "id", "ref")
-
-
-def _item_identity(obj: dict[str, Any]) -> str:
-    value = pick(obj, *_ITEM_ID_KEYS)
-    return value if isinstance(value, str) else ""
-
-
 def scrub_tree(value: Any, named: dict[str, dict[str, Any]]) -> Any:
     """Copy of any JSON value with every redacted item inside it scrubbed (inside JSON text too)."""
     if isinstance(value, list):
@@ -126,7 +119,7 @@ def scrub_tree(value: Any, named: dict[str, dict[str, Any]]) -> Any:
     if not isinstance(value, dict):
         return value
     out = {k: scrub_tree(v, named) for k, v in value.items()}
-    identity = _item_identity(out)
+    identity = item_identity(out)
     if identity in named:
         return scrub_redacted(out, named[identity].get("fields"), force=True)
     return scrub_redacted(out)
@@ -182,93 +175,90 @@ def scrub_file(data: bytes, named: dict[str, dict[str, Any]]) -> bytes:
     return data if clean_value == value else json_bytes(clean_value)
 
 
-def redaction_targets(obj: dict[str, Any]) -> list[str]:
-    targets = []
-    for key in ("item_id", "target_ref", "target_item_id", "item_ref", "target"):
-        if isinstance(obj.get(key), str):
-            targets.append(obj[key])
-    for key in ("item_refs", "target_refs", "target_item_refs"):
-        for ref in obj.get(key) or []:
-            ref_id = _item_identity(ref) if isinstance(ref, dict) else ref
-            if isinstance(ref_id, str) and ref_id:
-                targets.append(ref_id)
-    return targets
+def withhold_redacted(found: ParsedTrial | ParsedPack) -> None:
+    """The import's redaction stage: every value a redaction withholds, out of every field of what a
+    parser found (a trial, or a pack's events and context records joined to no trial), before any of it
+    is stored. Parsers only say which items are redacted (`redactions`); the redactions its own events,
+    context records and documents declare are added here.
 
-
-def has_redaction_marks(values: Any) -> bool:
-    """Whether a key starts "redact" anywhere in `values`: every mark of a redaction is one
-    (redaction_state, redacted_fields, redaction_id, redaction_method), so values with
-    none have nothing to scrub."""
-    try:
-        return b'"redact' in orjson.dumps(values)
-    except orjson.JSONEncodeError:  # an integer past 64 bits (read exactly): look the slow way
-        return True
-
-
-def redactions_in(values: list[Any]) -> dict[str, dict[str, Any]]:
-    """`collect_redactions`, at once when there is no mark of one."""
-    return collect_redactions(values) if has_redaction_marks(values) else {}
-
-
-def collect_redactions(value: Any, named: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-    """item id -> {fields, reason, policy_refs, redaction_state, ...} from the whole input."""
-    named = {} if named is None else named
-    if isinstance(value, list):
-        for v in value:
-            collect_redactions(v, named)
-        return named
-    if not isinstance(value, dict):
-        return named
-    kind = record_kind(value)
-    if kind == "redaction":
-        for target in redaction_targets(value):
-            entry = named.setdefault(target, {"fields": []})
-            entry["fields"] += list(value.get("redacted_fields") or [])
-            for key in ("reason", "policy_refs", "redaction_method", "redaction_state", "redaction_id"):
-                if value.get(key) is not None:
-                    entry.setdefault(key, value[key])
-    elif isinstance(value.get("item_id"), str) and is_redacted_state(value.get("redaction_state")):
-        # An item (with or without its context_kind, as a runtime event may carry it). Its own
-        # redacted_fields too: a copy of it elsewhere (another file) has them blanked as well.
-        entry = named.setdefault(value["item_id"], {"fields": []})
-        own = value.get("redacted_fields")
-        entry["fields"] += [f for f in own if f not in entry["fields"]] if isinstance(own, list) else []
-    for v in value.values():
-        collect_redactions(v, named)
-    return named
-
-
-def withhold_redacted(trial: ParsedTrial, redactions: dict[str, dict[str, Any]]) -> None:
-    """A redacted context item's values, out of the trial's trajectories too.
-
-    An agent's tool call or result may carry the item itself (`{"item_id": …, "content": …}`),
-    or an item marked redacted in place. Each step is scrubbed (`scrub_tree`);
-    a trajectory where that changed anything is marked `withheld`: its steps are kept as
-    scrubbed copies, never served from the file, and its ATIF download is made of them.
-    (A value the agent printed as plain text, with no item around it, cannot be told apart
-    and stays.)
+    An agent's tool call or result may carry the item itself (`{"item_id": …, "content": …}`), or an
+    item marked redacted in place. Each step is scrubbed (`scrub_tree`) and read again; a trajectory
+    where that changed anything is marked `withheld`: its steps are kept as scrubbed copies, never
+    served from the file, and its ATIF download is made of them. (A value the agent printed as plain
+    text, with no item around it, cannot be told apart and stays.)
     """
-    trial.documents = scrub_tree(trial.documents, redactions)  # (the Config and Verifier tabs)
-    trial.texts = scrub_tree(trial.texts, redactions)  # (the Logs tab: JSON printed in a log)
-    trial.exception_message = scrub_tree(trial.exception_message, redactions)
-    trial.exception_traceback = scrub_tree(trial.exception_traceback, redactions)
-    for criterion in trial.criteria:
-        criterion.raw = scrub_tree(criterion.raw, redactions)
-        criterion.evidence_refs = scrub_tree(criterion.evidence_refs, redactions)
-    for artifact in trial.artifacts:
-        artifact.raw = scrub_tree(artifact.raw, redactions)
-    for trajectory in trial.trajectories:
-        header = scrub_tree(trajectory.header, redactions)
-        if header != trajectory.header:
-            trajectory.header, trajectory.withheld = header, True
-        steps = trajectory.steps if trajectory.streamed else read_all(trajectory.steps)  # (held whole anyway)
-        if not isinstance(steps, list):  # streamed, or reading failed: scrubbed as they are read, as copies
-            trajectory.steps = _scrubbed_steps(steps, trajectory, redactions)
-            trajectory.steps_in_file = False
+    own = [found.documents] if isinstance(found, ParsedTrial) else []
+    own += [e.raw for e in found.events] if isinstance(found.events, list) else []  # (a lazy one: its parser's)
+    own += [r.data for r in found.context_records]
+    marked = has_redaction_marks(own)
+    named = collect_redactions(own, _copy_tree(found.redactions)) if marked else found.redactions
+    found.redactions = named
+    found.events = _each_scrubbed(found.events, named, _scrub_event)
+    found.context_records = list(_each_scrubbed(found.context_records, named, _scrub_fields))
+    if isinstance(found, ParsedPack):
+        return
+    found.permissions = _each_scrubbed(found.permissions, named, _scrub_fields)
+    if named or marked or found.carries_context:
+        _scrub_fields(found, named, kept=_TRIAL_KEPT)
+        for trajectory in found.trajectories:
+            _withhold_in_trajectory(trajectory, named)
+
+
+# A trial's fields kept as found: its identity and the import's bookkeeping (and what is scrubbed on its own).
+_TRIAL_KEPT = frozenset(
+    {"key", "name", "job_key", "source_format", "files", "files_sha256", "present", "problems", "redactions"}
+    | {"carries_context", "trajectories", "events", "permissions", "context_records"}
+)
+
+
+def _scrub_fields(obj: Any, named: dict[str, dict[str, Any]], kept: frozenset[str] = frozenset()) -> Any:
+    """`obj` (a parsed record) with every text and JSON field scrubbed, and those of the records it holds."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name in kept or value is None:
             continue
-        trajectory.steps = list(_scrubbed_steps(steps, trajectory, redactions))
-        if trajectory.withheld:  # (the others are still served from their places in the file)
-            trajectory.steps_in_file = False
+        if dataclasses.is_dataclass(value):
+            _scrub_fields(value, named)
+        elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+            for record in value:
+                _scrub_fields(record, named)
+        elif isinstance(value, str | dict | list):
+            setattr(obj, f.name, scrub_tree(value, named))
+    return obj
+
+
+def _scrub_event(event: ParsedEvent, named: dict[str, dict[str, Any]]) -> ParsedEvent:
+    """A runtime event scrubbed; a payload or refs that are its raw event's own are taken from the scrubbed
+    raw (an item marked redacted around them blanks them too)."""
+    raw = event.raw
+    own = {name: getattr(event, name) for name in ("payload", "refs") if raw.get(name) is getattr(event, name)}
+    _scrub_fields(event, named)
+    for name in own:
+        if isinstance(event.raw.get(name), dict):
+            setattr(event, name, event.raw[name])
+    return event
+
+
+def _each_scrubbed(records: Iterable[Any], named: dict[str, dict[str, Any]], scrub: Any) -> Any:
+    """Each record scrubbed where a redaction may reach it; a lazy sequence stays lazy (a big Inspect sample's)."""
+    scrubbed = (scrub(r, named) if named or has_redaction_marks(vars(r)) else r for r in records)
+    return list(scrubbed) if isinstance(records, list) else scrubbed
+
+
+def _withhold_in_trajectory(trajectory: ParsedTrajectory, redactions: dict[str, dict[str, Any]]) -> None:
+    trajectory.agent = scrub_tree(trajectory.agent, redactions)  # (its header's: a change there marks it)
+    trajectory.final_metrics = scrub_tree(trajectory.final_metrics, redactions)
+    header = scrub_tree(trajectory.header, redactions)
+    if header != trajectory.header:
+        trajectory.header, trajectory.withheld = header, True
+    steps = trajectory.steps if trajectory.streamed else read_all(trajectory.steps)  # (held whole anyway)
+    if not isinstance(steps, list):  # streamed, or reading failed: scrubbed as they are read, as copies
+        trajectory.steps = _scrubbed_steps(steps, trajectory, redactions)
+        trajectory.steps_in_file = False
+        return
+    trajectory.steps = list(_scrubbed_steps(steps, trajectory, redactions))
+    if trajectory.withheld:  # (the others are still served from their places in the file)
+        trajectory.steps_in_file = False
 
 
 def _scrubbed_steps(

@@ -3,7 +3,8 @@ selected, omitted, budgeted, assembled, injected, compacted, redacted or missing
 
 Agent Context is snake_case. Ids are kept exactly and exposed with the camelCase keys of
 Lime runtime events so both join. Two rules are enforced here, not later:
-- a redacted raw value never reaches `data` (trials.ingest.redaction.scrub_redacted);
+- a redacted item is marked so (status, redaction_state, the redaction's facts); its raw values
+  are withheld from `data` by the import's redaction stage (trials.ingest.redaction.withhold_redacted);
 - a context record never decides turn/task/tool status (ACTX-AR-GOV-001).
 """
 
@@ -11,7 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from trials.ingest.context_kinds import CONTEXT_EVENT_TYPES, is_context_event, is_context_record, record_kind
+from trials.ingest.context_kinds import (
+    CONTEXT_EVENT_TYPES,
+    ITEM_ID_KEYS,
+    collect_redactions,
+    is_context_event,
+    is_context_record,
+    is_redacted_state,
+    record_kind,
+    redaction_targets,
+)
 from trials.ingest.documents import is_json_schema
 from trials.ingest.records import (
     PackError,
@@ -19,14 +29,6 @@ from trials.ingest.records import (
     ParsedEvent,
     ParsedPack,
     Problem,
-)
-from trials.ingest.redaction import (
-    _ITEM_ID_KEYS,
-    collect_redactions,
-    is_redacted_state,
-    redaction_targets,
-    scrub_redacted,
-    scrub_tree,
 )
 from trials.ingest.values import pick, to_str
 
@@ -133,7 +135,7 @@ def _record(
         record_id=to_str(record_id),
         context_id=to_str(obj.get("context_id") or corr.get("contextId")),
         correlation=corr,
-        data=scrub_tree(obj, ctx.named) if data is None else data,
+        data=obj if data is None else data,
         **fields,
     )
 
@@ -144,7 +146,7 @@ def _norm_refs(refs: Any, reasons: Any) -> list[dict[str, Any]]:
     out = []
     for ref in refs if isinstance(refs, list) else []:
         if isinstance(ref, dict):
-            item_id = to_str(pick(ref, *_ITEM_ID_KEYS))
+            item_id = to_str(pick(ref, *ITEM_ID_KEYS))
             reason = pick(ref, "reason", "omission_reason", "omitted_reason", "selection_reason")
             out.append({**ref, "item_id": item_id, "reason": to_str(reason or reasons.get(item_id))})
         else:
@@ -155,9 +157,9 @@ def _norm_refs(refs: Any, reasons: Any) -> list[dict[str, Any]]:
 def _selection(obj: dict[str, Any], corr: dict[str, str], ctx: _Ctx, where: str) -> list[ParsedContextRecord]:
     sel_id = to_str(obj["selection_id"])
     reasons = pick(obj, "omission_reasons", "reasons")
-    selected = scrub_tree(_norm_refs(pick(obj, "selected_item_refs", "selected_items"), reasons), ctx.named)
-    omitted = scrub_tree(_norm_refs(pick(obj, "omitted_item_refs", "omitted_items"), reasons), ctx.named)
-    data = {**scrub_tree(obj, ctx.named), "selected_item_refs": selected, "omitted_item_refs": omitted}
+    selected = _norm_refs(pick(obj, "selected_item_refs", "selected_items"), reasons)
+    omitted = _norm_refs(pick(obj, "omitted_item_refs", "omitted_items"), reasons)
+    data = {**obj, "selected_item_refs": selected, "omitted_item_refs": omitted}
     records = [_record("selection", sel_id, obj, corr, ctx, data=data)]
     for status, refs in (("selected", selected), ("omitted", omitted)):
         for ref in refs:
@@ -185,7 +187,7 @@ def _item(obj: dict[str, Any], corr: dict[str, str], ctx: _Ctx) -> ParsedContext
     if named is not None and not is_redacted_state(state):  # redacted by a record of its own
         state = to_str(named.get("redaction_state")) or "redacted"
     redacted = is_redacted_state(state)
-    data = scrub_redacted(scrub_tree(obj, ctx.named), (named or {}).get("fields"), force=redacted)
+    data = dict(obj)  # (its values withheld by the redaction stage: `named` names it, or its own state)
     if named and (set(named) - {"fields"} or named.get("fields")):
         # the redaction record's facts (reason, policy refs) travel with the item
         data["redaction"] = {k: v for k, v in named.items() if k != "fields"} | {
@@ -206,7 +208,7 @@ def _item(obj: dict[str, Any], corr: dict[str, str], ctx: _Ctx) -> ParsedContext
 
 
 def _missing(obj: dict[str, Any], corr: dict[str, str], ctx: _Ctx) -> ParsedContextRecord:
-    data = scrub_tree(obj, ctx.named)
+    data = dict(obj)
     # The three facts ACTX-AR-MISSING-001 asks for, under stable names.
     data.setdefault("owner", obj.get("requested_from"))
     data.setdefault("requested_action", pick(obj, "blocked_actions", "needed_for"))

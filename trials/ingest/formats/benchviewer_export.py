@@ -14,7 +14,6 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from trials.ingest import redaction
 from trials.ingest.records import ConfigurationRef, DatasetRef, PackError, ParsedJob, ParsedTrial, Problem, TaskRef
 from trials.ingest.values import as_dict, parse_iso
 
@@ -97,10 +96,10 @@ def manifest_problems(manifest: dict[str, Any], trial_dir: Path, rel: str) -> li
     return problems
 
 
-def restore(trial: ParsedTrial, named: dict[str, dict[str, Any]]) -> None:
+def restore(trial: ParsedTrial) -> None:
     """The trial as it was where it was exported: its key (so a second import is the same trial),
     format, configuration and role, dataset version, task, job, attempt, correlation ids, status."""
-    exported = redaction.scrub_tree(trial.exported, named)
+    exported = trial.exported
     if not isinstance(exported.get("key"), str) or not exported["key"]:
         return  # (a manifest of an older export: the trial is what its files say)
     trial.key = exported["key"][:500]

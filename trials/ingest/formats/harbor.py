@@ -32,7 +32,6 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
 )
-from trials.ingest.redaction import withhold_redacted
 from trials.ingest.values import as_dict, as_list, parse_iso
 
 TEXT_FILES = ("trial.log", "exception.txt", "job.log")
@@ -282,13 +281,11 @@ def parse_trial_dir(
         _read_trajectories(trial, step_dir, step_rel, step_name=step_dir.name)
         read_verifier(trial, step_dir / "verifier", f"{step_rel}/verifier", step_name=step_dir.name)
         read_artifacts(trial, step_dir / "artifacts", f"{step_rel}/artifacts")
-    redactions, has_sidecars = read_sidecars(trial, trial_dir, rel, listing)
-    if has_sidecars:  # (context files or events: context items may be in its other files too)
-        withhold_redacted(trial, redactions)
+    read_sidecars(trial, trial_dir, rel, listing)  # (and what they redact: withheld by the import's redaction stage)
     flag_missing_continuations(trial)
     trial.status = trial_status(trial)
     if trial.exported:  # a Benchviewer export: the trial it was, not a new one made of its files
-        benchviewer_export.restore(trial, redactions)
+        benchviewer_export.restore(trial)
     return trial
 
 

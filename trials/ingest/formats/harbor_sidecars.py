@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from trials.ingest import context_kinds, redaction
+from trials.ingest import context_kinds
 from trials.ingest.evidence import join_evidence_pack
 from trials.ingest.formats import agentcontext, benchviewer_export, lime
 from trials.ingest.formats.harbor_trajectories import sniff_trajectory
@@ -24,13 +24,11 @@ from trials.ingest.records import (
 )
 
 
-def read_sidecars(
-    trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]
-) -> tuple[dict[str, dict[str, Any]], bool]:
+def read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[Path]) -> None:
     """Evidence packs and event files anywhere in the trial folder (`listing`: its files), joined by content.
 
-    Returns the redactions found in them and in its other JSON files (`redaction.redactions_in`),
-    and whether it has any of them, or a redaction in its artifacts.
+    Sets the redactions found in them, in its other JSON files and in its artifacts
+    (`context_kinds.redactions_in`): a redaction covers its item in every file of the trial.
 
     The packs are joined last, once the trial's own files have set its refs.
     """
@@ -70,12 +68,12 @@ def read_sidecars(
         trial.problems.extend(problems)
         event_files.append((rows, f"{rel}/{local}"))
     # A redaction covers its item in every file of the trial, not only in its own.
-    named = redaction.redactions_in([row for rows, _ in event_files for _, row in rows] + documents + in_artifacts)
+    named = context_kinds.redactions_in([row for rows, _ in event_files for _, row in rows] + documents + in_artifacts)
     for rows, file in event_files:
         read_event_rows(trial, rows, file, named)
     for pack, pack_rel in packs:
         join_evidence_pack(trial, pack, pack_rel, lambda local: own_file(trial, local))
-    return named, bool(named or event_files or documents)
+    trial.redactions, trial.carries_context = named, bool(named or event_files or documents)
 
 
 def own_file(trial: ParsedTrial, local: str) -> str | None:
@@ -95,10 +93,10 @@ def read_event_lines(
 ) -> tuple[list[ParsedEvent], list[ParsedContextRecord], list[Problem]]:
     """Runtime and context events of one JSONL file, whichever kinds it mixes.
 
-    `named`: the redactions of every file of the trial (`redaction.redactions_in`);
+    `named`: the redactions of every file of the trial (`context_kinds.redactions_in`);
     without it, the file's own, which apply to items on any of its lines."""
-    named = redaction.redactions_in([r for _, r in rows]) if named is None else named
-    events, problems = lime.parse_event_rows([(n, r) for n, r in rows if lime.is_runtime_event(r)], rel, named)
+    named = context_kinds.redactions_in([r for _, r in rows]) if named is None else named
+    events, problems = lime.parse_event_rows([(n, r) for n, r in rows if lime.is_runtime_event(r)], rel)
     records = [r for event in events for r in agentcontext.context_records_from_runtime_event(event, named=named)]
     context_rows = [(n, r) for n, r in rows if context_kinds.is_context_event(r)]
     if context_rows:

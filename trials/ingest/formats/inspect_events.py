@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trials.ingest.atif_steps import parse_step
+from trials.ingest.context_kinds import collect_redactions, has_redaction_marks
 from trials.ingest.jsonio import dumps_text
 from trials.ingest.records import ParsedEvent, ParsedPermission, ParsedStep, Problem
-from trials.ingest.redaction import collect_redactions, has_redaction_marks, scrub_tree
 from trials.ingest.values import as_dict, as_list, parse_iso, to_str
 
 MAIN = "main"
@@ -159,29 +159,19 @@ def survey(events: Iterable[Any], where: str) -> Survey:
     return found
 
 
-def approvals(
-    events: Iterable[Any], resolve: Callable[[Any], Any], redactions: dict[str, dict[str, Any]]
-) -> Iterator[ParsedPermission]:
-    """The sample's approval events, as permission decisions, scrubbed of the redactions the sample names."""
+def approvals(events: Iterable[Any], resolve: Callable[[Any], Any]) -> Iterator[ParsedPermission]:
+    """The sample's approval events, as permission decisions (the redactions `survey` found in them are
+    withheld by the import's redaction stage)."""
     for index, (_, event) in enumerate(with_lanes(events)):
         if isinstance(event, dict) and event.get("event") == "approval":
-            decision = _permission(event, index, resolve)
-            if redactions:
-                decision.scope = scrub_tree(decision.scope, redactions)
-                decision.prompt = scrub_tree(decision.prompt, redactions)
-                decision.reason = scrub_tree(decision.reason, redactions)
-                decision.raw = scrub_tree(decision.raw, redactions)
-            yield decision
+            yield _permission(event, index, resolve)
 
 
-def sandbox_calls(events: Iterable[Any], where: str, redactions: dict[str, dict[str, Any]]) -> Iterator[ParsedEvent]:
-    """The sample's sandbox events, as runtime events, scrubbed of the redactions the sample names."""
+def sandbox_calls(events: Iterable[Any], where: str) -> Iterator[ParsedEvent]:
+    """The sample's sandbox events, as runtime events (withheld from as its approvals are)."""
     for index, (lane, event) in enumerate(with_lanes(events)):
         if isinstance(event, dict) and event.get("event") == "sandbox":
-            call = _sandbox_event(event, index, lane, where)
-            if redactions:
-                call.payload, call.raw = scrub_tree(call.payload, redactions), scrub_tree(call.raw, redactions)
-            yield call
+            yield _sandbox_event(event, index, lane, where)
 
 
 def _permission(event: dict[str, Any], index: int, resolve: Callable[[Any], Any]) -> ParsedPermission:

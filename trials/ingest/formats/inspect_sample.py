@@ -27,7 +27,6 @@ from trials.ingest.records import (
     TaskRef,
     status_from_reward,
 )
-from trials.ingest.redaction import collect_redactions, has_redaction_marks, withhold_redacted
 from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, to_float, to_str
 
 SHARED_LOG_SAMPLE_BYTES = 1 << 20
@@ -288,17 +287,12 @@ def sample_trial(
         problems=problems,
     )
     trial.trajectories = _trajectories(sample, events, where, context, found, resolve, streamed)
-    named = (
-        collect_redactions(trial.documents, found.redactions)
-        if has_redaction_marks(trial.documents)
-        else found.redactions
-    )
-    if named:
-        withhold_redacted(trial, named)
+    # (its documents' are found by the import's redaction stage, which withholds them all)
+    trial.redactions = found.redactions
     # (a streamed sample's are read again from its log as they are written, like its steps)
-    sandbox_calls = inspect_events.sandbox_calls(events(), where.path, named)
+    sandbox_calls = inspect_events.sandbox_calls(events(), where.path)
     trial.events = sandbox_calls if streamed else list(sandbox_calls)
-    approvals = inspect_events.approvals(events(), resolve, named)
+    approvals = inspect_events.approvals(events(), resolve)
     trial.permissions = approvals if streamed else list(approvals)
     return trial
 

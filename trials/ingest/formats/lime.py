@@ -24,7 +24,6 @@ from trials.ingest.records import (
     TaskRef,
     status_from_reward,
 )
-from trials.ingest.redaction import without_redacted_context
 from trials.ingest.values import (
     as_dict,
     as_list,
@@ -282,13 +281,11 @@ def parse_event(
     )
 
 
-def parse_event_rows(
-    rows: list[tuple[int, dict[str, Any]]], file: str, named: dict[str, dict[str, Any]] | None = None
-) -> tuple[list[ParsedEvent], list[Problem]]:
+def parse_event_rows(rows: list[tuple[int, dict[str, Any]]], file: str) -> tuple[list[ParsedEvent], list[Problem]]:
+    """The events as written (a redacted item in them is withheld by the import's stage, trials.ingest.redaction)."""
     events: list[ParsedEvent] = []
     problems: list[Problem] = []
-    lines = [line for line, _ in rows]
-    for line, obj in zip(lines, without_redacted_context([obj for _, obj in rows], named), strict=True):
+    for line, obj in rows:
         if is_runtime_event(obj):
             events.append(parse_event(obj, file, line, problems))
         else:
@@ -308,7 +305,6 @@ def parse_event_file(data: Any, path: str) -> ParsedPack:
         raise PackError(Problem(path, "not a Lime runtime event (needs type and eventId)"))
     if isinstance(data, dict):  # a single object has no line numbers
         problems: list[Problem] = []
-        [data] = without_redacted_context([data])
         return ParsedPack(kind="runtime-events", events=[parse_event(data, path, None, problems)], problems=problems)
     events, problems = parse_event_rows(rows, path)
     return ParsedPack(kind="runtime-events", events=events, problems=problems)
