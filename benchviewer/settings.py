@@ -125,10 +125,14 @@ TEMPLATES = [
     },
 ]
 
+database_url = os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'benchviewer.sqlite3'}")
+# PostgreSQL: a connection kept between requests (a new one is a server process with cold caches: 3-14 ms
+# a request, docs/configuration.md), checked before a request uses it (a restart in between); SQLite: a file.
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'benchviewer.sqlite3'}"),
-        conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
+        database_url,
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 0 if database_url.startswith("sqlite") else 600),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -222,6 +226,9 @@ OTLP_MAX_BODY_BYTES = env_int("OTLP_MAX_BODY_BYTES", 16 * 1024 * 1024)
 # The most spans one POST /v1/traces may carry: what the request path writes well inside gunicorn's
 # 30 s (about 2,000 spans a second measured, bench/README.md); 16 MiB holds 500,000 tiny ones.
 OTLP_MAX_SPANS_PER_REQUEST = env_int("OTLP_MAX_SPANS_PER_REQUEST", 10_000)
+# False: PostgreSQL flushes the commit of an accepted OTLP body within ~0.6 s, after the answer
+# (docs/configuration.md: what a database crash may lose); an app crash loses nothing either way.
+OTLP_DURABLE_ACCEPT = env_bool("OTLP_DURABLE_ACCEPT", False)
 OTLP_MAX_ERROR_CHARS = 4000  # partial_success.error_message: the refused spans named, cut here
 
 # Celery: Redis when REDIS_URL is set; otherwise tasks run in-process (eager).
@@ -295,7 +302,7 @@ REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an anonymous call a 401 (not 403),
     # without the browser login dialog that Basic's header would open.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "core.roles.TokenAuthentication",  # DRF's, the user's groups read in the same query
         "rest_framework.authentication.BasicAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
