@@ -113,7 +113,8 @@ class Evidence:
             found.append(PERMISSION_BYPASS)
         if row["pk"] in self.stale or code == STALE_SUCCESS:
             found.append(STALE_SUCCESS)
-        if row["reward"] is not None and (ended := how_it_ended(row)):
+        # (a reward of 0 after a bad ending is the expected failure; a pass or partial credit may be stale)
+        if (row["reward"] or 0) > 0 and (ended := how_it_ended(row)):
             found.append(WITH_REWARD[ended])
         return found
 
