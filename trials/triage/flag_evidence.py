@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import BooleanField, Case, ExpressionWrapper, OuterRef, Q, Subquery, TextField, Value, When
 from django.db.models.fields.json import KT
 
-from trials.models import PermissionDecision, RuntimeEvent, Step, taxonomy
+from trials.models import PermissionDecision, RuntimeEvent, Step, ToolCall, taxonomy
 from trials.models.failure_classes import how_it_ended
 from trials.models.taxonomy import PERMISSION_BYPASS, SIDE_EFFECT_AFTER_DENIAL, STALE_SUCCESS, WITH_REWARD
 
@@ -47,6 +47,15 @@ CLASS_FACTS = {
             .values("message_text")[:1]
         ),
         output_field=TextField(),
+    ),
+}
+# The last tool the agent called: what tells apart failures nothing else names (signatures.told_apart).
+LAST_TOOL = {
+    "last_tool": Subquery(
+        ToolCall.objects.filter(trial=OuterRef("pk"), step__trajectory__role="main")
+        .exclude(function_name="")
+        .order_by("-step__index", "-pk")
+        .values("function_name")[:1]
     ),
 }
 _BYPASS_CODES = ["permission-bypass", "permission_bypass"]
