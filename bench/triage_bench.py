@@ -8,8 +8,8 @@ numbers, paths, ids, failing verifier test and task varying from trial to trial,
 with a short trajectory (a user step, then agent steps; a tool cause calls its tool), plus
 timed-out trials that still have a reward. Then it signs them (what an import does) and
 reports:
-  - clusters formed (target: at most 3 more than the known causes; a cause with no error text is
-    known by its failing test) and purity: the share of trials in the cluster of their cause's
+  - clusters formed (target: at most 3 more than the known causes; a cause with no error text, and a
+    timeout, is known by its failing test) and purity: the share of trials in the cluster of their cause's
     majority (target >= 95%);
   - every flagged trial queued (the timed-out ones with a reward among them);
   - a scripted triager in Chromium (Playwright, 1280x800) filing every cluster as one QC item
@@ -153,9 +153,9 @@ def create_trials(count: int, timeouts: int, seed: int = 0) -> dict[int, str]:
                 ctrf_tests=[{"name": "test_setup", "status": "passed"}, {"name": failing, "status": "failed"}],
             )
         )
-        # A failure with no error text, category, tool or flag is known by its failing test (issue 39:
-        # no catch-all cluster), so its cause is the test.
-        quiet = not (message or exception or category or tool or safety)
+        # A failure with no error text, category, tool or flag, or a timeout, is known by its failing test
+        # (issue 39: no catch-all cluster), so its cause is the test.
+        quiet = not (message or exception or category or tool or safety) or status == "timeout"
         causes.append((f"{name}: {failing}" if quiet else name, tool, safety))
     trials = Trial.objects.bulk_create(rows, batch_size=2_000)
     trajectories = Trajectory.objects.bulk_create(
@@ -271,7 +271,7 @@ def main() -> None:
         formed, purity, sizes = clustering(causes)
         flagged = set(Trial.objects.filter(is_flagged=True).values_list("pk", flat=True))
         queued = set(Trial.objects.untriaged().filter(pk__in=flagged).values_list("pk", flat=True))
-        timed_out = {pk for pk, cause in causes.items() if cause == TIMEOUT_WITH_REWARD}
+        timed_out = {pk for pk, cause in causes.items() if cause.startswith(TIMEOUT_WITH_REWARD)}
 
         user = get_user_model().objects.create_user("bench-triager", password="bench-pw-1")
         roles.add_to_group(user, "triager")

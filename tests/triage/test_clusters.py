@@ -11,7 +11,7 @@ from tests.builders import make_user
 from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, PermissionDecisionFactory, TrialFactory
 from trials.models import RuntimeEvent, Step, ToolCall, Trajectory, Trial
 from trials.models.qc import AuditEntry, FailureCluster, QCItem
-from trials.triage import signatures
+from trials.triage import cluster_titles, signatures
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,7 @@ def test_failures_with_no_cause_are_a_cluster_a_benchmark_and_those_with_one_ign
         errored("No such file: /tmp/b.txt", dataset=inspect),
     )
     assert tb_a.cluster_id == tb_b.cluster_id != inspect_a.cluster_id
-    assert signatures.describe(tb_a.cluster.signature) == "capability · no error, in terminal-bench-core"
+    assert cluster_titles.describe(tb_a.cluster.signature) == "capability · no error, in terminal-bench-core"
     assert errored_tb.cluster_id == errored_inspect.cluster_id  # (a cause is the same cause in any benchmark)
     assert "benchmark" not in errored_tb.cluster.signature
 
@@ -97,7 +97,7 @@ def test_tests_failed_with_nothing_else_known_cluster_by_the_first_failing_test(
     b, c, e = signed(b, c, e)
     assert b.cluster_id != c.cluster_id == e.cluster_id  # (one test, whatever its parameters)
     assert (b.cluster.signature["test"], c.cluster.signature["test"]) == ("test_schema", "test_output")
-    assert signatures.cause_words(c.cluster.signature).startswith("tests failed: test_output")
+    assert cluster_titles.cause_words(c.cluster.signature).startswith("tests failed: test_output")
     assert e.failing_test == "test_output[2]"  # (the facet keeps the test as it ran)
 
 

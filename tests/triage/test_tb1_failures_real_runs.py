@@ -79,6 +79,42 @@ def test_tests_failed_clusters_are_one_per_first_failing_test_in_each_configurat
         assert len(mine) >= 3 and max(mine) < sum(mine) / 2, (configuration, mine)  # several, none a catch-all
 
 
+def test_agent_timeouts_split_by_first_failing_test_their_passes_apart(client_logged_in, imported):
+    """The `agent_timeout` rows of a configuration are no catch-all: one cluster per first failing test, the
+    resolved ones (every test passed, flagged) in one of their own; and each failed or unscored trial is in
+    exactly one cluster, no configuration's largest holding a quarter of its trials."""
+    wanted: dict[tuple[str, str], set[str]] = defaultdict(set)  # (configuration, test or "passed") -> keys
+    configuration_of, clustered_wanted = {}, set()
+    for configuration, row in raw_rows():
+        key = f"tb1:{row['id']}"
+        configuration_of[key] = configuration
+        if row["is_resolved"] is not True or row["failure_mode"] not in QUIET:
+            clustered_wanted.add(key)
+        if row["failure_mode"] == "agent_timeout":
+            wanted[configuration, first_failing(row) or "passed"].add(key)
+    assert max(len(v) for v in wanted.values()) < 40 < sum(map(len, wanted.values()))  # (the old one held 86)
+    keys = dict(Trial.objects.values_list("pk", "key"))
+    found: dict[tuple[str, str], set[str]] = defaultdict(set)
+    sizes: dict[str, list[int]] = defaultdict(list)  # configuration -> its clusters' sizes
+    seen: list[str] = []
+    for cluster in every_page(client_logged_in, "/api/qc/clusters/?page_size=100"):
+        mine = [keys[pk] for pk in cluster["trials"]]
+        seen += mine
+        for configuration in {configuration_of[k] for k in mine}:
+            sizes[configuration].append(sum(configuration_of[k] == configuration for k in mine))
+        if cluster["signature"].get("ended") != "agent_timeout":
+            continue
+        part = cluster["signature"].get("test") or cluster["signature"].get("tests")
+        words = f"{part} failed" if cluster["signature"].get("test") else "its tests passed"
+        assert f"the agent timed out (agent_timeout), {words}, in terminal-bench-core" in cluster["description"]
+        for key in mine:
+            found[configuration_of[key], part].add(key)
+    assert found == wanted
+    assert sorted(seen) == sorted(clustered_wanted)  # every failed, unscored or flagged trial, once
+    for configuration, shown in sizes.items():
+        assert max(shown) < sum(shown) / 4, (configuration, sorted(shown))
+
+
 def test_the_queue_holds_every_failed_and_every_unscored_trial(client_logged_in, imported):
     rows = [row for _, row in raw_rows()]
     failed = {f"tb1:{r['id']}" for r in rows if r["is_resolved"] is False}

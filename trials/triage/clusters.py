@@ -1,7 +1,7 @@
 """Reading failure clusters: the classes and the list (one GROUP BY over Trial.cluster), one
 cluster's breakdown by job and configuration and its facets (task, failing test), its
 representative trial and failing step, and a passing attempt to set a failure beside. Signatures are written
-by trials.triage.signatures; filing a cluster is trials.triage.services.file_cluster.
+by trials.triage.signatures (titled by cluster_titles); filing a cluster is trials.triage.services.file_cluster.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from trials.filters import TrialFilter
 from trials.models import Configuration, Step, Task, ToolCall, Trial
 from trials.models.qc import FailureCluster
 from trials.models.taxonomy import Category
-from trials.triage import prefill, signatures
+from trials.triage import cluster_titles, prefill
 
 TRIAL_IDS_LISTED = 1000  # per cluster in the API list: `count` says how many there are in all
 FILTER_KEYS = ("job", "configuration", "dataset", "task", "role")
@@ -174,12 +174,12 @@ class ClusterRow:
 
     @property
     def description(self) -> str:
-        return signatures.describe(self.cluster.signature)
+        return cluster_titles.describe(self.cluster.signature)
 
     @property
     def title(self) -> str:
         """What sets the cluster apart, beside its class badge on the list."""
-        return signatures.cause_words(self.cluster.signature)
+        return cluster_titles.cause_words(self.cluster.signature)
 
     @property
     def new_in_candidate(self) -> bool:

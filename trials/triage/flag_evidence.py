@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import BooleanField, Case, ExpressionWrapper, OuterRef, Q, Subquery, TextField, Value, When
 from django.db.models.fields.json import KT
 
-from trials.models import PermissionDecision, RuntimeEvent, Step, taxonomy
+from trials.models import PermissionDecision, RuntimeEvent, Step, ToolCall, taxonomy
 from trials.models.failure_classes import how_it_ended
 from trials.models.taxonomy import PERMISSION_BYPASS, SIDE_EFFECT_AFTER_DENIAL, STALE_SUCCESS, WITH_REWARD
 
@@ -47,6 +47,15 @@ CLASS_FACTS = {
             .values("message_text")[:1]
         ),
         output_field=TextField(),
+    ),
+}
+# The last tool the agent called: what tells apart failures nothing else names (signatures.told_apart).
+LAST_TOOL = {
+    "last_tool": Subquery(
+        ToolCall.objects.filter(trial=OuterRef("pk"), step__trajectory__role="main")
+        .exclude(function_name="")
+        .order_by("-step__index", "-pk")
+        .values("function_name")[:1]
     ),
 }
 _BYPASS_CODES = ["permission-bypass", "permission_bypass"]
@@ -113,7 +122,8 @@ class Evidence:
             found.append(PERMISSION_BYPASS)
         if row["pk"] in self.stale or code == STALE_SUCCESS:
             found.append(STALE_SUCCESS)
-        if row["reward"] is not None and (ended := how_it_ended(row)):
+        # (a reward of 0 after a bad ending is the expected failure; a pass or partial credit may be stale)
+        if (row["reward"] or 0) > 0 and (ended := how_it_ended(row)):
             found.append(WITH_REWARD[ended])
         return found
 

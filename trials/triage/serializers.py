@@ -224,7 +224,11 @@ class ClusterSignatureSerializer(serializers.Serializer):
         child=serializers.CharField(), required=False, help_text="a cluster split by hand: its task or failing test"
     )
     ended = serializers.CharField(required=False, help_text="no error text: how it ended, in the source's own term")
-    test = serializers.CharField(required=False, help_text="tests failed with no error text: its first failing test")
+    test = serializers.CharField(
+        required=False, help_text="no error text, or timed out: the first failing test where the tests ran"
+    )
+    tests = serializers.CharField(required=False, help_text='"passed": the tests ran and none failed')
+    lastTool = serializers.CharField(required=False, help_text="nor tests: the last tool the agent called")
     benchmark = serializers.CharField(required=False, help_text="no error text: the dataset of its trials")
 
 

@@ -6,7 +6,8 @@ for a safety signal), then its cause: failure category and code, exception type,
 text with its numbers, paths, ids, hex and timestamps replaced by placeholders, the failing
 tool and its flags. The first failing verifier test and the task are facets of a cluster
 (Trial.failing_test, Trial.task), not part of it, but where nothing else names the cause (tests
-failed, no error text) the first failing test does: one cluster per test, not one catch-all. A
+failed, no error text) or the run timed out, the first failing test does, else the last tool the
+agent called: one cluster per test or tool, not one catch-all (cluster_titles puts it in words). A
 message near-identical to one of a cluster of the same family (the signature without its message) joins that cluster
 (rapidfuzz). A person's merge (FailureCluster.merged_into) and split (split_from, split_on)
 are followed here, so they stay when trials are signed again.
@@ -49,7 +50,7 @@ from trials.models.taxonomy import (
     TIMEOUT_WITH_REWARD,
 )
 from trials.models.trial import UNSCORED
-from trials.triage.flag_evidence import CLASS_FACTS, SIGNED_FIELDS, Evidence, code_of
+from trials.triage.flag_evidence import CLASS_FACTS, LAST_TOOL, SIGNED_FIELDS, Evidence, code_of
 
 __all__ = [
     "CANCELLED_WITH_REWARD",
@@ -159,14 +160,25 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
     }
     if not any(signature[k] for k in CAUSES):
         # No error text (a wrong answer, tests failed, a timeout the source names only by its mode): such
-        # trials share how they ended and their benchmark, so a cluster for each of those, not one catch-all.
+        # trials share how they ended, what else tells them apart and their benchmark, not one catch-all.
         # (Absent otherwise: other keys stay as they were.)
         if ended := ended_as(row):
             signature["ended"] = ended
-        if ended == "tests failed":  # (which test failed is all that tells such failures apart)
-            signature["test"] = failing_test_named(first_failing_test(row["ctrf_tests"]))
+        signature |= told_apart(row)
         signature["benchmark"] = row["dataset__name"] or ""
+    elif how_it_ended(row) == "timeout":  # (one timeout message for every task: the test or tool tells them apart)
+        signature |= told_apart(row)
     return signature
+
+
+def told_apart(row: dict[str, Any]) -> dict[str, str]:
+    """What tells apart runs that ended alike: the first failing test when the tests ran ("passed" when
+    none failed), else the last tool the agent called; {} when nothing is known."""
+    if test := first_failing_test(row["ctrf_tests"]):
+        return {"test": failing_test_named(test)}
+    if row["ctrf_tests"]:
+        return {"tests": "passed"}
+    return {"lastTool": str(row["last_tool"])[:200]} if row.get("last_tool") else {}
 
 
 def family_key(signature: dict[str, Any]) -> str:
@@ -176,62 +188,6 @@ def family_key(signature: dict[str, Any]) -> str:
 
 def signature_key(signature: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(signature, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def describe(signature: dict[str, Any]) -> str:
-    """The signature in words, for a page: its class, then its cause (`cause_words`)."""
-    failure_class = CLASS_LABELS.get(signature.get("class", ""), signature.get("status") or "failed")
-    return f"{failure_class} · {cause_words(signature)}"
-
-
-def cause_words(signature: dict[str, Any]) -> str:
-    """A cluster's title beside its class badge: what sets it apart from the other clusters of its
-    benchmark (category, exception, last tool, how it ended in the source's own term, flags, error text)."""
-    parts = []
-    if signature.get("category") or signature.get("code"):
-        parts.append("/".join(p for p in (signature.get("category"), signature.get("code")) if p))
-    if signature.get("exceptionType"):
-        parts.append(signature["exceptionType"])
-    if signature.get("tool"):
-        parts.append(f"tool {signature['tool']}")
-    if ended := signature.get("ended"):
-        words = ENDED_LABELS.get(ended, ended)
-        if signature.get("test"):
-            words = f"{words}: {signature['test']}"
-        if "_" in ended:  # (the source's own term beside ours: Terminal-Bench's `agent_timeout`, `parse_error`)
-            words = f"{words} ({ended})"
-        parts.append(f"{words}, in {signature['benchmark']}" if signature.get("benchmark") else words)
-    elif signature.get("benchmark"):
-        parts.append(f"no error, in {signature['benchmark']}")
-    for facet, value in (signature.get("split") or {}).items():
-        parts.append(f"{facet} {value}")
-    if signature.get("flags"):
-        parts.append("flagged: " + ", ".join(FLAG_LABELS.get(f, f) for f in signature["flags"]))
-    text = " · ".join(parts)
-    if signature.get("message"):
-        return f"{text}: {signature['message']}" if text else signature["message"]
-    return text or "no error text"
-
-
-ENDED_LABELS = {
-    "agent_timeout": "the agent timed out",
-    "test_timeout": "the tests timed out",
-    "parse_error": "the tests' output could not be read",
-    "unknown_agent_error": "the agent failed",
-    "timeout": "timed out",
-    "errored": "errored",
-    "cancelled": "cancelled",
-    "limit": "hit a limit",
-    "unscored": "unscored",
-    "tests failed": "tests failed",
-}
-
-CLASS_LABELS = {
-    "infrastructure": "infrastructure",
-    "task_quality": "task quality",
-    "capability": "capability",
-    "safety": "safety",
-}
 
 
 # (thousands of trials share a handful of categories and exception types: each is read once)
@@ -299,10 +255,11 @@ def _classify_batch(rows: list[dict[str, Any]]) -> None:
 def _sign_batch(ids: list[int]) -> int:
     rows = list(
         Trial.objects.filter(pk__in=ids)
-        .annotate(**CLASS_FACTS)
+        .annotate(**CLASS_FACTS, **LAST_TOOL)
         .values(
             *SIGNED_FIELDS,
             *CLASS_FACTS,
+            *LAST_TOOL,
             "cluster_id",
             "safety_flags",
             "failing_test",
