@@ -28,6 +28,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from trials.imports import appends
 from trials.ingest import redaction
 from trials.ingest.formats import otlp
 from trials.ingest.records import Problem
@@ -164,10 +165,7 @@ def note_problem(trial_id: str, message: str) -> None:
     log.warning("trial %r: %s", trial_id, message[:300])
     problem = Problem(WHERE, message[:PROBLEM_CHARS], severity="error", kept="the trial's other steps").as_dict()
     with transaction.atomic():
-        trial = Trial.objects.select_for_update(no_key=True).filter(key=f"lime:{trial_id}"[:500]).first()
-        if trial is not None and problem not in trial.problems:
-            trial.problems = [*trial.problems, problem]
-            trial.save(update_fields=["problems"])
+        appends.note_problem(f"lime:{trial_id}"[:500], problem)
 
 
 def _not_received(trial: Trial, spans: list[otlp.Span]) -> list[otlp.Span]:
