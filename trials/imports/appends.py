@@ -5,6 +5,7 @@ The rows are an import's (rows.py `trial_row`, `event_values`, `write_criteria`,
 steps.py `trajectory_row`, `write_steps`, `write_trajectory`), so a live trial is stored as an
 imported one is. An append costs its batch: a POST's steps are a segment blob of their own and the
 counts move by what it adds; on completion each trajectory's segments are compacted into its ATIF file.
+An OTLP trial's received spans (ReceivedSpan) are kept, laned and emptied here too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 
 from trials.imports.blobs import StepBodies, release_blobs, store_file
@@ -116,6 +118,27 @@ def record_reward(trial: Trial, criteria: list[ParsedCriterion] | None) -> None:
     if criteria is not None:
         trial.criteria.all().delete()
         write_criteria(trial, criteria)
+
+
+def add_spans(rows: list[dict[str, Any]]) -> None:
+    """OTLP spans received for live trials (ReceivedSpan column values), each kept once."""
+    try:
+        with transaction.atomic():  # (COPY on PostgreSQL: a thousand spans in one round trip)
+            insert_rows(ReceivedSpan, rows)
+    except IntegrityError:  # another worker read the same batch a moment ago: its spans are no news
+        ReceivedSpan.objects.bulk_create((ReceivedSpan(**row) for row in rows), ignore_conflicts=True)
+
+
+def set_lanes(lanes: dict[str, list[int]]) -> None:
+    """Each received span (by pk) in the lane, the trajectory, its steps are written under."""
+    for lane, pks in lanes.items():
+        for start in range(0, len(pks), 1000):
+            ReceivedSpan.objects.filter(pk__in=pks[start : start + 1000]).update(lane=lane)
+
+
+def empty_spans(spans: QuerySet[ReceivedSpan]) -> None:
+    """Received spans emptied of their bodies and lanes (their ids kept, against a retry)."""
+    spans.update(span={}, lane="")
 
 
 def finish(trial: Trial, permissions: Iterable[ParsedPermission], at: datetime) -> None:
