@@ -17,6 +17,7 @@ from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
     ParsedContextRecord,
+    ParsedCriterion,
     ParsedEvent,
     ParsedJob,
     ParsedPermission,
@@ -45,7 +46,7 @@ from trials.storage.bulk_insert import create_in_batches
 from trials.triage import services as triage
 
 
-def upsert_job(parsed: ParsedJob, pack: Pack) -> tuple[Job, bool]:
+def upsert_job(parsed: ParsedJob, pack: Pack | None) -> tuple[Job, bool]:
     """The job by its key (or one stored under an earlier key of it, adopted), and whether this import
     applied its result: a job imported while it ran gets its result when a later import has it."""
     job = Job.objects.filter(key=parsed.key).first()
@@ -230,7 +231,7 @@ def apply_completeness(trial: Trial) -> None:
 
 def trial_row(
     parsed: ParsedTrial,
-    pack: Pack,
+    pack: Pack | None,
     job: Job | None,
     dataset: Dataset | None,
     task: Task | None,
@@ -332,18 +333,7 @@ def column_count(value: int | None, bits: int = 64) -> int | None:
 
 
 def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int]) -> None:
-    RewardCriterion.objects.bulk_create(
-        RewardCriterion(
-            trial=trial,
-            name=c.name[:300],
-            score=c.score,
-            weight=c.weight,
-            reasoning=c.reasoning,
-            evidence_refs=c.evidence_refs,
-            raw=c.raw,
-        )
-        for c in parsed.criteria
-    )
+    write_criteria(trial, parsed.criteria)
     Artifact.objects.bulk_create(
         Artifact(
             trial=trial,
@@ -362,6 +352,21 @@ def write_trial_children(trial: Trial, parsed: ParsedTrial, blobs: dict[str, int
     ContextRecord.objects.bulk_create(context_row(r, trial, trial.pack) for r in parsed.context_records)
     if parsed.qc_items:  # (an export's: triage items again, through the one service that writes them)
         triage.import_items(trial, parsed.qc_items)
+
+
+def write_criteria(trial: Trial, criteria: Iterable[ParsedCriterion]) -> None:
+    RewardCriterion.objects.bulk_create(
+        RewardCriterion(
+            trial=trial,
+            name=c.name[:300],
+            score=c.score,
+            weight=c.weight,
+            reasoning=c.reasoning,
+            evidence_refs=c.evidence_refs,
+            raw=c.raw,
+        )
+        for c in criteria
+    )
 
 
 def write_permissions(trial: Trial, permissions: Iterable[ParsedPermission]) -> None:

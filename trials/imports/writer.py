@@ -144,12 +144,12 @@ class SharedRows:
         }
         new: dict[tuple, Task] = {}
         for (dataset_id, name, checksum), ref in wanted.values():  # the first trial's ref makes it, as get_task
-            if (dataset_id, name, checksum) not in found:
-                new.setdefault(
-                    (dataset_id, name, checksum),
-                    Task(dataset_id=dataset_id, name=name, checksum=checksum, source=ref.source[:1000],
-                         definition=ref.definition),
-                )  # fmt: skip
+            natural = (dataset_id, name, checksum)
+            if natural not in found and natural not in new:
+                source = ref.source[:1000]
+                new[natural] = Task(
+                    dataset_id=dataset_id, name=name, checksum=checksum, source=source, definition=ref.definition
+                )
         Task.objects.bulk_create(new.values())
         found.update(new)
         for key, (natural, _) in wanted.items():

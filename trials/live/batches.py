@@ -145,8 +145,8 @@ def _read_trial(batch: ReceivedBatch, trial_id: str, spans: list[otlp.Span]) -> 
     try:
         refused, trial = traces.record(trial_id, spans, batch.sent_by)
         if refused:  # (the trial ended, or another account started it, since the request looked)
-            log.warning("OTLP batch %s: %d spans of trial %r refused: %s", batch.pk, len(refused), trial_id,
-                        refused[0][1])  # fmt: skip
+            why = refused[0][1]
+            log.warning("OTLP batch %s: %d spans of trial %r refused: %s", batch.pk, len(refused), trial_id, why)
         if trial is not None:
             traces.process(trial.pk)
     except OUTAGE:

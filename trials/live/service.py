@@ -1,12 +1,13 @@
-"""Live trials: every write a runner's commands make (start, events and steps, reward, completion).
+"""Live trials: what a runner's commands write (start, events and steps, reward, completion), decided
+here and written by the importer's writer for running trials (trials/imports/appends.py).
 
 A live trial is stored like an imported one, through the importer's stages (parse, redact,
 write, index, sign): a Trial keyed as its Lime evidence pack would be (`lime:<trialId>`, so a
-pack imported later joins it), RuntimeEvent rows, and one main Trajectory whose Step rows
-point into a segment blob per POST of steps (a POST writes its own steps only). On completion
-the segments are compacted into its ATIF file, stored as if imported; a trial with events
-and no steps gets a trajectory derived from its events (derive.py).
-"""
+pack imported later joins it; its row `rows.trial_row` of what `lime.parse_evidence_pack` read
+of the spine), RuntimeEvent rows, and one main Trajectory whose Step rows point into a segment
+blob per POST of steps (a POST writes its own steps only). On completion the segments are
+compacted into its ATIF file, stored as if imported; a trial with events and no steps gets a
+trajectory derived from its events (derive.py)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,20 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from trials import search
-from trials.imports import rescrub
-from trials.imports.rows import (
-    apply_completeness,
-    event_values,
-    get_configuration,
-    get_dataset,
-    get_task,
-    write_permissions,
-)
+from trials.imports import appends, rescrub
 from trials.ingest import redaction
 from trials.ingest.context_kinds import record_kind
 from trials.ingest.formats import lime
 from trials.ingest.formats.atif_checks import validate_step
-from trials.ingest.records import status_from_reward
+from trials.ingest.records import (
+    ParsedCriterion,
+    ParsedJob,
+    ParsedPermission,
+    ParsedStep,
+    ParsedTrajectory,
+    ParsedTrial,
+    status_from_reward,
+)
 from trials.ingest.values import as_dict, parse_iso, to_float
 from trials.live.trajectories import (
     DERIVED_PATH,
@@ -39,12 +40,12 @@ from trials.live.trajectories import (
     compact,
     derive_from_events,
     live_trajectory,
+    new_steps,
     sent_trajectories,
     spool,
     store_steps,
 )
-from trials.models import Job, ReceivedSpan, RewardCriterion, RuntimeEvent, Trajectory, Trial
-from trials.storage.bulk_insert import insert_rows
+from trials.models import RuntimeEvent, Trajectory, Trial
 from trials.triage import signatures
 
 LIVE_FORMAT = "live"
@@ -88,39 +89,15 @@ def start_trial(data: dict[str, Any], started_by: Any = None) -> tuple[Trial, bo
         parsed.configuration.model_name = str(agent.get("model_name") or agent.get("modelName") or "")
     job_ref = str(bench.get("harborJobRef") or bench.get("configurationId") or "unassigned")
     now = timezone.now()
+    job_name = job_ref.rstrip("/").rpartition("/")[2][:300] or job_ref
+    job = ParsedJob(f"live:{job_ref}"[:300], job_name, LIVE_FORMAT, started_at=now)
+    parsed.key, parsed.source_format, parsed.name = key, LIVE_FORMAT, trial_id
+    parsed.attempt = lime.to_attempt(data.get("attempt", bench.get("attempt")))
+    parsed.status, parsed.started_at, parsed.documents = Trial.Status.RUNNING, now, {}
+    parsed.provenance = {"live": {k: data[k] for k in ("timeoutSec", "sandbox", "agent") if k in data}}
     try:
         with transaction.atomic():
-            job, _ = Job.objects.get_or_create(
-                key=f"live:{job_ref}"[:300],
-                defaults={
-                    "name": job_ref.rstrip("/").rpartition("/")[2][:300] or job_ref,
-                    "source_format": LIVE_FORMAT,
-                    "started_at": now,
-                },
-            )
-            dataset = get_dataset(parsed.dataset)
-            trial = Trial(
-                key=key,
-                source_format=LIVE_FORMAT,
-                name=trial_id[:300],
-                job=job,
-                dataset=dataset,
-                task=get_task(dataset, parsed.task),
-                configuration=get_configuration(parsed.configuration),
-                attempt=lime.to_attempt(data.get("attempt", bench.get("attempt"))),
-                status=Trial.Status.RUNNING,
-                started_by=started_by,
-                started_at=now,
-                live_seen_at=now,
-                benchmark=bench,
-                runtime_correlation=parsed.runtime_correlation,
-                refs=parsed.refs,
-                session_id=str(parsed.runtime_correlation.get("sessionId") or "")[:200],
-                run_id=str(parsed.runtime_correlation.get("runId") or "")[:200],
-                provenance={"live": {k: data[k] for k in ("timeoutSec", "sandbox", "agent") if k in data}},
-            )
-            apply_completeness(trial)
-            trial.save(force_insert=True)
+            trial = appends.start_trial(parsed, job, started_by, now)
             started = _command_event(
                 trial,
                 "benchmark.trial.started",
@@ -220,10 +197,11 @@ def add_items(
 ) -> Accepted:
     """Store the new events and steps of a live trial; a bad item is named in `errors`, the good ones kept.
 
-    The importer's stages, in its order: each step parsed (atif.parse_step), scrubbed by every redaction
-    the trial declares with these events (ingest/redaction.py), written (imports/steps.write_steps,
-    its bodies a segment of their own: a POST writes its own steps only), indexed (search.py); a
-    redaction among the events scrubs again what the trial holds already (imports/rescrub.py).
+    The importer's stages, in its order: the new events and steps parsed (lime.parse_event,
+    atif.parse_step), scrubbed by every redaction the trial declares with these events (`_withhold`:
+    ingest/redaction.py), written (imports/appends.py: the steps' bodies a segment of their own, so a
+    POST writes its own steps only), indexed (search.py); a redaction among the events scrubs again
+    what the trial holds already (imports/rescrub.py).
     Idempotent: an event already stored (same eventId) or a step (same step_id) is skipped.
     Order comes from `sequence` and `step_id`, not from the order of arrival.
     `where`: how an event's place is named ("events[{}]", or "line {}" for a JSON-lines body).
@@ -255,24 +233,44 @@ def add_items(
             error = f"trial {trial.pk} is {locked.status}: a step comes before its completion, not after"
             raise Refused(409, [{"path": f"steps[{index}]", "error": error} for index in late])
         before = trial.redactions()
-        copied = {key: {**entry, "fields": [*entry["fields"]]} for key, entry in before.items()}
-        named = (  # the trial's, and these events' (walked only when a key or value starts "redact)
-            redaction.collect_redactions(good_events, copied) if redaction.has_redaction_marks(good_events) else copied
-        )
-        new_events: list[dict[str, Any]] = []
-        if good_events:
-            new_events = _store_events(trial, good_events, named)
-            accepted.events = len(new_events)
-            accepted.duplicates += len(good_events) - len(new_events)
-        if good_steps:
-            accepted.steps, duplicates = store_steps(trial, trajectory or live_trajectory(trial), good_steps, named)
-            accepted.duplicates += duplicates
+        named = _redactions(before, good_events)
+        new_events = _new_events(trial, good_events)
+        target = (trajectory or live_trajectory(trial)) if good_steps else None
+        parsed_steps = new_steps(target, good_steps) if target is not None else []
+        new_events, withheld = _withhold(new_events, parsed_steps, named)
+        appends.add_events(trial, [lime.parse_event(obj, "events") for obj in new_events])
+        accepted.events = len(new_events)
+        accepted.duplicates += len(good_events) - len(new_events)
+        if target is not None:
+            store_steps(trial, target, parsed_steps, withheld)
+            accepted.steps = len(parsed_steps)
+            accepted.duplicates += len(good_steps) - len(parsed_steps)
         if _adds_to(before, named):  # a redaction arrived: what the trial holds already is scrubbed by it
             rescrub_live(trial)
-        Trial.objects.filter(pk=trial.pk).update(live_seen_at=timezone.now())
+        appends.seen(trial, timezone.now())
         # (an event sent again changes nothing: the first completion of a trial is its completion)
         _apply_benchmark_events(trial, [e for e in new_events if e["type"].startswith("benchmark.")])
     return accepted
+
+
+def _redactions(before: dict[str, dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The trial's redactions and these events' (walked only when a key or value starts "redact)."""
+    copied = {key: {**entry, "fields": [*entry["fields"]]} for key, entry in before.items()}
+    return redaction.collect_redactions(events, copied) if redaction.has_redaction_marks(events) else copied
+
+
+def _withhold(
+    events: list[dict[str, Any]], steps: list[ParsedStep], named: dict[str, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], bool]:
+    """What the POST adds, scrubbed by every redaction the trial declares (the importer's stage, on what
+    it parsed, before anything is written): the events, and whether a redaction changed a step (the
+    steps are scrubbed in place)."""
+    withheld = False
+    if named and steps:
+        post = ParsedTrajectory(TRAJECTORY_PATH, "main", "", "", "", {}, None, {}, steps=steps, problems=[])
+        redaction.withhold_redacted(ParsedTrial("", LIVE_FORMAT, "", trajectories=[post]), named)
+        steps[:], withheld = list(post.steps), post.withheld
+    return (redaction.without_redacted_context(events, named) if events else events), withheld
 
 
 def _late_steps(trial: Trial, trajectory: Trajectory | None, steps: list[Any]) -> list[int]:
@@ -293,15 +291,13 @@ def _adds_to(before: dict[str, dict[str, Any]], named: dict[str, dict[str, Any]]
     )
 
 
-def _store_events(trial: Trial, items: list[dict[str, Any]], named: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Store the events not stored before, scrubbed by the trial's redactions (`named`); those, as stored."""
-    unique = {item["eventId"][:200]: item for item in reversed(items)}  # the first of repeats in one POST
+def _new_events(trial: Trial, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events not stored before (by eventId; the first of repeats in one POST)."""
+    if not items:
+        return []
+    unique = {item["eventId"][:200]: item for item in reversed(items)}
     known = set(RuntimeEvent.objects.filter(trial=trial, event_id__in=list(unique)).values_list("event_id", flat=True))
-    new = redaction.without_redacted_context([item for key, item in unique.items() if key not in known], named)
-    new = _first_completion_only(trial, new)
-    rows = [event_values(lime.parse_event(obj, "events"), trial.pk, None) for obj in new]  # (scrubbed already)
-    insert_rows(RuntimeEvent, rows)
-    return new
+    return _first_completion_only(trial, [item for key, item in unique.items() if key not in known])
 
 
 def _first_completion_only(trial: Trial, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -381,19 +377,15 @@ def _record_reward(trial: Trial, payload: dict[str, Any]) -> None:
     trial.provenance = {**trial.provenance, "reward": {k: v for k, v in payload.items() if k != "reward"}}
     if trial.status != Trial.Status.RUNNING:
         trial.status = status_from_reward(trial.reward)
-    trial.save(update_fields=["rewards", "reward", "failure_category", "provenance", "status"])
     criteria = payload.get("criteria")
-    if isinstance(criteria, list):
-        trial.criteria.all().delete()
-        RewardCriterion.objects.bulk_create(
-            RewardCriterion(
-                trial=trial,
-                name=str(c.get("name") if isinstance(c, dict) else c)[:300],
-                score=to_float(c.get("score")) if isinstance(c, dict) else None,
-                raw=c if isinstance(c, dict) else {"name": c},
-            )
-            for c in criteria
-        )
+    appends.record_reward(trial, [_criterion(c) for c in criteria] if isinstance(criteria, list) else None)
+
+
+def _criterion(item: Any) -> ParsedCriterion:
+    """One of a reward's criteria: an object with its name and score, or a name alone."""
+    if isinstance(item, dict):
+        return ParsedCriterion(str(item.get("name"))[:300], to_float(item.get("score")), raw=item)
+    return ParsedCriterion(str(item)[:300], None, raw={"name": item})
 
 
 def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> None:
@@ -415,26 +407,18 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
     )
     trial.input_tokens, trial.output_tokens, trial.cached_tokens = totals["p"], totals["c"], totals["k"]
     trial.cost_usd = totals["cost"] if totals["cost"] is not None else trial.cost_usd
-    trial.save()
-    ReceivedSpan.objects.filter(trial=trial).update(span={})  # (an OTLP trial's: ids kept, against a retry)
-    _write_permissions(trial)
+    appends.finish(trial, _permissions(trial), now)
     sent = sent_trajectories(trial).filter(step_count__gt=0)
     for trajectory in sent:
         compact(trajectory)
     if not sent and not trial.trajectories.exists() and derive_from_events(trial) is not None:
         search.unindex(trial)  # (indexed, maybe, while it had no steps)
     search.index_trial(trial)
-    if trial.job_id is not None:  # the job is finished once none of its trials runs
-        running = Trial.objects.filter(job_id=trial.job_id, status=Trial.Status.RUNNING)
-        Job.objects.filter(pk=trial.job_id, finished_at__isnull=True).exclude(pk__in=running.values("job_id")).update(
-            finished_at=now
-        )
 
 
-def _write_permissions(trial: Trial) -> None:
-    """The permission decisions its action and permission events record, as an import writes them."""
+def _permissions(trial: Trial) -> list[ParsedPermission]:
+    """The permission decisions its action and permission events record, as an import reads them."""
     kinds = Q(type__startswith="action.") | Q(type__startswith="permission.") | Q(type__startswith="tool.")
     rows = trial.events.filter(kinds).order_by("sequence", "timestamp", "pk").values_list("raw", flat=True)
     events = [lime.parse_event(raw, "events") for raw in rows if isinstance(raw, dict)]
-    trial.permissions.all().delete()
-    write_permissions(trial, lime.permissions_from_events(events))
+    return list(lime.permissions_from_events(events))

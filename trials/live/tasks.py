@@ -33,8 +33,14 @@ def read_otlp_batch_task(batch_pk: int) -> None:
     batches.read(int(batch_pk))
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=batches.OUTAGE, retry_backoff=True,
-             max_retries=8, ignore_result=True)  # fmt: skip
+@shared_task(
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=batches.OUTAGE,
+    retry_backoff=True,
+    max_retries=8,
+    ignore_result=True,
+)
 def process_otlp_spans_task(trial_pk: str) -> None:
     """A trial's pending spans written (what a message sent before batches were kept asks)."""
     traces.process(int(trial_pk))

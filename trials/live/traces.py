@@ -1,6 +1,7 @@
 """A live trial's OpenTelemetry spans (`POST /v1/traces`, trials/live/otlp.py) written through the live
-service, and the spans it has received (ReceivedSpan): this module stores them (the re-scrub and the
-completion only blank their bodies).
+service, and the spans it has received (ReceivedSpan): this module decides what of them is kept and
+in which lane, and trials/imports/appends.py writes it (the re-scrub and the completion only blank
+their bodies).
 
 The request keeps the body whole (trials/live/batches.py); off the request (a Celery task with a
 broker, the embedded worker's thread without) its new spans are kept (`record`: ReceivedSpan rows,
@@ -26,14 +27,14 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
+from trials.imports import appends
 from trials.ingest import redaction
 from trials.ingest.formats import otlp
 from trials.ingest.records import Problem
 from trials.live import service, trajectories
 from trials.models import ReceivedSpan, Trial
-from trials.storage.bulk_insert import insert_rows
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +104,7 @@ def _store(trial: Trial, new: list[otlp.Span]) -> None:
         }
         for s in new
     ]
-    try:
-        with transaction.atomic():  # (COPY on PostgreSQL: a thousand spans in one round trip)
-            insert_rows(ReceivedSpan, rows)
-    except IntegrityError:  # another worker read the same batch a moment ago: its spans are no news
-        ReceivedSpan.objects.bulk_create((ReceivedSpan(**row) for row in rows), ignore_conflicts=True)
+    appends.add_spans(rows)
 
 
 def process(trial_pk: int) -> None:
@@ -131,7 +128,7 @@ def _process_some(trial_pk: int, rooted: bool) -> tuple[bool, bool]:
             return False, rooted
         pending = ReceivedSpan.objects.filter(trial=trial, lane=PENDING)
         if trial.status != Trial.Status.RUNNING:
-            pending.update(span={}, lane="")  # (no step of it is written: it came as the trial ended)
+            appends.empty_spans(pending)  # (no step of it is written: it came as the trial ended)
             return False, rooted
         trial_id = str((trial.benchmark or {}).get("trialId") or trial.key.removeprefix("lime:"))
         rows = list(pending.order_by("pk").values_list("pk", "span")[: PROCESS_AT_ONCE + 1])
@@ -143,9 +140,7 @@ def _process_some(trial_pk: int, rooted: bool) -> tuple[bool, bool]:
             lanes: dict[str, list[int]] = defaultdict(list)
             for (pk, _), span in zip(rows, spans, strict=True):
                 lanes[trace.lanes[span.span_id]].append(pk)
-            for lane, pks in lanes.items():
-                for start in range(0, len(pks), 1000):
-                    ReceivedSpan.objects.filter(pk__in=pks[start : start + 1000]).update(lane=lane)
+            appends.set_lanes(lanes)
             refused = _write_steps(trial, trace)
         # A root span ends last: with an agent among the trial's spans, the run is over.
         rooted = rooted or any(not s.parent_id for s in spans)
@@ -164,10 +159,7 @@ def note_problem(trial_id: str, message: str) -> None:
     log.warning("trial %r: %s", trial_id, message[:300])
     problem = Problem(WHERE, message[:PROBLEM_CHARS], severity="error", kept="the trial's other steps").as_dict()
     with transaction.atomic():
-        trial = Trial.objects.select_for_update(no_key=True).filter(key=f"lime:{trial_id}"[:500]).first()
-        if trial is not None and problem not in trial.problems:
-            trial.problems = [*trial.problems, problem]
-            trial.save(update_fields=["problems"])
+        appends.note_problem(f"lime:{trial_id}"[:500], problem)
 
 
 def _not_received(trial: Trial, spans: list[otlp.Span]) -> list[otlp.Span]:
@@ -218,9 +210,7 @@ def _finish(trial: Trial, trial_id: str) -> Refusals:
     refused: Refusals = []
     if moved:
         trajectories.drop_sent_steps(trial)
-        for lane, pks in moved.items():
-            for start in range(0, len(pks), 1000):
-                ReceivedSpan.objects.filter(pk__in=pks[start : start + 1000]).update(lane=lane)
+        appends.set_lanes(moved)
         refused = _write_steps(trial, whole)
     if main := trial.trajectories.filter(path=trajectories.TRAJECTORY_PATH).first():
         trajectories.name_agent(main, whole.trajectories[0]["agent"])

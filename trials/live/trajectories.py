@@ -1,5 +1,6 @@
-"""A live trial's trajectories: the main one and subagents', their steps written a POST at a time,
+"""A live trial's trajectories: the main one and subagents', their steps added a POST at a time,
 compacted into an ATIF file on completion, or derived from the events of a trial that sent none.
+What to write is decided here; trials/imports/appends.py writes it.
 
 Split from service.py (the commands' writes), which calls these; they call nothing of it.
 """
@@ -12,19 +13,16 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 
 from trials import search
-from trials.imports.blobs import StepBodies, release_blobs, store_file
-from trials.imports.rows import step_tokens
-from trials.imports.steps import write_steps, write_trajectory
-from trials.ingest import redaction
+from trials.imports import appends
+from trials.imports.blobs import store_file
 from trials.ingest.formats import atif
-from trials.ingest.jsonio import dumps_bytes
+from trials.ingest.records import ParsedStep, ParsedTrajectory
 from trials.ingest.values import as_dict
 from trials.live.derive import SCHEMA_VERSION, derive_trajectory
-from trials.models import Step, Trajectory, Trial
-from trials.storage.bulk_insert import set_integers
+from trials.models import Trajectory, Trial
 
 TRAJECTORY_PATH = "agent/trajectory.json"
 DERIVED_PATH = "agent/trajectory.derived.json"
@@ -48,11 +46,7 @@ def sent_trajectories(trial: Trial) -> QuerySet[Trajectory]:
 def drop_sent_steps(trial: Trial) -> None:
     """Take away every step a running trial's POSTs wrote (main and subagents), to write them again whole."""
     search.unindex(trial)
-    sent = sent_trajectories(trial)
-    segments = set(Step.objects.filter(trajectory__in=sent).values_list("segment_id", flat=True))
-    sent.delete()
-    Trial.objects.filter(pk=trial.pk).update(step_count=0, tool_call_count=0)
-    release_blobs(segments)
+    appends.drop_trajectories(trial, sent_trajectories(trial))
 
 
 def name_agent(trajectory: Trajectory, agent: dict[str, Any]) -> None:
@@ -60,9 +54,7 @@ def name_agent(trajectory: Trajectory, agent: dict[str, Any]) -> None:
     before its agent span, which names it)."""
     if agent.get("name") in (None, "", "unknown") or trajectory.agent.get("name") != "unknown":
         return
-    trajectory.agent = {**trajectory.agent, **agent}
-    trajectory.header = {**trajectory.header, "agent": trajectory.agent}
-    trajectory.save(update_fields=["agent", "header"])
+    appends.name_agent(trajectory, agent)
 
 
 def live_trajectory(trial: Trial) -> Trajectory:
@@ -90,74 +82,32 @@ def _trajectory_at(
     trajectory = trial.trajectories.filter(path=path).first()
     if trajectory is None:
         header = {"schema_version": SCHEMA_VERSION, "session_id": session_id, "agent": agent}
-        trajectory = Trajectory.objects.create(
-            trial=trial,
-            path=path,
-            role=role,
-            position=position,
-            schema_version=SCHEMA_VERSION,
-            session_id=session_id,
-            trajectory_id=trajectory_id,
-            agent=agent,
-            header=header,
+        parsed = ParsedTrajectory(
+            path, role, SCHEMA_VERSION, session_id, trajectory_id, agent, None, header, steps=[], problems=[]
         )
+        trajectory = appends.add_trajectory(trial, parsed, position)
     return trajectory
 
 
-def store_steps(
-    trial: Trial, trajectory: Trajectory, items: list[dict[str, Any]], named: dict[str, dict[str, Any]]
-) -> tuple[int, int]:
-    """The new steps, parsed, scrubbed, their bodies one segment blob, written and indexed; (new, duplicates)."""
+def new_steps(trajectory: Trajectory, items: list[dict[str, Any]]) -> list[ParsedStep]:
+    """The steps the trajectory does not hold yet (by step_id; the first of repeats in one POST), parsed."""
     unique = {item["step_id"]: item for item in reversed(items)}
     known = set(trajectory.steps.filter(index__in=[n - 1 for n in unique]).values_list("index", flat=True))
-    parsed = [atif.parse_step(unique[n], n - 1) for n in sorted(unique) if n - 1 not in known]
-    if not parsed:
-        return 0, len(items)
-    new = [redaction.scrub_step(step, named) for step in parsed] if named else parsed
-    segment = StepBodies(spool())
-    try:
-        for step in new:
-            body = dumps_bytes(step.raw)
-            step.span = (segment.add(body), len(body))
-        segment_id = segment.store()
-    finally:
-        segment.discard()
-    write_steps([(trajectory, new, None)], segment=segment_id)
-    withheld = trajectory.withheld or any(a is not b for a, b in zip(new, parsed, strict=True))
-    tokens = max(trajectory.max_step_tokens or 0, *(step_tokens(s) for s in new)) or None
-    calls = sum(len(s.tool_calls) for s in new)
-    Trajectory.objects.filter(pk=trajectory.pk).update(
-        step_count=F("step_count") + len(new), max_step_tokens=tokens, withheld=withheld
-    )
-    Trial.objects.filter(pk=trial.pk).update(
-        step_count=F("step_count") + len(new), tool_call_count=F("tool_call_count") + calls
-    )
-    written = trajectory.steps.filter(index__in=[s.index for s in new]).values_list("pk", flat=True)
+    return [atif.parse_step(unique[n], n - 1) for n in sorted(unique) if n - 1 not in known]
+
+
+def store_steps(trial: Trial, trajectory: Trajectory, steps: list[ParsedStep], withheld: bool) -> None:
+    """New steps (scrubbed already: `withheld` if a redaction changed any) written and indexed."""
+    if not steps:
+        return
+    appends.add_steps(trial, trajectory, steps, withheld, spool())
+    written = trajectory.steps.filter(index__in=[s.index for s in steps]).values_list("pk", flat=True)
     search.index_new_steps(trial, list(written))
-    return len(new), len(items) - len(new)
 
 
 def compact(trajectory: Trajectory) -> None:
-    """The trajectory's ATIF file, stored as a blob like an imported file's bytes, its steps then served
-    from their places in it: the segments its POSTs wrote (and an earlier file) go, so one copy stays."""
-    places: dict[int, int] = {}
-    with tempfile.NamedTemporaryFile(dir=_spool_dir(), suffix=".json", delete=False) as f:
-        for index, piece in trajectory.atif_pieces():  # (its header and step bodies, in order)
-            if index is not None:
-                places[index] = f.tell()
-            f.write(piece)
-    path = Path(f.name)
-    try:
-        blob = store_file(path)
-    finally:
-        path.unlink(missing_ok=True)
-    steps = list(trajectory.steps.values_list("pk", "index", "segment_id"))
-    before = {trajectory.blob_id, trajectory.step_bodies_id, *(segment for _, _, segment in steps)}
-    set_integers(Step, "body_offset", {pk: places[index] for pk, index, _ in steps})
-    trajectory.steps.update(segment=None)
-    trajectory.blob = trajectory.step_bodies = blob
-    trajectory.save(update_fields=["blob", "step_bodies"])
-    release_blobs(before - {blob.pk})
+    """The trajectory's ATIF file made of its steps, which are served from it from then on."""
+    appends.compact(trajectory, spool())
 
 
 def _spool_dir() -> Path:
@@ -178,13 +128,8 @@ def derive_from_events(trial: Trial) -> Trajectory | None:
     try:
         blob = store_file(path)
         parsed = atif.read_trajectory(path, DERIVED_PATH)
-        position = trial.trajectories.count()
-        written = write_trajectory(trial, parsed, position, {DERIVED_PATH: blob.pk}, folder)
+        trajectory = appends.add_derived_trajectory(trial, parsed, blob.pk, folder)
     finally:
         path.unlink(missing_ok=True)
         folder.rmdir()
-    trajectory = trial.trajectories.get(path=DERIVED_PATH)
-    trajectory.derived = True
-    trajectory.save(update_fields=["derived"])
-    Trial.objects.filter(pk=trial.pk).update(step_count=written.steps, tool_call_count=written.tool_calls)
     return trajectory
