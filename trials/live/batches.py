@@ -92,14 +92,13 @@ def accept(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> Rece
     OTLP_DURABLE_ACCEPT, its commit does not wait for the disk (docs/configuration.md says what a
     database crash may lose; an app crash loses nothing): the wait was most of the exporter's."""
     key = f"lime:{trial_ids[0]}"[:500] if len(trial_ids) == 1 else ""  # (as service.start_trial keys it)
-    batch = ReceivedBatch(body=body, protobuf=protobuf, sent_by=user, trial_key=key)
+    fields = {"body": body, "protobuf": protobuf, "sent_by": user, "trial_key": key}
     if settings.OTLP_DURABLE_ACCEPT or connection.vendor != "postgresql":
-        batch.save()  # (SQLite's WAL with synchronous=NORMAL waits for no disk at commit either)
-        return batch
+        # (SQLite's WAL with synchronous=NORMAL waits for no disk at commit either)
+        return ReceivedBatch.objects.create(**fields)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit TO OFF")  # (this transaction only)
-        batch.save()
-    return batch
+        return ReceivedBatch.objects.create(**fields)
 
 
 def read(batch_pk: int) -> None:

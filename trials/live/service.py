@@ -268,7 +268,7 @@ def _withhold(
     withheld = False
     if named and steps:
         post = ParsedTrajectory(TRAJECTORY_PATH, "main", "", "", "", {}, None, {}, steps=steps, problems=[])
-        redaction.withhold_redacted(ParsedTrial("", LIVE_FORMAT, "", trajectories=[post]), named)
+        redaction.withhold_redacted(ParsedTrial("", LIVE_FORMAT, "", trajectories=[post], redactions=named))
         steps[:], withheld = list(post.steps), post.withheld
     return (redaction.without_redacted_context(events, named) if events else events), withheld
 
