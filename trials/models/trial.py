@@ -12,7 +12,7 @@ from django.db.models.functions import Cast
 from django.urls import get_script_prefix, reverse
 from django.utils import timezone
 
-from trials.ingest import redaction
+from trials.ingest import context_kinds
 from trials.ingest.records import PASS_REWARD
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.imports import Pack
@@ -240,12 +240,12 @@ class Trial(models.Model):
     def redactions(self) -> dict[str, dict[str, Any]]:
         """The redactions the trial declares (its runtime events, context records, documents): item id -> entry.
 
-        Every mark of a redaction is a key or value starting "redact (redaction.has_redaction_marks),
+        Every mark of a redaction is a key or value starting "redact (context_kinds.has_redaction_marks),
         so the database leaves out the rows without one: a live trial asks this on every POST.
         """
         marked = '"redact'
         events = self.events.alias(text=Cast("raw", models.TextField())).filter(text__contains=marked)
         records = self.context_records.alias(text=Cast("data", models.TextField())).filter(text__contains=marked)
-        return redaction.redactions_in(
+        return context_kinds.redactions_in(
             [*events.values_list("raw", flat=True), *records.values_list("data", flat=True), self.documents]
         )
