@@ -170,6 +170,8 @@ def benchviewer(name: str, spans: int, database_url: str | None, redis_url: str 
     data_dir, port = tempfile.mkdtemp(prefix="otlp-bench-"), free_port()
     database_url = database_url or f"sqlite:///{data_dir}/{SQLITE_NAME}"
     env = {**environment(data_dir, database_url, redis_url), "DEBUG": "0"}
+    if not database_url.startswith("sqlite"):
+        env.setdefault("DB_CONN_MAX_AGE", "600")  # (kept connections: docs/configuration.md)
     if database_url.startswith("sqlite"):
         copy_migrated_sqlite(Path(data_dir) / SQLITE_NAME)
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=REPO, env=env, check=True)

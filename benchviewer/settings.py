@@ -126,12 +126,12 @@ TEMPLATES = [
 ]
 
 database_url = os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'benchviewer.sqlite3'}")
-# PostgreSQL: a connection kept between requests (a new one is a server process with cold caches: 3-14 ms
-# a request, docs/configuration.md), checked before a request uses it (a restart in between); SQLite: a file.
+# DB_CONN_MAX_AGE: a connection kept between requests (a new PostgreSQL one is a server process with cold
+# caches: 3-14 ms a request, docs/configuration.md), checked before a request uses it (a restart in between).
 DATABASES = {
     "default": dj_database_url.parse(
         database_url,
-        conn_max_age=env_int("DB_CONN_MAX_AGE", 0 if database_url.startswith("sqlite") else 600),
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
         conn_health_checks=True,
     )
 }
