@@ -43,6 +43,9 @@ SHARED_NAMES = {"SHARED": SHARED, "REFERENCE": REFERENCE, "ATIF_SCHEMA": ATIF_SC
 # A Redis database of the tests' own per xdist process (15, 14, ...): two worker fixtures at once
 # flushed each other's queue and took each other's messages.
 XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+# Seconds a test waits for a state before calling the build broken: no verdict rests on it, so it is
+# long enough for a machine under any load (the suite holds beside two CPU-bound processes).
+HANG_GUARD = 600.0
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - XDIST_INDEX}")
 
 
@@ -341,11 +344,23 @@ def database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-def use_broker(**conf) -> None:
-    """Point this process's Celery app at another broker, dropping pools made for the old one."""
+@contextlib.contextmanager
+def on_broker(**conf):
+    """Point this process's Celery app at another broker for a while, dropping pools made for the old one.
+
+    On exit the overrides are removed, not set back to values read at entry: Celery's config reads
+    through to Django's settings, so a value a test's `settings` fixture had changed would stick.
+    """
     celery_app.conf.update(**conf)
     celery_app._pool = None
     celery_app.amqp._producer_pool = None
+    try:
+        yield
+    finally:
+        for key in conf:
+            celery_app.conf.changes.pop(key, None)
+        celery_app._pool = None
+        celery_app.amqp._producer_pool = None
 
 
 def free_port() -> int:
@@ -375,12 +390,10 @@ def running_worker(isolated_storage: Path, flush: bool = True):
          "--without-gossip", "--without-mingle", "--loglevel=INFO"],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
-    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
-    use_broker(broker_url=TEST_REDIS_URL, task_always_eager=False)
     try:
-        yield process
+        with on_broker(broker_url=TEST_REDIS_URL, task_always_eager=False):
+            yield process
     finally:
-        use_broker(**previous)
         process.terminate()
         process.wait(timeout=20)
         log.close()

@@ -67,6 +67,17 @@ def isolated_storage(settings, tmp_path):
 
 
 @pytest.fixture(autouse=True)
+def celery_config_left_as_found():
+    """A test that changes this process's Celery config (eager, broker) undoes it (`on_broker`):
+    otherwise every later test of the process runs its tasks on a broker nobody reads."""
+    from benchviewer.celery import app
+
+    yield
+    left = {key: app.conf.changes[key] for key in ("task_always_eager", "broker_url") if key in app.conf.changes}
+    assert not left, f"Celery config left changed: {left} (use tests.builders.on_broker)"
+
+
+@pytest.fixture(autouse=True)
 def own_embedded_worker():
     """Each test gets its own embedded worker: a job an earlier test left on the process's one worker (an
     import, a batch of spans) cannot hold this test's imports queued, however slow the machine."""

@@ -28,13 +28,14 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 from benchviewer.celery import app as celery_app
 from comparisons.models import Comparison
 from tests.builders import (
+    HANG_GUARD,
     REPO,
     assert_every_stored_pack_is_named,
     build_side,
     database_url,
     free_port,
+    on_broker,
     run_concurrently,
-    use_broker,
     write_trial,
 )
 from trials.demo import write_job
@@ -163,12 +164,10 @@ def pool_children(process: subprocess.Popen) -> list[int]:
 def broker(isolated_storage: Path) -> Iterator[RedisServer]:
     server = RedisServer(isolated_storage / "redis")
     server.start()
-    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
-    use_broker(broker_url=server.url, task_always_eager=False)  # this process sends to it too
     try:
-        yield server
+        with on_broker(broker_url=server.url, task_always_eager=False):  # this process sends to it too
+            yield server
     finally:
-        use_broker(**previous)
         server.stop()
 
 
@@ -579,7 +578,7 @@ def test_the_import_command_waits_through_a_database_restart_and_reports_every_p
         link.cut()  # the command's connection is dropped and no new one is let in: a restart
         time.sleep(3)
         link.mend()
-        out, err = command.communicate(timeout=120)
+        out, err = command.communicate(timeout=HANG_GUARD)
     finally:
         link.close()
     assert command.returncode == 0, err
@@ -599,7 +598,7 @@ def test_the_import_command_gives_up_after_its_bound_naming_what_the_workers_sti
         command = import_command([busy, small], link, broker, isolated_storage, wait=2)
         wait_until(lambda: running_import(busy), 60, workers.logs)
         link.cut()  # and never mended
-        out, err = command.communicate(timeout=60)
+        out, err = command.communicate(timeout=HANG_GUARD)
     finally:
         link.close()
     assert command.returncode != 0

@@ -11,9 +11,8 @@ import pytest
 import redis
 from django.db import connection
 
-from benchviewer.celery import app as celery_app
 from core import roles
-from tests.builders import TEST_REDIS_URL, database_url, running_worker, use_broker, write_trial
+from tests.builders import HANG_GUARD, TEST_REDIS_URL, database_url, on_broker, running_worker, write_trial
 from tests.hostile_corpus import cases
 from tests.imports.watch_helpers import Watcher, finish
 from trials.models import Import, Step, Trial
@@ -29,7 +28,7 @@ def worker(isolated_storage: Path):
         yield process
 
 
-def wait_for(imp: Import, timeout: float = 60) -> Import:
+def wait_for(imp: Import, timeout: float = HANG_GUARD) -> Import:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         imp.refresh_from_db()
@@ -97,9 +96,9 @@ def test_the_worker_survives_hostile_packs_and_serves_the_next_one(worker, tmp_p
     with open(archive, "rb") as f:
         last = client.post("/api/imports/", {"file": f}).json()["id"]
     for import_id in imports:
-        imp = wait_for(Import.objects.get(pk=import_id), timeout=120)
+        imp = wait_for(Import.objects.get(pk=import_id))
         assert imp.status == "done", (imp.source_name, imp.problems)
-    assert wait_for(Import.objects.get(pk=last), timeout=120).status == "done"
+    assert wait_for(Import.objects.get(pk=last)).status == "done"
     assert Trial.objects.filter(name=good.name).exists()
     assert worker.poll() is None  # the same worker process served every one
 
@@ -130,8 +129,6 @@ def test_the_command_line_says_when_no_worker_takes_its_import_and_finishes_once
     trial = write_trial(tmp_path / "src")
     server = redis.Redis.from_url(REDIS_URL)
     server.flushdb()  # no message from an earlier test
-    previous = {key: celery_app.conf[key] for key in ("broker_url", "task_always_eager")}
-    use_broker(broker_url=REDIS_URL, task_always_eager=False)
     out, err = io.StringIO(), io.StringIO()
 
     def run_command() -> None:
@@ -141,17 +138,15 @@ def test_the_command_line_says_when_no_worker_takes_its_import_and_finishes_once
             connection.close()  # the thread's own: left open, it would keep the test database from being dropped
 
     command = threading.Thread(target=run_command)
-    try:
+    with on_broker(broker_url=REDIS_URL, task_always_eager=False):
         command.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG_GUARD  # only a broken build waits this long
         while "no Celery worker answered" not in err.getvalue() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert "still queued: no Celery worker answered" in err.getvalue()
         assert command.is_alive()  # it waits for a worker, rather than giving up
-    finally:
-        use_broker(**previous)
     with running_worker(isolated_storage, flush=False):  # the message the command sent is waiting
-        command.join(timeout=60)
+        command.join(timeout=HANG_GUARD)
     assert not command.is_alive() and "imported" in out.getvalue()
     assert Trial.objects.get().name == trial.name
 
@@ -165,11 +160,11 @@ def test_a_watched_jobs_folder_is_queued_to_the_worker_through_redis_trial_by_tr
     with running_worker(isolated_storage):
         watcher = Watcher(env, job.parent)
         try:
-            watcher.wait_for("imported", "task-a__AAAAAAA", timeout=60)
+            watcher.wait_for("imported", "task-a__AAAAAAA", timeout=HANG_GUARD)
             finish(write_trial(tmp_path / "elsewhere", "task-b__BBBBBBB"))
             # moved in whole while the watcher runs: one event, for the folder (none for its result.json)
             (tmp_path / "elsewhere" / "task-b__BBBBBBB").rename(job / "task-b__BBBBBBB")
-            watcher.wait_for("imported", "task-b__BBBBBBB", timeout=60)
+            watcher.wait_for("imported", "task-b__BBBBBBB", timeout=HANG_GUARD)
         finally:
             assert watcher.stop() == 0
     log = (isolated_storage / "worker.log").read_text()

@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from core import locks
-from tests.builders import REFERENCE
+from tests.builders import HANG_GUARD, REFERENCE
 from trials.imports import recovery
 from trials.imports.blobs import store_file
 from trials.models import Import, Trial
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has it
 PACK = REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json"
 
 
-def wait_until_finished(client, import_id: str, timeout: float = 60.0) -> dict:
+def wait_until_finished(client, import_id: str, timeout: float = HANG_GUARD) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         body = client.get(f"/api/imports/{import_id}/").json()
@@ -60,7 +60,7 @@ def test_an_api_upload_answers_queued_and_the_thread_then_imports_it(in_thread, 
     assert body["status"] == "done", body["problems"]
     assert body["progress"] == 1.0
     assert Trial.objects.get().name == "trial-tool-approval-candidate-1"
-    embedded_worker().submit(lambda: None).result(timeout=30)  # the thread's queue is drained
+    embedded_worker().submit(lambda: None).result(timeout=HANG_GUARD)  # the thread's queue is drained
     assert Trial.objects.get().step_text_indexed  # the follow-up indexing ran in the same thread
 
 

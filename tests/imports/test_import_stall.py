@@ -9,7 +9,7 @@ import time
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.builders import REFERENCE
+from tests.builders import HANG_GUARD, REFERENCE
 from trials.ingest.formats import agentv
 from trials.models import Import, Trial
 from trials.queue import embedded_worker
@@ -18,7 +18,6 @@ pytestmark = pytest.mark.django_db(transaction=True)  # the import thread has it
 
 PACK = REFERENCE / "lime-agentruntime" / "benchmark-trial-pack.json"
 ROWS = REFERENCE / "agentv" / "camel-replay-index.jsonl"
-HANG_GUARD = 300.0  # seconds: only stops a broken build from waiting forever; no verdict rests on it
 
 
 def finished(client, import_id: str) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from tests.builders import REPO
+from tests.builders import HANG_GUARD, REPO
 
 
 class Watcher:
@@ -31,7 +31,7 @@ class Watcher:
         for line in self.process.stdout:
             self.lines.put(line)
 
-    def wait_for(self, *words: str, timeout: float = 30.0) -> str:
+    def wait_for(self, *words: str, timeout: float = HANG_GUARD) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -9,7 +9,7 @@ import sys
 import pytest
 from django.core.management import call_command
 
-from tests.builders import import_path, make_user
+from tests.builders import HANG_GUARD, import_path, make_user
 from tests.imports.export_helpers import exported, members, same_trial, stored_counts
 from tests.live.helpers import event, runner_client, runtime_events, spine, step
 from trials.models import RuntimeEvent, Trial
@@ -174,7 +174,7 @@ def test_a_runner_streaming_its_own_completion_then_pushing_complete_leaves_one(
     command = [sys.executable, "-m", "benchviewer_push", "--server", live_server.url, "--token", token,
                "stream", str(feed), "--trial", str(pk), "--complete", "completed"]  # fmt: skip
 
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=HANG_GUARD)
 
     assert finished.returncode == 0, finished.stderr
     completions = RuntimeEvent.objects.filter(trial_id=pk, type__in=FINISHED)

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rest_framework.authtoken.models import Token
 
 from core.locks import worker_lock
-from tests.builders import running_worker
+from tests.builders import HANG_GUARD, running_worker
 from tests.live.helpers import runner_client, spine
 from trials.live import batches, tasks, traces, trajectories
 from trials.models import ReceivedBatch, ReceivedSpan, Trial
@@ -60,7 +60,7 @@ def held_worker(settings):
 
 
 def drained() -> None:
-    embedded_worker().submit(lambda: None).result(timeout=120)  # (one thread: what came before is done)
+    embedded_worker().submit(lambda: None).result(timeout=HANG_GUARD)  # (one thread: what came before is done)
 
 
 def test_the_exporter_is_answered_before_the_steps_are_written_and_they_appear_when_written(live_server, held_worker):

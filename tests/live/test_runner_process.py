@@ -22,7 +22,7 @@ from django.test import Client
 from playwright.sync_api import expect
 from rest_framework.test import APIClient
 
-from tests.builders import write_trial
+from tests.builders import HANG_GUARD, write_trial
 from tests.live.helpers import event, runner_client, spine, step
 from trials.models import Import, RuntimeEvent, Step, Trial
 
@@ -95,7 +95,7 @@ def test_a_page_watches_the_steps_a_runner_streams_appear(browser, live_server, 
     writer.start()
     expect(page.locator("#live-steps tbody tr[data-step='100']")).to_be_visible()  # arriving, not all at once
     writer.join()
-    assert process.wait(timeout=60) == 0, process.stderr.read() if process.stderr else ""
+    assert process.wait(timeout=HANG_GUARD) == 0, process.stderr.read() if process.stderr else ""
     # completed: the page reloads and shows the finished trial with all its steps
     expect(page.locator("h1 .badge")).to_have_text("passed")
     assert Step.objects.filter(trial=trial).count() == 200
@@ -123,7 +123,7 @@ def test_a_killed_runner_leaves_the_trial_stalled_and_a_new_one_continues_it(
 
     # a new runner starts over on the same file: what the first sent is kept once, the rest added
     second = runner(live_server.url, token, feed, "--trial", str(trial.pk), "--complete", "completed")
-    assert second.wait(timeout=60) == 0, second.stderr.read() if second.stderr else ""
+    assert second.wait(timeout=HANG_GUARD) == 0, second.stderr.read() if second.stderr else ""
     trial.refresh_from_db()
     assert not trial.is_stalled and trial.status == "passed"
     steps = list(Step.objects.filter(trial=trial).order_by("index").values_list("step_id", flat=True))
@@ -186,7 +186,7 @@ def test_the_runner_retries_through_a_server_restart_and_lands_every_event_once(
     front = serve_forward(port)  # back
     writer.join()
     try:
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=HANG_GUARD)
     finally:
         front.shutdown()
         front.server_close()
@@ -211,7 +211,7 @@ def test_the_runner_uploads_a_finished_trial_folder_as_an_import(live_server, to
         "upload",
         str(folder),
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr
     imported = Import.objects.get(pk=json.loads(done.stdout)["id"])
     assert imported.origin == Import.Origin.API
@@ -227,7 +227,7 @@ def test_the_runner_names_the_lines_no_step_holds_and_sums_up_the_trial(live_ser
     ]
     feed.write_text("".join(json.dumps(row) + "\n" for row in rows))
     process = runner(live_server.url, token, feed, "--trial", str(trial.pk), "--complete", "completed")
-    out, err = process.communicate(timeout=60)
+    out, err = process.communicate(timeout=HANG_GUARD)
     assert process.returncode == 0, err
     assert "benchviewer-push: line 2: 'user.message' is not an event type" in err
     assert out.splitlines() == [

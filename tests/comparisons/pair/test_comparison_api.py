@@ -17,7 +17,7 @@ from comparisons.computing import cache
 from comparisons.computing.events import comparison_event
 from comparisons.models import Comparison, SavedComparison
 from comparisons.statistics.sides import Side
-from tests.builders import REFERENCE, build_side, import_path, write_trial
+from tests.builders import REFERENCE, build_side, import_path, on_broker, write_trial
 from tests.factories import TrialFactory
 from trials.models import Trial
 
@@ -184,13 +184,9 @@ def test_the_api_runs_the_celery_task(client_logged_in, sides, monkeypatch):
 
 @pytest.fixture
 def not_eager():
-    """Tasks sent, not run here. Celery's own setting: a Django setting changed in a test would stick
-    in Celery's config for the whole process."""
-    conf = tasks.compute_comparison_task.app.conf
-    eager = conf.task_always_eager
-    conf.update(task_always_eager=False)
-    yield
-    conf.update(task_always_eager=eager)
+    """Tasks sent, not run here (Celery's own setting, taken off again afterwards)."""
+    with on_broker(task_always_eager=False):
+        yield
 
 
 def test_with_a_real_broker_the_api_answers_202_then_the_result(client_logged_in, sides, monkeypatch, not_eager):
