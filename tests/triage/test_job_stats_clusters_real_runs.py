@@ -52,4 +52,6 @@ def test_trials_known_only_by_task_and_a_zero_reward_are_one_cluster_a_task(clie
         assert f"no error, task {task}, in tasks-no-skills" in cluster["description"], cluster["description"]
         assert task not in found
         found[task] = mine
+        page = client_logged_in.get(f"/qc/clusters/{cluster['id']}/").content.decode()
+        assert f"<dt>Task</dt><dd><code>{task}</code>" in page
     assert found == wanted
