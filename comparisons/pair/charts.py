@@ -180,6 +180,7 @@ def distribution(result: dict[str, Any], points: dict[str, Any], trial_url: Call
         "data": traces,
         "layout": _layout(
             "Reward distribution per side (task means)",
+            showlegend=False,  # (the ticks name the sides; a legend of whole names took half the chart)
             xaxis=_side_axis(list(_labels(result))),
             yaxis={"title": {"text": "mean reward"}},
         ),
