@@ -173,7 +173,7 @@ def distribution(result: dict[str, Any], points: dict[str, Any], trial_url: Call
                 "jitter": 0.4,
                 "pointpos": 0,
                 "marker": {"color": colour, "size": 5},
-                "hovertemplate": "<b>%{text}</b><br>mean reward %{y:.3f}<extra></extra>",
+                "hovertemplate": "<b>%{text}</b><br>%{fullData.name}: mean reward %{y:.3f}<extra></extra>",
             }
         )
     return {
