@@ -8,6 +8,7 @@ browser opens when the point is clicked.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,44 @@ def _task_axis(count: int, **extra: Any) -> dict[str, Any]:
     return axis
 
 
-SIDE_AXIS = {"automargin": True}  # side names are long keys: the margin grows to show them whole, rotated
+SIDE_SEPARATORS = "_/|: "  # where a side's name may be cut or wrapped (never inside an escaped &amp;)
+MIN_HEAD = 8  # characters of a common head worth taking out of the ticks
+SIDE_TICK_LINE = 18  # characters a line of a side's tick: two sides' ticks stay apart in a half-width chart
+
+
+def _side_axis(labels: list[str]) -> dict[str, Any]:
+    """A side axis whose ticks fit the chart: the names' common head (`20250923_droid_`) once, as the axis
+    title, and each tick what is left (`…claude-4-sonnet`), level, wrapped after a separator; the hover
+    keeps each name whole (the trace's categories are the whole names)."""
+    head = _common_head(labels)
+    ticks = [_wrapped(("…" if head else "") + label[len(head) :]) for label in labels]
+    axis: dict[str, Any] = {"automargin": True, "tickmode": "array", "tickvals": labels, "ticktext": ticks}
+    axis["tickangle"] = 0
+    if head:
+        axis["title"] = {"text": f"{head}…", "standoff": 6}
+    return axis
+
+
+def _common_head(labels: list[str]) -> str:
+    """The longest start the names share that ends with a separator, "" when they share none."""
+    shared = 0
+    while shared < min(map(len, labels)) and len({label[shared] for label in labels}) == 1:
+        shared += 1
+    while shared and labels[0][shared - 1] not in SIDE_SEPARATORS:
+        shared -= 1
+    # (a head as short as "job " says nothing on its own: the ticks keep it)
+    return labels[0][:shared] if MIN_HEAD <= shared < min(map(len, labels)) else ""
+
+
+def _wrapped(text: str) -> str:
+    """A tick's text in lines of about SIDE_TICK_LINE characters, broken after separators only."""
+    lines, line = [], ""
+    for piece in re.split(f"(?<=[{re.escape(SIDE_SEPARATORS)}])", text):
+        if line and len(line) + len(piece) > SIDE_TICK_LINE:
+            lines.append(line)
+            line = ""
+        line += piece
+    return "<br>".join([*lines, line])
 
 
 def no_data(title: str, why: str) -> dict[str, Any]:
@@ -114,7 +152,7 @@ def heatmap(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[
             "Mean reward per task and side",
             height=max(320, min(1200, 18 * len(rows) + 120)),
             yaxis=_task_axis(len(rows)),
-            xaxis=SIDE_AXIS,
+            xaxis=_side_axis([base_label, cand_label]),
         ),
     }
 
@@ -135,13 +173,16 @@ def distribution(result: dict[str, Any], points: dict[str, Any], trial_url: Call
                 "jitter": 0.4,
                 "pointpos": 0,
                 "marker": {"color": colour, "size": 5},
-                "hovertemplate": "<b>%{text}</b><br>mean reward %{y:.3f}<extra></extra>",
+                "hovertemplate": "<b>%{text}</b><br>%{fullData.name}: mean reward %{y:.3f}<extra></extra>",
             }
         )
     return {
         "data": traces,
         "layout": _layout(
-            "Reward distribution per side (task means)", xaxis=SIDE_AXIS, yaxis={"title": {"text": "mean reward"}}
+            "Reward distribution per side (task means)",
+            showlegend=False,  # (the ticks name the sides; a legend of whole names took half the chart)
+            xaxis=_side_axis(list(_labels(result))),
+            yaxis={"title": {"text": "mean reward"}},
         ),
     }
 
@@ -200,13 +241,14 @@ def pass_rate(result: dict[str, Any], points: dict[str, Any], trial_url: Callabl
                 "text": text,
                 "customdata": urls,
                 "marker": {"color": [BASELINE_COLOUR, CANDIDATE_COLOUR]},
+                "insidetextanchor": "start",  # (at the bar's foot, clear of its interval's whisker)
                 "error_y": {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus},
                 "hovertemplate": "<b>%{x}</b><br>pass rate %{y:.1%}<br>%{text}<extra></extra>",
             }
         ],
         "layout": _layout(
             "Pass rate with 95% interval (Wilson)",
-            xaxis=SIDE_AXIS,
+            xaxis=_side_axis(x),
             yaxis={"title": {"text": "pass rate"}, "range": [0, 1.05]},
         ),
     }

@@ -58,3 +58,36 @@ def test_the_queue_and_the_trial_list_fit_1280_pixels_with_long_names(browser, l
     assert page.locator(f'table.trial-rows td[title="{job.name}"]').count() == 3
     scroll_width, width, wide_tables = page.evaluate(OVERFLOW)
     assert scroll_width <= width and wide_tables == 0, (scroll_width, width, wide_tables)
+
+
+# Each job and configuration cell of the queue: its text, its height in lines of its font, and whether
+# any of it is hidden (cut off below its last line).
+CELL_LINES = """[...document.querySelectorAll("#queue-table td.name-cut .two-lines")].map(s =>
+  [s.innerText, s.getBoundingClientRect().height / parseFloat(getComputedStyle(s).lineHeight),
+   s.scrollHeight > s.clientHeight + 1])"""
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (1440, 900)])
+def test_the_queues_long_names_take_two_lines_at_most_and_read_apart(
+    browser, live_server, transactional_db, width, height
+):
+    # (the shared TB1 runs' names: one agent, two models, run names alike but for their end)
+    keys = ["20250923_droid_claude-4-sonnet", "20250923_droid_claude-4-1-opus"]
+    for key, model in zip(keys, ("claude-4-sonnet", "claude-4-1-opus"), strict=True):
+        job = JobFactory(
+            key=f"job-{model}", name=f"reference/agentv/compare-{model}-results.jsonl@2025-01-15T10:0{len(model)}Z"
+        )
+        configuration = ConfigurationFactory(key=key, model_name=model)
+        TrialFactory(job=job, configuration=configuration, status="failed", reward=0.0)
+    make_user("tina", "triager")
+    page = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": height}).new_page()
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", "tina")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto("/triage/")
+    cells = page.evaluate(CELL_LINES)
+    assert len(cells) == 4 and all(lines <= 2.05 and not hidden for _, lines, hidden in cells), cells
+    assert {text for text, _, _ in cells if "droid" in text} == set(keys), cells  # whole: their models differ
+    for key in keys:
+        assert page.locator(f'#queue-table td[title="{key}"]').count() == 1

@@ -8,7 +8,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.builders import make_user
-from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, PermissionDecisionFactory, TrialFactory
+from tests.factories import (
+    ConfigurationFactory,
+    DatasetFactory,
+    JobFactory,
+    PermissionDecisionFactory,
+    TaskFactory,
+    TrialFactory,
+)
 from trials.models import RuntimeEvent, Step, ToolCall, Trajectory, Trial
 from trials.models.qc import AuditEntry, FailureCluster, QCItem
 from trials.triage import cluster_titles, signatures
@@ -50,27 +57,33 @@ def test_two_causes_are_two_clusters_and_a_passing_unflagged_trial_is_in_none():
     assert FailureCluster.objects.count() == 3
 
 
-def test_failures_with_no_cause_are_a_cluster_a_benchmark_and_those_with_one_ignore_it():
-    """A wrong answer says no more than where it was given: one cluster per dataset, not one for all."""
+def test_failures_known_only_by_their_task_are_a_cluster_a_task_and_those_with_a_cause_ignore_it():
+    """A wrong answer with nothing else known says no more than where it was given: one cluster per task
+    of its dataset, not one bin for all."""
     tb, inspect = DatasetFactory(name="terminal-bench-core"), DatasetFactory(name="theory_of_mind")
-    tb_a, tb_b, inspect_a, errored_tb, errored_inspect = signed(
-        TrialFactory(reward=0.0, dataset=tb),
-        TrialFactory(reward=0.0, dataset=tb),
-        TrialFactory(reward=0.0, dataset=inspect),
-        errored("No such file: /tmp/a.txt", dataset=tb),
+    hello, maze = TaskFactory(name="hello-world", dataset=tb), TaskFactory(name="maze", dataset=tb)
+    hello_a, hello_b, maze_a, inspect_a, errored_tb, errored_inspect = signed(
+        TrialFactory(reward=0.0, task=hello),
+        TrialFactory(reward=0.0, task=hello),
+        TrialFactory(reward=0.0, task=maze),
+        TrialFactory(reward=0.0, task=TaskFactory(name="hello-world", dataset=inspect)),
+        errored("No such file: /tmp/a.txt", task=hello),
         errored("No such file: /tmp/b.txt", dataset=inspect),
     )
-    assert tb_a.cluster_id == tb_b.cluster_id != inspect_a.cluster_id
-    assert cluster_titles.describe(tb_a.cluster.signature) == "capability · no error, in terminal-bench-core"
-    assert errored_tb.cluster_id == errored_inspect.cluster_id  # (a cause is the same cause in any benchmark)
-    assert "benchmark" not in errored_tb.cluster.signature
+    assert hello_a.cluster_id == hello_b.cluster_id
+    assert len({hello_a.cluster_id, maze_a.cluster_id, inspect_a.cluster_id}) == 3
+    title = "capability · no error, task hello-world, in terminal-bench-core"
+    assert cluster_titles.describe(hello_a.cluster.signature) == title
+    assert errored_tb.cluster_id == errored_inspect.cluster_id  # (a cause is the same cause in any task)
+    assert "benchmark" not in errored_tb.cluster.signature and "task" not in errored_tb.cluster.signature
 
 
 def test_the_cluster_pages_name_the_benchmark_of_failures_with_no_cause(client, triager):
-    trial = signed(TrialFactory(reward=0.0, dataset=DatasetFactory(name="terminal-bench-core")))[0]
+    task = TaskFactory(name="hello-world", dataset=DatasetFactory(name="terminal-bench-core"))
+    trial = signed(TrialFactory(reward=0.0, task=task))[0]
     client.force_login(triager)
     listing = client.get("/qc/clusters/").content.decode()
-    assert 'class="cluster-title" title="no error, in terminal-bench-core"' in listing
+    assert 'class="cluster-title" title="no error, task hello-world, in terminal-bench-core"' in listing
     page = client.get(f"/qc/clusters/{trial.cluster_id}/").content.decode()
     assert "<dt>Benchmark</dt><dd><code>terminal-bench-core</code>" in page
 

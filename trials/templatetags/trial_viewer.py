@@ -105,6 +105,44 @@ def configuration_cut(configuration: Any, length: int = 24) -> str:
     return model + (f"…{tail[len(tail) - room :]}" if len(tail) > room else tail)
 
 
+_BREAKS = "_-/@.:| "  # where a name reads best split across its two lines
+
+
+@register.filter
+def two_lines(value: Any, line: int = 14) -> SafeString | str:
+    """A name on at most two lines of `line` characters: its tail whole on the second, where names that
+    share a prefix differ (`…_claude-4-sonnet`, `…_claude-4-1-opus`); its head, cut with "…" if need be, on
+    the first. The lines split after a separator where one is near. The whole name goes in a title."""
+    name = "" if value is None else str(value)
+    if len(name) <= line:
+        return name
+    if len(name) <= 2 * line:  # both halves whole: split after the separator nearest the middle
+        splits = [at for at in range(len(name) - line, line + 1) if _splits_at(name, at)] or [len(name) - line]
+        cut = min(splits, key=lambda at: (abs(2 * at - len(name)), -at))
+        return format_html("{}<wbr>{}", name[:cut], name[cut:])
+    cut = len(name) - line
+    cut = next((at for at in range(cut, cut + line // 3) if _splits_at(name, at)), cut)
+    return format_html("{}…<wbr>{}", name[: line - 1], name[cut:])
+
+
+def _splits_at(name: str, at: int) -> bool:
+    """Whether a line may end before name[at]: after a separator, never inside a run of them ("__")."""
+    return name[at - 1] in _BREAKS and name[at] not in _BREAKS
+
+
+@register.filter
+def configuration_lines(configuration: Any, line: int = 16) -> SafeString | str:
+    """A configuration's key on two lines (`two_lines`), unless that hides its model: then the model on the
+    first line and what follows it in the key on the second ("openai/gpt-4o-mini", "chain_of_thought →…")."""
+    read = configuration.get if isinstance(configuration, dict) else lambda f: getattr(configuration, f, "")
+    key, model = str(read("key") or ""), str(read("model_name") or "")
+    after = key[key.index(model) + len(model) :].lstrip("|_ ") if model and model in key else ""
+    if len(key) <= 2 * line or not after:
+        return two_lines(key, line)
+    first = model if len(model) <= line else model[: line - 1] + "…"
+    return format_html("{}<wbr> {}", first, after if len(after) <= line else after[: line - 1] + "…")
+
+
 @register.simple_tag
 def task_label(name: Any, dataset: Any = None, length: int = 0) -> SafeString | str:
     """A task named with its dataset ("56 · ic_ctf"): Inspect sample ids are bare numbers that recur

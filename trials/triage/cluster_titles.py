@@ -76,4 +76,6 @@ def told_apart_words(signature: dict[str, Any]) -> str:
         return f"{signature['test']} failed"
     if signature.get("tests") == "passed":
         return "its tests passed"
-    return f"last tool {signature['lastTool']}" if signature.get("lastTool") else ""
+    if signature.get("lastTool"):
+        return f"last tool {signature['lastTool']}"
+    return f"task {signature['task']}" if signature.get("task") else ""

@@ -229,6 +229,7 @@ class ClusterSignatureSerializer(serializers.Serializer):
     )
     tests = serializers.CharField(required=False, help_text='"passed": the tests ran and none failed')
     lastTool = serializers.CharField(required=False, help_text="nor tests: the last tool the agent called")
+    task = serializers.CharField(required=False, help_text="no error text, how it ended, tests nor tool: the task")
     benchmark = serializers.CharField(required=False, help_text="no error text: the dataset of its trials")
 
 

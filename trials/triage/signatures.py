@@ -7,10 +7,11 @@ text with its numbers, paths, ids, hex and timestamps replaced by placeholders, 
 tool and its flags. The first failing verifier test and the task are facets of a cluster
 (Trial.failing_test, Trial.task), not part of it, but where nothing else names the cause (tests
 failed, no error text) or the run timed out, the first failing test does, else the last tool the
-agent called: one cluster per test or tool, not one catch-all (cluster_titles puts it in words). A
-message near-identical to one of a cluster of the same family (the signature without its message) joins that cluster
-(rapidfuzz). A person's merge (FailureCluster.merged_into) and split (split_from, split_on)
-are followed here, so they stay when trials are signed again.
+agent called, else (nothing but the task known) the task: one cluster per test, tool or task, not one
+catch-all (cluster_titles puts it in words). A message near-identical to one of a cluster of the same
+family (the signature without its message) joins that cluster (rapidfuzz). A person's merge
+(FailureCluster.merged_into) and split (split_from, split_on) are followed here, so they stay when
+trials are signed again.
 
 Trials with the same signature share a FailureCluster row (Trial.cluster), so a cluster's
 size is a GROUP BY on an indexed column.
@@ -164,7 +165,8 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
         # (Absent otherwise: other keys stay as they were.)
         if ended := ended_as(row):
             signature["ended"] = ended
-        signature |= told_apart(row)
+        # (where nothing but the task is known, as of a trial a Harbor job's stats alone name: one cluster a task)
+        signature |= told_apart(row) or ({} if ended else {"task": row["task__name"] or ""})
         signature["benchmark"] = row["dataset__name"] or ""
     elif how_it_ended(row) == "timeout":  # (one timeout message for every task: the test or tool tells them apart)
         signature |= told_apart(row)

@@ -121,19 +121,24 @@ TICKS_INSIDE_JS = """(id) => {
 }"""
 
 
-def test_side_names_on_the_side_charts_are_whole_at_1280(live_server, browser):
-    # Keys that differ only at their end, as the TB1 submissions do (..._claude-4-sonnet / ..._claude-4-1-opus).
-    page = browser.new_page(viewport={"width": 1280, "height": 800})
+@pytest.mark.parametrize("width,height", [(1280, 800), (1440, 900)])
+def test_side_names_on_the_side_charts_read_apart_inside_the_chart(live_server, browser, width, height):
+    # Keys that differ only at their end, as the TB1 submissions do (..._claude-4-sonnet / ..._claude-4-1-opus),
+    # beside 80 long task names, as a TB1 run's, that widen the heatmap's left margin.
+    page = browser.new_page(viewport={"width": width, "height": height})
     page.set_default_timeout(20_000)
     keys = ("20250923_droid_claude-4-sonnet", "20250923_droid_claude-4-1-opus")
-    base = build_side(keys[0], {f"t{i}": [float(i % 2)] for i in range(6)}, role="baseline")
-    cand = build_side(keys[1], {f"t{i}": [1.0] for i in range(6)}, role="candidate")
+    tasks = [f"decommissioning-service-with-sensitive-data-{i}" for i in range(80)]
+    base = build_side(keys[0], {t: [float(i % 2)] for i, t in enumerate(tasks)}, role="baseline")
+    cand = build_side(keys[1], {t: [1.0] for t in tasks}, role="candidate")
     _login(page, live_server.url)
     page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}", wait_until="networkidle")
     for chart in ("heatmap", "distribution", "pass_rate"):
         page.locator(f"#chart-{chart}").scroll_into_view_if_needed()
         page.wait_for_selector(f"#chart-{chart} .xtick text", state="attached")
         ticks = page.evaluate(TICKS_INSIDE_JS, f"chart-{chart}")
-        assert [t["text"] for t in ticks] == list(keys), chart
+        # (their shared head, "20250923_droid_", is said once, as the axis's title)
+        assert [t["text"] for t in ticks] == ["…claude-4-sonnet", "…claude-4-1-opus"], chart
         assert all(t["inside"] for t in ticks), (chart, ticks)
+        assert page.text_content(f"#chart-{chart} .xtitle") == "20250923_droid_…", chart
     page.close()
