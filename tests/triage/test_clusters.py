@@ -78,6 +78,16 @@ def test_failures_known_only_by_their_task_are_a_cluster_a_task_and_those_with_a
     assert "benchmark" not in errored_tb.cluster.signature and "task" not in errored_tb.cluster.signature
 
 
+def test_wrong_answers_with_a_transcript_and_nothing_else_known_are_one_cluster_a_benchmark():
+    """Only a trial with no step is known by its task alone; answers given in a transcript share a cause."""
+    inspect = DatasetFactory(name="theory_of_mind")
+    first, second = signed(
+        *(TrialFactory(reward=0.0, step_count=4, task=TaskFactory(name=name, dataset=inspect)) for name in "12")
+    )
+    assert first.cluster_id == second.cluster_id
+    assert cluster_titles.describe(first.cluster.signature) == "capability · no error, in theory_of_mind"
+
+
 def test_the_cluster_pages_name_the_benchmark_of_failures_with_no_cause(client, triager):
     task = TaskFactory(name="hello-world", dataset=DatasetFactory(name="terminal-bench-core"))
     trial = signed(TrialFactory(reward=0.0, task=task))[0]

@@ -30,6 +30,7 @@ SIGNED_FIELDS = (
     "ctrf_tests",
     "task__name",
     "dataset__name",
+    "step_count",
 )
 # What a parser keeps in a trial's provenance for the failure classes: Terminal-Bench 1's
 # failure_mode, the kind of Inspect limit a sample hit, a `harbor check` finding on its task.

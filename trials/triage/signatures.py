@@ -165,8 +165,9 @@ def signature_of(row: dict[str, Any], flags: list[str], tool: str) -> dict[str, 
         # (Absent otherwise: other keys stay as they were.)
         if ended := ended_as(row):
             signature["ended"] = ended
-        # (where nothing but the task is known, as of a trial a Harbor job's stats alone name: one cluster a task)
-        signature |= told_apart(row) or ({} if ended else {"task": row["task__name"] or ""})
+        # (a trial known only by its task, as one a Harbor job's stats alone name, with no step: one cluster a
+        # task; wrong answers with a transcript stay one cluster a benchmark, not one of each)
+        signature |= told_apart(row) or ({} if ended or row["step_count"] else {"task": row["task__name"] or ""})
         signature["benchmark"] = row["dataset__name"] or ""
     elif how_it_ended(row) == "timeout":  # (one timeout message for every task: the test or tool tells them apart)
         signature |= told_apart(row)
