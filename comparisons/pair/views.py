@@ -27,6 +27,7 @@ from comparisons.pair.formatting import formatted
 from comparisons.statistics.metrics import delta_or_none
 from comparisons.statistics.sides import SideError, parse_sides
 from core import roles
+from trials.ingest.records import PASS_REWARD
 from trials.models import Configuration, Job, Trial
 
 MATRIX_PAGE_SIZE = 100
@@ -254,7 +255,12 @@ def _defaults(request, choices: dict[str, Any]) -> dict[str, str]:
 @require_safe
 def comparison_page(request):
     choices = _choices()
-    context: dict[str, Any] = {**choices, "chosen": _defaults(request, choices), "charts": []}
+    context: dict[str, Any] = {
+        **choices,
+        "chosen": _defaults(request, choices),
+        "charts": [],
+        "pass_reward": PASS_REWARD,
+    }
     if not any(request.GET.get(k) for k in ("baseline", "candidate", "baseline_job", "candidate_job")):
         return render(request, "comparisons/comparison.html", context)
     try:

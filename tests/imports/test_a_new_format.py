@@ -75,7 +75,7 @@ def parse_toy(file: detect.JsonFile) -> ParsedPack:
 
 @pytest.fixture
 def toy_format(monkeypatch):
-    monkeypatch.setattr(detect, "JSON_FORMATS", [detect.JsonFormat(is_toy, parse_toy), *detect.JSON_FORMATS])
+    monkeypatch.setattr(detect, "JSON_FORMATS", [detect.JsonFormat("toy log", is_toy, parse_toy), *detect.JSON_FORMATS])
 
 
 def test_a_toy_format_registered_with_the_detector_imports_to_a_trial_page(toy_format, tmp_path, client_logged_in):
@@ -104,3 +104,17 @@ def test_without_its_entry_the_file_is_of_no_known_format(tmp_path):
 
     assert not Trial.objects.exists()
     assert any("JSON of no known pack format" in p["message"] for p in imp.problems)
+
+
+@pytest.mark.parametrize("content", ['{"colour": "red"}', "plain words, no format\n"])
+def test_a_file_no_parser_reads_is_rejected_naming_every_registered_format(toy_format, tmp_path, content):
+    path = tmp_path / "odd.json"
+    path.write_text(content)
+
+    imp = import_path(path)
+
+    [outcome] = imp.outcomes
+    assert outcome["outcome"] == "rejected"
+    registered = {f.name for f in detect.JSON_FORMATS}
+    assert "toy log" in registered and len(registered) > 20  # (the real entries and the toy's)
+    assert [name for name in registered if name not in outcome["reason"]] == []

@@ -73,3 +73,21 @@ def test_trial_folders_with_no_job_file_each_import_and_naive_times_are_named_wa
     problems = [p for p in imp.problems if "naive timestamp" in p.get("message", "")]
     assert {(p["file"].rpartition("/")[2], p.get("json_path")) for p in problems} >= {("result.json", "started_at")}
     assert all(p.get("severity") == "warning" for p in problems)
+
+
+def test_the_job_page_states_the_pass_threshold_and_counts_a_fractional_reward_as_not_passed(
+    tmp_path, client_logged_in
+):
+    partial = custom_trial(tmp_path / "job", "task-a__AAAAAAA")
+    custom_trial(tmp_path / "job", "task-b__BBBBBBB", reward_txt="1")
+    (tmp_path / "job" / "config.json").write_text(json.dumps({"job_name": "job"}))  # (a job folder)
+    import_path(tmp_path / "job")
+    rewards = [
+        float((partial.parent / t / "verifier" / "reward.txt").read_text())
+        for t in ("task-a__AAAAAAA", "task-b__BBBBBBB")
+    ]
+    passed = sum(r >= 1 for r in rewards)  # (the threshold the issue sets: reward 1)
+    job = Trial.objects.get(name="task-b__BBBBBBB").job
+    page = client_logged_in.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'<dd id="job-accuracy">{passed / len(rewards):.4f} ' in page
+    assert '<span id="pass-threshold">a trial passes at reward ≥ 1.0' in page

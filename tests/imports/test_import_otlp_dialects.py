@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -16,7 +17,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 
 from tests.builders import import_path
 from tests.imports.otlp_helpers import adk_run, otlp_file, tempo_body
-from trials.models import Step, ToolCall, Trial
+from trials.models import Import, Step, ToolCall, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -130,3 +131,38 @@ def test_tempo_spans_sent_to_v1_traces_make_the_same_live_trial(transactional_db
     inner = [s for s in spans if s.name.startswith("generate_content")]
     assert trial.step_count == len(inner)
     assert trial.input_tokens == sum(s.attributes["gen_ai.usage.input_tokens"] for s in inner)
+
+
+def plain_trace(calls: int, agent: dict[str, str]) -> list[Any]:
+    """What an app traced with the SDK exports: an agent span and its chat spans, no benchmark identity."""
+    spans_out = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans_out))
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span(
+        "invoke_agent app", attributes={"gen_ai.operation.name": "invoke_agent", **agent}
+    ):
+        for _ in range(calls):
+            chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-5", "gen_ai.usage.input_tokens": 9}
+            with tracer.start_as_current_span("chat gpt-5", attributes=chat):
+                pass
+    return list(spans_out.get_finished_spans())
+
+
+@pytest.mark.parametrize("agent", [{}, {"gen_ai.agent.name": "app", "gen_ai.agent.version": "1.2.0"}])
+def test_a_plain_trace_has_no_error_and_no_word_of_evidence_packs_by_file_or_upload(
+    tmp_path, agent, client_logged_in, django_capture_on_commit_callbacks
+):
+    file_spans, upload_spans = plain_trace(3, agent), plain_trace(2, agent)
+    by_file = import_path(otlp_file(tmp_path / "trace.json", file_spans, []))
+    upload = SimpleUploadedFile("trace.json", otlp_file(tmp_path / "up.json", upload_spans, []).read_bytes())
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client_logged_in.post("/imports/", {"files": [upload]}).status_code == 302
+    by_upload = Import.objects.exclude(pk=by_file.pk).get()
+    for imp, spans in ((by_file, file_spans), (by_upload, upload_spans)):
+        trial = Trial.objects.get(pack__first_import=imp)
+        assert imp.status == "done" and trial.step_count == sum(1 for s in spans if s.name == "chat gpt-5")
+        said = imp.problems + trial.problems
+        assert [p for p in said if p["severity"] == "error"] == [], said
+        assert not [p for p in said if "evidence pack" in p["message"] or "agent.version" in p["json_path"]], said
+        assert trial.configuration.agent_version == agent.get("gen_ai.agent.version", "")

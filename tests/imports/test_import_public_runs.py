@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from tests.builders import REFERENCE, import_path
-from trials.models import Document, ToolCall, Trial
+from trials.models import Document, ObservationResult, ToolCall, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -33,6 +33,45 @@ def test_a_mini_swe_agent_log_is_a_trial_whose_bash_blocks_are_its_tool_calls(cl
     assert trial.configuration.model_name == data["info"]["config"]["model"]["model_name"]
     steps = client_logged_in.get(f"/api/trials/{trial.pk}/steps/").json()
     assert "Hello, world!" in orjson.dumps(steps).decode()  # the commands' output is each call's observation
+
+
+def as_mini_swe_agent_v2(data: dict) -> dict:
+    """The v1 log as mini-swe-agent 2 writes it in tool-calling mode: each command in the message's
+    `extra.actions` under a call id, its output a `tool` message naming that id."""
+    messages, call_id = [], ""
+    for m in data["messages"]:
+        if m["role"] == "assistant" and "```bash" in m["content"]:
+            command = m["content"].split("```bash\n", 1)[1].split("```", 1)[0].strip()
+            call_id = f"call_{len(messages)}"
+            thought = m["content"].split("```bash", 1)[0].strip()  # (the command is a call, not in the text)
+            action = {"command": command, "tool_call_id": call_id}
+            messages.append({**m, "content": thought, "extra": {"actions": [action]}})
+        elif call_id and m["role"] == "user":
+            parts = m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}]
+            output = "".join(part["text"] for part in parts)  # (a tool message's content is its text)
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+            call_id = ""
+        else:
+            messages.append(m)
+    return {**data, "trajectory_format": "mini-swe-agent-1.1", "messages": messages}
+
+
+def test_a_mini_swe_agent_2_log_reads_its_actions_and_their_tool_messages(tmp_path):
+    v2 = as_mini_swe_agent_v2(orjson.loads((NATIVE / "mini-swe-agent-trajectory.json").read_bytes()))
+    path = tmp_path / "v2.traj.json"
+    path.write_bytes(orjson.dumps(v2))
+    imp = import_path(path)
+    assert [o["outcome"] for o in imp.outcomes] == ["imported"], imp.problems
+    trial = Trial.objects.get()
+    answers = {m["tool_call_id"]: m["content"] for m in v2["messages"] if m["role"] == "tool"}
+    assert answers and trial.step_count == len(v2["messages"]) - len(answers)
+    calls = ToolCall.objects.order_by("step__index")
+    commands = [a["command"] for m in v2["messages"] for a in m.get("extra", {}).get("actions", [])]
+    assert [c.arguments["command"] for c in calls] == commands
+    assert {c.tool_call_id for c in calls} == set(answers)
+    results = ObservationResult.objects.filter(step__trial=trial)
+    assert {r.source_call_id: r.content_size for r in results} == {k: len(v.encode()) for k, v in answers.items()}
+    assert not [p for p in imp.problems if p["severity"] == "error"], imp.problems
 
 
 def test_a_gemini_cli_session_is_a_trial_with_its_messages_and_tokens():

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_safe
 
 from core.ids import parse_pk
 from trials.ingest.formats import harbor_checks
+from trials.ingest.records import PASS_REWARD
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
 from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
@@ -112,6 +113,7 @@ def job_detail(request, pk):
             "agents": lists.agents_by_job([job.pk]).get(job.pk, []),
             "page": page,
             "totals": totals,
+            "pass_reward": PASS_REWARD,  # (the threshold the accuracy counts by, stated beside it)
             "sorts": lists.TASK_SORT_LABELS,
             "sort": request.GET.get("sort", "task"),
             "check_report": report,

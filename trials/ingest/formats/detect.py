@@ -38,14 +38,6 @@ from trials.ingest.jsonio import load_json, load_jsonl, without_bom
 from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
 from trials.ingest.values import as_dict, as_list
 
-# Every format a file can be, as the rejection message names them (docs/importing.md lists each).
-KNOWN_FORMATS = (
-    "Harbor job, trial, config, lock or parity experiment; ATIF trajectory; CTRF report; Inspect AI log; "
-    "Terminal-Bench 1 results; Lime evidence pack, runtime event or thread snapshot; Agent Context; "
-    "Agent QC; AgentV results; OpenChrome envelope; OTLP traces; mini-swe-agent or gemini-cli session log; "
-    "JSON Schema"
-)
-
 
 @dataclass
 class Candidate:
@@ -187,7 +179,7 @@ def parse_file(path: Path, rel: str, max_run_rows: int = DEFAULT_LIMITS.max_run_
             except PackError:
                 pass
         raise PackError(
-            Problem(rel, "not a recognised trial pack format (JSON, JSONL, TOML or archive)", kept="the raw bytes")
+            Problem(rel, f"not a recognised trial pack format (one of: {known_formats()})", kept="the raw bytes")
         )
     noticed: list[Problem] = []
     try:
@@ -219,6 +211,7 @@ class JsonFile(NamedTuple):
 class JsonFormat:
     """A format a JSON document may be: `recognises` it by its keys; `parse` makes its pack, or None (not ours)."""
 
+    name: str  # as the rejection message names it to the user
     recognises: Callable[[Any], bool]
     parse: Callable[[JsonFile], ParsedPack | None]
 
@@ -230,59 +223,86 @@ def _any(data: Any) -> bool:
 # Every format a whole JSON document can be, tried in this order, the first that takes it wins. A new
 # format adds its entry here (CONTRIBUTING.md); what it sets on its records, the writer reads.
 JSON_FORMATS: list[JsonFormat] = [
-    JsonFormat(looks_like_atif, lambda f: harbor_trajectories.parse_lone_trajectory(f.path, f.rel)),
-    JsonFormat(_any, lambda f: terminal_bench.parse(f.data, f.path, f.rel, f.max_run_rows)),
-    JsonFormat(inspect.is_json_log, lambda f: inspect.parse_json_log(f.path, f.rel)),
+    JsonFormat("ATIF trajectory", looks_like_atif, lambda f: harbor_trajectories.parse_lone_trajectory(f.path, f.rel)),
+    JsonFormat("Terminal-Bench 1 results", _any, lambda f: terminal_bench.parse(f.data, f.path, f.rel, f.max_run_rows)),
+    JsonFormat("Inspect AI log", inspect.is_json_log, lambda f: inspect.parse_json_log(f.path, f.rel)),
     JsonFormat(
+        "Harbor trial result",
         harbor.is_trial_result,
         lambda f: harbor.parse_single_trial(
             f.path.parent, f.rel.rsplit("/", 1)[0] if "/" in f.rel else f.path.parent.name
         ),
     ),
-    JsonFormat(harbor.is_job_result, lambda f: harbor.parse_job_result_file(f.data, f.rel)),
-    JsonFormat(harbor.is_job_config, lambda f: _job_config(f.data, f.rel)),
-    JsonFormat(harbor.is_trial_lock, lambda f: _document("harbor-trial-lock", f.rel, f.data, {})),
-    JsonFormat(harbor.is_ctrf_report, lambda f: _ctrf_report(f.data, f.rel)),
+    JsonFormat("Harbor job result", harbor.is_job_result, lambda f: harbor.parse_job_result_file(f.data, f.rel)),
+    JsonFormat("Harbor job config", harbor.is_job_config, lambda f: _job_config(f.data, f.rel)),
+    JsonFormat("Harbor trial lock", harbor.is_trial_lock, lambda f: _document("harbor-trial-lock", f.rel, f.data, {})),
+    JsonFormat("CTRF report", harbor.is_ctrf_report, lambda f: _ctrf_report(f.data, f.rel)),
     JsonFormat(
+        "Lime evidence pack",
         lime.is_evidence_pack,
         lambda f: ParsedPack(
             kind="lime-evidence-pack", trials=[lime.parse_evidence_pack(f.data, f.rel)], trial_count=1
         ),
     ),
-    JsonFormat(lime.is_runtime_event, lambda f: lime.parse_event_file(f.data, f.rel)),
+    JsonFormat("Lime runtime event", lime.is_runtime_event, lambda f: lime.parse_event_file(f.data, f.rel)),
     JsonFormat(
+        "Lime thread snapshot",
         lime_threads.is_thread_snapshot,
         lambda f: ParsedPack(
             kind="lime-thread-snapshot", documents=[lime_threads.parse_thread_snapshot(f.data, f.rel)]
         ),
     ),
     JsonFormat(
+        "JSON Schema",
         documents.is_json_schema,
         lambda f: ParsedPack(kind="json-schema", documents=[documents.parse_json_schema(f.data, f.rel)]),
     ),
     JsonFormat(
+        "Agent Context record or event",
         lambda data: context_kinds.is_context_event(data) or context_kinds.is_context_record(data),
         lambda f: agentcontext.parse_context_document(f.data, f.rel),
     ),
-    JsonFormat(_any, lambda f: agentqc.parse(f.data, f.rel)),
-    JsonFormat(openchrome.is_envelope, lambda f: openchrome.parse_envelope(f.data, f.rel)),
+    JsonFormat("Agent QC document", _any, lambda f: agentqc.parse(f.data, f.rel)),
+    JsonFormat("OpenChrome envelope", openchrome.is_envelope, lambda f: openchrome.parse_envelope(f.data, f.rel)),
     JsonFormat(
+        "OpenChrome headline gates",
         openchrome.is_headline_gates,
         lambda f: ParsedPack(
             kind="openchrome-headline-gates", documents=[openchrome.parse_headline_gates(f.data, f.rel)]
         ),
     ),
-    JsonFormat(agentv.is_result_row, lambda f: agentv.parse_rows([(1, f.data)], f.rel)),
+    JsonFormat("AgentV results", agentv.is_result_row, lambda f: agentv.parse_rows([(1, f.data)], f.rel)),
     JsonFormat(
+        "AgentV results",
         lambda data: isinstance(data, list) and bool(data) and all(agentv.is_result_row(r) for r in data),
         lambda f: agentv.parse_rows(list(enumerate(f.data, start=1)), f.rel),
     ),
-    JsonFormat(otlp.is_otlp, lambda f: otlp.parse(f.data, f.rel)),
-    JsonFormat(harbor_trajectories.is_traces_export, lambda f: harbor_trajectories.parse_traces_export(f.data, f.rel)),
-    JsonFormat(native_logs.is_mini_swe_agent, lambda f: native_logs.parse_mini_swe_agent(f.data, f.rel)),
-    JsonFormat(native_logs.is_gemini_cli_session, lambda f: native_logs.parse_gemini_cli_session(f.data, f.rel)),
-    JsonFormat(harbor_parity.is_parity_experiment, lambda f: harbor_parity.parse(f.data, f.rel)),
+    JsonFormat("OTLP traces", otlp.is_otlp, lambda f: otlp.parse(f.data, f.rel)),
+    JsonFormat(
+        "Harbor traces export",
+        harbor_trajectories.is_traces_export,
+        lambda f: harbor_trajectories.parse_traces_export(f.data, f.rel),
+    ),
+    JsonFormat(
+        "mini-swe-agent trajectory",
+        native_logs.is_mini_swe_agent,
+        lambda f: native_logs.parse_mini_swe_agent(f.data, f.rel),
+    ),
+    JsonFormat(
+        "gemini-cli session",
+        native_logs.is_gemini_cli_session,
+        lambda f: native_logs.parse_gemini_cli_session(f.data, f.rel),
+    ),
+    JsonFormat(
+        "Harbor parity experiment", harbor_parity.is_parity_experiment, lambda f: harbor_parity.parse(f.data, f.rel)
+    ),
 ]
+
+
+def known_formats() -> str:
+    """Every format a file can be, as a rejection names them (read from JSON_FORMATS, so none is left out)."""
+    names = dict.fromkeys(f.name for f in JSON_FORMATS)
+    return "; ".join([*names, "Inspect AI .eval archive", "Harbor task.toml", "zip or tar archive of these"])
 
 
 def parse_json(data: Any, path: Path, rel: str, max_run_rows: int = DEFAULT_LIMITS.max_run_rows) -> ParsedPack:
@@ -293,7 +313,7 @@ def parse_json(data: Any, path: Path, rel: str, max_run_rows: int = DEFAULT_LIMI
             and (pack := candidate.parse(JsonFile(data, path, rel, max_run_rows))) is not None
         ):
             return pack
-    raise PackError(Problem(rel, f"JSON of no known pack format ({KNOWN_FORMATS})", kept="the raw bytes"))
+    raise PackError(Problem(rel, f"JSON of no known pack format (one of: {known_formats()})", kept="the raw bytes"))
 
 
 def _job_config(data: Any, rel: str) -> ParsedPack:

@@ -4,7 +4,8 @@ Two shapes the field writes today, each one trial whose steps are its messages:
 - mini-swe-agent (`trajectory_format: mini-swe-agent-1`, the SWE-bench family's runner): `messages[]`
   in the OpenAI chat shape, and `info` (`exit_status`, `submission`, `model_stats`, `config`); its v2
   moved the run's metadata into `extra`. Each assistant message runs one bash block: that block is the
-  step's tool call, and the next user message (`<returncode>…<output>…`) its observation.
+  step's tool call, and the next user message (`<returncode>…<output>…`) its observation; in v2 the
+  commands are the message's `extra.actions`, answered (tool-calling mode) by `tool` messages by id.
 - gemini-cli (`sessionId`, `projectHash`, `messages[{type: user|gemini}]`): tokens per message.
 There is no score in either: a trial's outcome comes from its verifier, which these files are not.
 """
@@ -113,6 +114,18 @@ def _messages(data: dict[str, Any], rel: str, problems: list[Problem]) -> Iterat
             problems.append(Problem(rel, what, f"messages[{number}]", severity="warning", kept=kept))
 
 
+def _bash_calls(message: dict[str, Any], text: str, number: int) -> list[ParsedToolCall]:
+    """The commands an assistant message runs: v2's `extra.actions`, else v1's bash block in its text."""
+    actions = [a for a in as_list(as_dict(message.get("extra")).get("actions")) if isinstance(a, dict)]
+    if commands := [a for a in actions if to_str(a.get("command"))]:
+        return [
+            ParsedToolCall(to_str(a.get("tool_call_id")) or f"{number}.{n}", "bash", {"command": to_str(a["command"])})
+            for n, a in enumerate(commands, start=1)
+        ]
+    block = _BASH_BLOCK.search(text)
+    return [ParsedToolCall(f"{number}.1", "bash", {"command": block.group(1).strip()})] if block else []
+
+
 def parse_mini_swe_agent(data: dict[str, Any], rel: str) -> ParsedPack:
     info = as_dict(data.get("info")) or as_dict(data.get("extra"))  # v2 keeps the run's facts in `extra`
     config = as_dict(info.get("config"))
@@ -123,13 +136,16 @@ def parse_mini_swe_agent(data: dict[str, Any], rel: str) -> ParsedPack:
     for _, message in _messages(data, rel, problems):
         role = to_str(message.get("role"))
         text = content_text(message.get("content"))
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if role == "tool" and steps and (call_id := to_str(message.get("tool_call_id"))):
+            # v2's tool-calling mode answers a call by its id: the output of that call, not a step
+            if any(c.tool_call_id == call_id for c in steps[-1].tool_calls):
+                steps[-1].observations.append(ParsedObservation(call_id, text, size))
+                continue
         if role == "user" and steps and steps[-1].tool_calls and not steps[-1].observations:
             call = steps[-1].tool_calls[0]  # the command's output answers the step before
-            size = len(text.encode("utf-8", "surrogatepass"))
             steps[-1].observations.append(ParsedObservation(call.tool_call_id, text, size))
-        calls = []
-        if role == "assistant" and (block := _BASH_BLOCK.search(text)):
-            calls = [ParsedToolCall(f"{len(steps) + 1}.1", "bash", {"command": block.group(1).strip()})]
+        calls = [] if role != "assistant" else _bash_calls(message, text, len(steps) + 1)
         usage = as_dict(as_dict(as_dict(message.get("extra")).get("response")).get("usage"))
         steps.append(
             _step(

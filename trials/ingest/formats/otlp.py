@@ -336,7 +336,9 @@ def document(
         "schema_version": SCHEMA_VERSION,
         "session_id": str(session or tid),
         "trajectory_id": str(attrs.get("trajectory.id") or tid),
-        "agent": {k: v for k, v in agent.items() if v} | {"name": agent.get("name") or "unknown"},
+        # ATIF requires both; a trace need not name them (the live path's trajectory says "unknown" too)
+        "agent": {k: v for k, v in agent.items() if v}
+        | {"name": agent.get("name") or "unknown", "version": agent.get("version") or "unknown"},
         "steps": steps,
     }
 
@@ -377,6 +379,8 @@ def imported_trial(trace: TraceTrial, rel: str) -> ParsedTrial:
     """The trial as its evidence pack would name it (the live path starts it from the same spine)."""
     trial = parse_evidence_pack({"benchmark": trace.benchmark}, rel)
     trial.source_format = "otlp"
+    # a trace is a trial of its own, not an evidence pack of one stored apart; a file may hold several
+    trial.joins_stored_trial = trial.files_are_its_own = False
     trial.documents = {}
     trial.present = {"trajectory"}
     trial.refs = {"trajectoryRef": rel}
