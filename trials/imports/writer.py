@@ -32,7 +32,7 @@ from trials.imports.rows import (
 )
 from trials.imports.steps import StepChunk, file_blob, trajectory_row, write_steps, write_trajectory
 from trials.ingest import completeness, evidence
-from trials.ingest.formats import harbor_trajectories
+from trials.ingest.atif_steps import flag_missing_subagents
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
@@ -239,7 +239,7 @@ def write_trials(
             trials = []
             for parsed in new:
                 trial = trial_row(parsed, pack, jobs.get(parsed.job_key), *shared.resolve(parsed))
-                harbor_trajectories.flag_missing_subagents(parsed)  # (their steps are read: `TrialBatch.takes`)
+                flag_missing_subagents(parsed)  # (their steps are read: `TrialBatch.takes`)
                 trial.step_count = sum(len(_steps_read(t)) for t in parsed.trajectories)
                 trial.tool_call_count = sum(len(s.tool_calls) for t in parsed.trajectories for s in t.steps)
                 trial.problems = [p.as_dict() for p in parsed.problems]
@@ -331,7 +331,7 @@ def write_trial(
             write_trial_children(trial, parsed, blobs)
             if lone_blobs and (group or not loose):
                 take_over_lone_trajectories(trial, parsed, blobs, lone_blobs)
-            harbor_trajectories.flag_missing_subagents(parsed)
+            flag_missing_subagents(parsed)
             trial.step_count = steps
             trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems
