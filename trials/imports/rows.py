@@ -245,6 +245,7 @@ def trial_row(
     return Trial(
         key=parsed.key[:500],
         files_sha256=parsed.files_sha256,
+        trajectory_files_alone=parsed.trajectory_files_alone,
         source_format=parsed.source_format,
         name=parsed.name[:300],
         pack=pack,

@@ -273,6 +273,8 @@ class ParsedTrial:
     # bytes; it is evidence of a trial stored apart (a Lime pack), joined to that trial by name.
     files_are_its_own: bool = False
     joins_stored_trial: bool = False
+    # It is trajectory files alone, with no trial folder: a trial imported with their folder later replaces it.
+    trajectory_files_alone: bool = False
     # The items a redaction in its files withholds (item id -> its entry, redaction.collect_redactions), as
     # found: its values are withheld from every field here by one stage (redaction.withhold_redacted).
     redactions: dict[str, dict[str, Any]] = field(default_factory=dict)

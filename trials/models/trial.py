@@ -149,6 +149,8 @@ class Trial(models.Model):
     # Whether its source carries the Lime evidence facts the checks and the evidence gate read (a Lime
     # or Agent QC pack, a runtime correlation): elsewhere they read "not applicable", never a failure.
     lime_evidence = models.BooleanField(default=False)
+    # Made of trajectory files alone, with no trial folder (its parser said so): a folder holding them takes it over.
+    trajectory_files_alone = models.BooleanField(default=False)
     session_id = CharField(max_length=200, blank=True, db_index=True)
     run_id = CharField(max_length=200, blank=True, db_index=True)
     benchmark = JSONField(default=dict, blank=True)

@@ -93,14 +93,18 @@ def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
     return pack
 
 
+KEY_PREFIX = "atif:"  # of a trial made of trajectory files alone
+
+
 def _trial_of_one_file(path: Path, rel: str) -> ParsedPack:
     trajectory = read_trajectory(path, rel)
     agent = trajectory.agent
     name = trajectory.session_id or trajectory.trajectory_id or Path(rel).stem
     trial = ParsedTrial(
-        key=f"atif:{trajectory.session_id or ''}:{trajectory.trajectory_id or ''}:{rel}",
+        key=f"{KEY_PREFIX}{trajectory.session_id or ''}:{trajectory.trajectory_id or ''}:{rel}",
         source_format="harbor",
         files_are_its_own=True,
+        trajectory_files_alone=True,
         name=name,
         configuration=ConfigurationRef(
             key="__".join(str(x) for x in (agent.get("name"), agent.get("model_name")) if x) or "unknown",
