@@ -226,7 +226,7 @@ def apply_completeness(trial: Trial) -> None:
     result = completeness.evaluate(trial.benchmark, trial.runtime_correlation, trial.refs)
     trial.is_complete = result["joinable"]
     trial.missing = result["missing"]
-    trial.lime_evidence = completeness.applies(trial.source_format, trial.runtime_correlation or {})
+    trial.lime_evidence = completeness.applies(trial.format_traits.lime_evidence, trial.runtime_correlation or {})
 
 
 def trial_row(

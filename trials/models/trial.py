@@ -13,7 +13,8 @@ from django.urls import get_script_prefix, reverse
 from django.utils import timezone
 
 from trials.ingest import context_kinds
-from trials.ingest.records import PASS_REWARD
+from trials.ingest.formats.detect import traits_of
+from trials.ingest.records import PASS_REWARD, FormatTraits
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.imports import Pack
 from trials.storage.fields import CharField, JSONField, TextField
@@ -214,6 +215,11 @@ class Trial(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("trial-detail", args=[self.pk])
+
+    @property
+    def format_traits(self) -> FormatTraits:
+        """What its format declares of its trials (check verdicts, recordings as text, Lime evidence…)."""
+        return traits_of(self.source_format)
 
     @property
     def source(self) -> str:

@@ -202,7 +202,7 @@ def trial_page(request, pk, number: int | None = None):
         "has_passing_attempt": bool(trial.cluster_id and clusters.with_passing_attempt([trial])),
         # `harbor check`'s verdicts on the trial's task, from its job's check_report.json
         "task_checks": Job.task_checks(trial.job_id, trial.task.name)
-        if trial.task and trial.source_format == "harbor"
+        if trial.task and trial.format_traits.task_checks
         else {},
     }
     context |= tab_panels.PANELS[tab](request, trial, trajectories, number)

@@ -35,7 +35,7 @@ from trials.ingest.formats import (
 )
 from trials.ingest.formats.atif import looks_like_atif
 from trials.ingest.jsonio import load_json, load_jsonl, without_bom
-from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
+from trials.ingest.records import FormatTraits, PackError, ParsedDocument, ParsedPack, Problem
 from trials.ingest.values import as_dict, as_list
 
 # Every format a file can be, as the rejection message names them (docs/importing.md lists each).
@@ -283,6 +283,17 @@ JSON_FORMATS: list[JsonFormat] = [
     JsonFormat(native_logs.is_gemini_cli_session, lambda f: native_logs.parse_gemini_cli_session(f.data, f.rel)),
     JsonFormat(harbor_parity.is_parity_experiment, lambda f: harbor_parity.parse(f.data, f.rel)),
 ]
+
+# What each format's module declares of its trials and jobs (a source format not here declares nothing).
+FORMAT_TRAITS: dict[str, FormatTraits] = {
+    traits.source_format: traits
+    for traits in (harbor.TRAITS, terminal_bench.TRAITS, openchrome.TRAITS, agentv.TRAITS, lime.TRAITS, agentqc.TRAITS)
+}
+
+
+def traits_of(source_format: str) -> FormatTraits:
+    """The traits a trial's or job's format declares: what pages and comparisons ask instead of its name."""
+    return FORMAT_TRAITS.get(source_format) or FormatTraits(source_format)
 
 
 def parse_json(data: Any, path: Path, rel: str, max_run_rows: int = DEFAULT_LIMITS.max_run_rows) -> ParsedPack:
