@@ -178,9 +178,6 @@ class Task(models.Model):
         """What makes it one task (`Task.objects.same_as`): its dataset and its name."""
         return self.dataset_id, self.name
 
-    def is_same_as(self, other: Task | None) -> bool:
-        return other is not None and self.identity == other.identity
-
     def pairs_with(self, other: Task | None) -> bool:
         """The same task, or the same name in another version of its dataset (`TaskQuerySet.paired_with`)."""
         if other is None or self.name != other.name:
