@@ -46,6 +46,9 @@ KNOWN_FORMATS = (
     "JSON Schema"
 )
 
+# The kind of a pack that is one trial's evidence, joined to that trial when it is stored apart.
+EVIDENCE_PACK_KIND = "lime-evidence-pack"
+
 
 @dataclass
 class Candidate:
@@ -245,9 +248,7 @@ JSON_FORMATS: list[JsonFormat] = [
     JsonFormat(harbor.is_ctrf_report, lambda f: _ctrf_report(f.data, f.rel)),
     JsonFormat(
         lime.is_evidence_pack,
-        lambda f: ParsedPack(
-            kind="lime-evidence-pack", trials=[lime.parse_evidence_pack(f.data, f.rel)], trial_count=1
-        ),
+        lambda f: ParsedPack(kind=EVIDENCE_PACK_KIND, trials=[lime.parse_evidence_pack(f.data, f.rel)], trial_count=1),
     ),
     JsonFormat(lime.is_runtime_event, lambda f: lime.parse_event_file(f.data, f.rel)),
     JsonFormat(
