@@ -32,6 +32,7 @@ from trials.export_rows import derived_atif, harbor_result, iso, trial_rewards
 from trials.ingest import redaction
 from trials.ingest.formats.atif import EMBEDDED_MARK
 from trials.ingest.formats.benchviewer_export import EXPORT_MANIFEST, QC_ITEMS, REDACTION_MANIFEST
+from trials.ingest.formats.detect import EVIDENCE_PACK_KIND
 from trials.ingest.jsonio import json_bytes
 from trials.models import Artifact, Blob, Pack, PackFile, RuntimeEvent, Trajectory, Trial
 from trials.models.qc import QCItem
@@ -118,7 +119,7 @@ def write_trial_zip(trial: Trial, fileobj: IO[bytes]) -> None:
         _write_artifacts(out, trial)
     _write_verifier(out, trial)
     _write_events(out, trial, folder)
-    joined = Pack.objects.filter(other_trials=trial, kind="lime-evidence-pack").exists()
+    joined = Pack.objects.filter(other_trials=trial, kind=EVIDENCE_PACK_KIND).exists()
     if trial.documents.get("evidence_pack") and (joined or not folder):
         out.add_json("evidence-pack.json", redaction.scrub_tree(trial.documents["evidence_pack"], named))
     out.add_json("qc-items.json", {"schemaVersion": QC_ITEMS, "trial": trial.name, "items": qc_items(trial, named)})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from comparisons.statistics.eligibility import headline_eligibility
-from comparisons.statistics.format_reports import agentv_compare, openchrome_completion
+from comparisons.statistics.format_reports import REPORTS
 from comparisons.statistics.metrics import (
     delta_or_none,
     metric_deltas,
@@ -24,6 +24,7 @@ from comparisons.statistics.metrics import (
 from comparisons.statistics.side_data import SideData, load_sides, unpaired_by_dataset
 from comparisons.statistics.sides import Side
 from comparisons.statistics.verdict import promotion, remaining_risk, validity_reasons
+from trials.ingest.formats.detect import traits_of
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.
@@ -93,11 +94,9 @@ def compute(
         "tasks": matrix,
         "outcomeCounts": outcome_counts(matrix),
     }
-    formats = base.source_formats | cand.source_formats
-    if "agentv" in formats:
-        result["agentv"] = agentv_compare(base, cand)
-    if "openchrome" in formats:
-        result["openchrome"] = openchrome_completion(base, cand)
+    reports = {traits_of(fmt).comparison_report for fmt in base.source_formats | cand.source_formats} - {""}
+    for report in sorted(reports):
+        result[report] = REPORTS[report](base, cand)
     return result, {"baseline": _points(base), "candidate": _points(cand)}
 
 

@@ -1,16 +1,19 @@
 """AgentV and OpenChrome views of the same pairing.
 
-`compute` adds them to the result when either side holds trials of that source format:
-`agentv compare`'s own output shape, and OpenChrome's completion table per library and task.
+`compute` adds one to the result when either side holds trials of a format that names it (its traits'
+`comparison_report`, a key of REPORTS): `agentv compare`'s own output shape, and OpenChrome's completion
+table per library and task.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from comparisons.statistics import stats
 from comparisons.statistics.side_data import SideData
+from trials.ingest.formats.detect import traits_of
 from trials.models import Configuration
 
 AGENTV_THRESHOLD = 0.1
@@ -63,7 +66,7 @@ def openchrome_completion(base: SideData, cand: SideData) -> list[dict[str, Any]
     counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
     for role, data in (("baseline", base), ("candidate", cand)):
         for row in data.rows:
-            if row["source_format"] != "openchrome":
+            if traits_of(row["source_format"]).comparison_report != "openchrome":
                 continue
             key = (role, names.get(row["configuration_id"], "?"), row["task__name"] or "")
             counts[key][0] += 1
@@ -80,3 +83,10 @@ def openchrome_completion(base: SideData, cand: SideData) -> list[dict[str, Any]
         }
         for (role, library, task), (runs, ok) in sorted(counts.items())
     ]
+
+
+# The reports a format's traits can name, by the key each has in a comparison's result.
+REPORTS: dict[str, Callable[[SideData, SideData], Any]] = {
+    "agentv": agentv_compare,
+    "openchrome": openchrome_completion,
+}

@@ -7,7 +7,7 @@ A side's trials of one task are its attempts (Harbor's attempts, Terminal-Bench 
 configuration, Inspect epochs). Every mean averages a task's scored attempts first, then the
 tasks. A trial with no reward is unscored: counted per side and per task, left out of the mean
 and the pass rate, never a failure; where a source's own leaderboard rule differs
-(`LEADERBOARD_RULES`) its score is shown beside ours. The score without infrastructure failures
+(its format's `leaderboard_rule`) its score is shown beside ours. The score without infrastructure failures
 leaves out the trials classed infrastructure (a triager's override first).
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from comparisons.statistics.sides import Side
+from trials.ingest.formats.detect import traits_of
 from trials.ingest.records import PASS_REWARD
 from trials.models import Trial
 from trials.models.failure_classes import how_it_ended
@@ -55,10 +56,6 @@ TRIAL_FIELDS = (
     "safety_flags",
 )
 
-# A source's own leaderboard rule where it differs from ours (unscored left out of the mean):
-# Terminal-Bench 1 counts an unscored trial (`is_resolved: null`) as unresolved, so its
-# published accuracy is resolved / all trials. One line per source format.
-LEADERBOARD_RULES = {"terminal-bench": "unscored counts as 0 (Terminal-Bench's accuracy)"}
 # A run that did not finish normally yet has a reward: triage's flags (trials/triage/signatures.py,
 # which reads how it ended from its exception and category too, an Inspect limit among them).
 ENDED_WITH_REWARD = frozenset(WITH_REWARD.values())
@@ -341,9 +338,9 @@ def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:
 
 
 def leaderboard_score(data: SideData) -> tuple[float | None, str]:
-    """The side's score by its source's own rule, where every trial's source defines one that differs
-    from ours (see LEADERBOARD_RULES); (None, "") otherwise. Over trials, as the sources publish it."""
-    rules = {LEADERBOARD_RULES.get(fmt, "") for fmt in data.source_formats}
+    """The side's score by its source's own rule, where every trial's format declares one that differs
+    from ours (its traits' `leaderboard_rule`); (None, "") otherwise. Over trials, as the sources publish it."""
+    rules = {traits_of(fmt).leaderboard_rule for fmt in data.source_formats}
     if len(rules) != 1 or "" in rules:
         return None, ""
     counted = [r["reward"] or 0.0 for r in data.rows if r["status"] != Trial.Status.RUNNING]

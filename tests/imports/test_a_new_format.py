@@ -1,6 +1,7 @@
 """A format added the way CONTRIBUTING.md says: a parser, and its entry among the detector's JSON formats
 (trials/ingest/formats/detect.py's JSON_FORMATS), nothing else. A file of it goes through the real import
-to a trial page; the writer, joins and pages are told nothing of it."""
+to a trial page; the writer, joins and pages are told nothing of it. What it declares of its trials (its
+traits, in detect's FORMAT_TRAITS) it gets, as the formats that declare them do."""
 
 import hashlib
 import json
@@ -9,9 +10,11 @@ import orjson
 import pytest
 from django.urls import reverse
 
+from comparisons.statistics.side_data import leaderboard_score, load_side
+from comparisons.statistics.sides import Side, SideKind
 from tests.builders import import_path
 from trials.ingest.formats import detect
-from trials.ingest.records import ParsedPack, ParsedStep, ParsedTrajectory, ParsedTrial
+from trials.ingest.records import ConfigurationRef, FormatTraits, ParsedPack, ParsedStep, ParsedTrajectory, ParsedTrial
 from trials.models import Trial
 
 pytestmark = pytest.mark.django_db
@@ -63,6 +66,7 @@ def parse_toy(file: detect.JsonFile) -> ParsedPack:
         key=f"toy:{file.data['run']}",
         source_format="toy",
         name=file.data["run"],
+        configuration=ConfigurationRef(key="toy-agent", agent_name="toy-agent"),
         status="failed",
         reward=file.data["score"],
         trajectories=[trajectory],
@@ -94,6 +98,26 @@ def test_a_toy_format_registered_with_the_detector_imports_to_a_trial_page(toy_f
     assert page.status_code == 200
     body = page.content.decode()
     assert "toy-run-7" in body and "look at the repo" in body and "patch the parser" in body
+
+
+def test_a_toy_format_gets_what_its_traits_declare_and_nothing_without_them(toy_format, monkeypatch, tmp_path):
+    rule = "unscored counts as 0 (the toy's accuracy)"
+    plain, declared = tmp_path / "plain.json", tmp_path / "declared.json"
+    plain.write_text(json.dumps(TOY_RUN))
+    declared.write_text(json.dumps(TOY_RUN | {"run": "toy-run-8"}))
+
+    assert import_path(plain).status == "done"
+    monkeypatch.setitem(detect.FORMAT_TRAITS, "toy", FormatTraits("toy", lime_evidence=True, leaderboard_rule=rule))
+    assert import_path(declared).status == "done"
+
+    before, after = Trial.objects.get(key="toy:toy-run-7"), Trial.objects.get(key="toy:toy-run-8")
+    assert not before.lime_evidence  # (stored as its traits were at its import: none)
+    # Lime evidence: the completeness checks are its own, and it carries none of their facts
+    assert after.lime_evidence and not after.is_complete and after.missing
+    side = load_side(Side(SideKind.CONFIGURATION, after.configuration_id))
+    assert leaderboard_score(side) == (0.5, rule)  # its one trial's reward, by its own rule
+    monkeypatch.delitem(detect.FORMAT_TRAITS, "toy")
+    assert leaderboard_score(load_side(Side(SideKind.CONFIGURATION, after.configuration_id))) == (None, "")
 
 
 def test_without_its_entry_the_file_is_of_no_known_format(tmp_path):

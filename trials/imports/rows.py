@@ -226,7 +226,7 @@ def apply_completeness(trial: Trial) -> None:
     result = completeness.evaluate(trial.benchmark, trial.runtime_correlation, trial.refs)
     trial.is_complete = result["joinable"]
     trial.missing = result["missing"]
-    trial.lime_evidence = completeness.applies(trial.source_format, trial.runtime_correlation or {})
+    trial.lime_evidence = completeness.applies(trial.format_traits.lime_evidence, trial.runtime_correlation or {})
 
 
 def trial_row(
@@ -245,6 +245,7 @@ def trial_row(
     return Trial(
         key=parsed.key[:500],
         files_sha256=parsed.files_sha256,
+        trajectory_files_alone=parsed.trajectory_files_alone,
         source_format=parsed.source_format,
         name=parsed.name[:300],
         pack=pack,

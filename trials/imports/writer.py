@@ -32,7 +32,7 @@ from trials.imports.rows import (
 )
 from trials.imports.steps import StepChunk, file_blob, trajectory_row, write_steps, write_trajectory
 from trials.ingest import completeness, evidence
-from trials.ingest.formats import harbor_trajectories
+from trials.ingest.atif_steps import flag_missing_subagents
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
@@ -194,7 +194,7 @@ class TrialBatch:
         size = sum(self.files[rel][2] for rel in parsed.files if rel in self.files)
         if (
             size > settings.IMPORT_BATCH_BYTES
-            or key.startswith("atif:")
+            or parsed.trajectory_files_alone
             or (parsed.joins_stored_trial and not parsed.exported)
             or any(t.streamed or file_blob(t, self.blobs) in self.lone_blobs for t in parsed.trajectories)
         ):
@@ -239,7 +239,7 @@ def write_trials(
             trials = []
             for parsed in new:
                 trial = trial_row(parsed, pack, jobs.get(parsed.job_key), *shared.resolve(parsed))
-                harbor_trajectories.flag_missing_subagents(parsed)  # (their steps are read: `TrialBatch.takes`)
+                flag_missing_subagents(parsed)  # (their steps are read: `TrialBatch.takes`)
                 trial.step_count = sum(len(_steps_read(t)) for t in parsed.trajectories)
                 trial.tool_call_count = sum(len(s.tool_calls) for t in parsed.trajectories for s in t.steps)
                 trial.problems = [p.as_dict() for p in parsed.problems]
@@ -300,13 +300,13 @@ def write_trial(
     if (existing := _any_one(Trial.objects.filter(key=parsed.key[:500]).values_list("pk", "files_sha256"))) is not None:
         return already(parsed, *existing)
     # made of trajectory files alone, not of a trial folder (an exported one came back as a folder)
-    loose = parsed.key.startswith("atif:") and not parsed.exported
+    loose = parsed.trajectory_files_alone and not parsed.exported
     group = loose and len(parsed.files) > 1  # trajectory.json with its continuations and subagents beside it
     lone_file = blobs.get(parsed.files[0]) if loose else None
     if lone_file is not None:
         holders = Trajectory.objects.filter(blob_id=lone_file)
         if group:  # a trial of the main file alone is taken over below; one made from its whole folder is not
-            holders = holders.exclude(trial__key__startswith="atif:")
+            holders = holders.exclude(trial__trajectory_files_alone=True)
         if (holder := _any_one(holders.values_list("trial_id", flat=True))) is not None:
             # these bytes are already a trial's trajectory (imported with its folder)
             return WriteResult("already", trial_id=holder)
@@ -331,7 +331,7 @@ def write_trial(
             write_trial_children(trial, parsed, blobs)
             if lone_blobs and (group or not loose):
                 take_over_lone_trajectories(trial, parsed, blobs, lone_blobs)
-            harbor_trajectories.flag_missing_subagents(parsed)
+            flag_missing_subagents(parsed)
             trial.step_count = steps
             trial.tool_call_count = calls
             trial.problems = [p.as_dict() for p in parsed.problems] + trial.problems
@@ -363,7 +363,7 @@ def lone_trajectory_blobs(blob_ids: Iterable[int]) -> frozenset[int]:
     for start in range(0, len(blob_ids), 500):
         found.update(
             Trajectory.objects.filter(
-                blob_id__in=blob_ids[start : start + 500], trial__key__startswith="atif:"
+                blob_id__in=blob_ids[start : start + 500], trial__trajectory_files_alone=True
             ).values_list("blob_id", flat=True)
         )
     return frozenset(found)
@@ -379,8 +379,8 @@ def take_over_lone_trajectories(
     blob_ids = [blobs[t.path] for t in parsed.trajectories if blobs.get(t.path) in lone_blobs]
     if not blob_ids:
         return
-    lone_trials = Trial.objects.filter(key__startswith="atif:", trajectories__blob_id__in=blob_ids).exclude(pk=trial.pk)
-    for lone in lone_trials.distinct():
+    lone_trials = Trial.objects.filter(trajectory_files_alone=True, trajectories__blob_id__in=blob_ids)
+    for lone in lone_trials.exclude(pk=trial.pk).distinct():
         triaged = lone.qc_items.exists() or lone.qc_comments.exists() or AuditEntry.objects.filter(trial=lone).exists()
         if triaged:
             message = f"trial #{lone.pk} holds this trajectory, imported alone earlier; it has triage work, so it stays"

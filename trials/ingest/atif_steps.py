@@ -1,7 +1,8 @@
 """One ATIF step read into what its rows hold: its text, tool calls, observations, tokens and cost.
 
 Pure and shared below the parsers: the ATIF parser reads each step with it, and a step scrubbed of a
-redacted value is read again with it (trials.ingest.redaction), at import, live or later.
+redacted value is read again with it (trials.ingest.redaction), at import, live or later. Its
+subagent refs are matched to the trial's trajectories here too, whatever format read them.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trials.ingest.records import ParsedObservation, ParsedStep, ParsedToolCall
+from trials.ingest.records import ParsedObservation, ParsedStep, ParsedToolCall, ParsedTrial, Problem
 from trials.ingest.values import as_dict, as_list, parse_iso, to_float
 
 
@@ -129,3 +130,35 @@ def nonnegative_count(value: Any) -> int | None:
     """A count as the columns hold it: a whole number from 0 to 2^63 (validate_step flags others)."""
     value = int_or_none(value)
     return value if value is not None and 0 <= value < 2**63 else None
+
+
+def names_trajectory(ref: dict[str, Any], path: str, trajectory_id: str, session_id: str, role: str) -> bool:
+    """Does a subagent_trajectory_ref name this trajectory (by its file, its trajectory_id, or a
+    subagent's session_id)? `path`: the trajectory's pack-relative path."""
+    wanted = str(ref.get("trajectory_path") or "")
+    return bool(
+        (wanted and (path == wanted or path.endswith("/" + wanted.lstrip("./"))))
+        or (ref.get("trajectory_id") and trajectory_id == ref.get("trajectory_id"))
+        or (ref.get("session_id") and session_id == ref.get("session_id") and role != "main")
+    )
+
+
+def flag_missing_subagents(trial: ParsedTrial) -> None:
+    """Subagent refs naming no trajectory of the trial: that subagent's steps are missing.
+    (Once the trial's steps are read: the refs are found as they are.)"""
+    names = [(t.path, t.trajectory_id, t.session_id, t.role) for t in trial.trajectories]
+    for trajectory in trial.trajectories:
+        for json_path, ref in trajectory.subagent_refs:
+            named = ref.get("trajectory_path") or ref.get("trajectory_id") or ref.get("session_id")
+            if named and not any(names_trajectory(ref, *name) for name in names):
+                # (a ref naming nothing at all is flagged by atif_checks.validate_step)
+                message = f"subagent_trajectory_ref names {named!r}, which is not in this trial: its steps are missing"
+                trial.problems.append(
+                    Problem(
+                        trajectory.path,
+                        message,
+                        json_path=json_path,
+                        severity="warning",
+                        kept="the reference, shown on its step",
+                    )
+                )

@@ -49,19 +49,17 @@ CHECKS: list[dict[str, Any]] = [
 
 
 RUNTIME_FIELDS = next(c["fields"] for c in CHECKS if c["check"] == "runtimeCorrelation")
-# The formats whose trials are Lime evidence packs or Agent QC records: the checks are theirs.
-LIME_FORMATS = frozenset({"lime", "agentqc"})
 
 
 # The ids only a runtime writes: an ATIF trajectory's own session_id (any Harbor trial) is no Lime evidence.
 RUNTIME_IDS = tuple(f for f in RUNTIME_FIELDS if f != "sessionId") + ("runtimeId",)
 
 
-def applies(source_format: str, runtime_correlation: dict[str, Any]) -> bool:
-    """Whether a trial's source carries the facts these checks read: a Lime format, or a runtime
-    correlation (a Lime pack or runtime events joined to it). A TB1, Inspect, OTLP or plain Harbor
-    trial (whose trajectory names only its session) has none."""
-    return source_format in LIME_FORMATS or any(runtime_correlation.get(f) for f in RUNTIME_IDS)
+def applies(lime_format: bool, runtime_correlation: dict[str, Any]) -> bool:
+    """Whether a trial's source carries the facts these checks read: a format whose trials are Lime
+    evidence (its traits say so), or a runtime correlation (a Lime pack or runtime events joined to it).
+    A TB1, Inspect, OTLP or plain Harbor trial (whose trajectory names only its session) has none."""
+    return lime_format or any(runtime_correlation.get(f) for f in RUNTIME_IDS)
 
 
 # Each names a file of the trial; a Harbor trial folder's own refs name the ones it has, as read.

@@ -273,10 +273,27 @@ class ParsedTrial:
     # bytes; it is evidence of a trial stored apart (a Lime pack), joined to that trial by name.
     files_are_its_own: bool = False
     joins_stored_trial: bool = False
+    # It is trajectory files alone, with no trial folder: a trial imported with their folder later replaces it.
+    trajectory_files_alone: bool = False
     # The items a redaction in its files withholds (item id -> its entry, redaction.collect_redactions), as
     # found: its values are withheld from every field here by one stage (redaction.withhold_redacted).
     redactions: dict[str, dict[str, Any]] = field(default_factory=dict)
     carries_context: bool = False  # context files or events beside it: an item marked redacted in place may be anywhere
+
+
+@dataclass(frozen=True)
+class FormatTraits:
+    """What a format's trials and jobs carry, declared by its module and read through one registry
+    (formats.detect.traits_of), so pages, the writer and comparisons ask this and never its name."""
+
+    source_format: str
+    lime_evidence: bool = False  # its trials are Lime evidence: the completeness checks are theirs
+    task_checks: bool = False  # its jobs may hold a checker's verdicts on their tasks (`harbor check`)
+    job_config_whole: bool = False  # a job's config is kept as written, every field
+    recording_texts: bool = False  # its terminal recordings are also read as text in the log tabs
+    envelope_results: bool = False  # its job's `results` rows: those not trials shown; mocks never headline
+    leaderboard_rule: str = ""  # its leaderboard's own rule where it differs from ours (unscored left out)
+    comparison_report: str = ""  # the report a comparison adds for it (comparisons.statistics.format_reports)
 
 
 @dataclass

@@ -6,6 +6,8 @@ from django.db import models
 from django.urls import reverse
 
 from trials.ingest.formats import harbor_checks
+from trials.ingest.formats.detect import traits_of
+from trials.ingest.records import FormatTraits
 from trials.models.imports import Pack
 from trials.storage.fields import CharField, JSONField
 
@@ -79,6 +81,11 @@ class Job(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("job-detail", args=[self.pk])
 
+    @property
+    def format_traits(self) -> FormatTraits:
+        """What its format declares of its jobs (its config kept whole, its envelope's rows…)."""
+        return traits_of(self.source_format)
+
     def check_report(self) -> dict:
         """`harbor check`'s task-quality verdicts of a Harbor job: {task: {criterion: {outcome, explanation}}}."""
         report = self.extra.get("check_report") if isinstance(self.extra, dict) else None
@@ -96,7 +103,7 @@ class Job(models.Model):
         """An OpenChrome envelope's results[] rows that are not trials (other axes): shown as written."""
         extra = self.extra if isinstance(self.extra, dict) else {}
         made = set(extra.get("row_trials") or [])
-        rows = extra.get("results") if self.source_format == "openchrome" else None
+        rows = extra.get("results") if self.format_traits.envelope_results else None
         return [
             row
             for i, row in enumerate(rows or [])
@@ -116,7 +123,7 @@ class Job(models.Model):
         ]
         mock_rows = sum(isinstance(e, dict) and e.get("live") is False for e in entries)
         options = options if isinstance(options, dict) else {}
-        if self.source_format == "openchrome" and (options.get("live") is False or mock_rows):
+        if self.format_traits.envelope_results and (options.get("live") is False or mock_rows):
             what = (
                 "this run is a mock (live: false)"
                 if options.get("live") is False
@@ -170,9 +177,6 @@ class Task(models.Model):
     def identity(self) -> tuple[int | None, str]:
         """What makes it one task (`Task.objects.same_as`): its dataset and its name."""
         return self.dataset_id, self.name
-
-    def is_same_as(self, other: Task | None) -> bool:
-        return other is not None and self.identity == other.identity
 
     def pairs_with(self, other: Task | None) -> bool:
         """The same task, or the same name in another version of its dataset (`TaskQuerySet.paired_with`)."""

@@ -13,7 +13,8 @@ from django.urls import get_script_prefix, reverse
 from django.utils import timezone
 
 from trials.ingest import context_kinds
-from trials.ingest.records import PASS_REWARD
+from trials.ingest.formats.detect import traits_of
+from trials.ingest.records import PASS_REWARD, FormatTraits
 from trials.models.catalog import Configuration, Dataset, Job, JobQuerySet, Task
 from trials.models.imports import Pack
 from trials.storage.fields import CharField, JSONField, TextField
@@ -149,6 +150,8 @@ class Trial(models.Model):
     # Whether its source carries the Lime evidence facts the checks and the evidence gate read (a Lime
     # or Agent QC pack, a runtime correlation): elsewhere they read "not applicable", never a failure.
     lime_evidence = models.BooleanField(default=False)
+    # Made of trajectory files alone, with no trial folder (its parser said so): a folder holding them takes it over.
+    trajectory_files_alone = models.BooleanField(default=False)
     session_id = CharField(max_length=200, blank=True, db_index=True)
     run_id = CharField(max_length=200, blank=True, db_index=True)
     benchmark = JSONField(default=dict, blank=True)
@@ -212,6 +215,11 @@ class Trial(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("trial-detail", args=[self.pk])
+
+    @property
+    def format_traits(self) -> FormatTraits:
+        """What its format declares of its trials (check verdicts, recordings as text, Lime evidence…)."""
+        return traits_of(self.source_format)
 
     @property
     def source(self) -> str:

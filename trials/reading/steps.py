@@ -12,7 +12,7 @@ from django.http import Http404
 
 from core.ids import parse_pk
 from trials import search
-from trials.ingest.formats.atif import names_trajectory
+from trials.ingest.atif_steps import names_trajectory
 from trials.models import (
     ContextRecord,
     ObservationResult,

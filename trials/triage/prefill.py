@@ -10,7 +10,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from trials.models import Artifact, RewardCriterion, Step, ToolCall, Trajectory, Trial, taxonomy
-from trials.models.qc import FailureMode, QCScenario
+from trials.models.qc import FailureMode
 
 MAX_EVIDENCE_CHOICES = 2000  # per kind; a trial with more still files, it just offers the first ones
 
@@ -165,7 +165,7 @@ def ref_text(ref: dict[str, str], trial: Trial) -> str:
     return f"trial:{trial.key}#{ref.get('kind')}:{ref.get('ref')}"
 
 
-def similar_failure_modes(name: str, code: str = "", exclude_scenario: QCScenario | None = None) -> QuerySet:
+def similar_failure_modes(name: str, code: str = "") -> QuerySet:
     """Existing failure modes a new one would duplicate: same name (any case) or same code."""
     query = Q()
     if name.strip():

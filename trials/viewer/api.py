@@ -1,13 +1,16 @@
 """The trials API: trials, a trajectory, its steps, search, permissions, context, alignment, export."""
 
 import tempfile
+from typing import Any
 
 from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -16,7 +19,7 @@ from core.ids import parse_pk
 from trials import export
 from trials.filters import TrialFilter
 from trials.ingest.formats.atif import EMBEDDED_MARK
-from trials.models import Trial, step_url
+from trials.models import Trajectory, Trial, step_url
 from trials.reading import search_hits, side_by_side, steps, tabs, text
 from trials.viewer.serializers import TrialDetailSerializer, TrialListSerializer
 
@@ -44,7 +47,7 @@ class TrialTrajectory(APIView):
         parameters=[OpenApiParameter("trajectory", int, description="a trajectory id; default the main one")],
         responses={200: OpenApiResponse(description="ATIF trajectory JSON")},
     )
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> HttpResponseBase:
         trial = get_object_or_404(Trial, pk=pk)
         wanted = request.query_params.get("trajectory")
         if wanted is not None:
@@ -114,7 +117,7 @@ class ExportBenchmarkTrial(APIView):
             )
         },
     )
-    def get(self, request):
+    def get(self, request: Request) -> FileResponse:
         wanted = request.query_params.get("trial")
         if wanted is None or (pk := parse_pk(wanted)) is None:
             raise ValidationError({"trial": [f"a trial id (a whole number), not {wanted!r}"]})
@@ -133,7 +136,7 @@ class TrialSteps(APIView):
     """One window of steps (`?page=`, 50 a page; `?t=` a trajectory id, default the main one)."""
 
     @extend_schema(operation_id="trials_steps_list", responses={200: OpenApiResponse(description="a window of steps")})
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         trial = get_object_or_404(Trial, pk=pk)
         trajectory, trajectories = steps.named_trajectory(trial, request.query_params.get("t"))
         page = steps.requested_page(request.query_params.get("page"))
@@ -181,7 +184,7 @@ class TrialStep(APIView):
     @extend_schema(
         operation_id="trials_step_retrieve", responses={200: OpenApiResponse(description="one step in full")}
     )
-    def get(self, request, pk: int, number: int):
+    def get(self, request: Request, pk: int, number: int) -> Response:
         trial = get_object_or_404(Trial, pk=pk)
         trajectory, _ = steps.named_trajectory(trial, request.query_params.get("t"))
         step = get_object_or_404(trajectory.steps.all(), index=number - 1)
@@ -196,7 +199,7 @@ class TrialSearch(APIView):
     """
 
     @extend_schema(responses={200: OpenApiResponse(description="matching step numbers")})
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         trial = get_object_or_404(Trial, pk=pk)
         offset = steps.requested_offset(request.query_params.get("offset"))
         query = request.query_params.get("q", "")
@@ -239,7 +242,7 @@ class Search(APIView):
         ],
         responses={200: OpenApiResponse(description="a page of matching steps")},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         page = request.query_params.get("page")
         if page is not None and ((number := parse_pk(page)) is None or number < 1):
             raise ValidationError({"page": [f"a whole number from 1, not {page!r}"]})
@@ -259,7 +262,7 @@ class Search(APIView):
 
 class TrialPermissions(APIView):
     @extend_schema(responses={200: OpenApiResponse(description="permission decisions of the trial")})
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         trial = get_object_or_404(Trial, pk=pk)
         fields = (
             "action_id",
@@ -283,7 +286,7 @@ class TrialContext(APIView):
     """The trial's Agent Context records, each with its facts under stable names (scrubbed)."""
 
     @extend_schema(responses={200: OpenApiResponse(description="context records of the trial")})
-    def get(self, request, pk: int):
+    def get(self, request: Request, pk: int) -> Response:
         trial = get_object_or_404(Trial, pk=pk)
         return Response({"records": tabs.context_records(trial, request.query_params.get("kind"))})
 
@@ -308,7 +311,7 @@ class TrialAlignment(APIView):
             400: OpenApiResponse(description="the trials are not of one task, or one has no trajectory"),
         },
     )
-    def get(self, request, pk: int, other: int):
+    def get(self, request: Request, pk: int, other: int) -> Response:
         wanted = {name: _number_from_one(request, name) for name in ("left", "right", "size")}
         try:
             trials = Trial.objects.select_related("task")
@@ -340,7 +343,7 @@ class TrialAlignment(APIView):
         )
 
 
-def _number_from_one(request, name: str) -> int | None:
+def _number_from_one(request: Request, name: str) -> int | None:
     """`?name=` as a whole number from 1 (None when absent); anything else is refused."""
     value = request.query_params.get(name)
     if value is None:
@@ -350,7 +353,7 @@ def _number_from_one(request, name: str) -> int | None:
     return number
 
 
-def viewer_step_url(trial: Trial, number: int, trajectory, trajectories) -> str:
+def viewer_step_url(trial: Trial, number: int, trajectory: Trajectory | None, trajectories: list[Trajectory]) -> str:
     main = steps.main_trajectory(trial, trajectories)
     return step_url(trial.pk, number, None if trajectory is None or trajectory == main else trajectory.pk)
 
@@ -361,7 +364,7 @@ class UnknownEndpoint(APIView):
 
     required_right = roles.READ  # it writes nothing: any logged-in user gets the 404
 
-    def get(self, request, *args, **kwargs):
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         raise NotFound("no such API endpoint")
 
     post = put = patch = delete = get

@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 from csp.decorators import csp_update
 from django.core.paginator import Paginator
 from django.db.models import Avg, Count, Q
-from django.http import FileResponse, Http404, HttpResponse, QueryDict
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
@@ -40,7 +40,7 @@ def flag_counts() -> list[tuple[str, str, int]]:
 
 
 @require_safe
-def home(request):
+def home(request: HttpRequest) -> HttpResponse:
     failures = Trial.objects.failed().values("failure_category").annotate(n=Count("id")).order_by("-n")
     untriaged = Trial.objects.for_list().select_related("task__dataset").untriaged().order_by("-pk")
     jobs = list(Job.objects.for_list().annotate(n_trials=Count("trials"), mean_reward=Avg("trials__reward"))[:10])
@@ -66,7 +66,7 @@ def home(request):
 
 
 @require_safe
-def job_list(request):
+def job_list(request: HttpRequest) -> HttpResponse:
     jobs = (
         Job.objects.for_list()
         .annotate(
@@ -84,7 +84,7 @@ def job_list(request):
 
 
 @require_safe
-def job_detail(request, pk):
+def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = get_object_or_404(Job, pk=pk)
     rows = lists.job_task_rows(job, request.GET)
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -125,7 +125,7 @@ def job_detail(request, pk):
 
 
 @require_safe
-def trial_list(request):
+def trial_list(request: HttpRequest) -> HttpResponse:
     filterset, trials = lists.trial_list(request.GET)
     page = Paginator(trials, PAGE_SIZE).get_page(request.GET.get("page"))
     chosen = filterset.form.cleaned_data if filterset.form.is_valid() else {}
@@ -146,7 +146,7 @@ def trial_list(request):
 
 
 @require_safe
-def search(request):
+def search(request: HttpRequest) -> HttpResponse:
     """Search across trials: the steps of every trial that hold the words, with the list's filters."""
     found = search_hits.search_trials(request.GET) if request.GET.get("q", "").strip() else None
     return render(request, "trials/search.html", {"found": found, "filters": search_hits.FILTER_KEYS})
@@ -160,11 +160,11 @@ PLAYER_CSP = {"script-src": "'wasm-unsafe-eval'"}
 
 @require_safe
 @csp_update(PLAYER_CSP)  # type: ignore[arg-type]
-def trial_detail(request, pk):
+def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return trial_page(request, pk)
 
 
-def trial_page(request, pk, number: int | None = None):
+def trial_page(request: HttpRequest, pk: int, number: int | None = None) -> HttpResponse:
     """The trial page. `number` (from /steps/<n>/) opens the trajectory window holding step n."""
     trial = get_object_or_404(Trial.objects.for_list(), pk=pk)
     tab = "trajectory" if number is not None else request.GET.get("tab", "trajectory")
@@ -204,7 +204,7 @@ def trial_page(request, pk, number: int | None = None):
         "has_passing_attempt": bool(trial.cluster_id and clusters.with_passing_attempt([trial])),
         # `harbor check`'s verdicts on the trial's task, from its job's check_report.json
         "task_checks": Job.task_checks(trial.job_id, trial.task.name)
-        if trial.task and trial.source_format == "harbor"
+        if trial.task and trial.format_traits.task_checks
         else {},
     }
     context |= tab_panels.PANELS[tab](request, trial, trajectories, number)
@@ -213,13 +213,13 @@ def trial_page(request, pk, number: int | None = None):
 
 @require_safe
 @csp_update(PLAYER_CSP)  # type: ignore[arg-type]
-def trial_step(request, pk, number: int):
+def trial_step(request: HttpRequest, pk: int, number: int) -> HttpResponse:
     """The stable URL of a step: the trial page at the window holding it, scrolled to it."""
     return trial_page(request, pk, number=number)
 
 
 @require_safe
-def trial_side_by_side(request, pk, other):
+def trial_side_by_side(request: HttpRequest, pk: int, other: int) -> HttpResponse:
     """Two trials of one task, their steps aligned row by row; opens at the first divergence."""
     left, right = (
         get_object_or_404(Trial.objects.for_list(), pk=pk),
@@ -236,7 +236,7 @@ def trial_side_by_side(request, pk, other):
 
 
 @require_safe
-def artifact_download(request, pk, artifact_pk):
+def artifact_download(request: HttpRequest, pk: int, artifact_pk: int) -> FileResponse:
     """The stored bytes of an artifact, always as an attachment (never rendered by the browser)."""
     artifact = get_object_or_404(Artifact.objects.select_related("blob"), pk=artifact_pk, trial_id=pk)
     if artifact.blob is None:
@@ -250,7 +250,7 @@ def artifact_download(request, pk, artifact_pk):
 
 
 @require_safe
-def artifact_preview(request, pk, artifact_pk):
+def artifact_preview(request: HttpRequest, pk: int, artifact_pk: int) -> FileResponse:
     """An image artifact shown in the page (PNG, JPEG, GIF, WebP up to the preview cap); nothing else."""
     artifact = get_object_or_404(Artifact.objects.select_related("blob"), pk=artifact_pk, trial_id=pk)
     content_type = artifacts.image_type(artifact)
@@ -260,7 +260,7 @@ def artifact_preview(request, pk, artifact_pk):
 
 
 @require_safe
-def artifact_recording(request, pk, artifact_pk):
+def artifact_recording(request: HttpRequest, pk: int, artifact_pk: int) -> HttpResponse:
     """A terminal recording's asciicast, scrubbed, for asciinema's player on the Artifacts tab."""
     artifact = get_object_or_404(Artifact.objects.select_related("blob", "trial"), pk=artifact_pk, trial_id=pk)
     if not artifacts.is_recording(artifact):
@@ -269,7 +269,7 @@ def artifact_recording(request, pk, artifact_pk):
 
 
 @require_safe
-def trial_file(request, pk):
+def trial_file(request: HttpRequest, pk: int) -> FileResponse:
     """An image or audio file of the trial's pack by path, for the messages that reference it."""
     trial = get_object_or_404(Trial, pk=pk)
     wanted = request.GET.get("path", "").lstrip("/")
@@ -295,6 +295,6 @@ def _query(values: dict) -> str:
     return params.urlencode()
 
 
-def _with_query(url: str, request, *keys: str) -> str:
+def _with_query(url: str, request: HttpRequest, *keys: str) -> str:
     query = _query({k: request.GET.get(k) for k in keys})
     return f"{url}?{query}" if query else url

@@ -15,11 +15,12 @@ import pytest
 from statsmodels.stats.power import NormalIndPower
 
 from comparisons.statistics import stats
-from comparisons.statistics.side_data import LEADERBOARD_RULES, leaderboard_score, load_side
+from comparisons.statistics.side_data import leaderboard_score, load_side
 from comparisons.statistics.sides import Side
 from tests.builders import REFERENCE, import_path, make_user
 from tests.factories import ConfigurationFactory, DatasetFactory, JobFactory, TaskFactory, TrialFactory
 from trials.demo import write_demo
+from trials.ingest.formats.detect import traits_of
 from trials.models import Job, Trial
 from trials.models.qc import AuditEntry
 from trials.triage.signatures import sign_trials
@@ -199,7 +200,7 @@ def test_the_shared_terminal_bench_run_imported_scores_its_published_accuracy_on
     [job] = Job.objects.filter(trials__source_format="terminal-bench").distinct()  # the run is one job
     data = load_side(Side("job", job.pk))
     published = json.loads((TB1_RUN / "results.json").read_text())["accuracy"]
-    assert leaderboard_score(data) == (pytest.approx(published), LEADERBOARD_RULES["terminal-bench"])
+    assert leaderboard_score(data) == (pytest.approx(published), traits_of("terminal-bench").leaderboard_rule)
     scored = Trial.objects.filter(job=job, reward__isnull=False)
     assert scored.count() == 48 and Trial.objects.filter(job=job).count() == 80  # 32 unscored: not failed
 

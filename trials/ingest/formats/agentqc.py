@@ -13,6 +13,7 @@ from trials.ingest.documents import is_json_schema
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
+    FormatTraits,
     ParsedDocument,
     ParsedJob,
     ParsedPack,
@@ -22,6 +23,7 @@ from trials.ingest.records import (
 from trials.ingest.values import as_dict, clean_category, pick, to_float, to_int, to_str
 
 # Agent QC trial status -> Benchviewer status; the original stays in provenance.
+TRAITS = FormatTraits("agentqc", lime_evidence=True)  # (its records carry the Lime evidence facts)
 _STATUS = {
     "passed": "passed",
     "failed": "failed",

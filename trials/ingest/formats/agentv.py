@@ -18,6 +18,7 @@ from trials.ingest.jsonio import load_json, load_jsonl
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
+    FormatTraits,
     PackError,
     ParsedCriterion,
     ParsedJob,
@@ -38,6 +39,7 @@ from trials.ingest.values import (
     to_str,
 )
 
+TRAITS = FormatTraits("agentv", comparison_report="agentv")  # (`agentv compare`)
 _ROW_ALIASES = {
     "answerPath": "answer_path",
     "resultDir": "result_dir",

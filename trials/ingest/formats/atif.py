@@ -214,17 +214,6 @@ def _subagent_refs(step: dict[str, Any], index: int) -> Iterator[tuple[str, dict
             yield from ((f"{where}[{j}]", ref) for j, ref in enumerate(refs) if isinstance(ref, dict))
 
 
-def names_trajectory(ref: dict[str, Any], path: str, trajectory_id: str, session_id: str, role: str) -> bool:
-    """Does a subagent_trajectory_ref name this trajectory (by its file, its trajectory_id, or a
-    subagent's session_id)? `path`: the trajectory's pack-relative path."""
-    wanted = str(ref.get("trajectory_path") or "")
-    return bool(
-        (wanted and (path == wanted or path.endswith("/" + wanted.lstrip("./"))))
-        or (ref.get("trajectory_id") and trajectory_id == ref.get("trajectory_id"))
-        or (ref.get("session_id") and session_id == ref.get("session_id") and role != "main")
-    )
-
-
 def final_totals(trajectories: list[ParsedTrajectory]) -> dict[str, Any]:
     """Prompt, completion and cached tokens and cost from the files' `final_metrics`, summed over the
     files given (a main file and its continuations: a subagent's cost is already in its parent's)."""

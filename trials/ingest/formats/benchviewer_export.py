@@ -14,6 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from trials.ingest.formats.harbor_trajectories import KEY_PREFIX as TRAJECTORY_FILES_KEY
 from trials.ingest.records import ConfigurationRef, DatasetRef, PackError, ParsedJob, ParsedTrial, Problem, TaskRef
 from trials.ingest.values import as_dict, parse_iso
 
@@ -105,6 +106,7 @@ def restore(trial: ParsedTrial) -> None:
     trial.key = exported["key"][:500]
     trial.source_format = str(exported.get("sourceFormat") or trial.source_format)[:20]
     trial.files_are_its_own = trial.source_format in OWN_FILES
+    trial.trajectory_files_alone = trial.key.startswith(TRAJECTORY_FILES_KEY)  # (what it was when exported)
     trial.name = str(exported.get("name") or trial.name)
     if dataset := as_dict(exported.get("dataset")):
         trial.dataset = DatasetRef(

@@ -35,8 +35,11 @@ from trials.ingest.formats import (
 )
 from trials.ingest.formats.atif import looks_like_atif
 from trials.ingest.jsonio import load_json, load_jsonl, without_bom
-from trials.ingest.records import PackError, ParsedDocument, ParsedPack, Problem
+from trials.ingest.records import FormatTraits, PackError, ParsedDocument, ParsedPack, Problem
 from trials.ingest.values import as_dict, as_list
+
+# The kind of a pack that is one trial's evidence, joined to that trial when it is stored apart.
+EVIDENCE_PACK_KIND = "lime-evidence-pack"
 
 
 @dataclass
@@ -240,9 +243,7 @@ JSON_FORMATS: list[JsonFormat] = [
     JsonFormat(
         "Lime evidence pack",
         lime.is_evidence_pack,
-        lambda f: ParsedPack(
-            kind="lime-evidence-pack", trials=[lime.parse_evidence_pack(f.data, f.rel)], trial_count=1
-        ),
+        lambda f: ParsedPack(kind=EVIDENCE_PACK_KIND, trials=[lime.parse_evidence_pack(f.data, f.rel)], trial_count=1),
     ),
     JsonFormat("Lime runtime event", lime.is_runtime_event, lambda f: lime.parse_event_file(f.data, f.rel)),
     JsonFormat(
@@ -297,6 +298,17 @@ JSON_FORMATS: list[JsonFormat] = [
         "Harbor parity experiment", harbor_parity.is_parity_experiment, lambda f: harbor_parity.parse(f.data, f.rel)
     ),
 ]
+
+# What each format's module declares of its trials and jobs (a source format not here declares nothing).
+FORMAT_TRAITS: dict[str, FormatTraits] = {
+    traits.source_format: traits
+    for traits in (harbor.TRAITS, terminal_bench.TRAITS, openchrome.TRAITS, agentv.TRAITS, lime.TRAITS, agentqc.TRAITS)
+}
+
+
+def traits_of(source_format: str) -> FormatTraits:
+    """The traits a trial's or job's format declares: what pages and comparisons ask instead of its name."""
+    return FORMAT_TRAITS.get(source_format) or FormatTraits(source_format)
 
 
 def known_formats() -> str:

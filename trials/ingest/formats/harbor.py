@@ -26,6 +26,7 @@ from trials.ingest.formats.harbor_trial import apply_result, naive_problem, tria
 from trials.ingest.formats.harbor_verifier import read_artifacts, read_verifier
 from trials.ingest.jsonio import load_json
 from trials.ingest.records import (
+    FormatTraits,
     PackError,
     ParsedJob,
     ParsedPack,
@@ -34,6 +35,7 @@ from trials.ingest.records import (
 )
 from trials.ingest.values import as_dict, as_list, parse_iso
 
+TRAITS = FormatTraits("harbor", task_checks=True, job_config_whole=True)
 TEXT_FILES = ("trial.log", "exception.txt", "job.log")
 
 

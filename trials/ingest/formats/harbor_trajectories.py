@@ -1,6 +1,6 @@
 """ATIF trajectory files that come without a trial folder (alone, or with their
-continuations and subagents), a Harbor traces export, a task.toml; and the checks that a
-trial's continuations and subagents are all there.
+continuations and subagents), a Harbor traces export, a task.toml; and the check that a
+trial's continuations are all there (its subagents': trials.ingest.atif_steps).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from trials.ingest.formats.atif import (
     EMBEDDED_MARK,
     embedded_subagents,
     final_totals,
-    names_trajectory,
     read_trajectory,
 )
 from trials.ingest.records import (
@@ -94,14 +93,18 @@ def parse_lone_trajectory(path: Path, rel: str) -> ParsedPack:
     return pack
 
 
+KEY_PREFIX = "atif:"  # of a trial made of trajectory files alone
+
+
 def _trial_of_one_file(path: Path, rel: str) -> ParsedPack:
     trajectory = read_trajectory(path, rel)
     agent = trajectory.agent
     name = trajectory.session_id or trajectory.trajectory_id or Path(rel).stem
     trial = ParsedTrial(
-        key=f"atif:{trajectory.session_id or ''}:{trajectory.trajectory_id or ''}:{rel}",
+        key=f"{KEY_PREFIX}{trajectory.session_id or ''}:{trajectory.trajectory_id or ''}:{rel}",
         source_format="harbor",
         files_are_its_own=True,
+        trajectory_files_alone=True,
         name=name,
         configuration=ConfigurationRef(
             key="__".join(str(x) for x in (agent.get("name"), agent.get("model_name")) if x) or "unknown",
@@ -139,27 +142,6 @@ def flag_missing_continuations(trial: ParsedTrial) -> None:
                     kept="the steps of the files that are here",
                 )
             )
-
-
-def flag_missing_subagents(trial: ParsedTrial) -> None:
-    """Subagent refs naming no trajectory of the trial: that subagent's steps are missing.
-    (Once the trial's steps are read: the refs are found as they are.)"""
-    names = [(t.path, t.trajectory_id, t.session_id, t.role) for t in trial.trajectories]
-    for trajectory in trial.trajectories:
-        for json_path, ref in trajectory.subagent_refs:
-            named = ref.get("trajectory_path") or ref.get("trajectory_id") or ref.get("session_id")
-            if named and not any(names_trajectory(ref, *name) for name in names):
-                # (a ref naming nothing at all is flagged by atif_checks.validate_step)
-                message = f"subagent_trajectory_ref names {named!r}, which is not in this trial: its steps are missing"
-                trial.problems.append(
-                    Problem(
-                        trajectory.path,
-                        message,
-                        json_path=json_path,
-                        severity="warning",
-                        kept="the reference, shown on its step",
-                    )
-                )
 
 
 def _apply_final_totals(trial: ParsedTrial, trajectories: list[ParsedTrajectory]) -> None:

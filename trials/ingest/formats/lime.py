@@ -14,6 +14,7 @@ from trials.ingest.formats.lime_threads import is_thread_snapshot, parse_thread_
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
+    FormatTraits,
     PackError,
     ParsedCriterion,
     ParsedEvent,
@@ -36,6 +37,7 @@ from trials.ingest.values import (
     to_str,
 )
 
+TRAITS = FormatTraits("lime", lime_evidence=True)
 PROFILE_PREFIX = "lime-profile"
 
 # Correlation ids a runtime event may carry, in the camelCase the runtime writes.

@@ -15,6 +15,7 @@ from trials.ingest.formats.lime import parse_time
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
+    FormatTraits,
     ParsedDocument,
     ParsedJob,
     ParsedPack,
@@ -26,6 +27,7 @@ from trials.ingest.records import (
 from trials.ingest.values import as_dict, clean_category, to_float, to_int, to_str
 
 # Run keys that become columns; every other run key goes to provenance.
+TRAITS = FormatTraits("openchrome", envelope_results=True, comparison_report="openchrome")
 _RUN_COLUMNS = {"library", "taskId", "success", "failureCategory", "usd", "wallTimeMs"}
 # Entry-level facts every run of that entry inherits (how it was measured).
 _ENTRY_PROVENANCE = ("suite", "issue", "measurementMode", "claimScope", "stressMode", "claimEligibility")

@@ -30,6 +30,7 @@ from trials.ingest.jsonio import load_json, open_json
 from trials.ingest.records import (
     ConfigurationRef,
     DatasetRef,
+    FormatTraits,
     PackError,
     ParsedJob,
     ParsedPack,
@@ -41,6 +42,8 @@ from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, t
 
 FORMAT = "terminal-bench"
 RESULTS_SUFFIX = "_results.json"
+# Its published accuracy is resolved / all trials: an unscored one (`is_resolved: null`) counts as 0.
+TRAITS = FormatTraits(FORMAT, recording_texts=True, leaderboard_rule="unscored counts as 0 (Terminal-Bench's accuracy)")
 # A row's own columns; every other key of the row is kept in provenance.
 _ROW_COLUMNS = {
     "id",
