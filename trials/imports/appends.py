@@ -2,7 +2,7 @@
 OTLP spans), whose service (trials/live/) decides what to write from what each request parsed.
 
 What a request parsed goes through the import's redaction stage (`redaction.withhold_redacted`)
-here, in one call before any of its rows is written (`add_post`). The rows are an
+here, in one call before any of its rows is written (`add_post`, `add_spans`). The rows are an
 import's (rows.py `trial_row`, `event_values`, `write_criteria`, `write_permissions`; steps.py
 `trajectory_row`, `write_steps`, `write_trajectory`), so a live trial is stored as an imported one
 is. An append costs its batch: a POST's steps are a segment blob of their own and the counts move by
@@ -35,6 +35,7 @@ from trials.imports.rows import (
     write_permissions,
 )
 from trials.imports.steps import trajectory_row, write_steps, write_trajectory
+from trials.ingest.formats.otlp import Span, is_agent
 from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.records import (
     ParsedCriterion,
@@ -135,8 +136,21 @@ def record_reward(trial: Trial, criteria: list[ParsedCriterion] | None) -> None:
         write_criteria(trial, criteria)
 
 
-def add_spans(rows: list[dict[str, Any]]) -> None:
-    """OTLP spans received for live trials (ReceivedSpan column values), each kept once."""
+def add_spans(trial: Trial, post: ParsedTrial, lane: str) -> None:
+    """OTLP spans received for a live trial (`post.received_spans`, new ones), withheld by the redaction stage
+    and kept in `lane`, each once."""
+    withhold_redacted(post)
+    rows = [
+        {
+            "trial_id": trial.pk,
+            "trace_id": span["trace_id"],
+            "span_id": span["span_id"],
+            "span": span,
+            "lane": lane,
+            "agent": is_agent(Span(**span)),
+        }
+        for span in post.received_spans
+    ]
     try:
         with transaction.atomic():  # (COPY on PostgreSQL: a thousand spans in one round trip)
             insert_rows(ReceivedSpan, rows)
