@@ -83,6 +83,7 @@ def test_the_stage_reaches_every_field_of_a_parsed_trial():
         context_records=[ParsedContextRecord("item", "item-40", data=dict(ITEM))],
         benchmark={"note": TEXT},
         exported={"item": dict(ITEM)},
+        received_spans=[{"span_id": "s1", "attrs": {"gen_ai.input.messages": TEXT}, "events": [dict(ITEM)]}],
         redactions=NAMED,
     )
     redaction.withhold_redacted(trial)

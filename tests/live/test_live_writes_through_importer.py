@@ -1,6 +1,7 @@
 """The live path writes no row itself: trials/live/ decides what to write, trials/imports/appends.py (the
-importer's rows and steps) writes it (issue 40, "one writer"). Read from the source, as the structure test reads
-imports: a write added to trials/live/ fails here, with its place."""
+importer's rows and steps) writes it (issue 40, "one writer"), through the one redaction stage, which nothing of
+trials/live/ calls itself. Read from the source, as the structure test reads imports: a write or a redaction
+import added to trials/live/ fails here, with its place."""
 
 from __future__ import annotations
 
@@ -32,3 +33,22 @@ def test_no_module_of_the_live_path_writes_a_row_itself():
     modules = sorted(LIVE.glob("*.py"))
     assert len(modules) > 5  # (the folder is where this test thinks it is)
     assert [write for path in modules for write in writes_in(path)] == []
+
+
+def redaction_imports_in(path: Path) -> list[str]:
+    """Each import of the redaction module (or of a name from it) in the module, with its line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "trials.ingest.redaction":
+            found.append(f"{path.name}:{node.lineno}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "trials.ingest":
+            found += [f"{path.name}:{node.lineno}" for alias in node.names if alias.name == "redaction"]
+        elif isinstance(node, ast.Import):
+            found += [f"{path.name}:{node.lineno}" for alias in node.names if alias.name == "trials.ingest.redaction"]
+    return found
+
+
+def test_no_module_of_the_live_path_withholds_redacted_values_itself():
+    # (the writer runs the one redaction stage on what a request parsed: imports/appends.py)
+    assert redaction_imports_in(LIVE.parent / "imports" / "appends.py")
+    assert [found for path in sorted(LIVE.glob("*.py")) for found in redaction_imports_in(path)] == []

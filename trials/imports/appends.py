@@ -1,11 +1,13 @@
 """A trial written while it runs, a batch at a time: every write of a live trial (a runner's commands,
 OTLP spans), whose service (trials/live/) decides what to write from what each request parsed.
 
-The rows are an import's (rows.py `trial_row`, `event_values`, `write_criteria`, `write_permissions`;
-steps.py `trajectory_row`, `write_steps`, `write_trajectory`), so a live trial is stored as an
-imported one is. An append costs its batch: a POST's steps are a segment blob of their own and the
-counts move by what it adds; on completion each trajectory's segments are compacted into its ATIF file.
-An OTLP trial's received spans (ReceivedSpan) are kept, laned and emptied here too.
+What a request parsed goes through the import's redaction stage (`redaction.withhold_redacted`)
+here, in one call before any of its rows is written (`add_post`, `add_spans`). The rows are an
+import's (rows.py `trial_row`, `event_values`, `write_criteria`, `write_permissions`; steps.py
+`trajectory_row`, `write_steps`, `write_trajectory`), so a live trial is stored as an imported one
+is. An append costs its batch: a POST's steps are a segment blob of their own and the counts move by
+what it adds; on completion each trajectory's segments are compacted into its ATIF file. An OTLP
+trial's received spans (ReceivedSpan) are kept, laned and emptied here too.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from trials.imports.rows import (
     write_permissions,
 )
 from trials.imports.steps import trajectory_row, write_steps, write_trajectory
+from trials.ingest.formats.otlp import Span, is_agent
 from trials.ingest.jsonio import dumps_bytes
 from trials.ingest.records import (
     ParsedCriterion,
@@ -43,6 +46,7 @@ from trials.ingest.records import (
     ParsedTrajectory,
     ParsedTrial,
 )
+from trials.ingest.redaction import withhold_redacted
 from trials.models import Job, ReceivedSpan, RuntimeEvent, Step, Trajectory, Trial
 from trials.storage.bulk_insert import insert_rows, set_integers
 
@@ -64,6 +68,18 @@ def start_trial(parsed: ParsedTrial, job: ParsedJob, started_by: Any, seen_at: d
 def seen(trial: Trial, at: datetime) -> None:
     """The runner was heard from: a live page tells a trial that is silent from one that runs."""
     Trial.objects.filter(pk=trial.pk).update(live_seen_at=at)
+
+
+def add_post(trial: Trial, post: ParsedTrial, trajectory: Trajectory | None, spool: Path) -> list[ParsedStep]:
+    """What one request parsed for a running trial (`post`: its new events, and as its one trajectory the new
+    steps of `trajectory`), withheld by the redaction stage, then written; the steps as written.
+    `post.redactions`: the trial's before, and after the call those of its events too."""
+    withhold_redacted(post)
+    add_events(trial, post.events)
+    steps = [step for parsed in post.trajectories for step in parsed.steps]
+    if trajectory is not None and steps:
+        add_steps(trial, trajectory, steps, any(parsed.withheld for parsed in post.trajectories), spool)
+    return steps
 
 
 def add_events(trial: Trial, events: Iterable[ParsedEvent]) -> None:
@@ -120,8 +136,21 @@ def record_reward(trial: Trial, criteria: list[ParsedCriterion] | None) -> None:
         write_criteria(trial, criteria)
 
 
-def add_spans(rows: list[dict[str, Any]]) -> None:
-    """OTLP spans received for live trials (ReceivedSpan column values), each kept once."""
+def add_spans(trial: Trial, post: ParsedTrial, lane: str) -> None:
+    """OTLP spans received for a live trial (`post.received_spans`, new ones), withheld by the redaction stage
+    and kept in `lane`, each once."""
+    withhold_redacted(post)
+    rows = [
+        {
+            "trial_id": trial.pk,
+            "trace_id": span["trace_id"],
+            "span_id": span["span_id"],
+            "span": span,
+            "lane": lane,
+            "agent": is_agent(Span(**span)),
+        }
+        for span in post.received_spans
+    ]
     try:
         with transaction.atomic():  # (COPY on PostgreSQL: a thousand spans in one round trip)
             insert_rows(ReceivedSpan, rows)

@@ -279,6 +279,8 @@ class ParsedTrial:
     # found: its values are withheld from every field here by one stage (redaction.withhold_redacted).
     redactions: dict[str, dict[str, Any]] = field(default_factory=dict)
     carries_context: bool = False  # context files or events beside it: an item marked redacted in place may be anywhere
+    # A live OTLP trial's spans as received (otlp.Span's fields), kept until its trace ends: withheld as the rest.
+    received_spans: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

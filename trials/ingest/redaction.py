@@ -23,7 +23,6 @@ from trials.ingest.context_kinds import (
     has_redaction_marks,
     is_redacted_state,
     item_identity,
-    redactions_in,
 )
 from trials.ingest.jsonio import json_bytes
 from trials.ingest.records import (
@@ -275,14 +274,3 @@ def scrub_step(step: ParsedStep, redactions: dict[str, dict[str, Any]]) -> Parse
     """The step read again with every redacted item in it scrubbed; the step itself when none is."""
     raw = scrub_tree(step.raw, redactions)
     return step if raw == step.raw else parse_step(raw, step.index)
-
-
-def without_redacted_context(objs: list[Any], named: dict[str, dict[str, Any]] | None = None) -> list[Any]:
-    """The events with every redacted context item in them scrubbed (`context.*` events carry items):
-    redacted by its own redaction_state, or named by a redaction anywhere in the same file
-    (or in `named`: a trial's other files). Events with nothing to scrub are not copied."""
-
-    named = redactions_in(objs) if named is None else named
-    if not named and not has_redaction_marks(objs):
-        return objs
-    return [scrub_tree(obj, named) for obj in objs]

@@ -20,8 +20,7 @@ from django.utils import timezone
 
 from trials import search
 from trials.imports import appends, rescrub
-from trials.ingest import redaction
-from trials.ingest.context_kinds import record_kind
+from trials.ingest.context_kinds import collect_redactions, record_kind
 from trials.ingest.formats import lime
 from trials.ingest.formats.atif_checks import validate_step
 from trials.ingest.records import (
@@ -39,11 +38,11 @@ from trials.live.trajectories import (
     TRAJECTORY_PATH,
     compact,
     derive_from_events,
+    index_steps,
     live_trajectory,
     new_steps,
     sent_trajectories,
     spool,
-    store_steps,
 )
 from trials.models import RuntimeEvent, Trajectory, Trial
 from trials.triage import signatures
@@ -171,7 +170,7 @@ def redaction_problem(item: dict[str, Any]) -> str:
     payload = as_dict(item.get("payload"))
     if "redaction" not in item["type"] and record_kind(payload) != "redaction":
         return ""
-    if any(target.strip() for target in redaction.collect_redactions(item)):  # (wherever in it the record is)
+    if any(target.strip() for target in collect_redactions(item)):  # (wherever in it the record is)
         return ""
     return "a redaction must name the item it redacts (payload.item_id, target_ref or item_refs); none is named"
 
@@ -198,10 +197,11 @@ def add_items(
     """Store the new events and steps of a live trial; a bad item is named in `errors`, the good ones kept.
 
     The importer's stages, in its order: the new events and steps parsed (lime.parse_event,
-    atif.parse_step), scrubbed by every redaction the trial declares with these events (`_withhold`:
-    ingest/redaction.py), written (imports/appends.py: the steps' bodies a segment of their own, so a
-    POST writes its own steps only), indexed (search.py); a redaction among the events scrubs again
-    what the trial holds already (imports/rescrub.py).
+    atif.parse_step) into one record of the trial (`_parsed_post`), withheld by every redaction the
+    trial declares with these events and written (imports/appends.py `add_post`: the importer's
+    redaction stage, then the steps' bodies a segment of their own, so a POST writes its own steps
+    only), indexed (search.py); a redaction among the events scrubs again what the trial holds
+    already (imports/rescrub.py).
     Idempotent: an event already stored (same eventId) or a step (same step_id) is skipped.
     Order comes from `sequence` and `step_id`, not from the order of arrival.
     `where`: how an event's place is named ("events[{}]", or "line {}" for a JSON-lines body).
@@ -233,44 +233,36 @@ def add_items(
             error = f"trial {trial.pk} is {locked.status}: a step comes before its completion, not after"
             raise Refused(409, [{"path": f"steps[{index}]", "error": error} for index in late])
         before = trial.redactions()
-        named = _redactions(before, good_events)
         new_events = _new_events(trial, good_events)
         target = (trajectory or live_trajectory(trial)) if good_steps else None
-        parsed_steps = new_steps(target, good_steps) if target is not None else []
-        new_events, withheld = _withhold(new_events, parsed_steps, named)
-        appends.add_events(trial, [lime.parse_event(obj, "events") for obj in new_events])
+        post = _parsed_post(trial, new_events, target, new_steps(target, good_steps) if target else [], before)
+        written = appends.add_post(trial, post, target, spool())
         accepted.events = len(new_events)
         accepted.duplicates += len(good_events) - len(new_events)
         if target is not None:
-            store_steps(trial, target, parsed_steps, withheld)
-            accepted.steps = len(parsed_steps)
-            accepted.duplicates += len(good_steps) - len(parsed_steps)
-        if _adds_to(before, named):  # a redaction arrived: what the trial holds already is scrubbed by it
+            index_steps(trial, target, written)
+            accepted.steps = len(written)
+            accepted.duplicates += len(good_steps) - len(written)
+        if _adds_to(before, post.redactions):  # a redaction arrived: what the trial holds already is scrubbed by it
             rescrub_live(trial)
         appends.seen(trial, timezone.now())
         # (an event sent again changes nothing: the first completion of a trial is its completion)
-        _apply_benchmark_events(trial, [e for e in new_events if e["type"].startswith("benchmark.")])
+        _apply_benchmark_events(trial, [e.raw for e in post.events if e.type.startswith("benchmark.")])
     return accepted
 
 
-def _redactions(before: dict[str, dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The trial's redactions and these events' (walked only when a key or value starts "redact)."""
-    copied = {key: {**entry, "fields": [*entry["fields"]]} for key, entry in before.items()}
-    return redaction.collect_redactions(events, copied) if redaction.has_redaction_marks(events) else copied
-
-
-def _withhold(
-    events: list[dict[str, Any]], steps: list[ParsedStep], named: dict[str, dict[str, Any]]
-) -> tuple[list[dict[str, Any]], bool]:
-    """What the POST adds, scrubbed by every redaction the trial declares (the importer's stage, on what
-    it parsed, before anything is written): the events, and whether a redaction changed a step (the
-    steps are scrubbed in place)."""
-    withheld = False
-    if named and steps:
-        post = ParsedTrajectory(TRAJECTORY_PATH, "main", "", "", "", {}, None, {}, steps=steps, problems=[])
-        redaction.withhold_redacted(ParsedTrial("", LIVE_FORMAT, "", trajectories=[post], redactions=named))
-        steps[:], withheld = list(post.steps), post.withheld
-    return (redaction.without_redacted_context(events, named) if events else events), withheld
+def _parsed_post(
+    trial: Trial,
+    events: list[dict[str, Any]],
+    target: Trajectory | None,
+    steps: list[ParsedStep],
+    before: dict[str, dict[str, Any]],
+) -> ParsedTrial:
+    """What the POST adds, as the importer's record of a trial: its new events parsed, the new steps as
+    its one trajectory (the row's: its header was written when it was made), the trial's redactions."""
+    parsed = [lime.parse_event(obj, "events") for obj in events]
+    lanes = [] if target is None else [ParsedTrajectory(target.path, target.role, "", "", "", {}, None, {}, steps, [])]
+    return ParsedTrial(trial.key, trial.source_format, trial.name, events=parsed, trajectories=lanes, redactions=before)
 
 
 def _late_steps(trial: Trial, trajectory: Trajectory | None, steps: list[Any]) -> list[int]:

@@ -15,9 +15,10 @@ not come is read as a subagent; a span whose agent span has not come, as the mai
 root span has come above an agent span the run is over: the trial is read again from all its
 spans, its steps written again if any span's agent has changed, and the trial completed.
 
-A span is stored scrubbed by the redactions its trial has (`Trial.redactions`); a later redaction
-scrubs it again (imports/rescrub.py), and the trial's completion, by whatever path, empties the
-bodies (live/service.py): no stored span keeps a redacted value. A trial that has ended takes no
+A span is stored withheld by the redactions its trial has (`Trial.redactions`), by the importer's
+redaction stage as the trial's steps are (imports/appends.py `add_spans`); a later redaction scrubs
+it again (imports/rescrub.py), and the trial's completion, by whatever path, empties the bodies
+(live/service.py): no stored span keeps a redacted value. A trial that has ended takes no
 new span: the body is refused whole (`screened`), nothing of it stored.
 """
 
@@ -30,9 +31,8 @@ from typing import Any
 from django.db import transaction
 
 from trials.imports import appends
-from trials.ingest import redaction
 from trials.ingest.formats import otlp
-from trials.ingest.records import Problem
+from trials.ingest.records import ParsedTrial, Problem
 from trials.live import service, trajectories
 from trials.models import ReceivedSpan, Trial
 
@@ -91,20 +91,11 @@ def record(trial_id: str, spans: list[otlp.Span], user: Any) -> tuple[Refusals, 
 
 
 def _store(trial: Trial, new: list[otlp.Span]) -> None:
-    """The new spans kept as received, scrubbed by the trial's redactions, their steps to be written (PENDING)."""
+    """The new spans kept as received, withheld by the trial's redactions, their steps to be written (PENDING)."""
     named = trial.redactions() if new else {}
-    rows = [
-        {
-            "trial_id": trial.pk,
-            "trace_id": s.trace_id,
-            "span_id": s.span_id,
-            "span": redaction.scrub_tree(vars(s), named) if named else vars(s),
-            "lane": PENDING,
-            "agent": otlp.is_agent(s),
-        }
-        for s in new
-    ]
-    appends.add_spans(rows)
+    spans = [vars(s) for s in new]
+    received = ParsedTrial(trial.key, trial.source_format, trial.name, received_spans=spans, redactions=named)
+    appends.add_spans(trial, received, PENDING)
 
 
 def process(trial_pk: int) -> None:

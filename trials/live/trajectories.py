@@ -96,11 +96,10 @@ def new_steps(trajectory: Trajectory, items: list[dict[str, Any]]) -> list[Parse
     return [atif.parse_step(unique[n], n - 1) for n in sorted(unique) if n - 1 not in known]
 
 
-def store_steps(trial: Trial, trajectory: Trajectory, steps: list[ParsedStep], withheld: bool) -> None:
-    """New steps (scrubbed already: `withheld` if a redaction changed any) written and indexed."""
+def index_steps(trial: Trial, trajectory: Trajectory, steps: list[ParsedStep]) -> None:
+    """New steps of the trajectory, written (appends.add_post), in the step search index."""
     if not steps:
         return
-    appends.add_steps(trial, trajectory, steps, withheld, spool())
     written = trajectory.steps.filter(index__in=[s.index for s in steps]).values_list("pk", flat=True)
     search.index_new_steps(trial, list(written))
 

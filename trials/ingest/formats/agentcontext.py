@@ -285,6 +285,8 @@ def _event_records(obj: dict[str, Any], ctx: _Ctx, where: str) -> list[ParsedCon
 
 
 def _dedupe(records: list[ParsedContextRecord]) -> list[ParsedContextRecord]:
+    """Each record once by kind, id and status: an item is "redacted" wherever a redaction names it
+    (`_Ctx.named`, why the parser reads them), so its copies marked and unmarked are one."""
     seen: set[tuple[str, str, str]] = set()
     out = []
     for record in records:

@@ -67,7 +67,7 @@ def read_sidecars(trial: ParsedTrial, trial_dir: Path, rel: str, listing: list[P
         rows, problems = load_jsonl(path, f"{rel}/{local}")
         trial.problems.extend(problems)
         event_files.append((rows, f"{rel}/{local}"))
-    # A redaction covers its item in every file of the trial, not only in its own.
+    # A redaction covers its item in every file of the trial, its artifacts too, which the stage never sees.
     named = context_kinds.redactions_in([row for rows, _ in event_files for _, row in rows] + documents + in_artifacts)
     for rows, file in event_files:
         read_event_rows(trial, rows, file, named)

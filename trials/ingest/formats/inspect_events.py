@@ -154,6 +154,7 @@ def survey(events: Iterable[Any], where: str) -> Survey:
         kind = event.get("event")
         if kind in ("model", "tool"):
             found.lanes[lane].steps += 1
+        # (found here: the approvals and sandbox calls are read once, lazily, so the stage cannot look first)
         if kind in ("sandbox", "approval") and has_redaction_marks(event):
             collect_redactions(event, found.redactions)
     return found
