@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -27,9 +28,9 @@ VIRTUAL_ROW = "INSERT INTO sqlite_master(type,name,tbl_name,rootpage,sql)VALUES(
 
 
 def dump(database: Path) -> str:
-    """The database's schema and rows as SQL statements, one a line, the same for the same schema."""
-    with sqlite3.connect(database) as db:
-        db.execute("UPDATE django_migrations SET applied = ?", [APPLIED])
+    """The database's schema and rows as SQL statements in one transaction, the same for the same schema."""
+    with closing(sqlite3.connect(database)) as db:
+        db.execute("UPDATE django_migrations SET applied = ?", [APPLIED])  # read as changed, never committed
         return "".join(f"{statement}\n" for statement in _statements(db))
 
 
