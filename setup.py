@@ -12,5 +12,5 @@ BUNDLED = {"benchviewer.templates": "templates", "benchviewer.static": "static"}
 setup(
     packages=[*find_packages(include=["benchviewer*", "core*", "trials*", "comparisons*", "shares*"]), *BUNDLED],
     package_dir=BUNDLED,
-    package_data={name: ["**/*"] for name in BUNDLED},
+    package_data={**{name: ["**/*"] for name in BUNDLED}, "core": ["sqlite_schema.sql"]},  # a new database's schema
 )

@@ -66,8 +66,9 @@ def venv(tmp_path_factory) -> Path:
 
 
 def test_the_wheel_is_what_runs(venv, tmp_path):
-    where = run(venv / "bin" / "python", "-c", "import benchviewer, trials, shares; from benchviewer import settings; "
-                "print(benchviewer.__file__, trials.__file__, shares.__file__, *settings.TEMPLATES[0]['DIRS'], "
+    where = run(venv / "bin" / "python", "-c", "import benchviewer, core, trials, shares; from benchviewer import "
+                "settings; print(benchviewer.__file__, trials.__file__, shares.__file__, core.__file__, "
+                "*settings.TEMPLATES[0]['DIRS'], "
                 "*settings.STATICFILES_DIRS)", cwd=tmp_path, env=user_env(tmp_path)).stdout.split()  # fmt: skip
     assert all(path.startswith(str(venv)) for path in where), where
     installed = Path(where[0]).parent
@@ -75,6 +76,8 @@ def test_the_wheel_is_what_runs(venv, tmp_path):
                     "templates/base.html"):  # fmt: skip
         assert (installed / bundled).read_bytes() == (REPO / bundled).read_bytes(), bundled
     assert (Path(where[1]).parent / "migrations" / "0001_initial.py").is_file()
+    schema = "sqlite_schema.sql"  # what a new data folder is made from
+    assert (Path(where[3]).parent / schema).read_bytes() == (REPO / "core" / schema).read_bytes()
 
 
 def user_env(home: Path) -> dict[str, str]:

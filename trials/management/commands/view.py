@@ -1,10 +1,11 @@
 """`benchviewer view PATH [PATH ...]` (or `manage.py view`): folders of runs in the browser, for one person.
 
-The embedded default: the data folder migrated, a server on 127.0.0.1 (a free port, or `--port`),
-a one-time sign-in link printed (core/signin_link.py) and the browser opened on it. Each path is
-imported in a thread beside the server, through the same import service as `import_packs`, so the
-first trials are on the pages while the rest still imports; then the folders are followed as
-`import_packs --watch` follows them. A second `view` on the same data folder finds the lock file
+The embedded default: the data folder migrated (a new one made from the migrations' dump,
+core/sqlite_schema.py), a server on 127.0.0.1 (a free port, or `--port`), a one-time sign-in link
+printed (core/signin_link.py) and the browser opened on it. Each path is imported in a thread
+beside the server, through the same import service as `import_packs`, so the first trials are on
+the pages while the rest still imports; then the folders are followed as `import_packs --watch`
+follows them. A second `view` on the same data folder finds the lock file
 and says where the first one is. Ctrl-C stops the server and the watch.
 """
 
@@ -32,7 +33,7 @@ from django.urls import get_resolver
 from tqdm import tqdm
 from watchfiles import watch
 
-from core import locks, signin_link
+from core import locks, signin_link, sqlite_schema
 from trials import search
 from trials.imports import watch as watched
 from trials.imports.service import run_import
@@ -123,6 +124,7 @@ class Command(BaseCommand):
         lock = self.take_lock()
         # The site's routes (every view module) loaded now, beside the start, not on the first page asked for.
         threading.Thread(target=lambda: get_resolver().url_patterns, name="benchviewer-view-warm", daemon=True).start()
+        sqlite_schema.create_if_new(connection)  # a new data folder: the migrations' dump, not 62 migrations run
         if not migrated():  # (loading the migration graph to find nothing to do took a second)
             self.stdout.write(f"preparing the data folder {settings.DATA_DIR} (its first run migrates it)")
             self.stdout.flush()
