@@ -8,7 +8,7 @@ from trials.models import ToolCall, Trial
 AGENTIC = {
     "add": ("passed", 1.0, 3, 1, 220, 30, ""),
     "wrong": ("failed", 0.0, 2, 0, 50, 5, ""),
-    "loop": ("failed", 0.0, 4, 3, 90, 9, "message_limit"),
+    "loop": ("errored", 0.0, 4, 3, 90, 9, "message_limit"),  # cut off by its limit: errored-like
     "crash": ("errored", None, 2, 1, 40, 4, ""),
 }
 

@@ -1,6 +1,7 @@
 """Inspect samples cut off by a limit, on Docent's real CTF log (public-runs-2 README, pack 7: samples 56, 78
 and 86 end with a `sample_limit` event, "errored-like, not a plain failure"): their cause names the limit
-on the API the trial page reads and in their cluster's title. Known answers are read from the .eval itself."""
+on the API the trial page reads and in their cluster's title, and they read errored. Known answers are read
+from the .eval itself."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def test_a_sample_that_hit_its_message_limit_reads_so(client_logged_in):
         trial = Trial.objects.get(name=f"{sample_id}_epoch_1")
         shown = client_logged_in.get(f"/api/trials/{trial.pk}/").json()
         assert shown["failure_class_why"] == f"hit the {kind} limit", shown
+        assert shown["status"] == "errored"  # errored-like, not a plain failure (none of the three scored C)
         listing = client_logged_in.get("/qc/clusters/").content.decode()
         titles = dict(
             re.findall(

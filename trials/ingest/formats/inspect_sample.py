@@ -189,9 +189,12 @@ def _criteria(scores: dict[str, Any], rewards: dict[str, Any]) -> list[ParsedCri
 def _status(sample: dict[str, Any], reward: float | None) -> str:
     if sample.get("error"):
         return "errored"
-    if to_str(as_dict(sample.get("limit")).get("type")) in _TIMEOUTS:
+    limit = to_str(as_dict(sample.get("limit")).get("type"))
+    if limit in _TIMEOUTS:
         return "timeout"
-    return status_from_reward(reward)
+    status = status_from_reward(reward)
+    # (a run a message, token or other limit stopped is errored-like, not a plain failure; a pass stays one)
+    return "errored" if limit and status != "passed" else status
 
 
 def _usage(sample: dict[str, Any]) -> tuple[int | None, int | None, int | None, float | None]:
