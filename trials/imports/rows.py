@@ -147,11 +147,8 @@ def get_dataset(ref: DatasetRef | None) -> Dataset | None:
         return None
     if ref.task_ids and not ref.version and (holding := dataset_holding(ref.task_ids)) is not None:
         return holding
-    dataset, _ = Dataset.objects.get_or_create(
-        name=ref.name[:300],
-        version=ref.version[:100],
-        defaults={"ref": (ref.ref or (NAMED_BY_TASKS if ref.task_ids and not ref.version else ""))[:500]},
-    )
+    named = (ref.ref or (NAMED_BY_TASKS if ref.task_ids and not ref.version else ""))[:500]
+    dataset, _ = Dataset.objects.get_or_create(name=ref.name[:300], version=ref.version[:100], defaults={"ref": named})
     return dataset
 
 
@@ -195,13 +192,29 @@ def dataset_holding(task_names: tuple[str, ...]) -> Dataset | None:
 def get_task(dataset: Dataset | None, ref: TaskRef | None) -> Task | None:
     if ref is None or not ref.name:
         return None
-    task, _ = Task.objects.get_or_create(
+    if stored := stored_task(list(Task.objects.filter(dataset=dataset, name=ref.name[:300])), ref):
+        return stored
+    made, _ = Task.objects.get_or_create(
         dataset=dataset,
         name=ref.name[:300],
         checksum=ref.checksum[:128],
         defaults={"source": ref.source[:1000], "definition": ref.definition},
     )
-    return task
+    return made
+
+
+def stored_task(same_name: list[Task], ref: TaskRef) -> Task | None:
+    """Of the stored tasks of a ref's dataset and name, the one of its checksum; without one (a trial a job's
+    stats alone name), the first; with one, a task stored without, filled in. None: make one."""
+    checksum = ref.checksum[:128]
+    if found := next((task for task in same_name if task.checksum == checksum), None):
+        return found
+    blank = next((task for task in same_name if not task.checksum), None) if checksum else None
+    if blank is not None:
+        blank.checksum, blank.source, blank.definition = checksum, ref.source[:1000], ref.definition
+        blank.save(update_fields=["checksum", "source", "definition"])
+        return blank
+    return None if checksum or not same_name else same_name[0]
 
 
 def get_configuration(ref: ConfigurationRef | None) -> Configuration | None:

@@ -27,6 +27,7 @@ from trials.imports.rows import (
     get_dataset,
     get_task,
     step_tokens,
+    stored_task,
     trial_row,
     write_trial_children,
 )
@@ -138,20 +139,24 @@ class SharedRows:
                 )
         if not wanted:
             return
-        found = {
-            (task.dataset_id, task.name, task.checksum): task
-            for task in Task.objects.filter(name__in={natural[1] for natural, _ in wanted.values()})
-        }
-        new: dict[tuple, Task] = {}
-        for (dataset_id, name, checksum), ref in wanted.values():  # the first trial's ref makes it, as get_task
-            natural = (dataset_id, name, checksum)
-            if natural not in found and natural not in new:
-                source = ref.source[:1000]
-                new[natural] = Task(
-                    dataset_id=dataset_id, name=name, checksum=checksum, source=source, definition=ref.definition
-                )
-        Task.objects.bulk_create(new.values())
-        found.update(new)
+        same_name: dict[tuple, list[Task]] = {}
+        for task in Task.objects.filter(name__in={natural[1] for natural, _ in wanted.values()}):
+            same_name.setdefault((task.dataset_id, task.name), []).append(task)
+        found: dict[tuple, Task] = {}
+        new: list[Task] = []
+        # (refs with a checksum first: a ref without one then names the task they made, as get_task)
+        for natural, ref in sorted(wanted.values(), key=lambda item: not item[0][2]):
+            dataset_id, name, checksum = natural
+            tasks = same_name.setdefault((dataset_id, name), [])
+            if natural in found:
+                continue
+            if (task := stored_task(tasks, ref)) is None:  # the first trial's ref makes it
+                task = Task(dataset_id=dataset_id, name=name, checksum=checksum)
+                task.source, task.definition = ref.source[:1000], ref.definition
+                new.append(task)
+                tasks.append(task)
+            found[natural] = task
+        Task.objects.bulk_create(new)
         for key, (natural, _) in wanted.items():
             self.seen[key] = found[natural]
 
