@@ -73,12 +73,13 @@ def test_the_queues_long_names_take_two_lines_at_most_and_read_apart(
 ):
     # (the shared TB1 runs' names: one agent, two models, run names alike but for their end)
     keys = ["20250923_droid_claude-4-sonnet", "20250923_droid_claude-4-1-opus"]
-    for key, model in zip(keys, ("claude-4-sonnet", "claude-4-1-opus"), strict=True):
+    tasks = ["blind-maze-explorer-5x5", "blind-maze-explorer-algorithm"]  # (TB1 tasks alike but for their end)
+    for key, model, task in zip(keys, ("claude-4-sonnet", "claude-4-1-opus"), tasks, strict=True):
         job = JobFactory(
             key=f"job-{model}", name=f"reference/agentv/compare-{model}-results.jsonl@2025-01-15T10:0{len(model)}Z"
         )
         configuration = ConfigurationFactory(key=key, model_name=model)
-        TrialFactory(job=job, configuration=configuration, status="failed", reward=0.0)
+        TrialFactory(job=job, configuration=configuration, status="failed", reward=0.0, task=TaskFactory(name=task))
     make_user("tina", "triager")
     page = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": height}).new_page()
     page.goto("/accounts/login/")
@@ -87,7 +88,10 @@ def test_the_queues_long_names_take_two_lines_at_most_and_read_apart(
     page.click("button[type=submit]")
     page.goto("/triage/")
     cells = page.evaluate(CELL_LINES)
-    assert len(cells) == 4 and all(lines <= 2.05 and not hidden for _, lines, hidden in cells), cells
+    # (three cells a row: task, job and configuration)
+    assert len(cells) == 6 and all(lines <= 2.05 and not hidden for _, lines, hidden in cells), cells
     assert {text for text, _, _ in cells if "droid" in text} == set(keys), cells  # whole: their models differ
+    shown = [text for text, _, _ in cells if "maze" in text]  # the ends that tell them apart, whole
+    assert [any(text.endswith(end) for text in shown) for end in ("5x5", "algorithm")] == [True, True], shown
     for key in keys:
         assert page.locator(f'#queue-table td[title="{key}"]').count() == 1
