@@ -89,6 +89,26 @@ def test_the_exporter_is_answered_before_the_steps_are_written_and_they_appear_w
     assert trial.steps.count() == 120 and ReceivedSpan.objects.filter(trial=trial).count() == len(spans)
 
 
+def test_a_batch_read_before_the_one_sent_before_it_reads_that_one_first(live_server, held_worker):
+    """Two server processes each read the batch its request kept: the one holding the root span may come
+    first. Its spans must not end the trial before the earlier batch's spans are kept."""
+    _, token = runner_client()
+    spans = agent_run("otel-out-of-order", 6)  # (the root span last, alone in the second body)
+    exporter = OTLPSpanExporter(
+        endpoint=f"{live_server.url}/v1/traces", headers={"Authorization": f"Token {token}"}, timeout=120
+    )
+    assert exporter.export(spans[:-1]) is SpanExportResult.SUCCESS
+    assert exporter.export(spans[-1:]) is SpanExportResult.SUCCESS
+    earlier, later = ReceivedBatch.objects.order_by("pk")
+    batches.read(later.pk)  # (as the other process would, before this one's thread reads the earlier)
+    batches.read(earlier.pk)
+    trial = Trial.objects.get(key="lime:otel-out-of-order")
+    assert (trial.status, trial.reward) == ("passed", 1.0)
+    texts = list(trial.steps.order_by("index").values_list("message_text", flat=True))
+    assert texts == [f"answer {n}" for n in range(6)] and not trial.problems
+    assert not ReceivedBatch.objects.exists()
+
+
 def test_spans_unread_when_the_trial_is_completed_by_command_write_no_step_and_say_so_on_it(
     live_server, held_worker, client_logged_in
 ):

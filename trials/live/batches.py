@@ -102,11 +102,11 @@ def accept(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> Rece
 
 
 def read(batch_pk: int) -> None:
-    """The batch's spans kept and their steps written, trial by trial, then the row deleted; with it the
-    batches of its trial that wait behind it (up to GATHER: a worker behind its exporter catches up in
-    fewer, larger writes). Another worker on it (its lock held), or the row gone (read before): nothing
-    to do. An outage raises (the task runs again later, the rows kept); any other failure is kept on the
-    trial it stopped."""
+    """The batch's spans kept and their steps written, trial by trial, then the row deleted; before it the
+    batches of its trial still waiting before it, and with it those behind it (up to GATHER: a worker
+    behind its exporter catches up in fewer, larger writes). Another worker on it (its lock held), or the
+    row gone (read before): nothing to do. An outage raises (the task runs again later, the rows kept);
+    any other failure is kept on the trial it stopped."""
     clear_sent(sent_marker(batch_pk))  # from here on the lock says a worker is on it
     if not ReceivedBatch.objects.filter(pk=batch_pk).exists():  # (read with its trial's batches before it)
         return
@@ -116,17 +116,28 @@ def read(batch_pk: int) -> None:
         batch = ReceivedBatch.objects.select_related("sent_by").filter(pk=batch_pk).first()
         if batch is None:
             return
-        group = [batch]
-        if batch.trial_key:  # (a batch read twice, by its own task too, is harmless: its spans are no news)
-            behind = ReceivedBatch.objects.filter(trial_key=batch.trial_key, sent_by=batch.sent_by, pk__gt=batch.pk)
-            group += list(behind.order_by("pk")[: GATHER - 1])
-        by_trial: dict[str, list[otlp.Span]] = {}
-        for each in group:
-            for trial_id, members in _spans(each).items():
-                by_trial.setdefault(trial_id, []).extend(members)  # (in the order they arrived)
-        for trial_id, members in by_trial.items():
-            _read_trial(batch, trial_id, members)
-        ReceivedBatch.objects.filter(pk__in=[each.pk for each in group]).delete()
+        if not batch.trial_key:
+            _read_group(batch, [batch])
+            return
+        # (a batch read twice, by its own task too, is harmless: its spans are no news) Its trial's waiting
+        # batches from the first: one read first by another worker (a gunicorn process of its own) would end
+        # the trial by its root span before the spans sent before it were kept.
+        waiting = ReceivedBatch.objects.filter(trial_key=batch.trial_key, sent_by=batch.sent_by).order_by("pk")
+        while len(earlier := list(waiting.filter(pk__lt=batch.pk)[:GATHER])) == GATHER:
+            _read_group(batch, earlier)
+        _read_group(batch, [*earlier, batch, *waiting.filter(pk__gt=batch.pk)[: max(GATHER - len(earlier) - 1, 0)]])
+
+
+def _read_group(batch: ReceivedBatch, group: list[ReceivedBatch]) -> None:
+    """The batches' spans kept and their steps written, trial by trial, in the order they arrived; then the rows
+    deleted."""
+    by_trial: dict[str, list[otlp.Span]] = {}
+    for each in group:
+        for trial_id, members in _spans(each).items():
+            by_trial.setdefault(trial_id, []).extend(members)
+    for trial_id, members in by_trial.items():
+        _read_trial(batch, trial_id, members)
+    ReceivedBatch.objects.filter(pk__in=[each.pk for each in group]).delete()
 
 
 def _spans(batch: ReceivedBatch) -> dict[str, list[otlp.Span]]:
