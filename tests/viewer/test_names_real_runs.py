@@ -43,7 +43,8 @@ def test_queue_rows_of_sonnet_and_opus_read_apart(client_logged_in, droid_runs):
     shown = {}
     for key in Configuration.objects.values_list("key", flat=True):
         html = client_logged_in.get("/triage/", {"configuration": key}).content.decode()
-        cells = set(re.findall(r'<td class="name-cut" title="(20250923_droid_[^"]+)">([^<]+)</td>', html))
+        cell = r'<td class="name-cut" title="(20250923_droid_[^"]+)"><span[^>]*>(.*?)</span></td>'  # (its two lines)
+        cells = set(re.findall(cell, html))
         assert {k for k, _ in cells} == {key}
         [(_, shown[key])] = cells
     assert len(shown) == 2 and len(set(shown.values())) == 2, shown  # what a row shows differs between the two
