@@ -268,6 +268,16 @@ ROLES = ("viewer", "reviewer", "triager", "approver")
 PASSWORD = "pw-triage-1"
 
 
+def every_page(client, url: str) -> list[dict]:
+    """Every result of a paginated API list, page after page (its `next` links)."""
+    found: list[dict] = []
+    while url:
+        page = client.get(url).json()
+        found += page["results"]
+        url = page["next"]
+    return found
+
+
 def make_user(name: str, group: str | None = None):
     user = get_user_model().objects.create_user(name, password=PASSWORD)
     if group:

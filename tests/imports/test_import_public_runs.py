@@ -7,7 +7,7 @@ import re
 import orjson
 import pytest
 
-from tests.builders import REFERENCE, import_path
+from tests.builders import REFERENCE, every_page, import_path
 from trials.models import Document, ObservationResult, ToolCall, Trial
 
 pytestmark = pytest.mark.django_db
@@ -110,19 +110,10 @@ def _tb1_rows(folder):
     }
 
 
-def _all_clusters(client):
-    found, url = [], "/api/qc/clusters/?page_size=100"
-    while url:
-        page = client.get(url).json()
-        found += page["results"]
-        url = page["next"]
-    return found
-
-
 def test_tb1_failures_cluster_by_how_the_source_says_they_ended_and_unscored_rows_are_in_clusters(client_logged_in):
     rows = _tb1_rows(DROID)
     import_path(DROID)
-    clusters = _all_clusters(client_logged_in)
+    clusters = every_page(client_logged_in, "/api/qc/clusters/?page_size=100")
     trial_names = dict(Trial.objects.values_list("pk", "name"))
     in_clusters = {trial_names[pk] for c in clusters for pk in c["trials"]}
     not_passed = {name for name, row in rows.items() if row["is_resolved"] is not True}

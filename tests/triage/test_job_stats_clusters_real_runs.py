@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.builders import REFERENCE, import_path
+from tests.builders import REFERENCE, every_page, import_path
 from trials.models import Trial
 
 JOB = REFERENCE / "public-runs-1" / "skillsbench-claude-code-minimax" / "no_skills"
@@ -25,15 +25,6 @@ def zero_reward_trials_by_task() -> dict[str, set[str]]:
     found: dict[str, set[str]] = defaultdict(set)
     for name in set(stats["reward_stats"]["reward"]["0.0"]) - raised:
         found[name.rsplit("__", 1)[0]].add(name)
-    return found
-
-
-def every_page(client, url: str) -> list[dict]:
-    found: list[dict] = []
-    while url:
-        page = client.get(url).json()
-        found += page["results"]
-        url = page["next"]
     return found
 
 

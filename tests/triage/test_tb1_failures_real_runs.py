@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.builders import REFERENCE, import_path
+from tests.builders import REFERENCE, every_page, import_path
 from trials.models import Trial
 
 RUNS = [
@@ -45,15 +45,6 @@ def first_failing(row: dict) -> str:
 def imported(db):
     for run in RUNS:
         import_path(run)
-
-
-def every_page(client, url: str) -> list[dict]:
-    found: list[dict] = []
-    while url:
-        page = client.get(url).json()
-        found += page["results"]
-        url = page["next"]
-    return found
 
 
 def test_tests_failed_clusters_are_one_per_first_failing_test_in_each_configuration(client_logged_in, imported):
