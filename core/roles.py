@@ -160,7 +160,7 @@ def require_right(right: str, *, write: str | None = None) -> Callable:
     `right` is needed for every method; `write`, when given, for POST and the other unsafe
     methods instead (a page that lists on GET and uploads on POST). A page that only reads
     (`READ`, no `write`) answers 405 to an unsafe method. The wrapped view keeps the
-    right a write needs in `required_right`, as a DRF view does (tests/site/test_roles.py walks them).
+    right a write needs in `required_right`, as a DRF view does (tests/core/test_roles.py walks them).
     """
     to_write = write or right
 

@@ -5,7 +5,7 @@ most of the first `benchviewer view`. The schema file holds every table, index a
 `migrate` makes, and the rows it and its post_migrate handlers write (`django_migrations`, content
 types, permissions, the role groups): sqlite3's `iterdump()` of a migrated file, the FTS5 tables'
 shadow tables left to their `CREATE VIRTUAL TABLE` (which makes them, as the migration did).
-`manage.py sqlite_schema --write` regenerates it; `tests/site/test_sqlite_schema.py` fails when a
+`manage.py sqlite_schema --write` regenerates it; `tests/core/test_sqlite_schema.py` fails when a
 migration changed without it. An existing database, and PostgreSQL, migrate as before.
 """
 

@@ -328,3 +328,13 @@ def test_no_test_module_imports_another_test_module():
             names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
             found += [f"{path.relative_to(REPO)}: {n}" for n in names if n.rsplit(".", 1)[-1].startswith("test_")]
     assert found == []
+
+
+def test_every_test_folder_is_named_after_the_code_folder_it_tests():
+    """tests/<name>/ holds the tests of a code folder called <name> (an app, a folder inside one,
+    or bench/), so a module's tests are found by its folder's name."""
+    code_folders = {"bench"} | {
+        path.name for app in APPS for path in [REPO / app, *(REPO / app).rglob("*")] if (path / "__init__.py").is_file()
+    }
+    test_folders = {path.parent.name for path in (REPO / "tests").glob("*/__init__.py")}
+    assert sorted(test_folders - code_folders) == [], "test folders named after no code folder"
