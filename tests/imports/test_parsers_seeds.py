@@ -294,7 +294,7 @@ def test_masked_item_never_shows_its_raw_value_anywhere():
         "policy_refs": ["policy://secrets"],
     }
     obj = context_event("context.item.added", "ev-1", {"item": item})
-    records = withheld(agentcontext.parse_context_event(obj, "ctx.jsonl", 1))
+    records = withheld(agentcontext.parse_context_rows([(1, obj)], "ctx.jsonl")[0])
     assert SECRET not in repr(records)
     [rec] = [r for r in records if r.kind == "item"]
     assert rec.status == "redacted" and rec.redaction_state == "masked"
@@ -415,7 +415,7 @@ def test_context_event_keeps_runtime_ids_and_emits_budget_compaction_and_missing
         },
     }
     obj = context_event("context.budget.applied", "ev-7", data, context_id="ctx-1", tool_call_id="call-9")
-    records = agentcontext.parse_context_event(obj, "ctx.jsonl", 7)
+    records, _ = agentcontext.parse_context_rows([(7, obj)], "ctx.jsonl")
     kinds = {r.kind: r for r in records}
     assert set(kinds) == {"event", "budget", "compaction", "missing"}
     for rec in records:
@@ -445,8 +445,7 @@ def test_injection_without_source_refs_is_flagged():
 
 def test_context_record_declaring_runtime_status_is_kept_but_ignored():
     obj = context_event("context.turn.completed", "ev-gov", {"status": "completed", "tool_status": "succeeded"})
-    problems = []
-    records = agentcontext.parse_context_event(obj, "ctx.jsonl", 4, problems)
+    records, problems = agentcontext.parse_context_rows([(4, obj)], "ctx.jsonl")
     assert records[0].status == ""
     assert records[0].data["data"]["status"] == "completed"
     assert len(problems) == 3

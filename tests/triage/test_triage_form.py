@@ -229,7 +229,7 @@ def test_a_waiver_needs_an_approver_reason_scope_and_a_future_expiry(failed, tri
     )
     assert ok.is_valid(), ok.errors
     waiver = services.file_item(approver, trial, ok.cleaned_data)
-    assert waiver.waived_item == blocker and blocker.active_waiver() == waiver
+    assert waiver.waived_item == blocker and list(blocker.waivers.active_waivers()) == [waiver]
 
 
 def test_a_waiver_needs_something_to_waive(failed, approver):

@@ -207,9 +207,6 @@ class QCItem(models.Model):
             return "expired"
         return self.status
 
-    def active_waiver(self) -> QCItem | None:
-        return self.waivers.active_waivers().order_by("-expires_at").first()
-
 
 class QCItemCitation(models.Model):
     """A trial an item filed on a failure cluster cites, with its own evidence refs."""

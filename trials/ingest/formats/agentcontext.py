@@ -297,19 +297,6 @@ def _dedupe(records: list[ParsedContextRecord]) -> list[ParsedContextRecord]:
     return out
 
 
-def parse_context_event(
-    obj: dict[str, Any],
-    file: str,
-    line: int | None = None,
-    problems: list[Problem] | None = None,
-    named: dict[str, dict[str, Any]] | None = None,
-) -> list[ParsedContextRecord]:
-    """One context event -> an "event" record plus every record inside its `data`."""
-    ctx = _Ctx(file, line, collect_redactions(obj) if named is None else named, [] if problems is None else problems)
-    where = f"line {line}" if line is not None else "$"
-    return _dedupe(_event_records(obj, ctx, where))
-
-
 def parse_context_rows(
     rows: list[tuple[int, Any]], file: str, named: dict[str, dict[str, Any]] | None = None
 ) -> tuple[list[ParsedContextRecord], list[Problem]]:
