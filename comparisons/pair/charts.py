@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from trials.reading.text import NAME_PARTS
+
 BASELINE_COLOUR = "#6b7a90"
 CANDIDATE_COLOUR = "#2f6fdf"
 GOOD, BAD, NEUTRAL = "#2e8b57", "#c0392b", "#9aa5b1"
@@ -40,7 +42,6 @@ def _task_axis(count: int, **extra: Any) -> dict[str, Any]:
     return axis
 
 
-SIDE_SEPARATORS = "_/|: "  # where a side's name may be cut or wrapped (never inside an escaped &amp;)
 MIN_HEAD = 8  # characters of a common head worth taking out of the ticks
 SIDE_TICK_LINE = 18  # characters a line of a side's tick: two sides' ticks stay apart in a half-width chart
 
@@ -63,7 +64,7 @@ def _common_head(labels: list[str]) -> str:
     shared = 0
     while shared < min(map(len, labels)) and len({label[shared] for label in labels}) == 1:
         shared += 1
-    while shared and labels[0][shared - 1] not in SIDE_SEPARATORS:
+    while shared and labels[0][shared - 1] not in NAME_PARTS:
         shared -= 1
     # (a head as short as "job " says nothing on its own: the ticks keep it)
     return labels[0][:shared] if MIN_HEAD <= shared < min(map(len, labels)) else ""
@@ -72,7 +73,7 @@ def _common_head(labels: list[str]) -> str:
 def _wrapped(text: str) -> str:
     """A tick's text in lines of about SIDE_TICK_LINE characters, broken after separators only."""
     lines, line = [], ""
-    for piece in re.split(f"(?<=[{re.escape(SIDE_SEPARATORS)}])", text):
+    for piece in re.split(f"(?<=[{re.escape(NAME_PARTS)}])", text):
         if line and len(line) + len(piece) > SIDE_TICK_LINE:
             lines.append(line)
             line = ""

@@ -1,4 +1,7 @@
-"""What trials belong to: datasets, tasks, configurations (agent + model + role), jobs."""
+"""What trials belong to: datasets, tasks, configurations (agent + model + role), jobs.
+
+A task is its dataset and its name, whatever its checksum (`Task.objects.same_as`).
+"""
 
 from __future__ import annotations
 

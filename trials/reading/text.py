@@ -1,4 +1,4 @@
-"""Untrusted text on its way out: secrets masked, bidi names isolated, JSON printed."""
+"""Untrusted text on its way out: secrets masked, bidi names isolated, JSON printed, where a long name breaks."""
 
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ from detect_secrets.plugins.stripe import StripeDetector
 TEXT_PREVIEW = 4000  # characters of a message / reasoning shown before "show all"
 ARGUMENTS_PREVIEW = 4000
 REDACTED = "[redacted]"
+
+# Where a long name (a configuration, a job) may break, for a page's two lines and a chart's ticks alike:
+# between its parts (agent_model, job/trial, key|solver), where a chart's shared head ends too, or, on a
+# page, inside a part as well (claude-4-sonnet, name@2025-01-15T10:00). Never inside an escaped &amp;.
+NAME_PARTS = "_/|: "
+NAME_BREAKS = NAME_PARTS + "-@."
 
 # Defence in depth: the parsers already scrub redacted values, but anything shaped like a
 # credential is masked again on the way out (pages, API, downloads of text). Only a whole

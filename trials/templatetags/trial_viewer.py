@@ -105,9 +105,6 @@ def configuration_cut(configuration: Any, length: int = 24) -> str:
     return model + (f"…{tail[len(tail) - room :]}" if len(tail) > room else tail)
 
 
-_BREAKS = "_-/@.:| "  # where a name reads best split across its two lines
-
-
 @register.filter
 def two_lines(value: Any, line: int = 14) -> SafeString | str:
     """A name on at most two lines of `line` characters: its tail whole on the second, where names that
@@ -127,7 +124,7 @@ def two_lines(value: Any, line: int = 14) -> SafeString | str:
 
 def _splits_at(name: str, at: int) -> bool:
     """Whether a line may end before name[at]: after a separator, never inside a run of them ("__")."""
-    return name[at - 1] in _BREAKS and name[at] not in _BREAKS
+    return name[at - 1] in text.NAME_BREAKS and name[at] not in text.NAME_BREAKS
 
 
 @register.filter

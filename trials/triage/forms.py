@@ -35,6 +35,31 @@ class WaivableItemChoiceField(forms.ModelChoiceField):
         return f"{obj.label} {obj.get_kind_display()} {obj.severity} {obj.code or obj.category}"
 
 
+# Every field of a feedback, in the order the page asks them: the form's, and the API's body
+# (serializers.FeedbackRequestSerializer, the same body for the schema).
+FEEDBACK_FIELDS = [
+    "kind",
+    "category",
+    "code",
+    "severity",
+    "step_id",
+    "evidence_refs",
+    "note",
+    "failure_mode",
+    "scenario",
+    "new_failure_mode",
+    "new_scenario_id",
+    "new_scenario_title",
+    "create_anyway",
+    "target_name",
+    "waived_item",
+    "approver",
+    "reason",
+    "scope",
+    "expires_at",
+]
+
+
 class FeedbackForm(forms.ModelForm):
     """File one QC item on a trial (optionally on one of its steps)."""
 
@@ -74,23 +99,7 @@ class FeedbackForm(forms.ModelForm):
 
     class Meta:
         model = QCItem
-        fields = [
-            "kind",
-            "category",
-            "code",
-            "severity",
-            "step_id",
-            "evidence_refs",
-            "note",
-            "failure_mode",
-            "scenario",
-            "target_name",
-            "waived_item",
-            "approver",
-            "reason",
-            "scope",
-            "expires_at",
-        ]
+        fields = FEEDBACK_FIELDS
         widgets = {
             "kind": forms.RadioSelect,
             "note": forms.Textarea(attrs={"rows": 4}),

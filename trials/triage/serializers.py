@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from trials.models.qc import AuditEntry, FailureMode, QCItem, QCScenario
 from trials.triage.evidence_links import citation_links, evidence_links
+from trials.triage.forms import FEEDBACK_FIELDS
 from trials.triage.queries import queue_reasons
 
 
@@ -183,27 +184,7 @@ class FeedbackRequestSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = QCItem
-        fields = [
-            "kind",
-            "category",
-            "code",
-            "severity",
-            "step_id",
-            "evidence_refs",
-            "note",
-            "failure_mode",
-            "scenario",
-            "new_failure_mode",
-            "new_scenario_id",
-            "new_scenario_title",
-            "create_anyway",
-            "target_name",
-            "waived_item",
-            "approver",
-            "reason",
-            "scope",
-            "expires_at",
-        ]
+        fields = FEEDBACK_FIELDS
         extra_kwargs = {"severity": {"required": True}}  # (the form has no default for it)
 
 

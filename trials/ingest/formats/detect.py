@@ -1,7 +1,8 @@
 """Find the trial packs under a path and pick each one's parser from its content.
 
 File names are never trusted to say what a file is: a `.json` is opened and its keys
-decide. Archives are found by their magic bytes and extracted by the service.
+decide. Archives are found by their magic bytes and extracted by the service. Each format's
+traits (`traits_of`) are what pages and comparisons ask of a trial's format instead of its name.
 """
 
 from __future__ import annotations
