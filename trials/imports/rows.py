@@ -316,6 +316,7 @@ def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int, s
         "is_copied_context": step.is_copied_context,
         "llm_call_count": column_count(step.llm_call_count, bits=32),
         "context_management": step.context_management[:20],
+        "skill": step.skill[:200],
         "tool_call_count": len(step.tool_calls),
         "body_offset": offset,
         "size": size,

@@ -86,6 +86,7 @@ class ParsedToolCall:
     tool_call_id: str
     function_name: str
     arguments: Any
+    skill: dict[str, Any] = field(default_factory=dict)  # the agent skill it loads, reads or runs (`extra.skill`)
 
 
 @dataclass
@@ -115,6 +116,7 @@ class ParsedStep:
     tool_calls: list[ParsedToolCall]
     observations: list[ParsedObservation]
     raw: dict[str, Any]  # the step exactly as it was in the file
+    skill: str = ""  # the agent skill it ran within (`extra.skill.name`, as the OTLP parser writes it)
     span: tuple[int, int] | None = None  # (offset, size) of its JSON in the file, when known (atif.step_spans)
 
 
