@@ -45,6 +45,7 @@ from trials.ingest.formats.otlp_steps import AGENT_OPERATIONS, evaluations, step
 from trials.ingest.formats.otlp_steps import text_of as text_of
 from trials.ingest.records import (
     ConfigurationRef,
+    FormatTraits,
     PackError,
     ParsedCriterion,
     ParsedJob,
@@ -65,6 +66,7 @@ IDENTITY = {
     "benchmark.configuration.role": "role",
 }
 ATTEMPT, REWARD = "benchmark.attempt", "benchmark.reward"
+TRAITS = FormatTraits("otlp", status_by_reward=True)  # (`benchmark.reward` decides; an ERROR span makes it errored)
 OPENINFERENCE = {"AGENT": "invoke_agent", "LLM": "chat", "TOOL": "execute_tool", "CHAIN": "chain"}
 AGENT_IDENTITY = ("gen_ai.agent.name", "gen_ai.agent.id", "agent.name", "trajectory.id", "session.id")
 SCHEMA_VERSION = "ATIF-v1.7"
