@@ -170,11 +170,9 @@ class LaneSteps:
         """The steps this span ends: those before the newest agent step of each skill open around it (a tool
         span may add to them)."""
         operation = span.operation
-        skills = self._skills_around(span)  # nearest first
-        scope = skills[0].span_id if skills else ""
-        within = {"skill": _skill_ref(skills[0])} if skills else {}
         skill = skill_of(span)
         if is_llm(span) and span.span_id not in self.wrappers:
+            skills, scope, within = self._skills_around(span)
             chain = [span, *_llm_ancestors(span, self.by_id)]
             self._sum_within(span, chain[1:])
             for role, text in _new_inputs(chain, self.seen_inputs):
@@ -191,14 +189,16 @@ class LaneSteps:
             action = str(span.attrs["context_management.action"])  # (the step's text is not in the span)
             self._add({"source": "system", "message": "", **_when(span), "extra": {"context_management": action}})
         elif operation == "execute_tool" or skill:
+            _, scope, within = self._skills_around(span)
             if (asked := self.last_agent.get(scope)) is None:  # a tool run with no model call before it
                 asked = {"source": "agent", "message": "", "llm_call_count": 0, **_when(span), "extra": dict(within)}
                 self.last_agent[scope] = self._add(asked)
             _add_tool(asked, span, skill)
         return []
 
-    def _skills_around(self, span: Span) -> list[Span]:
-        """The skill spans above this one, nearest first."""
+    def _skills_around(self, span: Span) -> tuple[list[Span], str, dict[str, Any]]:
+        """The skill spans above this one (nearest first), the nearest one's id ("": none) and what a step
+        within it names of it (`extra.skill`)."""
         found: list[Span] = []
         seen = {span.span_id}
         parent = self.by_id.get(span.parent_id)
@@ -207,7 +207,7 @@ class LaneSteps:
             if skill_of(parent):
                 found.append(parent)
             parent = self.by_id.get(parent.parent_id)
-        return found
+        return found, found[0].span_id if found else "", {"skill": _skill_ref(found[0])} if found else {}
 
     def _release(self) -> list[dict[str, Any]]:
         """The held steps before the first one a later tool span may still add to, numbered and given out."""
@@ -432,7 +432,9 @@ def _add_tool(step: dict[str, Any], span: Span, skill: dict[str, str]) -> None:
 
 
 def _skill_ref(span: Span) -> dict[str, str]:
-    """What a step run within a skill names of it: the skill, and the call that ran it."""
+    """What a step run within a skill names of it: the skill (and resource), and the call that ran it."""
     skill = skill_of(span)
-    return {"name": skill.get("name", ""), **({"resource": skill["resource"]} if "resource" in skill else {}),
-            "tool_call_id": call_id_of(span)}  # fmt: skip
+    ref = {"name": skill.get("name", ""), "tool_call_id": call_id_of(span)}
+    if "resource" in skill:
+        ref["resource"] = skill["resource"]
+    return ref
