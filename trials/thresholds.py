@@ -28,15 +28,14 @@ def threshold_of(dataset: Dataset | None) -> float:
     return dataset.pass_reward if dataset is not None and dataset.pass_reward is not None else PASS_REWARD
 
 
-def scored_by_reward(source_format: str) -> bool:
-    traits = FORMAT_TRAITS.get(source_format)
-    return traits is not None and traits.status_by_reward
+# The formats whose trials' status comes from their headline reward alone (FormatTraits.status_by_reward).
+SCORED_BY_REWARD = frozenset(name for name, traits in FORMAT_TRAITS.items() if traits.status_by_reward)
 
 
 def decided_status(dataset: Dataset | None, source_format: str, status: str, reward: float | None) -> str:
     """The status a trial is written with: its format's, decided again at its dataset's threshold where the
     dataset sets one and the format's status comes from the reward."""
-    return at_threshold(dataset, status, reward) if scored_by_reward(source_format) else status
+    return at_threshold(dataset, status, reward) if source_format in SCORED_BY_REWARD else status
 
 
 def at_threshold(dataset: Dataset | None, status: str, reward: float | None) -> str:
@@ -56,7 +55,7 @@ def rescore(dataset: Dataset, trial_ids: Iterable[int] | None = None) -> int:
     )
     trials = Trial.objects.filter(
         dataset=dataset,
-        source_format__in=[name for name, traits in FORMAT_TRAITS.items() if traits.status_by_reward],
+        source_format__in=sorted(SCORED_BY_REWARD),
         status__in=DECIDED_BY_REWARD,
         reward__isnull=False,
     )
