@@ -1,8 +1,9 @@
-"""The Django admin of the trials app: imports, trials, QC citations, saved queries, received spans."""
+"""The Django admin of the trials app: imports, trials, datasets (their pass threshold), QC citations, saved
+queries, received spans."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
-from trials import models
+from trials import models, thresholds
 
 
 @admin.register(models.Import)
@@ -17,6 +18,24 @@ class TrialAdmin(admin.ModelAdmin):
     list_filter = ["source_format", "status", "is_complete"]
     search_fields = ["name", "key"]
     raw_id_fields = ["pack", "job", "dataset", "task", "configuration", "cluster"]
+
+
+@admin.register(models.Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    """Where a dataset's pass threshold is set (none of the formats read states one): saving a changed one
+    decides the dataset's reward-scored trials again (trials/thresholds.py)."""
+
+    list_display = ["name", "version", "pass_reward"]
+    search_fields = ["name", "version"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change and "pass_reward" in form.changed_data:
+            changed = thresholds.rescore(obj)
+            rule = thresholds.pass_rule([obj])
+            self.message_user(
+                request, f"{obj}: a trial passes at {rule['head']}; {changed} trials decided again.", messages.INFO
+            )
 
 
 @admin.register(models.QCItemCitation)
@@ -47,7 +66,6 @@ for model in (
     models.Blob,
     models.Pack,
     models.PackFile,
-    models.Dataset,
     models.Configuration,
     models.Job,
     models.Task,

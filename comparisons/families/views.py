@@ -21,6 +21,7 @@ from comparisons.families.trend import get_or_compute_trend, parse_trend
 from comparisons.models import GridResult
 from comparisons.statistics.sides import Side, SideError
 from trials.models import Configuration, Dataset, Job, Trial
+from trials.thresholds import pass_rule
 
 TASK_PAGE_SIZE = 100
 SIDE_SORTS = {"side": "label", "mean": "mean_reward", "delta": "delta_vs_reference", "p": "mcnemar_p_holm"}
@@ -200,6 +201,7 @@ def trend_page(request):
             "dataset": dataset,
             "chosen": str(dataset.pk),
             "trend": get_or_compute_trend(dataset, configurations),
+            "pass_rule": pass_rule([dataset]),
             "family": Configuration.objects.filter(pk__in=on_dataset).order_by("key"),
             "picked": set(configurations or []),
             "chart_url": f"{reverse('api-comparison-trend-chart')}?{urlencode(query)}",

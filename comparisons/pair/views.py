@@ -27,8 +27,8 @@ from comparisons.pair.formatting import formatted
 from comparisons.statistics.metrics import delta_or_none
 from comparisons.statistics.sides import SideError, parse_sides
 from core import roles
-from trials.ingest.records import PASS_REWARD
 from trials.models import Configuration, Job, Trial
+from trials.thresholds import datasets_of, pass_rule
 
 MATRIX_PAGE_SIZE = 100
 OUTCOME_ORDER = {"regressed": 0, "flipped": 1, "improved": 2, "unchanged": 3, "no reward": 4}
@@ -259,7 +259,7 @@ def comparison_page(request):
         **choices,
         "chosen": _defaults(request, choices),
         "charts": [],
-        "pass_reward": PASS_REWARD,
+        "pass_rule": pass_rule([]),
     }
     if not any(request.GET.get(k) for k in ("baseline", "candidate", "baseline_job", "candidate_job")):
         return render(request, "comparisons/comparison.html", context)
@@ -274,7 +274,8 @@ def comparison_page(request):
         context["broker_unreachable"] = True
         return render(request, "comparisons/comparison.html", context, status=503)
     query = urlencode({**baseline.query("baseline"), **candidate.query("candidate")})
-    context.update({"comparison_row": comparison, "query": query})
+    sides = baseline.trials() | candidate.trials()
+    context.update({"comparison_row": comparison, "query": query, "pass_rule": pass_rule(datasets_of(sides))})
     if comparison.status == Comparison.Status.DONE and comparison.result:
         result = comparison.result
         chart_base = reverse("api-comparison-chart", args=["_"])[:-2]

@@ -36,6 +36,7 @@ TRIAL_FIELDS = (
     "dataset_id",
     "dataset__name",
     "dataset__version",
+    "dataset__pass_reward",  # (the reward its trials pass at, where not PASS_REWARD: trials/thresholds.py)
     "status",
     "exception_type",
     "failure_category",
@@ -304,7 +305,8 @@ def unpaired_by_dataset(base: SideData, cand: SideData) -> list[dict[str, Any]]:
 
 def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:
     # One trial, one outcome (as Trial.objects.passes counts): a passed or failed status says so; a run that
-    # ended otherwise passes by its reward. Run for each of a 12-side grid's 60,000 trials: kept inline.
+    # ended otherwise passes by its reward, at its dataset's threshold. Run for each of a 12-side grid's 60,000
+    # trials: kept inline.
     cell.trial_ids.append(row["id"])
     cell.checksums.add(row["task__checksum"] or "")
     status, reward, provenance = row["status"], row["reward"], row["provenance"]
@@ -328,7 +330,8 @@ def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 cell.by_key[key].append(float(value))
         cell.decided += 1
-        cell.passes += status == "passed" if status in ("passed", "failed") else reward >= PASS_REWARD
+        threshold = PASS_REWARD if row["dataset__pass_reward"] is None else row["dataset__pass_reward"]
+        cell.passes += status == "passed" if status in ("passed", "failed") else reward >= threshold
     cell.timeouts += how_it_ended(row) == "timeout"  # (the triage flags' rule: a TB1 agent_timeout too)
     mode = measurement_mode(provenance) if provenance else None
     if mode not in HEADLINE_MODES:

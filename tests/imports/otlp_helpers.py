@@ -158,3 +158,86 @@ def crew_run() -> tuple[list[Any], list[Any]]:
             with tracer.start_as_current_span("execute_tool write_file", attributes=tool):
                 pass
     return spans.get_finished_spans(), logs.get_finished_logs()
+
+
+SKILL = {
+    "gen_ai.skill.name": "code-review",
+    "gen_ai.skill.description": "Review a change against the team's review policy.",
+    "gen_ai.skill.source.uri": "file:///opt/skills/code-review",
+}
+SKILL_BODY = "# code-review\nRun scripts/check.py, then read the README."
+MODEL = {"gen_ai.request.model": "claude-sonnet-4-5", "gen_ai.provider.name": "anthropic"}
+
+
+def skill_run() -> list[Any]:
+    """An agent using an agent skill as semconv-genai's skill spans record it (execute-tool.md, "Agent
+    skills": `execute_tool` spans named `execute_tool {tool} {skill} [{resource}]`, `gen_ai.skill.*` on
+    them): a planning call asks to load the skill; the next call asks to run its script and to read a
+    file; the script's span holds a model call and a tool call of its own (and, as some frameworks write
+    it, their usage summed on it); the answer carries an evaluation as its span event."""
+    spans, _, tracer, _ = recorders(
+        {"service.name": "reviewer", "benchmark.trial.id": "review-1", "benchmark.task.id": "review"}, "agent", "agent"
+    )
+
+    def chat(tokens: tuple[int, int], calls: list[tuple[str, str, dict[str, Any]]], text: str = "") -> Any:
+        parts = [{"type": "tool_call", "id": i, "name": n, "arguments": a} for i, n, a in calls]
+        parts += [{"type": "text", "content": text}] if text else []
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            **MODEL,
+            "gen_ai.usage.input_tokens": tokens[0],
+            "gen_ai.usage.output_tokens": tokens[1],
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": parts}]),
+        }
+        return tracer.start_as_current_span(f"chat {MODEL['gen_ai.request.model']}", attributes=attrs)
+
+    def tool(name: str, call_id: str, arguments: dict[str, Any], result: str, **more: Any) -> Any:
+        words = [more.get("gen_ai.skill.name"), more.get("gen_ai.skill.resource.name")]
+        attrs = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.arguments": json.dumps(arguments),
+            "gen_ai.tool.call.result": result,
+            **more,
+        }
+        return tracer.start_as_current_span(" ".join(["execute_tool", name, *filter(None, words)]), attributes=attrs)
+
+    load = {"skill_name": SKILL["gen_ai.skill.name"]}
+    script = {**load, "file_path": "scripts/check.py"}
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "reviewer"}
+    with tracer.start_as_current_span("invoke_agent reviewer", attributes=agent):
+        with tracer.start_as_current_span("plan reviewer", attributes={"gen_ai.operation.name": "plan"}):
+            with chat((100, 10), [("call_load", "load_skill", load)]):
+                pass
+        with tool("load_skill", "call_load", load, SKILL_BODY, **SKILL):
+            pass
+        with chat(
+            (300, 20), [("call_run", "run_skill_script", script), ("call_read", "read_file", {"path": "README"})]
+        ):
+            pass
+        ran = {**SKILL, "gen_ai.skill.resource.name": script["file_path"]}
+        with tool("run_skill_script", "call_run", script, "2 findings", **ran) as skill_span:
+            with chat((40, 5), [("call_grep", "grep", {"pattern": "TODO"})]):
+                pass
+            with tool("grep", "call_grep", {"pattern": "TODO"}, "src/a.py:3: TODO"):
+                pass
+            with chat((60, 8), [], text="2 findings"):
+                pass
+            skill_span.set_attributes({"gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 13})
+        with tool("read_file", "call_read", {"path": "README"}, "# Project"):
+            pass
+        with chat((400, 30), [], text="Review: 2 findings, both TODOs.") as answer:
+            evaluation = {
+                "gen_ai.evaluation.name": "review_quality",
+                "gen_ai.evaluation.score.value": 0.8,
+                "gen_ai.evaluation.score.label": "good",
+                "gen_ai.evaluation.explanation": "names both findings",
+            }
+            answer.add_event(EVALUATION, evaluation)
+    return list(spans.get_finished_spans())
+
+
+def otlp_body(spans: list[Any]) -> dict[str, Any]:
+    """The spans as an exporter's OTLP/JSON request body (`POST /v1/traces`)."""
+    return hex_ids(MessageToDict(encode_spans(spans)))

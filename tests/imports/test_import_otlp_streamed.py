@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.imports.otlp_helpers import adk_run, crew_run, otlp_file, tempo_body
+from tests.imports.otlp_helpers import adk_run, crew_run, otlp_file, skill_run, tempo_body
 from trials.ingest.formats import otlp, otlp_stream
 from trials.ingest.jsonio import load_json
 from trials.ingest.records import ParsedPack
@@ -105,6 +105,17 @@ def test_a_workflow_its_plan_and_its_evaluations_read_as_the_whole_file_reads_th
     }
     trial = otlp_stream.parse_path(path, "crew.json").trials[0]  # type: ignore[union-attr]
     assert {c.name for c in trial.criteria} == named == {"plan_quality", "relevance"}
+
+
+@pytest.mark.parametrize("backwards", [False, True])
+def test_an_agent_skill_and_the_calls_under_it_read_as_the_whole_file_reads_them(tmp_path, backwards):
+    path = otlp_file(tmp_path / "skill.json", skill_run(), [])
+    if backwards:
+        path.write_text(json.dumps(reversed_spans(body_of(path))))
+    whole, streamed = both(path)
+    assert streamed == whole
+    steps = whole[0][0][1][0][3]  # (the main trajectory's steps)
+    assert any(s["extra"].get("skill") for s in steps)  # (the skill's calls are marked: the case is the skill's)
 
 
 @pytest.mark.parametrize("backwards", [False, True])

@@ -136,6 +136,11 @@ def record_reward(trial: Trial, criteria: list[ParsedCriterion] | None) -> None:
         write_criteria(trial, criteria)
 
 
+def add_criteria(trial: Trial, criteria: list[ParsedCriterion]) -> None:
+    """Criteria the trial's own records name (a trace's evaluations), beside those its reward named."""
+    write_criteria(trial, criteria)
+
+
 def add_spans(trial: Trial, post: ParsedTrial, lane: str) -> None:
     """OTLP spans received for a live trial (`post.received_spans`, new ones), withheld by the redaction stage
     and kept in `lane`, each once."""

@@ -36,7 +36,8 @@ from trials.imports.writer import (
 )
 from trials.ingest.records import ParsedPack, ParsedTrial, Problem
 from trials.ingest.redaction import withhold_redacted
-from trials.models import Document, Import, Job, Pack, PackFile, RuntimeEvent, Trial
+from trials.models import Dataset, Document, Import, Job, Pack, PackFile, RuntimeEvent, Trial
+from trials.thresholds import rescore
 from trials.triage import signatures
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,8 @@ class PackWrite:
         joined = RuntimeEvent.objects.filter(pack=pack, trial__isnull=False).values_list("trial_id", flat=True)
         moved = adopt_named_by_tasks()  # (this pack's dataset may name the tasks of runs stored before it)
         counts["to_dataset"] = len(moved)
+        for dataset in Dataset.objects.filter(trial__pk__in=moved, pass_reward__isnull=False).distinct():
+            rescore(dataset, moved)  # (decided at the pass threshold of the dataset they moved to)
         # their failure clusters and flags (a cluster of no cause names the trials' dataset)
         signatures.sign_trials([*self.made, *self.held, *self.earlier, *joined.distinct(), *moved])
         if not self.per_trial_progress:

@@ -43,6 +43,7 @@ from trials.models import (
     Trial,
 )
 from trials.storage.bulk_insert import create_in_batches
+from trials.thresholds import decided_status
 from trials.triage import services as triage
 
 
@@ -118,8 +119,7 @@ def infer_job_configuration(job: Job) -> int:
     undeclared = job.trials.filter(
         configuration__role="", configuration__agent_name=config.agent_name, configuration__model_name=config.model_name
     )
-    count = 0
-    replaced = set()
+    count, replaced = 0, set[int]()
     for trial in undeclared:
         replaced.add(trial.configuration_id)
         trial.configuration = config
@@ -252,8 +252,7 @@ def trial_row(
 ) -> Trial:
     """The trial's row, not saved yet."""
     duration = seconds_between(parsed.started_at, parsed.finished_at)
-    if duration is None:
-        duration = parsed.phases.get("total", {}).get("seconds")
+    duration = parsed.phases.get("total", {}).get("seconds") if duration is None else duration
     correlation = parsed.runtime_correlation
     return Trial(
         key=parsed.key[:500],
@@ -267,7 +266,7 @@ def trial_row(
         task=task,
         configuration=configuration,
         attempt=parsed.attempt if isinstance(parsed.attempt, int) and 0 <= parsed.attempt < 2**31 else None,
-        status=parsed.status or Trial.Status.UNKNOWN,
+        status=decided_status(dataset, parsed.source_format, parsed.status or Trial.Status.UNKNOWN, parsed.reward),
         reward=parsed.reward,
         rewards=parsed.rewards,
         exception_type=parsed.exception_type[:200],
@@ -316,6 +315,7 @@ def step_row(trajectory: Trajectory, step: ParsedStep, offset: int, size: int, s
         "is_copied_context": step.is_copied_context,
         "llm_call_count": column_count(step.llm_call_count, bits=32),
         "context_management": step.context_management[:20],
+        "skill": step.skill[:200],
         "tool_call_count": len(step.tool_calls),
         "body_offset": offset,
         "size": size,

@@ -159,6 +159,7 @@ def write_steps(chunks: list[StepChunk], segment: int | None = None) -> None:
                         "tool_call_id": call.tool_call_id[:200],
                         "function_name": call.function_name[:200],
                         "arguments": call.arguments,
+                        "skill": call.skill,
                     }
                 )
             for obs in step.observations:

@@ -28,6 +28,7 @@ def parse_step(raw: Any, index: int) -> ParsedStep:
             tool_call_id=str(call.get("tool_call_id") or ""),
             function_name=str(call.get("function_name") or ""),
             arguments=call.get("arguments"),
+            skill=as_dict(as_dict(call.get("extra")).get("skill")),
         )
         for call in unique_calls(as_list(raw.get("tool_calls")))
     ]
@@ -70,6 +71,7 @@ def parse_step(raw: Any, index: int) -> ParsedStep:
         tool_calls=tool_calls,
         observations=observations,
         raw=raw,
+        skill=str(as_dict(extra.get("skill")).get("name") or ""),
     )
 
 

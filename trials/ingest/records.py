@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-# A trial passes when its headline reward reaches full marks (Harbor rewards are 0..1).
+# A trial passes when its headline reward reaches full marks (Harbor rewards are 0..1), unless its dataset
+# sets its own threshold (Dataset.pass_reward, trials/thresholds.py): none of the formats read carries one.
 PASS_REWARD = 1.0
+DECIDED_BY_REWARD = ("passed", "partial", "failed")  # the statuses a reward decides, and a threshold re-decides
 
 
 def status_from_reward(reward: float | None) -> str:
@@ -21,6 +23,15 @@ def status_from_reward(reward: float | None) -> str:
     if reward is None:
         return "unknown"
     return "passed" if reward >= PASS_REWARD else "failed"
+
+
+def status_at(status: str, reward: float | None, threshold: float) -> str:
+    """A status its reward decided, decided again at a dataset's pass threshold: passed at it, partial
+    above 0 (a score, not a failure), failed at 0 or below; any other status (errored, timeout, unknown,
+    running...) or no reward: as it was."""
+    if reward is None or status not in DECIDED_BY_REWARD:
+        return status
+    return "passed" if reward >= threshold else ("partial" if reward > 0 else "failed")
 
 
 @dataclass
@@ -86,6 +97,7 @@ class ParsedToolCall:
     tool_call_id: str
     function_name: str
     arguments: Any
+    skill: dict[str, Any] = field(default_factory=dict)  # the agent skill it loads, reads or runs (`extra.skill`)
 
 
 @dataclass
@@ -115,6 +127,7 @@ class ParsedStep:
     tool_calls: list[ParsedToolCall]
     observations: list[ParsedObservation]
     raw: dict[str, Any]  # the step exactly as it was in the file
+    skill: str = ""  # the agent skill it ran within (`extra.skill.name`, as the OTLP parser writes it)
     span: tuple[int, int] | None = None  # (offset, size) of its JSON in the file, when known (atif.step_spans)
 
 
@@ -296,6 +309,9 @@ class FormatTraits:
     envelope_results: bool = False  # its job's `results` rows: those not trials shown; mocks never headline
     leaderboard_rule: str = ""  # its leaderboard's own rule where it differs from ours (unscored left out)
     comparison_report: str = ""  # the report a comparison adds for it (comparisons.statistics.format_reports)
+    # its trials' pass / partial / fail comes from their headline reward alone: a dataset's pass threshold
+    # decides it again (never a verdict the format gave otherwise: AgentV's assertions, a QC verdict)
+    status_by_reward: bool = False
 
 
 @dataclass

@@ -45,6 +45,7 @@ from trials.live.trajectories import (
     spool,
 )
 from trials.models import RuntimeEvent, Trajectory, Trial
+from trials.thresholds import at_threshold
 from trials.triage import signatures
 
 LIVE_FORMAT = "live"
@@ -368,7 +369,7 @@ def _record_reward(trial: Trial, payload: dict[str, Any]) -> None:
         trial.failure_category = category
     trial.provenance = {**trial.provenance, "reward": {k: v for k, v in payload.items() if k != "reward"}}
     if trial.status != Trial.Status.RUNNING:
-        trial.status = status_from_reward(trial.reward)
+        trial.status = at_threshold(trial.dataset, status_from_reward(trial.reward), trial.reward)
     criteria = payload.get("criteria")
     appends.record_reward(trial, [_criterion(c) for c in criteria] if isinstance(criteria, list) else None)
 
@@ -387,8 +388,8 @@ def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> Non
         trial.status = Trial.Status.TIMEOUT if category == "timeout" else Trial.Status.FAILED
         trial.failure_category = category or trial.failure_category or "unknown"
         trial.exception_message = str(payload.get("reason") or "")
-    else:
-        trial.status = status_from_reward(trial.reward)
+    else:  # (its dataset's pass threshold decides it, as it does an imported trial's)
+        trial.status = at_threshold(trial.dataset, status_from_reward(trial.reward), trial.reward)
         if trial.status == Trial.Status.UNKNOWN:
             trial.status = Trial.Status.PASSED if trial.reward is None else trial.status
     trial.finished_at = parse_iso(event.get("timestamp")) or now

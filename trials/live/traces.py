@@ -187,8 +187,9 @@ def _write_steps(trial: Trial, trace: otlp.TraceTrial) -> Refusals:
 def _finish(trial: Trial, trial_id: str) -> Refusals:
     """The trial read again from every span it received. With a top agent span under the root, its
     steps are written again if a span's agent differs from the one it was written under (as an
-    import of the whole trace writes them), its main agent named, its reward recorded and the trial
-    completed (failed when that span failed), which empties the spans' bodies: their ids stay, against a retry."""
+    import of the whole trace writes them), its main agent named, its reward and its evaluations' criteria
+    recorded and the trial completed (failed when that span failed), which empties the spans' bodies: their
+    ids stay, against a retry."""
     rows = list(ReceivedSpan.objects.filter(trial=trial).order_by("pk").values_list("pk", "span", "lane"))
     # (in the order they arrived: spans without times keep it; `order` counts within one body)
     whole = otlp.trace_trial(trial_id, [otlp.Span(**{**span, "order": pk}) for pk, span, _ in rows], partial=True)
@@ -213,6 +214,8 @@ def _finish(trial: Trial, trial_id: str) -> Refusals:
     reason = {"reason": str(ended.status.get("message") or "")} if ended.failed else {}
     events.append(service.completion_event(trial, {"status": "failed" if ended.failed else "completed", **reason}))
     service.add_items(trial, events, [])
+    if whole.criteria:  # (its `gen_ai.evaluation.result` events: the criteria an import of the trace reads)
+        appends.add_criteria(trial, whole.criteria)
     return refused
 
 

@@ -19,6 +19,14 @@ class Dataset(models.Model):
     name = CharField(max_length=300)
     version = CharField(max_length=100, blank=True)
     ref = CharField(max_length=500, blank=True)
+    # The reward its trials pass at, where it is not full marks (PASS_REWARD): none of the formats read states
+    # one, so it is set here (the admin); its trials scored by their reward are decided again (trials/thresholds.py).
+    pass_reward = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The reward a trial of this dataset passes at; empty: 1 (full marks). A trial below it with "
+        "a reward above 0 is partial, at 0 failed. Saving it decides its reward-scored trials again.",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["name", "version"], name="unique_dataset_version")]

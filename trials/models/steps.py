@@ -108,6 +108,7 @@ class Step(models.Model):
     is_copied_context = models.BooleanField(default=False)
     llm_call_count = models.IntegerField(null=True, blank=True)
     context_management = CharField(max_length=20, blank=True)
+    skill = CharField(max_length=200, blank=True)  # the agent skill it ran within (OTLP's `gen_ai.skill.name`)
     tool_call_count = models.PositiveIntegerField(default=0)
     body_offset = models.BigIntegerField(default=0)  # where the step's JSON starts in trajectory.step_bodies
     # While a live trial runs: the blob its POST appended (a POST writes its own steps, not the whole
@@ -198,6 +199,8 @@ class ToolCall(models.Model):
     tool_call_id = CharField(max_length=200, db_index=True)
     function_name = CharField(max_length=200, db_index=True)
     arguments = JSONField(null=True, blank=True)
+    # The agent skill it loads, reads or runs, as its span named it ({name, resource, description, source_uri}).
+    skill = JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"{self.function_name} ({self.tool_call_id})"

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 from django.urls import get_script_prefix, reverse
 from django.utils import timezone
 
@@ -51,10 +51,11 @@ class TrialQuerySet(models.QuerySet):
 
     def passes(self):
         """Trials that passed, as a comparison counts them (comparisons.statistics.side_data._add_row): a passed
-        status, or a run that ended otherwise (timed out, a limit) with a passing reward."""
+        status, or a run that ended otherwise (timed out, a limit) with a reward at its dataset's threshold."""
         decided = (Trial.Status.PASSED, Trial.Status.FAILED)
+        threshold = Coalesce(models.F("dataset__pass_reward"), models.Value(PASS_REWARD))
         return self.filter(
-            models.Q(status=Trial.Status.PASSED) | (~models.Q(status__in=decided) & models.Q(reward__gte=PASS_REWARD))
+            models.Q(status=Trial.Status.PASSED) | (~models.Q(status__in=decided) & models.Q(reward__gte=threshold))
         )
 
     def of_task(self, task: Task | None):
@@ -103,7 +104,7 @@ class Trial(models.Model):
     class Status(models.TextChoices):
         PASSED = "passed"
         FAILED = "failed"
-        PARTIAL = "partial"  # a fractional reward below PASS_REWARD: a score, neither a pass nor a failure
+        PARTIAL = "partial"  # a reward above 0 below the pass threshold: a score, neither a pass nor a failure
         ERRORED = "errored"
         TIMEOUT = "timeout"
         SKIPPED = "skipped"

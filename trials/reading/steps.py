@@ -398,10 +398,12 @@ def step_detail(step: Step) -> dict[str, Any]:
         "model_name": step.model_name,
         "message": scrub(step.message_text),
         "reasoning": scrub(step.reasoning),
+        "skill": step.skill,
         "tool_calls": [
             {
                 "tool_call_id": c.tool_call_id,
                 "function_name": c.function_name,
+                "skill": scrub_json(c.skill) or None,
                 "arguments": scrub_json(c.arguments),
                 "arguments_text": pretty_json(c.arguments) if c.arguments is not None else "",
             }

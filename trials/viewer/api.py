@@ -156,10 +156,12 @@ class TrialSteps(APIView):
                         "seconds_since_previous": sv.seconds_since_previous,
                         "message": sv.message,
                         "message_truncated": sv.message_truncated,
+                        "skill": sv.step.skill,  # the agent skill it ran within ("" for none)
                         "tool_calls": [
                             {
                                 "tool_call_id": c.call.tool_call_id,
                                 "function_name": c.call.function_name,
+                                "skill": text.scrub_json(c.call.skill) or None,  # the skill it loads, reads or runs
                                 "result_size": c.observation.content_size if c.observation else None,
                                 "permissions": [p.decision for p in c.permissions],
                             }

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from core.ids import parse_pk
+from trials import thresholds
 from trials.ingest.formats import harbor_checks
-from trials.ingest.records import PASS_REWARD
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
 from trials.models.taxonomy import FLAG_LABELS
 from trials.models.trial import stall_cutoff
@@ -113,7 +113,8 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "agents": lists.agents_by_job([job.pk]).get(job.pk, []),
             "page": page,
             "totals": totals,
-            "pass_reward": PASS_REWARD,  # (the threshold the accuracy counts by, stated beside it)
+            # (the threshold the accuracy counts by, and where it came from, stated beside it)
+            "pass_rule": thresholds.pass_rule(thresholds.datasets_of(job.trials.all())),
             "sorts": lists.TASK_SORT_LABELS,
             "sort": request.GET.get("sort", "task"),
             "check_report": report,

@@ -11,7 +11,7 @@ from trials.reading.text import scrub_json
 class DatasetSerializer(serializers.ModelSerializer):
     class Meta:
         model = Dataset
-        fields = ["id", "name", "version", "ref"]
+        fields = ["id", "name", "version", "ref", "pass_reward"]  # (pass_reward: null passes at 1, full marks)
 
 
 class ConfigurationSerializer(serializers.ModelSerializer):

@@ -303,7 +303,16 @@ JSON_FORMATS: list[JsonFormat] = [
 # What each format's module declares of its trials and jobs (a source format not here declares nothing).
 FORMAT_TRAITS: dict[str, FormatTraits] = {
     traits.source_format: traits
-    for traits in (harbor.TRAITS, terminal_bench.TRAITS, openchrome.TRAITS, agentv.TRAITS, lime.TRAITS, agentqc.TRAITS)
+    for traits in (
+        harbor.TRAITS,
+        terminal_bench.TRAITS,
+        openchrome.TRAITS,
+        agentv.TRAITS,
+        lime.TRAITS,
+        agentqc.TRAITS,
+        inspect.TRAITS,
+        otlp.TRAITS,
+    )
 }
 
 

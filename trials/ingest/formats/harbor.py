@@ -35,7 +35,7 @@ from trials.ingest.records import (
 )
 from trials.ingest.values import as_dict, as_list, parse_iso
 
-TRAITS = FormatTraits("harbor", task_checks=True, job_config_whole=True)
+TRAITS = FormatTraits("harbor", task_checks=True, job_config_whole=True, status_by_reward=True)
 TEXT_FILES = ("trial.log", "exception.txt", "job.log")
 
 

@@ -41,10 +41,11 @@ from trials.ingest.formats.inspect_zip import (
     read_member,
 )
 from trials.ingest.jsonio import malformed, open_json
-from trials.ingest.records import PackError, ParsedJob, ParsedPack, ParsedTrial, Problem
+from trials.ingest.records import FormatTraits, PackError, ParsedJob, ParsedPack, ParsedTrial, Problem
 from trials.ingest.values import as_dict, as_list, parse_iso
 
 KIND = "inspect"
+TRAITS = FormatTraits(KIND, status_by_reward=True)  # (a scorer's value, as a reward, passes at full marks)
 _JSON_HEAD = re.compile(rb'^\s*\{\s*"version"\s*:\s*\d+\s*,\s*"status"\s*:')
 
 

@@ -37,7 +37,7 @@ from trials.ingest.values import (
     to_str,
 )
 
-TRAITS = FormatTraits("lime", lime_evidence=True)
+TRAITS = FormatTraits("lime", lime_evidence=True, status_by_reward=True)
 PROFILE_PREFIX = "lime-profile"
 
 # Correlation ids a runtime event may carry, in the camelCase the runtime writes.

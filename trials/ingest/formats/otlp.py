@@ -5,7 +5,8 @@ harbor-atif2otel writes): an `invoke_agent` (AGENT) span is a trajectory, or a s
 sits under another (an `invoke_workflow` span, which conventions before semconv-genai v0.1.0
 write above the agents of a workflow, is the top agent); `chat` (LLM) spans are agent steps with
 their tokens; `execute_tool` (TOOL) spans are tool calls with their arguments and result,
-joined to the step that asked for them. The benchmark identity comes from `benchmark.*`
+joined to the step that asked for them, an agent skill's (`gen_ai.skill.*`) with the calls it made
+under it (otlp_steps.py). The benchmark identity comes from `benchmark.*`
 attributes of the resource or a span (IDENTITY); without `benchmark.trial.id` the trace id names
 the trial.
 
@@ -40,10 +41,11 @@ from trials.ingest.formats.otlp_dialects import (
     span_groups,
 )
 from trials.ingest.formats.otlp_dialects import is_otlp as is_otlp  # (detect.py asks here)
-from trials.ingest.formats.otlp_steps import evaluations, steps_of
+from trials.ingest.formats.otlp_steps import AGENT_OPERATIONS, evaluations, steps_of
 from trials.ingest.formats.otlp_steps import text_of as text_of
 from trials.ingest.records import (
     ConfigurationRef,
+    FormatTraits,
     PackError,
     ParsedCriterion,
     ParsedJob,
@@ -64,6 +66,7 @@ IDENTITY = {
     "benchmark.configuration.role": "role",
 }
 ATTEMPT, REWARD = "benchmark.attempt", "benchmark.reward"
+TRAITS = FormatTraits("otlp", status_by_reward=True)  # (`benchmark.reward` decides; an ERROR span makes it errored)
 OPENINFERENCE = {"AGENT": "invoke_agent", "LLM": "chat", "TOOL": "execute_tool", "CHAIN": "chain"}
 AGENT_IDENTITY = ("gen_ai.agent.name", "gen_ai.agent.id", "agent.name", "trajectory.id", "session.id")
 SCHEMA_VERSION = "ATIF-v1.7"
@@ -309,7 +312,7 @@ def _rooted(span: Span, by_id: dict[str, Span]) -> bool:
 
 
 def is_agent(span: Span) -> bool:
-    if span.operation in ("invoke_agent", "create_agent", "invoke_workflow"):
+    if span.operation in AGENT_OPERATIONS:
         # an OpenInference AGENT span with no identity of its own is a turn of its parent, not an agent
         return span.attrs.get("gen_ai.operation.name") is not None or any(k in span.attrs for k in AGENT_IDENTITY)
     return False

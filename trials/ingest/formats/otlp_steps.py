@@ -9,6 +9,13 @@ is a warning. Messages come from the span's attributes (`gen_ai.input.messages`,
 `input.value`) or from its GenAI events (span events, or log records attached by span id:
 `gen_ai.user.message`, `gen_ai.choice`, ...). A call under a `plan` span is marked as the
 agent's planning (`extra.phase`); `gen_ai.evaluation.result` events are the trial's criteria.
+
+An agent skill (semconv-genai's skill spans: an `execute_tool` span that loads a skill, reads one of its
+resources or runs its script, named by `gen_ai.skill.*`; or a framework's own skill span carrying them) is
+a tool call of the step that asked for it, its skill in the call's `extra.skill`; the model and tool calls
+under it are steps of their own, each marked with the skill it ran in (`extra.skill`), and a tool call
+under it joins the skill's step, never the step that asked for the skill. A skill span's own usage is
+not counted: its calls' is.
 """
 
 from __future__ import annotations
@@ -26,6 +33,14 @@ if TYPE_CHECKING:
     from trials.ingest.formats.otlp import Span
 
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content")
+AGENT_OPERATIONS = ("invoke_agent", "create_agent", "invoke_workflow")
+# semconv-genai's skill attributes (execute-tool.md, "Agent skills"), as the step's `extra.skill` names them
+SKILL = (
+    ("name", "gen_ai.skill.name"),
+    ("resource", "gen_ai.skill.resource.name"),
+    ("description", "gen_ai.skill.description"),
+    ("source_uri", "gen_ai.skill.source.uri"),
+)
 USAGE = (
     ("prompt_tokens", ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")),
     (
@@ -79,7 +94,19 @@ def text_of(content: Any) -> str:
 
 def is_llm(span: Span) -> bool:
     operation = span.operation
-    return operation in LLM_OPERATIONS or (not operation and bool(usage(span)))
+    return operation in LLM_OPERATIONS or (not operation and bool(usage(span)) and not skill_of(span))
+
+
+def skill_of(span: Span) -> dict[str, str]:
+    """The agent skill a span loads, reads or runs (its `gen_ai.skill.*`); {} when it is no skill span."""
+    if span.operation in LLM_OPERATIONS or span.operation in AGENT_OPERATIONS:
+        return {}
+    found = {name: str(value) for name, key in SKILL if (value := span.attrs.get(key)) not in (None, "")}
+    return found if "name" in found or "resource" in found else {}
+
+
+def call_id_of(span: Span) -> str:
+    return str(span.attrs.get("gen_ai.tool.call.id") or f"call_{span.span_id}")
 
 
 def usage(span: Span) -> dict[str, Any]:
@@ -128,7 +155,7 @@ class LaneSteps:
         self.held: list[dict[str, Any]] = []  # steps not given out yet: the last agent step and those after it
         self.number = 0
         self.seen_inputs: dict[str, list[tuple[str, str]]] = {}  # per conversation: the input messages read so far
-        self.last_agent: dict[str, Any] | None = None
+        self.last_agent: dict[str, dict[str, Any]] = {}  # per skill span ("": none) the last agent step within it
         self.claimed: dict[str, bool] = {}  # outer spans a step's usage covers: True where the step took theirs
         self.sums: dict[str, dict[str, float]] = {}  # per outer span: the usage of the calls within it
         self.counted: set[str] = set()  # the calls within outer spans whose usage is summed
@@ -140,30 +167,54 @@ class LaneSteps:
         return step
 
     def feed(self, span: Span) -> list[dict[str, Any]]:
-        """The steps this span ends (those before the newest agent step, which a tool span may add to)."""
+        """The steps this span ends: those before the newest agent step of each skill open around it (a tool
+        span may add to them)."""
         operation = span.operation
+        skill = skill_of(span)
         if is_llm(span) and span.span_id not in self.wrappers:
+            skills, scope, within = self._skills_around(span)
             chain = [span, *_llm_ancestors(span, self.by_id)]
             self._sum_within(span, chain[1:])
-            done, self.held = self.held, []
             for role, text in _new_inputs(chain, self.seen_inputs):
-                self._add({"source": role, "message": text, **_when(span)})
-            self.last_agent = _agent_step(chain, self.claimed)
+                self._add({"source": role, "message": text, **_when(span)} | ({"extra": {**within}} if within else {}))
+            step = _agent_step(chain, self.claimed)
             if _planning(chain[-1], self.by_id):
-                self.last_agent["extra"]["phase"] = "plan"
-            self._add(self.last_agent)
-            done += self.held[:-1]
-            self.held = self.held[-1:]
-            return self._numbered(done, keep=1)
+                step["extra"]["phase"] = "plan"
+            step["extra"] |= within
+            # (it ends the last step of every skill it is not in: a later tool span is not theirs)
+            self.last_agent = {k: v for k, v in self.last_agent.items() if k in {"", *(s.span_id for s in skills)}}
+            self.last_agent[scope] = self._add(step)
+            return self._release()
         if operation == "chain" and span.attrs.get("context_management.action"):
             action = str(span.attrs["context_management.action"])  # (the step's text is not in the span)
             self._add({"source": "system", "message": "", **_when(span), "extra": {"context_management": action}})
-        elif operation == "execute_tool":
-            if self.last_agent is None:  # a tool the agent ran with no model call before it
-                self.last_agent = {"source": "agent", "message": "", "llm_call_count": 0, **_when(span), "extra": {}}
-                self._add(self.last_agent)
-            _add_tool(self.last_agent, span)
+        elif operation == "execute_tool" or skill:
+            _, scope, within = self._skills_around(span)
+            if (asked := self.last_agent.get(scope)) is None:  # a tool run with no model call before it
+                asked = {"source": "agent", "message": "", "llm_call_count": 0, **_when(span), "extra": dict(within)}
+                self.last_agent[scope] = self._add(asked)
+            _add_tool(asked, span, skill)
         return []
+
+    def _skills_around(self, span: Span) -> tuple[list[Span], str, dict[str, Any]]:
+        """The skill spans above this one (nearest first), the nearest one's id ("": none) and what a step
+        within it names of it (`extra.skill`)."""
+        found: list[Span] = []
+        seen = {span.span_id}
+        parent = self.by_id.get(span.parent_id)
+        while parent is not None and parent.span_id not in seen:
+            seen.add(parent.span_id)
+            if skill_of(parent):
+                found.append(parent)
+            parent = self.by_id.get(parent.parent_id)
+        return found, found[0].span_id if found else "", {"skill": _skill_ref(found[0])} if found else {}
+
+    def _release(self) -> list[dict[str, Any]]:
+        """The held steps before the first one a later tool span may still add to, numbered and given out."""
+        open_steps = [id(step) for step in self.last_agent.values()]
+        keep = next((n for n, step in enumerate(self.held) if id(step) in open_steps), len(self.held))
+        done, self.held = self.held[:keep], self.held[keep:]
+        return self._numbered(done, keep=len(self.held))
 
     def _numbered(self, steps: list[dict[str, Any]], keep: int = 0) -> list[dict[str, Any]]:
         first = self.number - keep - len(steps) + 1
@@ -354,22 +405,36 @@ def _agent_step(chain: list[Span], claimed: dict[str, bool]) -> dict[str, Any]:
     return step
 
 
-def _add_tool(step: dict[str, Any], span: Span) -> None:
-    """The tool span's call and result on the step that asked for it (a call it did not list is added)."""
+def _add_tool(step: dict[str, Any], span: Span, skill: dict[str, str]) -> None:
+    """The tool span's call and result on the step that asked for it (a call it did not list is added);
+    the skill it loads, reads or runs in the call's `extra.skill`."""
     attrs = span.attrs
-    call_id = str(attrs.get("gen_ai.tool.call.id") or f"call_{span.span_id}")
+    call_id = call_id_of(span)
     name = str(attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or span.name)
     arguments = json_text(attrs.get("gen_ai.tool.call.arguments", attrs.get("input.value")))
     result = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
     if span.failed and not result:
         result = f"error: {span.status.get('message') or attrs.get('error.type') or 'the tool failed'}"
     calls = step.setdefault("tool_calls", [])
-    if not any(c["tool_call_id"] == call_id for c in calls):
+    call = next((c for c in calls if c["tool_call_id"] == call_id), None)
+    if call is None:
         # (arguments a producer cut short are no JSON object any more: kept as the text sent)
         kept = arguments if isinstance(arguments, dict) else ({"value": arguments} if arguments else {})
-        calls.append({"tool_call_id": call_id, "function_name": name, "arguments": kept})
+        call = {"tool_call_id": call_id, "function_name": name, "arguments": kept}
+        calls.append(call)
+    if skill:
+        call["extra"] = {**call.get("extra", {}), "skill": skill}
     results = step.setdefault("observation", {"results": []})["results"]
     content = json_text(result) if not isinstance(result, str) else result
     results.append(
         {"source_call_id": call_id, "content": text_of(content) if not isinstance(content, str) else content}
     )
+
+
+def _skill_ref(span: Span) -> dict[str, str]:
+    """What a step run within a skill names of it: the skill (and resource), and the call that ran it."""
+    skill = skill_of(span)
+    ref = {"name": skill.get("name", ""), "tool_call_id": call_id_of(span)}
+    if "resource" in skill:
+        ref["resource"] = skill["resource"]
+    return ref

@@ -35,11 +35,11 @@ from trials.ingest.formats.otlp_dialects import (
     streamed_groups,
 )
 from trials.ingest.formats.otlp_lanes import LaneStepsOf, LaneView, WrapperIds
-from trials.ingest.formats.otlp_steps import LaneSteps, evaluations, is_llm
+from trials.ingest.formats.otlp_steps import LaneSteps, evaluations, is_llm, skill_of
 from trials.ingest.jsonio import open_json
 from trials.ingest.records import ParsedPack, Problem
 
-AGENT, LLM, PLAN, EVALUATED = 1, 2, 4, 8  # a span's kind, as bits
+AGENT, LLM, PLAN, EVALUATED, SKILL = 1, 2, 4, 8, 16  # a span's kind, as bits
 FIRSTS = (
     *IDENTITY,
     otlp.REWARD,
@@ -121,7 +121,7 @@ class Index:
         self.kind = array("B")
         self.odd_parents: dict[int, str] = {}  # parent ids that are no span's (e.g. all zero), as read
         self.trace_ids: dict[str, int] = {}
-        self.whole: dict[int, Span] = {}  # agents and spans with evaluation events
+        self.whole: dict[int, Span] = {}  # agents, skill spans and spans with evaluation events
         # per trace and key of FIRSTS: the first (by file order, by time) span's value
         self.firsts: list[dict[str, tuple[tuple[int, int], Any]]] = []
         self.timed_firsts: list[dict[str, tuple[tuple[int, int], Any]]] = []
@@ -191,8 +191,9 @@ class Index:
         kind = (AGENT if is_agent(span) else 0) | (LLM if is_llm(span) else 0) | (PLAN * (span.operation == "plan"))
         if any(e["name"] == "gen_ai.evaluation.result" for e in span.events):
             kind |= EVALUATED
+        kind |= SKILL * bool(skill_of(span))
         self.kind.append(kind)
-        if kind & (AGENT | EVALUATED):
+        if kind & (AGENT | EVALUATED | SKILL):
             self.whole[pos] = span
         firsts, timed = self.firsts[trace], self.timed_firsts[trace]
         for key in FIRSTS:
@@ -221,7 +222,9 @@ class Index:
         return parent
 
     def light(self, pos: int) -> Span:
-        """A span that is no model call, as far as a model call's steps look at what is above it."""
+        """A span that is no model call, as far as a model call's steps look at what is above it (a skill's, whole)."""
+        if self.kind[pos] & SKILL:
+            return self.whole[pos]
         attrs = {"gen_ai.operation.name": "plan"} if self.kind[pos] & PLAN else {}
         return Span(
             trace_id="",

@@ -43,7 +43,12 @@ from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between, t
 FORMAT = "terminal-bench"
 RESULTS_SUFFIX = "_results.json"
 # Its published accuracy is resolved / all trials: an unscored one (`is_resolved: null`) counts as 0.
-TRAITS = FormatTraits(FORMAT, recording_texts=True, leaderboard_rule="unscored counts as 0 (Terminal-Bench's accuracy)")
+TRAITS = FormatTraits(
+    FORMAT,
+    recording_texts=True,
+    leaderboard_rule="unscored counts as 0 (Terminal-Bench's accuracy)",
+    status_by_reward=True,  # (is_resolved is reward 1 / 0)
+)
 # A row's own columns; every other key of the row is kept in provenance.
 _ROW_COLUMNS = {
     "id",
