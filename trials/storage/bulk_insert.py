@@ -20,16 +20,21 @@ from trials.storage.fields import NulFreeText, nul_free
 
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]]) -> None:
-    """INSERT rows given as {attname: value}; every row has the same keys."""
+    """INSERT rows given as {attname: value}; every row has the same keys. A column left out gets its
+    field's default, as the ORM would give it (a field added later breaks no caller)."""
     if not rows:
         return
     by_attname = {f.attname: f for f in model._meta.concrete_fields}
     names = list(rows[0])
-    fields = [by_attname[name] for name in names]
+    defaulted = [f for f in model._meta.concrete_fields if f.attname not in rows[0] and not f.primary_key]
+    fields = [by_attname[name] for name in names] + defaulted
     quote = connection.ops.quote_name
     target = "{} ({})".format(quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields))
     row_values = itemgetter(*names)
     values = list(map(row_values, rows)) if len(names) > 1 else [(row[names[0]],) for row in rows]
+    if defaulted:
+        defaults = tuple(f.get_default() for f in defaulted)
+        values = [(*row, *defaults) for row in values]
     converting = [(i, convert) for i, convert in enumerate(map(_converter, fields)) if convert is not None]
     if converting:  # only text, JSON and datetime columns need preparing; the rest go as they are
         prepared = []
