@@ -16,8 +16,8 @@ from core.ids import parse_pk
 from trials.ingest.formats import harbor_checks
 from trials.ingest.records import PASS_REWARD
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
-from trials.models.taxonomy import FLAG_LABELS
-from trials.models.trial import stall_cutoff
+from trials.models.taxonomy import FLAG_LABELS, WITH_REWARD_FLAG
+from trials.models.trial import PASSES, WITHOUT_REWARD, failures_q, stall_cutoff
 from trials.reading import artifacts, lists, search_hits, side_by_side, tab_panels, tabs, text
 from trials.triage import clusters
 from trials.triage.forms import CommentForm
@@ -93,7 +93,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         Job.objects.for_list()
         .annotate(
             n_trials=Count("trials"),
-            n_failed=Count("trials", filter=Q(trials__status__in=Trial.FAILED_STATUSES)),
+            n_failed=Count("trials", filter=failures_q("trials__")),  # (the list's `status=…&passes=false`)
             mean_reward=Avg("trials__reward"),
         )
         .order_by(*JOBS_NEWEST_FIRST)
@@ -116,13 +116,17 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         row["exception_types"] = exceptions.get(row["task_id"], [])
         row["checks"] = harbor_checks.checks_for_task({"tasks": report}, row["task_name"]) if report else {}
     kept_rows = job.kept_result_rows()
+    # One rule each, as the trial list's filters the counts link to and a comparison count (trials.models.trial):
+    # a pass is PASSES (a run that timed out or errored with a passing reward too, flagged), unscored is no reward.
     totals = job.trials.aggregate(
         n=Count("pk"),
-        n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)),
+        n_passed=Count("pk", filter=PASSES),
+        n_passed_flagged=Count("pk", filter=PASSES & Q(safety_flags__icontains=f'-{WITH_REWARD_FLAG}"')),
         mean_reward=Avg("reward"),
+        n_scored=Count("pk", filter=Q(reward__isnull=False)),
         n_running=Count("pk", filter=Q(status=Trial.Status.RUNNING)),  # live trials (trials/live/)
         n_stalled=Count("pk", filter=Q(status=Trial.Status.RUNNING, live_seen_at__lt=stall_cutoff())),
-        n_unscored=Count("pk", filter=Q(reward=None) & ~Q(status__in=[Trial.Status.RUNNING, Trial.Status.ERRORED])),
+        n_unscored=Count("pk", filter=WITHOUT_REWARD),
     )
     totals["n_finished"] = totals["n"] - totals["n_running"]
     # Terminal-Bench's accuracy: passed of every finished trial, an unscored one counting as not passed.
@@ -163,6 +167,7 @@ def trial_list(request: HttpRequest) -> HttpResponse:
             "from_import": chosen.get("import_id") and Import.objects.filter(pk=chosen["import_id"]).first(),
             "from_pack": chosen.get("pack"),
             "chosen": chosen,
+            "figure_filter": lists.figure_filter(chosen),
         },
     )
 
