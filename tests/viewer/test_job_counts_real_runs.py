@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tests.builders import REFERENCE, import_path
+from tests.builders import REFERENCE, every_page, import_path
 
 pytestmark = pytest.mark.django_db
 
@@ -80,6 +80,10 @@ def test_the_jobs_counts_agree_and_each_links_to_the_trials_it_counts(client_log
     note = re.search(r'<p class="note" id="pass-rule">([^<]+)</p>', trial).group(1)
     assert note.startswith("Counted as passed: a trial passes at reward ≥ 1.0 however its run ended")
     assert f"scored {rewards[name]} though its run timed out ({exceptions[name]})" in html.unescape(note)
+    assert 'id="failure-class"' not in trial  # (it passed: no failure class; its cluster is a flagged pass's)
+    pk = int(flagged[name].split("/")[2])
+    [cluster] = [c for c in every_page(client_logged_in, "/api/qc/clusters/?page_size=100") if pk in c["trials"]]
+    assert cluster["failure_class"] == "flagged_pass" and cluster["count"] == 1
 
     # A timeout that scored 0 failed plainly: nothing to explain on its page.
     zero = sorted(n for n, e in exceptions.items() if "Timeout" in e and rewards.get(n) == 0.0)[0]

@@ -88,6 +88,7 @@ CLASS_CATEGORY: dict[str, str] = {
     FailureCluster.Class.TASK_QUALITY: Category.VERIFIER,
     FailureCluster.Class.CAPABILITY: Category.MODEL,
     FailureCluster.Class.SAFETY: Category.RUNTIME,
+    FailureCluster.Class.FLAGGED_PASS: Category.RUNTIME,  # (how the run ended, not its answer)
 }
 
 
