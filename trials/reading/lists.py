@@ -165,6 +165,7 @@ def job_task_rows(job: Job, params: QueryDict) -> QuerySet:
                 filter=Q(input_tokens__isnull=False) | Q(output_tokens__isnull=False),
             ),
             cost=Sum("cost_usd", output_field=FloatField()),
+            n_zero_output=Count("pk", filter=Q(output_tokens=0)),  # (a usage that may be missing: said beside)
         )
     )
     if params.get("failing"):
