@@ -323,6 +323,7 @@ INSERT INTO "django_migrations" VALUES(62,'trials','0036_received_batch','2000-0
 INSERT INTO "django_migrations" VALUES(63,'trials','0037_trial_trajectory_files_alone','2000-01-01 00:00:00');
 INSERT INTO "django_migrations" VALUES(64,'trials','0038_step_and_tool_call_skill','2000-01-01 00:00:00');
 INSERT INTO "django_migrations" VALUES(65,'trials','0039_dataset_pass_reward','2000-01-01 00:00:00');
+INSERT INTO "django_migrations" VALUES(66,'trials','0040_failure_cluster_flagged_pass','2000-01-01 00:00:00');
 CREATE TABLE "django_session" ("session_key" varchar(40) NOT NULL PRIMARY KEY, "session_data" text NOT NULL, "expire_date" datetime NOT NULL);
 CREATE TABLE "shares_share" ("id" integer NOT NULL PRIMARY KEY AUTOINCREMENT, "kind" varchar(12) NOT NULL, "token_hash" varchar(64) NOT NULL UNIQUE, "params" text NOT NULL CHECK ((JSON_VALID("params") OR "params" IS NULL)), "created_at" datetime NOT NULL, "expires_at" datetime NOT NULL, "revoked_at" datetime NULL, "created_by_id" integer NULL REFERENCES "auth_user" ("id") DEFERRABLE INITIALLY DEFERRED, "qc_item_id" bigint NULL REFERENCES "trials_qcitem" ("id") DEFERRABLE INITIALLY DEFERRED, "revoked_by_id" integer NULL REFERENCES "auth_user" ("id") DEFERRABLE INITIALLY DEFERRED, "trial_id" bigint NULL REFERENCES "trials_trial" ("id") DEFERRABLE INITIALLY DEFERRED);
 CREATE TABLE "shares_shareevent" ("id" integer NOT NULL PRIMARY KEY AUTOINCREMENT, "at" datetime NOT NULL, "action" varchar(10) NOT NULL, "changes" text NOT NULL CHECK ((JSON_VALID("changes") OR "changes" IS NULL)), "actor_id" integer NULL REFERENCES "auth_user" ("id") DEFERRABLE INITIALLY DEFERRED, "share_id" bigint NOT NULL REFERENCES "shares_share" ("id") DEFERRABLE INITIALLY DEFERRED);
@@ -492,7 +493,7 @@ CREATE INDEX "trials_toolcall_function_name_f8b9e537" ON "trials_toolcall" ("fun
 CREATE INDEX "trials_toolcall_step_id_9b355f2d" ON "trials_toolcall" ("step_id");
 CREATE INDEX "trials_toolcall_trial_id_98f8918f" ON "trials_toolcall" ("trial_id");
 DELETE FROM "sqlite_sequence";
-INSERT INTO "sqlite_sequence" VALUES('django_migrations',65);
+INSERT INTO "sqlite_sequence" VALUES('django_migrations',66);
 INSERT INTO "sqlite_sequence" VALUES('django_admin_log',0);
 INSERT INTO "sqlite_sequence" VALUES('django_content_type',48);
 INSERT INTO "sqlite_sequence" VALUES('auth_permission',193);

@@ -16,6 +16,7 @@ from trials import query
 from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
 from trials.models.failure_classes import FailureClass
 from trials.models.taxonomy import FLAG_CHOICES, WITH_REWARD_FLAG
+from trials.models.trial import PASSES, WITHOUT_REWARD
 
 # Role "" (no role) is a value the empty choice ("any") cannot carry: it goes as "unassigned".
 UNASSIGNED = "unassigned"
@@ -94,6 +95,7 @@ class TrialFilter(django_filters.FilterSet):
     import_id = django_filters.UUIDFilter(method="filter_import", widget=forms.HiddenInput, label="Import")
     # Set by a comparison's figures (the trials each one counts), kept (hidden) when filtered further.
     unscored = django_filters.BooleanFilter(method="filter_unscored", widget=forms.HiddenInput)
+    passes = django_filters.BooleanFilter(method="filter_passes", widget=forms.HiddenInput)
     failure_class = django_filters.ChoiceFilter(
         choices=FAILURE_CLASS_CHOICES, method="filter_failure_class", widget=forms.HiddenInput
     )
@@ -155,10 +157,14 @@ class TrialFilter(django_filters.FilterSet):
         return queryset.filter(lime_evidence=True, is_complete=value == "true")  # Lime evidence checks only
 
     def filter_unscored(self, queryset, name, value):
-        """No reward, whatever the status (a running trial aside): what a comparison counts as unscored
-        (comparisons.statistics.side_data), never as failed."""
-        unscored = Q(reward=None) & ~Q(status=Trial.Status.RUNNING)
-        return queryset.filter(unscored) if value else queryset.exclude(unscored)
+        """No reward, whatever the status (a running trial aside): what a job page and a comparison count as
+        unscored (trials.models.trial.WITHOUT_REWARD), never as failed."""
+        return queryset.filter(WITHOUT_REWARD) if value else queryset.exclude(WITHOUT_REWARD)
+
+    def filter_passes(self, queryset, name, value):
+        """Passed, as a job page and a comparison count it (trials.models.trial.PASSES): a run that timed out or
+        errored with a passing reward too."""
+        return queryset.filter(PASSES) if value else queryset.exclude(PASSES)
 
     def filter_failure_class(self, queryset, name, value):
         """The trial's class: a triager's override, else the rules' (trials.models.failure_classes)."""

@@ -12,6 +12,7 @@ urlpatterns = [
     path("imports/<uuid:pk>/", uploads.import_detail, name="import-detail"),
     path("jobs/", pages.job_list, name="job-list"),
     path("jobs/<int:pk>/", pages.job_detail, name="job-detail"),
+    path("configurations/", pages.configuration_list, name="configuration-list"),
     path("trials/", pages.trial_list, name="trial-list"),
     # trials/<pk>/ (a trial, and its Markdown) and the .md digests: trials/digests/urls.py
     path("trials/<int:pk>/steps/<int:number>/", pages.trial_step, name="trial-step"),

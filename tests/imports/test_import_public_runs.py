@@ -123,11 +123,15 @@ def test_tb1_failures_cluster_by_how_the_source_says_they_ended_and_unscored_row
     failing_modes = {row["failure_mode"] for name, row in rows.items() if name in not_passed}
     assert {next(iter(m)) for m in modes.values()} == failing_modes  # and each mode has its cluster
     by_class = {c["description"]: c["failure_class"] for c in clusters}
+    resolved = {
+        c["description"]: {rows[trial_names[pk]]["is_resolved"] is True for pk in c["trials"]} for c in clusters
+    }
     for description, mode in modes.items():
         if mode & {"test_timeout", "parse_error"}:  # the harness's failure, not the agent's
             assert by_class[description] == "infrastructure"
-        if mode == {"agent_timeout"}:
-            assert by_class[description] == "capability"
+        if mode == {"agent_timeout"}:  # the agent's failure; resolved all the same, a pass (flagged) apart
+            assert by_class[description] == ("flagged_pass" if resolved[description] == {True} else "capability")
+    assert {d for d, r in resolved.items() if True in r} == {d for d, c in by_class.items() if c == "flagged_pass"}
 
 
 def test_a_harbor_agent_that_was_not_logged_in_is_an_errored_credential_failure(client_logged_in):

@@ -160,10 +160,20 @@ def test_a_safety_signal_flags_a_passing_trial_into_the_queue_and_its_cluster(cl
 
 
 def test_an_errored_trial_that_still_has_a_reward_is_flagged_in_the_cluster_of_its_cause():
-    flagged, plain = signed(errored("boom", reward=1.0), errored("boom"))
+    flagged, plain = signed(errored("boom", reward=0.5), errored("boom"))
     assert flagged.safety_flags == [signatures.ERRORED_WITH_REWARD] and flagged.is_flagged
     assert plain.safety_flags == [] and plain.cluster_id is not None
     assert flagged.cluster_id == plain.cluster_id
+
+
+def test_an_errored_trial_that_still_passed_is_flagged_in_a_flagged_pass_cluster_of_its_cause():
+    """Reward 1.0 passes however the run ended (trials.models.trial.PASSES): no failure to file with the
+    errors of its cause, but beside them, the same cause under the class of flagged passes."""
+    passed, plain = signed(errored("boom", reward=1.0), errored("boom"))
+    assert passed.safety_flags == [signatures.ERRORED_WITH_REWARD] and passed.cluster_id != plain.cluster_id
+    assert passed.cluster.failure_class == "flagged_pass" and plain.cluster.failure_class == "capability"
+    assert passed.failure_class == "" and plain.failure_class == "capability"
+    assert {**passed.cluster.signature, "class": "capability"} == plain.cluster.signature
 
 
 @pytest.mark.parametrize(

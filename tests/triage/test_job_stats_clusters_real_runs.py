@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import datetime
 
 import pytest
 
@@ -46,3 +47,36 @@ def test_trials_known_only_by_task_and_a_zero_reward_are_one_cluster_a_task(clie
         page = client_logged_in.get(f"/qc/clusters/{cluster['id']}/").content.decode()
         assert f"<dt>Task</dt><dd><code>{task}</code>" in page
     assert found == wanted
+
+
+def own_starts() -> dict[str, datetime]:
+    """{trial name: its start} of the trials whose own result.json the job publishes."""
+    return {
+        folder.name: datetime.fromisoformat(json.loads((folder / "result.json").read_text())["started_at"])
+        for folder in JOB.iterdir()
+        if (folder / "result.json").is_file()
+    }
+
+
+@pytest.mark.django_db
+def test_a_clusters_first_seen_is_its_trials_own_start_never_the_import_time(client_logged_in):
+    """A trial the stats alone name says nothing of when it ran: a cluster of such trials was first seen
+    at no known time (blank), not at the import's; one holding a trial with its own file starts there."""
+    import_path(JOB)
+    starts = own_starts()
+    assert len(starts) == 2
+    names = dict(Trial.objects.values_list("pk", "name"))
+    clusters = every_page(client_logged_in, "/api/qc/clusters/?page_size=100")
+    known = 0
+    for cluster in clusters:
+        own = sorted(starts[names[pk]] for pk in cluster["trials"] if names[pk] in starts)
+        wanted = (own[0], own[-1]) if own else (None, None)
+        shown = tuple(datetime.fromisoformat(cluster[k]) if cluster[k] else None for k in ("first_seen", "last_seen"))
+        assert shown == wanted, (cluster["label"], cluster["first_seen"], own)
+        page = client_logged_in.get(f"/qc/clusters/{cluster['id']}/").content.decode()
+        if own:
+            known += 1
+            assert f'<dd id="first-seen"><time datetime="{own[0].isoformat()}">' in page
+        else:
+            assert "none of its trials says when it started" in page
+    assert known == 1 and len(clusters) > 50  # (the errored run with its own folder; the passing one is in none)

@@ -130,3 +130,32 @@ def test_a_triager_can_claim_an_unscored_trial(client, triager, imported):
     assert client.post(f"/triage/{trial.pk}/claim/").status_code in (200, 302)
     trial.refresh_from_db()
     assert trial.triage_assignment.assignee == triager
+
+
+def test_resolved_runs_whose_agent_timed_out_are_a_flagged_pass_never_a_capability_failure(client_logged_in, imported):
+    """A row `is_resolved` true yet `failure_mode: agent_timeout` passed (TB1's accuracy counts it): flagged, it
+    is in a cluster of flagged passes, no failure class's, and its page says why it counts as passed."""
+    rows = [row for _, row in raw_rows()]
+    passes = {f"tb1:{r['id']}" for r in rows if r["is_resolved"] is True and r["failure_mode"] not in QUIET}
+    assert len(passes) == 97 and {r["failure_mode"] for r in rows if f"tb1:{r['id']}" in passes} == {"agent_timeout"}
+    keys = dict(Trial.objects.values_list("pk", "key"))
+    holding = {}
+    for cluster in every_page(client_logged_in, "/api/qc/clusters/?page_size=100"):
+        mine = {keys[pk] for pk in cluster["trials"]}
+        if mine & passes:
+            assert mine <= passes and cluster["failure_class"] == "flagged_pass", cluster["label"]
+            assert cluster["description"].startswith("flagged pass · the agent timed out (agent_timeout)")
+            holding[cluster["id"]] = mine
+        else:
+            assert cluster["failure_class"] != "flagged_pass"
+    assert set().union(*holding.values()) == passes and len(holding) == 1
+    page = client_logged_in.get("/qc/clusters/").content.decode()
+    assert '<span class="badge fclass flagged_pass">Flagged pass</span> 1 cluster, 97 trials</a>' in page
+    capability = every_page(client_logged_in, "/api/qc/clusters/?page_size=100&class=capability")
+    assert not {keys[pk] for c in capability for pk in c["trials"]} & passes
+    [cluster] = holding
+    detail = client_logged_in.get(f"/qc/clusters/{cluster}/").content.decode()
+    trial = re.search(r'Representative</dt><dd><a href="(/trials/\d+/)"', detail).group(1)
+    note = re.search(r'<p class="note" id="pass-rule">([^<]+)</p>', client_logged_in.get(trial).content.decode())
+    assert note and "Counted as passed" in note.group(1) and "timed out (agent_timeout)" in note.group(1)
+    assert 'id="failure-class"' not in client_logged_in.get(trial).content.decode()  # (no failure, no class)

@@ -235,6 +235,8 @@ class FailureCluster(models.Model):
         TASK_QUALITY = "task_quality", "Task quality"
         CAPABILITY = "capability"
         SAFETY = "safety"
+        # A trial that passed (trials.models.trial.PASSES) a `…-with-reward` flag marks: no failure, yet to look at.
+        FLAGGED_PASS = "flagged_pass", "Flagged pass"
 
     key = models.CharField(max_length=64, unique=True)  # sha256 of the signature
     signature = models.JSONField(default=dict)

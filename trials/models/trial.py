@@ -38,6 +38,37 @@ def stall_cutoff() -> datetime:
 # Ended with no verdict, neither scored nor failed (TB1's `is_resolved: null`): a triager looks at why.
 # (A running trial has no reward yet either, but a status of its own.)
 UNSCORED = models.Q(status="unknown", reward=None)
+# No reward, whatever the status (a running trial aside): what a job page and a comparison count as unscored,
+# left out of the mean, never averaged in as 0 (the trial list's `unscored` filter).
+WITHOUT_REWARD = models.Q(reward=None) & ~models.Q(status="running")
+# The one rule of a pass (the job page, the comparisons, a passing attempt): a trial passes at its
+# dataset's pass reward (PASS_REWARD unless the dataset sets one: trials/thresholds.py). A passed or failed
+# status its source gave says so; a run that ended otherwise (timed out, errored, hit a limit) passes by its
+# reward, and is flagged `…-with-reward` for a person to look at.
+DECIDED = ("passed", "failed")
+
+
+def pass_at(prefix: str = "") -> Coalesce:
+    """The reward a trial passes at (`prefix`: the path to the trial, "trials__" from a job)."""
+    return Coalesce(models.F(f"{prefix}dataset__pass_reward"), models.Value(PASS_REWARD))
+
+
+PASSES = models.Q(status="passed") | (~models.Q(status__in=DECIDED) & models.Q(reward__gte=pass_at()))
+
+
+def failures_q(prefix: str = "") -> models.Q:
+    """Failed, errored or timed out, but not a run that passed by its reward (`PASSES`): what a job counts as
+    failed (`prefix`: the path to the trial, "trials__" from a job)."""
+    status, reward = f"{prefix}status", f"{prefix}reward"
+    ended_otherwise = models.Q(**{f"{reward}__isnull": True}) | models.Q(**{f"{reward}__lt": pass_at(prefix)})
+    return models.Q(**{status: "failed"}) | (models.Q(**{f"{status}__in": ("errored", "timeout")}) & ended_otherwise)
+
+
+def counts_as_passed(status: str, reward: float | None, threshold: float | None = None) -> bool:
+    """`PASSES` for one trial's status and reward (`threshold`: its dataset's pass reward, if it sets one)."""
+    if status in DECIDED:
+        return status == "passed"
+    return reward is not None and reward >= (PASS_REWARD if threshold is None else threshold)
 
 
 class TrialQuerySet(models.QuerySet):
@@ -50,13 +81,9 @@ class TrialQuerySet(models.QuerySet):
         return self.filter(status__in=Trial.FAILED_STATUSES)
 
     def passes(self):
-        """Trials that passed, as a comparison counts them (comparisons.statistics.side_data._add_row): a passed
-        status, or a run that ended otherwise (timed out, a limit) with a reward at its dataset's threshold."""
-        decided = (Trial.Status.PASSED, Trial.Status.FAILED)
-        threshold = Coalesce(models.F("dataset__pass_reward"), models.Value(PASS_REWARD))
-        return self.filter(
-            models.Q(status=Trial.Status.PASSED) | (~models.Q(status__in=decided) & models.Q(reward__gte=threshold))
-        )
+        """Trials that passed (`PASSES`), as a comparison counts them (comparisons.statistics.side_data._add_row):
+        a passed status, or a run that ended otherwise (timed out, errored, a limit) with a passing reward."""
+        return self.filter(PASSES)
 
     def of_task(self, task: Task | None):
         """Trials of this task (`Task.objects.same_as`: its dataset and its name); none without one."""

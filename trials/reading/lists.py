@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django import forms
 from django.db.models import Avg, Count, F, FloatField, OrderBy, Q, QuerySet, Sum, Value
@@ -11,7 +12,9 @@ from django.http import QueryDict
 
 from core.ids import parse_pk
 from trials.filters import TrialFilter, role_q
+from trials.ingest.records import PASS_REWARD
 from trials.models import Configuration, Dataset, Job, Trial
+from trials.models.trial import PASSES, failures_q
 
 TRIAL_SORTS: dict[str, tuple[str | OrderBy, ...]] = {
     "newest": ("-pk",),
@@ -152,8 +155,8 @@ def job_task_rows(job: Job, params: QueryDict) -> QuerySet:
         .values("task_name", "task_id")
         .annotate(
             n=Count("pk"),
-            n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)),
-            n_failed=Count("pk", filter=Q(status__in=Trial.FAILED_STATUSES)),
+            n_passed=Count("pk", filter=PASSES),  # (the job's totals' rule: trials.models.trial)
+            n_failed=Count("pk", filter=failures_q()),
             mean_reward=Avg("reward"),
             mean_duration=Avg("duration_sec"),
             # None, shown "–", for a task none of whose trials counted tokens: not a measured 0
@@ -162,6 +165,7 @@ def job_task_rows(job: Job, params: QueryDict) -> QuerySet:
                 filter=Q(input_tokens__isnull=False) | Q(output_tokens__isnull=False),
             ),
             cost=Sum("cost_usd", output_field=FloatField()),
+            n_zero_output=Count("pk", filter=Q(output_tokens=0)),  # (a usage that may be missing: said beside)
         )
     )
     if params.get("failing"):
@@ -200,3 +204,16 @@ def agents_by_job(job_ids: list[int]) -> dict[int, list[dict[str, str]]]:
             }
         )
     return found
+
+
+def figure_filter(chosen: dict[str, Any]) -> str:
+    """The hidden filters a figure's link set (a job page's counts, a comparison's), in words: "" for none."""
+    unscored, passes = chosen.get("unscored"), chosen.get("passes")
+    words = [
+        "without a reward (unscored)" if unscored is True else "with a reward (scored)" if unscored is False else "",
+        f"that passed (reward ≥ {PASS_REWARD}, however the run ended)" if passes is True else "",
+        "that did not pass" if passes is False else "",
+        f"whose failure class is {chosen['failure_class']}" if chosen.get("failure_class") else "",
+        "with a side effect after a denied permission" if chosen.get("denied_side_effect") else "",
+    ]
+    return " and ".join(w for w in words if w)

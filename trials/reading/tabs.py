@@ -8,8 +8,11 @@ from typing import Any
 from django.db.models import Q
 
 from trials.ingest import completeness
+from trials.ingest.records import PASS_REWARD
 from trials.ingest.values import as_dict
 from trials.models import ContextRecord, Trajectory, Trial
+from trials.models.taxonomy import WITH_REWARD
+from trials.models.trial import counts_as_passed
 from trials.reading.steps import main_trajectory
 from trials.reading.text import pretty_json, scrub, scrub_json
 
@@ -44,7 +47,33 @@ def header_facts(trial: Trial, trajectories: list[Trajectory]) -> dict[str, Any]
         "correlation": sorted((trial.runtime_correlation or {}).items()),
         "provenance": sorted((trial.provenance or {}).items()),
         "total_tokens": total_tokens,
+        "pass_rule": pass_rule(trial),
     }
+
+
+ENDED = {"timeout": "timed out", "errored": "errored", "cancelled": "was cancelled", "limit": "hit a limit"}
+
+
+def pass_rule(trial: Trial) -> str:
+    """Why a run that did not end normally yet holds a reward (a `…-with-reward` flag) counts as passed or not,
+    by the one rule (trials.models.trial.PASSES); "" for any other trial, whose status says it all."""
+    flag = next((f for f in trial.safety_flags or [] if f in WITH_REWARD.values()), "")
+    if not flag:
+        return ""
+    ended = ENDED.get(flag.removesuffix("-with-reward"), "did not end normally")
+    cause = trial.exception_type or str((trial.provenance or {}).get("failure_mode") or "") or trial.failure_category
+    how = f"its run {ended}" + (f" ({cause})" if cause else "")
+    threshold = getattr(trial.dataset, "pass_reward", None)
+    threshold = PASS_REWARD if threshold is None else threshold
+    if counts_as_passed(trial.status, trial.reward, threshold):
+        return (
+            f"Counted as passed: a trial passes at reward ≥ {threshold} however its run ended, and this one "
+            f"scored {trial.reward} though {how}. Flagged, for a person to check the score stands."
+        )
+    return (
+        f"Not passed: its reward {trial.reward} is below {threshold}, the pass threshold however a run ends; "
+        f"{how}. Flagged, for a person to check the score stands."
+    )
 
 
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")

@@ -12,7 +12,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.durations import duration
-from trials.reading import side_by_side, text
+from trials.reading import markdown_text, side_by_side, text
 
 register = template.Library()
 
@@ -60,6 +60,12 @@ def required_for(field: Any) -> str:
 def scrub(value: Any) -> str:
     """Mask anything shaped like a credential (defence in depth; parsers scrub first)."""
     return text.scrub(value)
+
+
+@register.filter
+def explanation(value: Any) -> SafeString:
+    """A grader's explanation, its Markdown read as a safe subset of HTML (trials.reading.markdown_text)."""
+    return markdown_text.render(value)
 
 
 @register.filter

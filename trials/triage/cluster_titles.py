@@ -67,6 +67,7 @@ CLASS_LABELS = {
     "task_quality": "task quality",
     "capability": "capability",
     "safety": "safety",
+    "flagged_pass": "flagged pass",
 }
 
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Case, Count, Max, Min, Q, QuerySet, Value, When
-from django.db.models.functions import Coalesce
 from django.http import QueryDict
 
 from trials.filters import TrialFilter
@@ -89,6 +88,7 @@ CLASS_CATEGORY: dict[str, str] = {
     FailureCluster.Class.TASK_QUALITY: Category.VERIFIER,
     FailureCluster.Class.CAPABILITY: Category.MODEL,
     FailureCluster.Class.SAFETY: Category.RUNTIME,
+    FailureCluster.Class.FLAGGED_PASS: Category.RUNTIME,  # (how the run ended, not its answer)
 }
 
 
@@ -134,8 +134,8 @@ def with_passing_attempt(trials: list[Trial]) -> set[int]:
 
 def cluster_rows(params: QueryDict | dict[str, Any] | None = None) -> QuerySet:
     """One row per cluster with trials under the filters: its count, when it was first and last
-    seen, and how many of its trials are candidate's and baseline's; the biggest first."""
-    seen = Coalesce("started_at", "created_at")
+    seen (its trials' own start times: None when none says, never the import's time passed off as the
+    run's), and how many of its trials are candidate's and baseline's; the biggest first."""
     role = "configuration__role"
     return (
         clustered_trials(params)
@@ -143,8 +143,8 @@ def cluster_rows(params: QueryDict | dict[str, Any] | None = None) -> QuerySet:
         .values("cluster_id")
         .annotate(
             count=Count("pk"),
-            first_seen=Min(seen),
-            last_seen=Max(seen),
+            first_seen=Min("started_at"),
+            last_seen=Max("started_at"),
             candidates=Count("pk", filter=Q(**{role: Configuration.Role.CANDIDATE})),
             baselines=Count("pk", filter=Q(**{role: Configuration.Role.BASELINE})),
         )

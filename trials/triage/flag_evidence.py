@@ -30,6 +30,7 @@ SIGNED_FIELDS = (
     "ctrf_tests",
     "task__name",
     "dataset__name",
+    "dataset__pass_reward",
     "step_count",
 )
 # What a parser keeps in a trial's provenance for the failure classes: Terminal-Bench 1's

@@ -50,7 +50,7 @@ from trials.models.taxonomy import (
     STALE_SUCCESS,
     TIMEOUT_WITH_REWARD,
 )
-from trials.models.trial import UNSCORED
+from trials.models.trial import UNSCORED, counts_as_passed
 from trials.triage.flag_evidence import CLASS_FACTS, LAST_TOOL, SIGNED_FIELDS, Evidence, code_of
 
 __all__ = [
@@ -110,12 +110,15 @@ def failing_test_named(test: str) -> str:
 
 
 def failure_class_of(row: dict[str, Any], flags: list[str]) -> str:
-    """The class a person opens first: safety for a safety signal, else a triager's override, else the
-    rules' (failure_classes.classify) for how the run ended."""
+    """The class a person opens first: safety for a safety signal, else a triager's override, else a flagged
+    pass for a trial that passed (a TB1 row resolved after its agent timed out: no failure, its reward kept
+    after a bad ending is what to look at), else the rules' (failure_classes.classify) for how the run ended."""
     if SAFETY_SIGNALS & set(flags):
         return "safety"
     if row.get("failure_class_override"):
         return row["failure_class_override"]
+    if counts_as_passed(row["status"], row["reward"], row.get("dataset__pass_reward")):
+        return FailureCluster.Class.FLAGGED_PASS
     status = row["status"] if row["status"] in Trial.FAILED_STATUSES else how_it_ended(row) or "failed"
     found, _ = classify(replace(facts_of(row), status=status))
     return str(found or FailureClass.CAPABILITY)
@@ -244,7 +247,9 @@ def _classify_batch(rows: list[dict[str, Any]]) -> None:
     """Store each trial's failure class by the rules (a triager's override stays beside it)."""
     targets: dict[tuple[str, str], list[int]] = defaultdict(list)
     for row in rows:
-        failure_class, why = classify(facts_of(row))
+        # (however it ended: no failure, no class)
+        passed = counts_as_passed(row["status"], row["reward"], row.get("dataset__pass_reward"))
+        failure_class, why = classify(replace(facts_of(row), status="passed") if passed else facts_of(row))
         wanted = (str(failure_class or ""), why[:200])
         if wanted != (row["failure_class"], row["failure_class_why"]):
             targets[wanted].append(row["pk"])

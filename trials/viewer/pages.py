@@ -1,4 +1,4 @@
-"""The pages: dashboard, jobs, trial list, search, a trial (its tabs: reading/tab_panels.py), a step,
+"""The pages: dashboard, jobs, configurations, trial list, search, a trial (its tabs: reading/tab_panels.py), a step,
 side by side, artifacts."""
 
 import mimetypes
@@ -6,7 +6,7 @@ from pathlib import PurePosixPath
 
 from csp.decorators import csp_update
 from django.core.paginator import Paginator
-from django.db.models import Avg, Count, Q
+from django.db.models import Avg, Count, F, Max, Q, QuerySet
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,13 +16,15 @@ from core.ids import parse_pk
 from trials import thresholds
 from trials.ingest.formats import harbor_checks
 from trials.models import Artifact, Configuration, Dataset, Import, Job, PackFile, QCItem, Trial
-from trials.models.taxonomy import FLAG_LABELS
-from trials.models.trial import stall_cutoff
+from trials.models.taxonomy import FLAG_LABELS, WITH_REWARD_FLAG
+from trials.models.trial import PASSES, WITHOUT_REWARD, failures_q, stall_cutoff
 from trials.reading import artifacts, lists, search_hits, side_by_side, tab_panels, tabs, text
 from trials.triage import clusters
 from trials.triage.forms import CommentForm
 
 PAGE_SIZE = 50
+DASHBOARD_ROWS = 10  # of each list on the dashboard, with a link to all of it
+JOBS_NEWEST_FIRST = ("-created_at", "-pk")  # the job list's order: the last imported first
 KEPT_ROWS_SHOWN = 50  # an envelope's rows that are not trials, shown on its job page
 # Images an agent step can show inline; anything else downloads as an attachment.
 INLINE_MEDIA_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"} | {
@@ -43,7 +45,12 @@ def flag_counts() -> list[tuple[str, str, int]]:
 def home(request: HttpRequest) -> HttpResponse:
     failures = Trial.objects.failed().values("failure_category").annotate(n=Count("id")).order_by("-n")
     untriaged = Trial.objects.for_list().select_related("task__dataset").untriaged().order_by("-pk")
-    jobs = list(Job.objects.for_list().annotate(n_trials=Count("trials"), mean_reward=Avg("trials__reward"))[:10])
+    # The newest first, as the job list and the configuration list order them: each panel is their first rows.
+    jobs = list(
+        Job.objects.for_list()
+        .annotate(n_trials=Count("trials"), mean_reward=Avg("trials__reward"))
+        .order_by(*JOBS_NEWEST_FIRST)[:DASHBOARD_ROWS]
+    )
     agents = lists.agents_by_job([job.pk for job in jobs])
     for job in jobs:  # agent · model, as the job list names them: a format names no run
         job.agents = agents.get(job.pk, [])
@@ -54,7 +61,9 @@ def home(request: HttpRequest) -> HttpResponse:
             "imports": Import.objects.all()[:10],
             "jobs": jobs,
             "datasets": Dataset.objects.annotate(n_trials=Count("trial"))[:20],
-            "configurations": Configuration.objects.annotate(n_trials=Count("trials"))[:20],
+            "configurations": newest_configurations()[:DASHBOARD_ROWS],
+            "job_count": Job.objects.count(),
+            "configuration_count": Configuration.objects.count(),
             "failures": failures,
             "flagged": flag_counts(),
             "untriaged": untriaged[:10],
@@ -65,16 +74,29 @@ def home(request: HttpRequest) -> HttpResponse:
     )
 
 
+def newest_configurations() -> QuerySet[Configuration]:
+    """Configurations with their trial counts, the one whose trials came in last first."""
+    return Configuration.objects.annotate(n_trials=Count("trials"), last_trial=Max("trials__created_at")).order_by(
+        F("last_trial").desc(nulls_last=True), "-pk"
+    )
+
+
+@require_safe
+def configuration_list(request: HttpRequest) -> HttpResponse:
+    page = Paginator(newest_configurations(), PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "trials/configuration_list.html", {"page": page})
+
+
 @require_safe
 def job_list(request: HttpRequest) -> HttpResponse:
     jobs = (
         Job.objects.for_list()
         .annotate(
             n_trials=Count("trials"),
-            n_failed=Count("trials", filter=Q(trials__status__in=Trial.FAILED_STATUSES)),
+            n_failed=Count("trials", filter=failures_q("trials__")),  # (the list's `status=…&passes=false`)
             mean_reward=Avg("trials__reward"),
         )
-        .order_by("-created_at", "-pk")
+        .order_by(*JOBS_NEWEST_FIRST)
     )
     page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
     agents = lists.agents_by_job([job.pk for job in page])
@@ -94,13 +116,17 @@ def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
         row["exception_types"] = exceptions.get(row["task_id"], [])
         row["checks"] = harbor_checks.checks_for_task({"tasks": report}, row["task_name"]) if report else {}
     kept_rows = job.kept_result_rows()
+    # One rule each, as the trial list's filters the counts link to and a comparison count (trials.models.trial):
+    # a pass is PASSES (a run that timed out or errored with a passing reward too, flagged), unscored is no reward.
     totals = job.trials.aggregate(
         n=Count("pk"),
-        n_passed=Count("pk", filter=Q(status=Trial.Status.PASSED)),
+        n_passed=Count("pk", filter=PASSES),
+        n_passed_flagged=Count("pk", filter=PASSES & Q(safety_flags__icontains=f'-{WITH_REWARD_FLAG}"')),
         mean_reward=Avg("reward"),
+        n_scored=Count("pk", filter=Q(reward__isnull=False)),
         n_running=Count("pk", filter=Q(status=Trial.Status.RUNNING)),  # live trials (trials/live/)
         n_stalled=Count("pk", filter=Q(status=Trial.Status.RUNNING, live_seen_at__lt=stall_cutoff())),
-        n_unscored=Count("pk", filter=Q(reward=None) & ~Q(status__in=[Trial.Status.RUNNING, Trial.Status.ERRORED])),
+        n_unscored=Count("pk", filter=WITHOUT_REWARD),
     )
     totals["n_finished"] = totals["n"] - totals["n_running"]
     # Terminal-Bench's accuracy: passed of every finished trial, an unscored one counting as not passed.
@@ -142,6 +168,7 @@ def trial_list(request: HttpRequest) -> HttpResponse:
             "from_import": chosen.get("import_id") and Import.objects.filter(pk=chosen["import_id"]).first(),
             "from_pack": chosen.get("pack"),
             "chosen": chosen,
+            "figure_filter": lists.figure_filter(chosen),
         },
     )
 
