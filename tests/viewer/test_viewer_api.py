@@ -158,7 +158,8 @@ def test_an_agentv_rows_output_messages_are_its_steps_with_their_tool_calls_and_
     step = get(client_logged_in, "api-trial-step", trial.pk, 2)
     assert (step["source"], step["message"]) == ("agent", "Reading it")
     assert step["tool_calls"][0] | {"arguments_text": None} == {
-        "tool_call_id": "c1", "function_name": "Read", "arguments": {"file": "a.py"}, "arguments_text": None
+        "tool_call_id": "c1", "function_name": "Read", "arguments": {"file": "a.py"}, "arguments_text": None,
+        "skill": None,  # (no agent skill: an OTLP convention, trials/ingest/formats/otlp)
     }  # fmt: skip
     assert step["observations"][0]["content"] == '{"text":"x = 1  # needle-77"}'
     assert get(client_logged_in, "api-trial-step", trial.pk, 1)["message"] == "Fix the <b>bug</b>"
