@@ -319,6 +319,12 @@ def build_side(key, tasks, *, dataset=None, checksums=None, role="", trial_kwarg
     return conf
 
 
+def tb1_rows(folder: Path) -> list[dict]:
+    """The rows of a Terminal-Bench 1 run folder's `results.json`, or of each run of a submission folder."""
+    runs = [folder / "results.json"] if (folder / "results.json").is_file() else sorted(folder.glob("*/results.json"))
+    return [row for path in runs for row in orjson.loads(path.read_bytes())["results"]]
+
+
 # Threads and worker processes ----------------------------------------------------------------
 
 
