@@ -94,6 +94,7 @@ class TrialFilter(django_filters.FilterSet):
     import_id = django_filters.UUIDFilter(method="filter_import", widget=forms.HiddenInput, label="Import")
     # Set by a comparison's figures (the trials each one counts), kept (hidden) when filtered further.
     unscored = django_filters.BooleanFilter(method="filter_unscored", widget=forms.HiddenInput)
+    passed = django_filters.BooleanFilter(method="filter_passed", widget=forms.HiddenInput)
     failure_class = django_filters.ChoiceFilter(
         choices=FAILURE_CLASS_CHOICES, method="filter_failure_class", widget=forms.HiddenInput
     )
@@ -159,6 +160,11 @@ class TrialFilter(django_filters.FilterSet):
         (comparisons.statistics.side_data), never as failed."""
         unscored = Q(reward=None) & ~Q(status=Trial.Status.RUNNING)
         return queryset.filter(unscored) if value else queryset.exclude(unscored)
+
+    def filter_passed(self, queryset, name, value):
+        """Trials that passed as a comparison counts them (`Trial.objects.passes`: a run that timed out with a
+        passing reward too); false: the others."""
+        return queryset.passes() if value else queryset.exclude(pk__in=queryset.passes().values("pk"))
 
     def filter_failure_class(self, queryset, name, value):
         """The trial's class: a triager's override, else the rules' (trials.models.failure_classes)."""

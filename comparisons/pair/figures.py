@@ -7,6 +7,7 @@ page listing their QC items and the trials whose evidence reports them (`p0_regr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -21,7 +22,23 @@ from trials.triage.queries import open_p0_items
 
 # The matrix's `flip=` values and the flip each selects (metrics.task_matrix writes them).
 FLIPS = {"fail-pass": "fail → pass", "pass-fail": "pass → fail"}
+# The matrix's `tasks=` values: the tasks a figure is taken over, in words, and which matrix rows they are.
+TASK_SETS: dict[str, tuple[str, Callable[[dict[str, Any]], bool]]] = {
+    "paired": ("the tasks both sides scored", lambda r: r["delta"] is not None),
+    "both": ("the tasks both sides ran", lambda r: bool(r["baseline"] and r["candidate"])),
+    "decided": ("the tasks both sides decided", lambda r: _decided(r["baseline"]) and _decided(r["candidate"])),
+    "baseline-scored": ("the tasks the baseline scored", lambda r: _scored(r["baseline"])),
+    "candidate-scored": ("the tasks the candidate scored", lambda r: _scored(r["candidate"])),
+}
 AGENTV_OUTCOMES = ("win", "loss", "tie")
+
+
+def _scored(cell: dict[str, Any] | None) -> bool:
+    return cell is not None and cell["mean"] is not None
+
+
+def _decided(cell: dict[str, Any] | None) -> bool:
+    return cell is not None and cell["passed"] is not None
 
 
 def side_of(result: dict[str, Any], role: str) -> Side:
@@ -34,11 +51,17 @@ def figure_links(result: dict[str, Any], query: str) -> dict[str, Any]:
         "p0": f"{reverse('comparison-p0')}?{query}",
         "failToPass": f"?{query}&outcome=flipped&flip=fail-pass#matrix",
         "passToFail": f"?{query}&outcome=flipped&flip=pass-fail#matrix",
-        "outcomes": {name: f"?{query}&outcome={name}#matrix" for name in ("improved", "regressed")},
+        "outcomes": {
+            name: f"?{query}&outcome={name}#matrix" for name in ("improved", "regressed", "unchanged", "flipped")
+        },
+        "tasks": {name: f"?{query}&tasks={name}#matrix" for name in TASK_SETS},
     }
     for role in ("baseline", "candidate"):
         side = side_of(result, role)
         links[role] = {
+            "all": side.trials_url(),
+            "scored": side.trials_url(unscored="false"),
+            "passed": side.trials_url(passed="true"),
             "errored": side.trials_url(status=Trial.Status.ERRORED),
             "unscored": side.trials_url(unscored="true"),
             "infra": side.trials_url(failure_class="infrastructure"),

@@ -1,5 +1,5 @@
-"""The comparison's mean-reward deltas on the real TB1 runs, droid + claude-4.1-opus (5 runs) against
-mini-swe-agent (1 run): the paired one, with its standard error, and the leaderboard rule's.
+"""The comparison page's mean-reward deltas on the real TB1 runs, droid + claude-4.1-opus (5 runs) against
+mini-swe-agent (1 run): one headline, and each other delta says over what it is taken and opens it.
 
 Every figure is computed here from the raw `results.json` rows: `is_resolved` true is 1, false 0, null
 unscored (terminal-bench-1/README.md: 32 of mini's 80 rows; public-runs-2/README.md: 9 of opus's 400).
@@ -7,11 +7,12 @@ unscored (terminal-bench-1/README.md: 32 of mini's 80 rows; public-runs-2/README
 
 from __future__ import annotations
 
+import re
 from statistics import fmean, stdev
 
 import pytest
 
-from tests.builders import REFERENCE, import_path, tb1_rows
+from tests.builders import REFERENCE, import_path, link_of, matrix_tasks, tb1_rows, text_of
 from trials.models import Configuration
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +28,7 @@ def compared(client_logged_in):
     base, cand = (Configuration.objects.get(key=folder.name).pk for folder in (MINI, OPUS))
     query = f"baseline={base}&candidate={cand}"
     body = client_logged_in.get(f"/api/comparisons/?{query}").json()
-    return {"c": body["comparison"]}
+    return {"c": body["comparison"], "html": client_logged_in.get(f"/comparisons/?{query}").content.decode()}
 
 
 def _task_means(rows: list[dict], unscored_as: float | None = None) -> dict[str, float]:
@@ -40,18 +41,49 @@ def _task_means(rows: list[dict], unscored_as: float | None = None) -> dict[str,
     return {task: fmean(values) for task, values in by_task.items()}
 
 
-def test_the_headline_delta_pairs_the_tasks_both_sides_scored(compared):
+def _figures_row(html: str, label: str) -> list[str]:
+    """The Figures table's row `label`: its baseline, candidate and Δ cells."""
+    row = re.search(rf"<tr><th[^>]*>{re.escape(label)}[^<]*<.*?</tr>", html, re.S)
+    assert row, f"no Figures row {label!r}"
+    return re.findall(r"<td>(.*?)</td>", row.group(0), re.S)
+
+
+def _cell_links(cell: str) -> dict[str, str]:
+    """A cell's links, text -> href."""
+    return {text: href.replace("&amp;", "&") for href, text in re.findall(r'<a href="([^"]+)">([^<]+)</a>', cell)}
+
+
+def test_the_headline_delta_pairs_the_tasks_both_sides_scored_and_opens_them(client_logged_in, compared):
     mini, opus = _task_means(tb1_rows(MINI)), _task_means(tb1_rows(OPUS))
     paired = sorted(mini.keys() & opus.keys())
     diffs = [opus[t] - mini[t] for t in paired]
-    c = compared["c"]
+    c, html = compared["c"], compared["html"]
     assert c["pairedTasks"] == len(paired) == 47  # 48 tasks mini scored, one of them opus never did
     assert c["meanRewardDelta"] == pytest.approx(fmean(diffs))
     assert c["meanRewardDeltaSe"] == pytest.approx(stdev(diffs) / len(diffs) ** 0.5)
     assert c["scoredTasks"] == {"baseline": len(mini), "candidate": len(opus)} == {"baseline": 48, "candidate": 79}
+    assert text_of(html, "mean-reward-delta") == f"{fmean(diffs):+.3f}" == "+0.430"
+    assert f"SE {stdev(diffs) / len(diffs) ** 0.5:.3f}" in html
+    assert text_of(html, "figure-paired-tasks") == "47 tasks both sides scored"
+    assert matrix_tasks(client_logged_in, link_of(html, "figure-paired-tasks")) == set(paired)
+    assert matrix_tasks(client_logged_in, link_of(html, "mean-reward-delta")) == set(paired)
 
 
-def test_the_leaderboard_delta_counts_an_unscored_trial_as_0_paired_over_all_80_tasks(compared):
+def test_the_sides_own_means_are_another_delta_that_says_it_is_not_paired(client_logged_in, compared):
+    mini, opus = _task_means(tb1_rows(MINI)), _task_means(tb1_rows(OPUS))
+    own = fmean(opus.values()) - fmean(mini.values())  # each side over the tasks it scored: 48 and 79
+    assert (len(mini), len(opus)) == (48, 79)
+    base, cand, delta = _figures_row(compared["html"], "Mean reward [CI95]")
+    assert delta.startswith(f"{own:+.3f}") and f"{own:+.3f}" == "+0.376"
+    assert "not paired" in delta and "paired over the" in delta and "+0.430" in delta
+    for cell, means in ((base, mini), (cand, opus)):
+        [(text, href)] = _cell_links(cell).items()
+        assert text == f"{len(means)} tasks"
+        assert matrix_tasks(client_logged_in, href) == set(means)
+    assert matrix_tasks(client_logged_in, _cell_links(delta)["47 tasks"]) == mini.keys() & opus.keys()
+
+
+def test_the_leaderboard_delta_counts_an_unscored_trial_as_0_paired_over_all_80_tasks(client_logged_in, compared):
     # The issue's paired effect, +0.45 a task (SE 0.058): Terminal-Bench's own rule, the README's accuracies
     # (mini 0.1375, opus's five runs 0.5875 on average) over the same 80 tasks.
     mini, opus = _task_means(tb1_rows(MINI), unscored_as=0.0), _task_means(tb1_rows(OPUS), unscored_as=0.0)
@@ -60,3 +92,19 @@ def test_the_leaderboard_delta_counts_an_unscored_trial_as_0_paired_over_all_80_
     se = stdev(diffs) / len(diffs) ** 0.5
     assert fmean(diffs) == pytest.approx(0.5875 - 0.1375) and round(se, 3) == 0.058
     assert compared["c"]["leaderboardDelta"] == {"tasks": 80, "delta": pytest.approx(0.45), "se": pytest.approx(se)}
+    base, cand, delta = _figures_row(compared["html"], "Leaderboard score")
+    assert base.startswith("0.138") and cand.startswith("0.588")
+    assert "paired over the" in delta and "both ran: +0.450 a task, SE 0.058" in delta
+    assert matrix_tasks(client_logged_in, _cell_links(delta)["80 tasks"]) == set(mini)
+
+
+def test_the_figures_table_has_one_row_a_meaning(compared):
+    # Binary rewards: pass@1 and the one reward key's mean are the mean reward again, so no row of their own.
+    labels = re.findall(r"<tr><th[^>]*>([^<]+)<", compared["html"].split('id="matrix"')[0])
+    assert len(labels) == len(set(labels))
+    assert [label for label in labels if label.startswith(("Mean reward", "Score", "Leaderboard"))] == [
+        "Mean reward [CI95]",
+        "Mean reward without infrastructure failures [CI95]",
+        "Leaderboard score (unscored counts as 0 (Terminal-Bench&#x27;s accuracy))",
+    ]
+    assert not any(label.startswith("pass@1") or label.startswith("Mean reward: ") for label in labels)
