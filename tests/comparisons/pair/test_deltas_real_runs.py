@@ -1,5 +1,6 @@
-"""The comparison page's mean-reward deltas on the real TB1 runs, droid + claude-4.1-opus (5 runs) against
-mini-swe-agent (1 run): one headline, and each other delta says over what it is taken and opens it.
+"""The comparison page's figures on the real TB1 runs, droid + claude-4.1-opus (5 runs) against mini-swe-agent
+(1 run): one headline delta, each other delta saying over what it is taken; each card captioned by what it
+shows; each count opening what it counts.
 
 Every figure is computed here from the raw `results.json` rows: `is_resolved` true is 1, false 0, null
 unscored (terminal-bench-1/README.md: 32 of mini's 80 rows; public-runs-2/README.md: 9 of opus's 400).
@@ -12,8 +13,8 @@ from statistics import fmean, stdev
 
 import pytest
 
-from tests.builders import REFERENCE, import_path, link_of, matrix_tasks, tb1_rows, text_of
-from trials.models import Configuration
+from tests.builders import REFERENCE, import_path, link_of, listed_trials, matrix_tasks, tb1_rows, text_of
+from trials.models import Configuration, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -108,3 +109,52 @@ def test_the_figures_table_has_one_row_a_meaning(compared):
         "Leaderboard score (unscored counts as 0 (Terminal-Bench&#x27;s accuracy))",
     ]
     assert not any(label.startswith("pass@1") or label.startswith("Mean reward: ") for label in labels)
+
+
+def _words(html: str, element_id: str) -> str:
+    """The text of the element `element_id` and its children, tags dropped."""
+    start = html.index(f'id="{element_id}"')
+    inner = html[html.index(">", start) + 1 : html.index("</span>", start)]
+    return " ".join(re.sub(r"<[^>]+>", "", inner).split())
+
+
+def test_the_pass_rate_card_says_the_pass_rate_and_opens_its_passes(client_logged_in, compared):
+    html = compared["html"]
+    words = _words(html, "pass-rate-hint")
+    assert words.startswith("passes over scored trials") and "flip" not in words
+    for side, rows in (("candidate", tb1_rows(OPUS)), ("baseline", tb1_rows(MINI))):
+        passed = [r for r in rows if r["is_resolved"] is True]
+        scored = [r for r in rows if r["is_resolved"] is not None]
+        assert f"{side} {len(passed)} of {len(scored)} ({len(passed) / len(scored):.1%})" in words
+        assert text_of(html, f"figure-{side}-passes") == str(len(passed))
+        assert text_of(html, f"figure-{side}-scored") == str(len(scored))
+    assert "candidate 235 of 391 (60.1%), baseline 11 of 48 (22.9%)" in words
+    passes = listed_trials(client_logged_in, link_of(html, "figure-baseline-passes"))
+    resolved = sorted(r["task_id"] for r in tb1_rows(MINI) if r["is_resolved"] is True)
+    assert sorted(Trial.objects.filter(pk__in=passes).values_list("task__name", flat=True)) == resolved
+    scored = listed_trials(client_logged_in, link_of(html, "figure-baseline-scored"))
+    assert len(scored) == 48 and not Trial.objects.filter(pk__in=scored, reward=None).exists()
+
+
+def test_the_flips_card_counts_the_tasks_whose_verdict_changed_and_opens_them(client_logged_in, compared):
+    # A task passes when half its scored attempts pass (binary rewards: its mean is at least 0.5).
+    mini, opus = _task_means(tb1_rows(MINI)), _task_means(tb1_rows(OPUS))
+    paired = mini.keys() & opus.keys()
+    to_pass = {t for t in paired if mini[t] < 0.5 <= opus[t]}
+    to_fail = {t for t in paired if opus[t] < 0.5 <= mini[t]}
+    moved = {t: opus[t] - mini[t] for t in paired - to_pass - to_fail}
+    html = compared["html"]
+    assert text_of(html, "figure-flipped") == str(len(to_pass | to_fail)) == "27"
+    assert _words(html, "flips-hint").startswith("of the 47 tasks both sides decided, those whose verdict changed")
+    assert matrix_tasks(client_logged_in, link_of(html, "figure-flipped")) == to_pass | to_fail
+    assert matrix_tasks(client_logged_in, link_of(html, "figure-decided-tasks")) == paired
+    for element_id, tasks in (("figure-fail-to-pass", to_pass), ("figure-pass-to-fail", to_fail)):
+        assert text_of(html, element_id).startswith(f"{len(tasks)} ")
+        assert matrix_tasks(client_logged_in, link_of(html, element_id)) == tasks
+    for outcome, tasks in (
+        ("improved", {t for t, d in moved.items() if d > 0}),
+        ("regressed", {t for t, d in moved.items() if d < 0}),
+        ("unchanged", {t for t, d in moved.items() if d == 0}),
+    ):
+        assert text_of(html, f"figure-{outcome}") == f"{len(tasks)} {outcome}"
+        assert matrix_tasks(client_logged_in, link_of(html, f"figure-{outcome}")) == tasks

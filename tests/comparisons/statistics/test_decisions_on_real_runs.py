@@ -78,7 +78,7 @@ def test_each_of_the_three_deltas_and_both_flip_counts_says_what_it_counts(clien
     ).content.decode()
     headline = re.sub(r"<[^>]+>", "", page[page.index('id="mean-reward-delta"') : page.index('id="figure-p0"')])
     assert f"over the {body['comparison']['pairedTasks']} tasks both sides scored" in headline
-    assert "verdict flipped" in headline and "without a flip" in headline
+    assert "verdict changed" in headline and "without a flip" in headline
     for label in ("Leaderboard score", "Mean reward [CI95]"):
         cell = page[page.index(f">{label}") - 200 : page.index(f">{label}")]
         assert 'title="' in cell, label
