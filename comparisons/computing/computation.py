@@ -29,7 +29,7 @@ from trials.ingest.formats.detect import traits_of
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 9  # bump when the result's shape changes: cached results of another version are recomputed
+COMPUTE_VERSION = 10  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 # Which score the decision reads (the page and API say it beside the decision).

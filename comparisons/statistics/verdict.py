@@ -98,10 +98,12 @@ def promotion(comparison: dict[str, Any]) -> dict[str, Any]:
             "note": "" if evidence_applies else not_applicable(comparison),
         },
     ]
+    if delta is None:
+        guard[0]["note"] = "no task is scored on both sides, so there is no delta to check"
     guard_passes = all(g["ok"] for g in guard)
     missing = missing_conditions(comparison, guard)
     # What a decision either way rests on: a valid comparison of enough tasks with evidence on both sides.
-    sufficient = not [m for m in missing if not m.startswith("seed check fails")]
+    sufficient = not [m for m in missing if m not in guard_failures(comparison, guard)]
     if not missing:
         decision = "promote"
     elif sufficient and delta is not None and delta < 0 and ci is not None and ci[1] < 0:
@@ -124,25 +126,35 @@ def not_applicable(comparison: dict[str, Any]) -> str:
 
 
 def decision_reason(comparison: dict[str, Any], decision: str, missing: list[str]) -> str:
-    """One sentence: why the decision is what it is, above all where the CI and the detectable effect disagree."""
+    """One sentence: why the decision is what it is, above all where the CI and the detectable effect disagree
+    (the CI95 excludes 0 while the delta is below the MDE, or the other way round)."""
     delta, ci, mde = comparison["meanRewardDelta"], comparison["meanRewardDeltaCi95"], comparison.get("mde")
     effect = f"{delta:+.3f} a task (CI95 {ci[0]:+.3f} to {ci[1]:+.3f})" if delta is not None and ci else ""
     significant = bool(ci) and (ci[0] > 0 or ci[1] < 0)
+    detectable = mde is not None and delta is not None and abs(delta) >= mde
     if decision == "promote":
         sentence = f"Promote: the candidate scores {effect} on {comparison['pairedTasks']} paired tasks"
-        if mde is not None and delta is not None and abs(delta) < mde:
+        if significant and not detectable and mde is not None:
             sentence += (
                 f"; the CI95 excludes 0, so the effect is real although smaller than the {mde:.3f} "
                 "this sample detects 4 times in 5"
             )
+        elif not significant:
+            sentence += "; the CI95 includes 0, so no gain is shown: it promotes because the candidate scores no lower"
         return sentence + ", and every condition holds."
     if decision == "revert":
         return f"Revert: the candidate scores {effect}, below the baseline beyond doubt."
     first = missing[0] if missing else "a condition is not met"
-    if significant and mde is not None and delta is not None and abs(delta) < mde:
+    if significant and not detectable and mde is not None:
         return (
             f"Hold: {first}. The CI95 of {effect} excludes 0, so the effect is significant, "
             f"but it is below the {mde:.3f} this sample detects reliably: more attempts or tasks would confirm it."
+        )
+    if comparison["valid"] and delta is not None and delta < 0 and ci and not significant:
+        size = f" and the delta is below the {mde:.3f} this sample detects reliably" if not detectable and mde else ""
+        return (
+            f"Hold: the candidate scores {effect}, lower than the baseline, so it is not promoted; "
+            f"the CI95 includes 0{size}, so it is not reverted either."
         )
     return f"Hold: {first}."
 
@@ -152,7 +164,7 @@ def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) 
     missing = []
     if not comparison["valid"]:
         missing.append("comparison is not valid: " + "; ".join(comparison["invalidReasons"]))
-    missing += [f"seed check fails: {g['label'].lower()} ({g['check']})" for g in guard if not g["ok"]]
+    missing += guard_failures(comparison, guard)
     if comparison.get("evidenceApplies", True):
         for role, key in (("baseline", "baselineEvidenceCompletenessRate"), ("candidate", "evidenceCompletenessRate")):
             if not comparison[key]:
@@ -163,6 +175,25 @@ def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) 
             "(the seed's aggregate threshold N >= 10)"
         )
     return missing
+
+
+def guard_failures(comparison: dict[str, Any], guard: list[dict[str, Any]]) -> list[str]:
+    """Each check of the guard that fails, in words, with the figure that fails it."""
+    failed = {g["check"] for g in guard if not g["ok"]}
+    words = []
+    if "meanRewardDelta >= 0" in failed:
+        delta = comparison["meanRewardDelta"]
+        words.append(
+            "no task is scored on both sides, so there is no delta to check"
+            if delta is None
+            else f"the candidate scores lower than the baseline ({delta:+.3f} a task)"
+        )
+    if "p0QcGateRegressionCount == 0" in failed:
+        words.append(f"the candidate has {comparison['p0QcGateRegressionCount']} P0 QC gate regression(s)")
+    if "evidenceCompletenessRate >= baselineEvidenceCompletenessRate" in failed:
+        rates = (_pct(comparison["evidenceCompletenessRate"]), _pct(comparison["baselineEvidenceCompletenessRate"]))
+        words.append(f"the candidate's evidence is less complete than the baseline's ({rates[0]} vs {rates[1]})")
+    return words
 
 
 def below_mde(comparison: dict[str, Any]) -> list[str]:
