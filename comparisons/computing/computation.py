@@ -29,7 +29,7 @@ from trials.ingest.formats.detect import traits_of
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 10  # bump when the result's shape changes: cached results of another version are recomputed
+COMPUTE_VERSION = 11  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 # Which score the decision reads (the page and API say it beside the decision).
@@ -80,9 +80,12 @@ def compute(
         "decisionBasis": DECISION_BASIS,
     }
     comparison.update(promotion(comparison))
-    comparison["remainingRisk"] = remaining_risk(
+    risks = remaining_risk(
         comparison, base_metrics, cand_metrics, len(one_side["baseline"]) + len(one_side["candidate"])
     )
+    comparison["remainingRisk"] = [text for text, _ in risks]
+    # each risk's counts and what they count, for the page's links (comparisons.pair.figures.linked)
+    comparison["remainingRiskCounts"] = [counts for _, counts in risks]
     matrix = task_matrix(base, cand)
     for row in matrix:
         row["headlineReasons"] = headline["perTask"][row["task"]]

@@ -69,6 +69,11 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
             "candidate": formatted(cand[key], fmt),
             "delta": formatted(deltas[key], dfmt),
         }
+        if key == "timeoutRate":
+            row |= {
+                f"{role}_note": _of_trials(links, role, metrics, "timedOut", "timedOutTrials")
+                for role, metrics in (("baseline", base), ("candidate", cand))
+            }
         rows.append(row | ({"hint": hint} if hint else {}))
     for label, key, link in COUNT_ROWS:
         rows.append(
@@ -82,6 +87,17 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
             }
         )
     return rows
+
+
+def _of_trials(links: dict[str, Any], role: str, metrics: dict[str, Any], link: str, key: str) -> SafeString:
+    """ "12 of 80 trials": the trials a rate counts and all the side's trials, each a link to them."""
+    return format_html(
+        '<a href="{}">{}</a> of <a href="{}">{} trials</a>',
+        links[role][link],
+        metrics[key],
+        links[role]["all"],
+        metrics["trials"],
+    )
 
 
 def _tasks_link(links: dict[str, Any], which: str, text: str) -> SafeString:
@@ -149,11 +165,14 @@ def _leaderboard_row(
     }
     paired = c.get("leaderboardDelta")
     if c["valid"] and paired and paired["delta"] is not None:
+        unpaired = delta_or_none(base["leaderboardScore"], cand["leaderboardScore"])
+        # (as many attempts a task on each side: one figure, computed two ways, must read as one)
+        shown = unpaired if _same(unpaired, paired["delta"]) else paired["delta"]
         se = f", SE {paired['se']:.3f}" if paired["se"] is not None else ""
         row["delta_note"] = format_html(
             "paired over the {} both ran: {} a task{}",
             _tasks_link(links, "both", f"{paired['tasks']} tasks"),
-            formatted(paired["delta"], "delta"),
+            formatted(shown, "delta"),
             se,
         )
     return row

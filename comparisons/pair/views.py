@@ -148,6 +148,8 @@ def comparison_page(request):
                 "metrics": metric_rows(result, links),
                 "matrix": _matrix(request, result, query),
                 "links": links,
+                "missing": figures.missing_linked(result["comparison"], links),
+                "risks": figures.risks_linked(result["comparison"], links),
                 # A delta of an invalid comparison is shown only in the "not comparable" box.
                 "charts": [
                     {"name": name, "title": CHART_TITLES[name], "url": f"{chart_base}{name}/?{query}"}

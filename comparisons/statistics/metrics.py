@@ -62,6 +62,7 @@ def side_metrics(data: SideData) -> dict[str, Any]:
         "decided": decided,
         "passRate": passes / decided if decided else None,
         "passRateCi95": stats.proportion_ci(passes, decided),
+        "timedOutTrials": sum(c.timeouts for c in data.tasks.values()),
         "timeoutRate": sum(c.timeouts for c in data.tasks.values()) / n if n else None,
         "meanDurationSec": stats.mean_or_none(durations),
         "tokensPerTrial": sum(tokens) / len(tokens) if tokens else None,

@@ -214,58 +214,89 @@ def _pct(rate: float | None) -> str:
     return "unknown" if rate is None else f"{rate:.0%}"
 
 
-def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any], one_side: int) -> list[str]:
-    """Plain sentences: what the numbers do not rule out."""
-    risks = [f"comparison invalid: {reason}" for reason in c["invalidReasons"]]
+# A remaining risk: its sentence, and each count in it with what it counts (a figure link of
+# comparisons.pair.figures: "passToFail", "candidate.unscored", "tasks.one-side", "#headline-eligibility").
+Risk = tuple[str, list[tuple[str, str]]]
+
+
+def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any], one_side: int) -> list[Risk]:
+    """Plain sentences: what the numbers do not rule out; each with the counts in it and what they count."""
+    risks: list[Risk] = [(f"comparison invalid: {reason}", []) for reason in c["invalidReasons"]]
     ci = c["meanRewardDeltaCi95"]
     if c["meanRewardDelta"] is None:
-        risks.append("no task has a reward on both sides, so there is no reward delta")
+        risks.append(("no task has a reward on both sides, so there is no reward delta", []))
     elif ci and ci[0] == ci[1] == 0:
-        risks.append("no reward difference: the two sides score the same on every paired task")
+        risks.append(("no reward difference: the two sides score the same on every paired task", []))
     elif ci and ci[0] <= 0 <= ci[1]:
-        risks.append(f"CI95 of the reward delta crosses 0 ({ci[0]:+.3f} to {ci[1]:+.3f})")
+        risks.append((f"CI95 of the reward delta crosses 0 ({ci[0]:+.3f} to {ci[1]:+.3f})", []))
     if one_side:
-        risks.append(f"{one_side} task(s) present on one side only")
+        risks.append(_counted(f"{one_side} task(s)", "tasks.one-side", " present on one side only"))
     if c["p0QcGateRegressionCount"]:
-        risks.append(f"{c['p0QcGateRegressionCount']} P0 QC gate regression(s) in candidate trials")
+        risks.append(_counted(f"{c['p0QcGateRegressionCount']} P0 QC gate regression(s)", "p0", " in candidate trials"))
     cand_rate, base_rate = c["evidenceCompletenessRate"], c["baselineEvidenceCompletenessRate"]
     if c.get("evidenceApplies", True) and cand_rate is not None and base_rate is not None and cand_rate < base_rate:
-        risks.append(f"evidence completeness below baseline ({cand_rate:.0%} vs {base_rate:.0%})")
+        risks.append((f"evidence completeness below baseline ({cand_rate:.0%} vs {base_rate:.0%})", []))
     flips = c["flips"]
     if flips["passToFail"] + flips["failToPass"] and c["mcnemarP"] >= SIGNIFICANCE:
+        to_pass, to_fail = f"{flips['failToPass']} fail → pass", f"{flips['passToFail']} pass → fail"
         risks.append(
-            f"pass/fail flips are not significant (McNemar p = {c['mcnemarP']:.3f}; "
-            f"{flips['failToPass']} fail → pass, {flips['passToFail']} pass → fail)"
+            (
+                f"pass/fail flips are not significant (McNemar p = {c['mcnemarP']:.3f}; {to_pass}, {to_fail})",
+                [(to_pass, "failToPass"), (to_fail, "passToFail")],
+            )
         )
     elif flips["passToFail"]:
-        risks.append(f"{flips['passToFail']} task(s) flipped from pass to fail")
+        risks.append(_counted(f"{flips['passToFail']} task(s)", "passToFail", " flipped from pass to fail"))
     for role, side in (("baseline", base), ("candidate", cand)):
         if side["unscoredTrials"]:
             risks.append(
-                f"{role}: {side['unscoredTrials']} unscored trial(s) (no reward) are left out of the mean reward: "
-                "counted, not failed"
+                _counted(
+                    f"{side['unscoredTrials']} unscored trial(s)",
+                    f"{role}.unscored",
+                    " (no reward) are left out of the mean reward: counted, not failed",
+                    f"{role}: ",
+                )
             )
         if side["endedWithReward"]:
             risks.append(
-                f"{role}: {side['endedWithReward']} trial(s) timed out or errored yet have a reward, "
-                "counted by that reward"
+                _counted(
+                    f"{side['endedWithReward']} trial(s)",
+                    f"{role}.endedWithReward",
+                    " timed out or errored yet have a reward, counted by that reward",
+                    f"{role}: ",
+                )
             )
     if cand["deniedSideEffects"]:
-        risks.append(f"candidate has {cand['deniedSideEffects']} side effect(s) after a denied permission")
+        risks.append(
+            _counted(
+                f"{cand['deniedSideEffects']} side effect(s)",
+                "candidate.deniedSideEffects",
+                " after a denied permission",
+                "candidate has ",
+            )
+        )
     risks += _operational_risk(base, cand)
     if not c["headlineEligible"]:
-        risks.append(f"not headline-eligible ({len(c['headlineReasons'])} reason(s)): a diagnostic result only")
+        reasons = f"{len(c['headlineReasons'])} reason(s)"
+        after = "): a diagnostic result only"
+        risks.append(_counted(reasons, "#headline-eligibility", after, "not headline-eligible ("))
     return risks
 
 
-def _operational_risk(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
-    risks = []
+def _counted(count: str, counts: str, after: str, before: str = "") -> Risk:
+    """A risk's sentence `before` + `count` + `after`, its count linked to what it counts."""
+    return before + count + after, [(count, counts)]
+
+
+def _operational_risk(base: dict[str, Any], cand: dict[str, Any]) -> list[Risk]:
+    risks: list[Risk] = []
     if (
         base["timeoutRate"] is not None
         and cand["timeoutRate"] is not None
         and cand["timeoutRate"] > base["timeoutRate"]
     ):
-        risks.append(f"timeout rate rises from {base['timeoutRate']:.1%} to {cand['timeoutRate']:.1%}")
+        rates = f"{base['timeoutRate']:.1%} to {cand['timeoutRate']:.1%}"
+        risks.append((f"timeout rate rises from {rates}", [(rates, "candidate.timedOut")]))
     if base["costPerTrial"] and cand["costPerTrial"] and cand["costPerTrial"] > base["costPerTrial"] * 1.1:
-        risks.append(f"cost per trial rises by {cand['costPerTrial'] / base['costPerTrial'] - 1:.0%}")
+        risks.append((f"cost per trial rises by {cand['costPerTrial'] / base['costPerTrial'] - 1:.0%}", []))
     return risks

@@ -158,3 +158,34 @@ def test_the_flips_card_counts_the_tasks_whose_verdict_changed_and_opens_them(cl
     ):
         assert text_of(html, f"figure-{outcome}") == f"{len(tasks)} {outcome}"
         assert matrix_tasks(client_logged_in, link_of(html, f"figure-{outcome}")) == tasks
+
+
+def _risk_link(html: str, count: str) -> str:
+    """The href of the remaining risk's count `count`."""
+    risks = re.search(r'<ul id="remaining-risk">(.*?)</ul>', html, re.S).group(1)
+    match = re.search(rf'<a href="([^"]+)">{re.escape(count)}</a>', risks)
+    assert match, f"{count!r} is not a link in the remaining risks"
+    return match.group(1).replace("&amp;", "&")
+
+
+def test_each_count_of_the_remaining_risks_opens_what_it_counts(client_logged_in, compared):
+    html, mini_rows, opus_rows = compared["html"], tb1_rows(MINI), tb1_rows(OPUS)
+    mini, opus = _task_means(mini_rows), _task_means(opus_rows)
+    to_fail = {t for t in mini.keys() & opus.keys() if opus[t] < 0.5 <= mini[t]}
+    assert matrix_tasks(client_logged_in, _risk_link(html, f"{len(to_fail)} task(s)")) == to_fail
+    for rows in (mini_rows, opus_rows):  # unscored: is_resolved null, counted apart, never failed
+        unscored = sorted(r["task_id"] for r in rows if r["is_resolved"] is None)
+        listed = listed_trials(client_logged_in, _risk_link(html, f"{len(unscored)} unscored trial(s)"))
+        assert sorted(Trial.objects.filter(pk__in=listed).values_list("task__name", flat=True)) == unscored
+    assert _risk_link(html, "4 reason(s)") == "#headline-eligibility"
+
+
+def test_the_timeout_rate_opens_the_trials_whose_agent_timed_out(client_logged_in, compared):
+    rows = tb1_rows(MINI)
+    timed_out = sorted(r["task_id"] for r in rows if r["failure_mode"] == "agent_timeout")  # not test_timeout
+    base, _, _ = _figures_row(compared["html"], "Timeout rate")
+    assert base.startswith(f"{len(timed_out) / len(rows):.1%}") and len(timed_out) == 22  # the README's count
+    links = _cell_links(base)
+    assert set(links) == {str(len(timed_out)), f"{len(rows)} trials"}
+    listed = listed_trials(client_logged_in, links[str(len(timed_out))])
+    assert sorted(Trial.objects.filter(pk__in=listed).values_list("task__name", flat=True)) == timed_out

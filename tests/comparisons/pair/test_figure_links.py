@@ -122,3 +122,12 @@ def test_the_p0_page_names_a_side_it_does_not_know_with_a_400(client_logged_in):
     response = client_logged_in.get("/comparisons/p0/?baseline=999999&candidate=1")
     assert response.status_code == 400
     assert "baseline='999999' is not a known configuration id" in response.content.decode().replace("&#x27;", "'")
+
+
+def test_the_paired_tasks_a_hold_counts_open_those_tasks(client_logged_in, page):
+    # t00-t06 are on both sides; t05 and t06 keep a scored attempt each side, so all 7 pair.
+    html = page["html"]
+    missing = re.search(r'<ul id="missing-conditions">(.*?)</ul>', html, re.S).group(1)
+    href = re.search(r'<a href="([^"]+)">7 paired task\(s\)</a>: at least 10 needed', missing)
+    assert href, missing
+    assert matrix_tasks(client_logged_in, href.group(1).replace("&amp;", "&")) == set(BASE) == set(CAND)
