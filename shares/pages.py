@@ -20,7 +20,8 @@ from comparisons.families.grid import get_or_compute_grid, parse_grid, present_t
 from comparisons.models import Comparison
 from comparisons.pair import charts
 from comparisons.pair.figures import figure_links
-from comparisons.pair.views import CHART_TITLES, _matrix, headline_numbers, metric_rows
+from comparisons.pair.table import headline_numbers, metric_rows
+from comparisons.pair.views import CHART_TITLES, _matrix
 from comparisons.statistics.sides import parse_sides
 from shares.models import Share
 from shares.services import comparison_query
@@ -124,7 +125,7 @@ def comparison_context(share: Share, request: Any | None) -> dict[str, Any]:
         "comparison_row": comparison,
         "result": result,
         "c": result["comparison"],
-        "numbers": headline_numbers(result["comparison"]),
+        "numbers": headline_numbers(result),
         "metrics": metric_rows(result, figure_links(result, query)),
         # the page's own sorts and pages of tasks: its links are relative ("?sort=…"), so they stay in the share
         "matrix": matrix,

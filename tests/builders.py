@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import html as htmllib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -317,6 +319,43 @@ def build_side(key, tasks, *, dataset=None, checksums=None, role="", trial_kwarg
             else:
                 TrialFactory(reward=reward, **kwargs)
     return conf
+
+
+def tb1_rows(folder: Path) -> list[dict]:
+    """The rows of a Terminal-Bench 1 run folder's `results.json`, or of each run of a submission folder."""
+    runs = [folder / "results.json"] if (folder / "results.json").is_file() else sorted(folder.glob("*/results.json"))
+    return [row for path in runs for row in orjson.loads(path.read_bytes())["results"]]
+
+
+def link_of(html: str, element_id: str) -> str:
+    """The href of the page's link `element_id`, unescaped."""
+    match = re.search(rf'<a[^>]*href="([^"]+)"[^>]*id="{element_id}"', html) or re.search(
+        rf'<a[^>]*id="{element_id}"[^>]*href="([^"]+)"', html
+    )
+    assert match, f"no link #{element_id}"
+    return htmllib.unescape(match.group(1))
+
+
+def text_of(html: str, element_id: str) -> str:
+    """The text of the element `element_id` up to its first child element."""
+    match = re.search(rf'id="{element_id}"[^>]*>([^<]*)<', html)
+    assert match, f"no element #{element_id}"
+    return htmllib.unescape(match.group(1)).strip()
+
+
+def matrix_tasks(client, url: str) -> set[str]:
+    """The tasks a comparison page's link (`?…#matrix`, relative to the page) lists in its per-task matrix."""
+    assert url.startswith("?"), url  # the matrix on the comparison page itself
+    listing = client.get(f"/comparisons/{url.split('#')[0]}").content.decode()
+    table = re.search(r'<table class="matrix">(.*?)</table>', listing, re.S)
+    assert table, "no per-task matrix"
+    return {htmllib.unescape(t) for t in re.findall(r'<tr class="outcome-[^"]*">\s*<td>([^<\s]+)', table.group(1))}
+
+
+def listed_trials(client, url: str) -> set[int]:
+    """The trials a trial-list link lists (its first page)."""
+    listing = client.get(url).content.decode()
+    return {int(pk) for pk in re.findall(r'href="/trials/(\d+)/', listing)}
 
 
 # Threads and worker processes ----------------------------------------------------------------

@@ -14,7 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from core.ids import parse_pk
 from trials import query
 from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
-from trials.models.failure_classes import FailureClass
+from trials.models.failure_classes import FailureClass, timed_out_q
 from trials.models.taxonomy import FLAG_CHOICES, WITH_REWARD_FLAG
 from trials.models.trial import PASSES, WITHOUT_REWARD
 
@@ -96,6 +96,7 @@ class TrialFilter(django_filters.FilterSet):
     # Set by a comparison's figures (the trials each one counts), kept (hidden) when filtered further.
     unscored = django_filters.BooleanFilter(method="filter_unscored", widget=forms.HiddenInput)
     passes = django_filters.BooleanFilter(method="filter_passes", widget=forms.HiddenInput)
+    timed_out = django_filters.BooleanFilter(method="filter_timed_out", widget=forms.HiddenInput)
     failure_class = django_filters.ChoiceFilter(
         choices=FAILURE_CLASS_CHOICES, method="filter_failure_class", widget=forms.HiddenInput
     )
@@ -165,6 +166,10 @@ class TrialFilter(django_filters.FilterSet):
         """Passed, as a job page and a comparison count it (trials.models.trial.PASSES): a run that timed out or
         errored with a passing reward too."""
         return queryset.filter(PASSES) if value else queryset.exclude(PASSES)
+
+    def filter_timed_out(self, queryset, name, value):
+        """Trials whose agent timed out, as a comparison's timeout rate counts them (`how_it_ended`)."""
+        return queryset.filter(timed_out_q()) if value else queryset.exclude(timed_out_q())
 
     def filter_failure_class(self, queryset, name, value):
         """The trial's class: a triager's override, else the rules' (trials.models.failure_classes)."""

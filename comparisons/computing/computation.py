@@ -13,6 +13,7 @@ from comparisons.statistics.eligibility import headline_eligibility
 from comparisons.statistics.format_reports import REPORTS
 from comparisons.statistics.metrics import (
     delta_or_none,
+    leaderboard_delta,
     metric_deltas,
     outcome_counts,
     p0_qc_gate_regressions,
@@ -28,7 +29,7 @@ from trials.ingest.formats.detect import traits_of
 from trials.models import Configuration
 
 # Bump when the computation changes, so every cached comparison is computed again.
-COMPUTE_VERSION = 8  # bump when the result's shape changes: cached results of another version are recomputed
+COMPUTE_VERSION = 11  # bump when the result's shape changes: cached results of another version are recomputed
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 # Which score the decision reads (the page and API say it beside the decision).
@@ -50,6 +51,9 @@ def compute(
     comparison: dict[str, Any] = {
         "meanRewardDelta": paired["meanRewardDelta"],
         "meanRewardDeltaCi95": paired["meanRewardDeltaCi95"],
+        "meanRewardDeltaSe": paired["meanRewardDeltaSe"],
+        # the same delta by the source's rule (an unscored trial counts as 0), over the tasks both sides ran
+        "leaderboardDelta": leaderboard_delta(base, cand),
         "passRateDelta": delta_or_none(base_metrics["passRate"], cand_metrics["passRate"]),
         "timeoutRateDelta": delta_or_none(base_metrics["timeoutRate"], cand_metrics["timeoutRate"]),
         "p0QcGateRegressionCount": p0_qc_gate_regressions(candidate.trials().values("pk")),
@@ -63,6 +67,8 @@ def compute(
         "headlineEligible": headline["eligible"],
         "headlineReasons": headline["reasons"],
         "pairedTasks": paired["pairedTasks"],
+        # the tasks each side's own mean is taken over (the Figures table's mean reward, not paired)
+        "scoredTasks": {"baseline": _scored_tasks(base), "candidate": _scored_tasks(cand)},
         # tasks of the same name in another dataset on the other side: never one task, so not paired
         "unpairedAcrossDatasets": unpaired_by_dataset(base, cand),
         "flips": paired["flips"],
@@ -74,9 +80,12 @@ def compute(
         "decisionBasis": DECISION_BASIS,
     }
     comparison.update(promotion(comparison))
-    comparison["remainingRisk"] = remaining_risk(
+    risks = remaining_risk(
         comparison, base_metrics, cand_metrics, len(one_side["baseline"]) + len(one_side["candidate"])
     )
+    comparison["remainingRisk"] = [text for text, _ in risks]
+    # each risk's counts and what they count, for the page's links (comparisons.pair.figures.linked)
+    comparison["remainingRiskCounts"] = [counts for _, counts in risks]
     matrix = task_matrix(base, cand)
     for row in matrix:
         row["headlineReasons"] = headline["perTask"][row["task"]]
@@ -98,6 +107,10 @@ def compute(
     for report in sorted(reports):
         result[report] = REPORTS[report](base, cand)
     return result, {"baseline": _points(base), "candidate": _points(cand)}
+
+
+def _scored_tasks(data: SideData) -> int:
+    return sum(1 for cell in data.tasks.values() if cell.scored)
 
 
 def _side_info(data: SideData, role: str, metrics: dict[str, Any]) -> dict[str, Any]:

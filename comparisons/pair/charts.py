@@ -34,10 +34,33 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _task_axis(count: int, **extra: Any) -> dict[str, Any]:
-    """A task axis labelled while the labels can be read: smaller past 40 tasks, none past MAX_LABELLED_TASKS."""
-    axis = {"showticklabels": count <= MAX_LABELLED_TASKS, "automargin": True, "type": "category", **extra}
-    if count > 40:
+TICK_CHARS = 26  # a task's tick at most: its head and its tail, "…" between (the hover keeps it whole)
+DELTA_HEIGHT = 460  # px: the delta chart spans the row, its bars as tall whatever the count of tasks
+
+
+def _tick(name: Any) -> str:
+    """A task's name as a tick: whole when short, else its head and its tail ("blind-maze…algorithm.hard"):
+    a task's variants differ at their end, its family at its head."""
+    text = str(name)
+    if len(text) > TICK_CHARS:
+        head = (TICK_CHARS - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (TICK_CHARS - 1 - head) :]
+    return _plain(text)
+
+
+def _task_axis(names: list[Any], **extra: Any) -> dict[str, Any]:
+    """A task axis with every task's tick (`_tick`) while they can be read: smaller past 40, none past
+    MAX_LABELLED_TASKS. The categories stay the whole names, so a bar's hover says its task whole."""
+    axis = {
+        "showticklabels": len(names) <= MAX_LABELLED_TASKS,
+        "automargin": True,
+        "type": "category",
+        "tickmode": "array",
+        "tickvals": [_plain(n) for n in names],
+        "ticktext": [_tick(n) for n in names],
+        **extra,
+    }
+    if len(names) > 40:
         axis["tickfont"] = {"size": 9}
     return axis
 
@@ -121,19 +144,28 @@ def reward_delta(result: dict[str, Any], points: dict[str, Any], trial_url: Call
         "data": [trace],
         "layout": _layout(
             "Reward delta per task (candidate − baseline)",
-            xaxis=_task_axis(len(rows), tickangle=-60, title={"text": "task", "standoff": 12}),
+            height=DELTA_HEIGHT,
+            xaxis=_task_axis(
+                [r["task"] for r in rows],
+                tickangle=-60 if len(rows) <= 30 else -90,
+                title={"text": "task", "standoff": 12},
+            ),
             yaxis={"title": {"text": "Δ mean reward"}, "zeroline": True},
         ),
     }
 
 
+def _mean_of(side: dict[str, Any] | None) -> float | None:
+    """A side's mean reward of a task (None: not run, or no scored attempt)."""
+    return side["mean"] if side else None
+
+
 def heatmap(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
     """Task x side: mean reward of each task on each side."""
     rows = sorted(result["tasks"], key=lambda r: (r["delta"] is None, r["delta"] or 0.0))
+    if not any(_mean_of(r["baseline"]) is not None or _mean_of(r["candidate"]) is not None for r in rows):
+        return no_data("Mean reward per task and side", "no task is scored on either side")
     base_label, cand_label = _labels(result)
-
-    def mean(side: dict[str, Any] | None) -> float | None:
-        return side["mean"] if side else None
 
     return {
         "data": [
@@ -141,7 +173,7 @@ def heatmap(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[
                 "type": "heatmap",
                 "x": [base_label, cand_label],
                 "y": [_plain(r["task"]) for r in rows],
-                "z": [[mean(r["baseline"]), mean(r["candidate"])] for r in rows],
+                "z": [[_mean_of(r["baseline"]), _mean_of(r["candidate"])] for r in rows],
                 "customdata": [[r["baselineUrl"], r["candidateUrl"]] for r in rows],
                 "zmin": 0,
                 "zmax": 1,
@@ -152,7 +184,7 @@ def heatmap(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[
         "layout": _layout(
             "Mean reward per task and side",
             height=max(320, min(1200, 18 * len(rows) + 120)),
-            yaxis=_task_axis(len(rows)),
+            yaxis=_task_axis([r["task"] for r in rows]),
             xaxis=_side_axis([base_label, cand_label]),
         ),
     }
@@ -177,6 +209,8 @@ def distribution(result: dict[str, Any], points: dict[str, Any], trial_url: Call
                 "hovertemplate": "<b>%{text}</b><br>%{fullData.name}: mean reward %{y:.3f}<extra></extra>",
             }
         )
+    if not any(t["y"] for t in traces):
+        return no_data("Reward distribution per side (task means)", "no task is scored on either side")
     return {
         "data": traces,
         "layout": _layout(
@@ -223,6 +257,8 @@ def cost_reward(result: dict[str, Any], points: dict[str, Any], trial_url: Calla
 
 def pass_rate(result: dict[str, Any], points: dict[str, Any], trial_url: Callable[[int], str]) -> dict[str, Any]:
     """Pass rate per side with its Wilson 95% interval."""
+    if not any(result[role]["metrics"]["decided"] for role in ("baseline", "candidate")):
+        return no_data("Pass rate with 95% interval (Wilson)", "no trial of either side passed or failed")
     x, y, plus, minus, urls, text = [], [], [], [], [], []
     for role in ("baseline", "candidate"):
         metrics = result[role]["metrics"]

@@ -23,8 +23,7 @@ from django.views.decorators.http import require_POST, require_safe
 from comparisons import services
 from comparisons.models import Comparison, SavedComparison
 from comparisons.pair import charts, figures, saved
-from comparisons.pair.formatting import formatted
-from comparisons.statistics.metrics import delta_or_none
+from comparisons.pair.table import headline_numbers, metric_rows
 from comparisons.statistics.sides import SideError, parse_sides
 from core import roles
 from trials.models import Configuration, Job, Trial
@@ -52,151 +51,6 @@ def _side_mean(side: dict[str, Any] | None) -> float | None:
     return side["mean"] if side else None
 
 
-# label, metric key, value format, delta format
-METRIC_ROWS = (
-    ("Mean reward (task-averaged)", "meanReward", "num", "delta"),
-    ("Pass rate (passes over scored trials)", "passRate", "pct", "dpct"),
-    ("Timeout rate", "timeoutRate", "pct", "dpct"),
-    ("Mean duration", "meanDurationSec", "sec", "dsec"),
-    ("Tokens per trial", "tokensPerTrial", "int", "dint"),
-    ("Tokens per successful trial", "tokensPerSuccess", "int", "dint"),
-    ("Cost per trial", "costPerTrial", "usd", "dusd"),
-    ("Cost per successful trial", "costPerSuccess", "usd", "dusd"),
-    ("Evidence completeness rate", "evidenceCompletenessRate", "pct", "dpct"),
-    ("Side effects after a denied permission", "deniedSideEffects", "int", "dint"),
-)
-
-
-def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str, str]]:
-    """The Figures table; a count of trials links to those trials on each side."""
-    base, cand = result["baseline"]["metrics"], result["candidate"]["metrics"]
-    deltas = result["deltas"]
-    rows = [
-        {
-            "label": label,
-            "baseline": formatted(base[key], fmt),
-            "candidate": formatted(cand[key], fmt),
-            "delta": formatted(deltas[key], dfmt),
-        }
-        for label, key, fmt, dfmt in METRIC_ROWS
-        # evidence completeness is a Lime evidence-pack fact: no row where neither side carries it
-        if key != "evidenceCompletenessRate" or result["comparison"].get("evidenceApplies")
-    ]
-    denied = next(row for row in rows if row["label"] == "Side effects after a denied permission")
-    denied["baseline_url"] = links["baseline"]["deniedSideEffects"]
-    denied["candidate_url"] = links["candidate"]["deniedSideEffects"]
-    for k, value in base["passAtK"].items():
-        rows.append(
-            {
-                "label": f"pass@{k} (mean over tasks)",
-                "baseline": formatted(value, "pct"),
-                "candidate": formatted(cand["passAtK"].get(k), "pct"),
-                "delta": formatted(deltas["passAtK"].get(k), "dpct"),
-            }
-        )
-    for key in sorted(set(base["rewardKeys"]) | set(cand["rewardKeys"])):
-        rows.append(
-            {
-                "label": f"Mean reward: {key}",
-                "baseline": formatted(base["rewardKeys"].get(key)),
-                "candidate": formatted(cand["rewardKeys"].get(key)),
-                "delta": formatted(deltas["rewardKeys"].get(key), "delta"),
-            }
-        )
-    rows += _score_rows(base, cand, links)
-    for label, key, link in (
-        ("Errored trials", "erroredTrials", "errored"),
-        ("Unscored trials (not in the mean, not failed)", "unscoredTrials", "unscored"),
-        ("Infrastructure failures", "infraFailures", "infra"),
-        ("Ended abnormally yet scored (flagged)", "endedWithReward", "endedWithReward"),
-    ):
-        rows.append(
-            {
-                "label": label,
-                "baseline": formatted(base[key], "int"),
-                "candidate": formatted(cand[key], "int"),
-                "delta": formatted(cand[key] - base[key], "dint"),
-                "baseline_url": links["baseline"][link],
-                "candidate_url": links["candidate"][link],
-            }
-        )
-    return with_hints(rows)
-
-
-# What each score row averages, so the three deltas on the page can be told apart (the headline's is
-# over paired tasks only).
-ROW_HINTS = {
-    "Mean reward (task-averaged)": "each side's mean over all its own tasks (a task: the mean of its scored attempts)",
-    "Pass rate (passes over scored trials)": "trials, not tasks: passes over each side's scored trials",
-    "Timeout rate": "trials whose agent timed out, over all trials (a test harness timeout is not one)",
-    "Score, scored trials [CI95]": "the task-averaged mean reward again, with its CI95 (bootstrap over tasks)",
-    "Score without infrastructure failures [CI95]": "the scored-trials score, infrastructure failures left out",
-}
-LEADERBOARD_HINT = "the source's own rule over every trial: an unscored trial counts as 0"
-
-
-def with_hints(rows: list[dict[str, str]]) -> list[dict[str, str]]:
-    for row in rows:
-        hint = LEADERBOARD_HINT if row["label"].startswith("Leaderboard score") else ROW_HINTS.get(row["label"])
-        if hint:
-            row["hint"] = hint
-    return rows
-
-
-def _with_ci(value: float | None, ci: list[float] | None) -> str:
-    return formatted(value) + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
-
-
-def _score_rows(base: dict[str, Any], cand: dict[str, Any], links: dict[str, Any]) -> list[dict[str, str]]:
-    """Attempts, and the score three ways: scored trials, without infrastructure failures, the source's rule."""
-    rows = [
-        {
-            "label": "Attempts per task (median)",
-            "baseline": formatted(base["attemptsPerTask"], "int"),
-            "candidate": formatted(cand["attemptsPerTask"], "int"),
-            "delta": "",
-        },
-        {
-            "label": "Score, scored trials [CI95]",
-            "baseline": _with_ci(base["meanRewardScored"], base["meanRewardScoredCi95"]),
-            "candidate": _with_ci(cand["meanRewardScored"], cand["meanRewardScoredCi95"]),
-            "delta": formatted(delta_or_none(base["meanRewardScored"], cand["meanRewardScored"]), "delta"),
-        },
-        {
-            "label": "Score without infrastructure failures [CI95]",
-            "baseline": _with_ci(base["meanRewardExcludingInfra"], base["meanRewardExcludingInfraCi95"]),
-            "candidate": _with_ci(cand["meanRewardExcludingInfra"], cand["meanRewardExcludingInfraCi95"]),
-            "delta": formatted(
-                delta_or_none(base["meanRewardExcludingInfra"], cand["meanRewardExcludingInfra"]), "delta"
-            ),
-            "baseline_url": links["baseline"]["infra"],
-            "candidate_url": links["candidate"]["infra"],
-        },
-    ]
-    if base["leaderboardRule"] or cand["leaderboardRule"]:
-        rows.append(
-            {
-                "label": f"Leaderboard score ({base['leaderboardRule'] or cand['leaderboardRule']})",
-                "baseline": formatted(base["leaderboardScore"]),
-                "candidate": formatted(cand["leaderboardScore"]),
-                "delta": formatted(delta_or_none(base["leaderboardScore"], cand["leaderboardScore"]), "delta"),
-            }
-        )
-    return rows
-
-
-def headline_numbers(c: dict[str, Any]) -> dict[str, str]:
-    delta, ci = c["meanRewardDelta"], c["meanRewardDeltaCi95"]
-    return {
-        "delta": formatted(delta, "delta"),
-        "delta_class": "" if not delta else ("up" if delta > 0 else "down"),
-        "ci": f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "—",
-        "pass_delta": formatted(c["passRateDelta"], "dpct"),
-        "evidence": formatted(c["evidenceCompletenessRate"], "pct"),
-        "baseline_evidence": formatted(c["baselineEvidenceCompletenessRate"], "pct"),
-    }
-
-
 def _matrix(request, result: dict[str, Any], query: str) -> dict[str, Any]:
     sort = request.GET.get("sort", "delta")
     key = sort.lstrip("-")
@@ -207,12 +61,17 @@ def _matrix(request, result: dict[str, Any], query: str) -> dict[str, Any]:
     flip = request.GET.get("flip", "")
     if flip in figures.FLIPS:
         rows = [r for r in rows if r["flip"] == figures.FLIPS[flip]]
+    tasks = request.GET.get("tasks", "")
+    if tasks in figures.TASK_SETS:
+        rows = [r for r in rows if figures.TASK_SETS[tasks][1](r)]
     if key in SORTS:
         rows.sort(key=SORTS[key], reverse=sort.startswith("-"))
     page = Paginator(rows, MATRIX_PAGE_SIZE).get_page(request.GET.get("page"))
     base_query = f"{query}&outcome={outcome}" if outcome else query
     if flip in figures.FLIPS:
         base_query += f"&flip={flip}"
+    if tasks in figures.TASK_SETS:
+        base_query += f"&tasks={tasks}"
     links = {k: f"?{base_query}&sort={'-' + k if sort == k else k}" for k in SORTS}
     return {
         "page": page,
@@ -220,6 +79,8 @@ def _matrix(request, result: dict[str, Any], query: str) -> dict[str, Any]:
         "sort_links": links,
         "outcome": outcome,
         "flip": figures.FLIPS.get(flip, ""),
+        "tasks": figures.TASK_SETS[tasks][0] if tasks in figures.TASK_SETS else "",
+        "count": len(rows),
         "query": base_query,
     }
 
@@ -284,10 +145,12 @@ def comparison_page(request):
             {
                 "result": result,
                 "c": result["comparison"],
-                "numbers": headline_numbers(result["comparison"]),
+                "numbers": headline_numbers(result),
                 "metrics": metric_rows(result, links),
                 "matrix": _matrix(request, result, query),
                 "links": links,
+                "missing": figures.missing_linked(result["comparison"], links),
+                "risks": figures.risks_linked(result["comparison"], links),
                 # A delta of an invalid comparison is shown only in the "not comparable" box.
                 "charts": [
                     {"name": name, "title": CHART_TITLES[name], "url": f"{chart_base}{name}/?{query}"}

@@ -62,6 +62,7 @@ def side_metrics(data: SideData) -> dict[str, Any]:
         "decided": decided,
         "passRate": passes / decided if decided else None,
         "passRateCi95": stats.proportion_ci(passes, decided),
+        "timedOutTrials": sum(c.timeouts for c in data.tasks.values()),
         "timeoutRate": sum(c.timeouts for c in data.tasks.values()) / n if n else None,
         "meanDurationSec": stats.mean_or_none(durations),
         "tokensPerTrial": sum(tokens) / len(tokens) if tokens else None,
@@ -233,11 +234,22 @@ def paired_statistics(base: SideData, cand: SideData, *, resamples: int, seed: i
         "moreAttemptsPerTask": plan["more_attempts_per_task"],
         "moreTasks": plan["more_tasks"],
         "meanRewardDeltaCi95": list(ci) if ci else None,
+        "meanRewardDeltaSe": stats.standard_error(c - b),
         "bootstrap": {"resamples": resamples, "seed": seed, "unit": "task"},
         "flips": {"passToFail": to_fail, "failToPass": to_pass, "pairedTasks": len(decided)},
         "mcnemarP": stats.mcnemar_exact(to_fail, to_pass),
         "rewardKeyDeltas": _reward_key_deltas(base, cand, paired),
     }
+
+
+def leaderboard_delta(base: SideData, cand: SideData) -> dict[str, Any] | None:
+    """The paired delta by the sources' own rule (an unscored trial counts as 0), over the tasks both sides
+    ran: each task's attempts averaged first, as ours. None unless both sides' formats declare that rule."""
+    if not (leaderboard_score(base)[1] and leaderboard_score(cand)[1]):
+        return None
+    ran = [t for t in sorted(set(base.tasks) & set(cand.tasks)) if base.tasks[t].finished and cand.tasks[t].finished]
+    diffs = np.array([cand.tasks[t].leaderboard_mean - base.tasks[t].leaderboard_mean for t in ran], dtype=float)
+    return {"tasks": len(ran), "delta": stats.mean_or_none(diffs), "se": stats.standard_error(diffs)}
 
 
 def _reward_key_deltas(base: SideData, cand: SideData, paired: list[str]) -> dict[str, float]:

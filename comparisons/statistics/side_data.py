@@ -85,6 +85,8 @@ class TaskCell:
     decided: int = 0
     errored: int = 0
     missing: int = 0
+    finished: int = 0  # trials not running: what a leaderboard's rule divides by
+    finished_reward: float = 0.0  # their rewards, an unscored one as 0
     timeouts: int = 0
     not_headline_modes: set[str] = field(default_factory=set)
     postcondition_missing: int = 0
@@ -98,6 +100,11 @@ class TaskCell:
     def mean_without_infra(self) -> float | None:
         kept = self.scored_without_infra
         return sum(kept) / len(kept) if kept else None
+
+    @property
+    def leaderboard_mean(self) -> float:
+        """The task's score by a leaderboard's rule: an unscored attempt counts as 0 (`leaderboard_score`)."""
+        return self.finished_reward / self.finished if self.finished else 0.0
 
     @property
     def attempt_var(self) -> float:
@@ -310,6 +317,9 @@ def _add_row(cell: TaskCell, row: dict[str, Any]) -> None:
     cell.trial_ids.append(row["id"])
     cell.checksums.add(row["task__checksum"] or "")
     status, reward, provenance = row["status"], row["reward"], row["provenance"]
+    if status != "running":
+        cell.finished += 1
+        cell.finished_reward += reward or 0.0
     infra = (row["failure_class_override"] or row["failure_class"]) == INFRASTRUCTURE
     cell.infra += infra
     cell.errored += status == "errored"

@@ -92,6 +92,12 @@ def mean_or_none(values: list[float] | np.ndarray) -> float | None:
     return float(arr.mean()) if arr.size else None
 
 
+def standard_error(values: list[float] | np.ndarray) -> float | None:
+    """The standard error of a mean, sd (n - 1) / sqrt(n); None under two values."""
+    arr = np.asarray(values, dtype=float)
+    return float(arr.std(ddof=1) / sqrt(arr.size)) if arr.size >= 2 else None
+
+
 def normalized_gain(score1: float, score2: float) -> float | None:
     """AgentV's g = (score2 - score1) / (1 - score1); undefined when the baseline is perfect."""
     if score1 >= 1.0:

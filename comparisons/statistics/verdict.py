@@ -98,10 +98,12 @@ def promotion(comparison: dict[str, Any]) -> dict[str, Any]:
             "note": "" if evidence_applies else not_applicable(comparison),
         },
     ]
+    if delta is None:
+        guard[0]["note"] = "no task is scored on both sides, so there is no delta to check"
     guard_passes = all(g["ok"] for g in guard)
     missing = missing_conditions(comparison, guard)
     # What a decision either way rests on: a valid comparison of enough tasks with evidence on both sides.
-    sufficient = not [m for m in missing if not m.startswith("seed check fails")]
+    sufficient = not [m for m in missing if m not in guard_failures(comparison, guard)]
     if not missing:
         decision = "promote"
     elif sufficient and delta is not None and delta < 0 and ci is not None and ci[1] < 0:
@@ -124,25 +126,35 @@ def not_applicable(comparison: dict[str, Any]) -> str:
 
 
 def decision_reason(comparison: dict[str, Any], decision: str, missing: list[str]) -> str:
-    """One sentence: why the decision is what it is, above all where the CI and the detectable effect disagree."""
+    """One sentence: why the decision is what it is, above all where the CI and the detectable effect disagree
+    (the CI95 excludes 0 while the delta is below the MDE, or the other way round)."""
     delta, ci, mde = comparison["meanRewardDelta"], comparison["meanRewardDeltaCi95"], comparison.get("mde")
     effect = f"{delta:+.3f} a task (CI95 {ci[0]:+.3f} to {ci[1]:+.3f})" if delta is not None and ci else ""
     significant = bool(ci) and (ci[0] > 0 or ci[1] < 0)
+    detectable = mde is not None and delta is not None and abs(delta) >= mde
     if decision == "promote":
         sentence = f"Promote: the candidate scores {effect} on {comparison['pairedTasks']} paired tasks"
-        if mde is not None and delta is not None and abs(delta) < mde:
+        if significant and not detectable and mde is not None:
             sentence += (
                 f"; the CI95 excludes 0, so the effect is real although smaller than the {mde:.3f} "
                 "this sample detects 4 times in 5"
             )
+        elif not significant:
+            sentence += "; the CI95 includes 0, so no gain is shown: it promotes because the candidate scores no lower"
         return sentence + ", and every condition holds."
     if decision == "revert":
         return f"Revert: the candidate scores {effect}, below the baseline beyond doubt."
     first = missing[0] if missing else "a condition is not met"
-    if significant and mde is not None and delta is not None and abs(delta) < mde:
+    if significant and not detectable and mde is not None:
         return (
             f"Hold: {first}. The CI95 of {effect} excludes 0, so the effect is significant, "
             f"but it is below the {mde:.3f} this sample detects reliably: more attempts or tasks would confirm it."
+        )
+    if comparison["valid"] and delta is not None and delta < 0 and ci and not significant:
+        size = f" and the delta is below the {mde:.3f} this sample detects reliably" if not detectable and mde else ""
+        return (
+            f"Hold: the candidate scores {effect}, lower than the baseline, so it is not promoted; "
+            f"the CI95 includes 0{size}, so it is not reverted either."
         )
     return f"Hold: {first}."
 
@@ -152,7 +164,7 @@ def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) 
     missing = []
     if not comparison["valid"]:
         missing.append("comparison is not valid: " + "; ".join(comparison["invalidReasons"]))
-    missing += [f"seed check fails: {g['label'].lower()} ({g['check']})" for g in guard if not g["ok"]]
+    missing += guard_failures(comparison, guard)
     if comparison.get("evidenceApplies", True):
         for role, key in (("baseline", "baselineEvidenceCompletenessRate"), ("candidate", "evidenceCompletenessRate")):
             if not comparison[key]:
@@ -163,6 +175,25 @@ def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) 
             "(the seed's aggregate threshold N >= 10)"
         )
     return missing
+
+
+def guard_failures(comparison: dict[str, Any], guard: list[dict[str, Any]]) -> list[str]:
+    """Each check of the guard that fails, in words, with the figure that fails it."""
+    failed = {g["check"] for g in guard if not g["ok"]}
+    words = []
+    if "meanRewardDelta >= 0" in failed:
+        delta = comparison["meanRewardDelta"]
+        words.append(
+            "no task is scored on both sides, so there is no delta to check"
+            if delta is None
+            else f"the candidate scores lower than the baseline ({delta:+.3f} a task)"
+        )
+    if "p0QcGateRegressionCount == 0" in failed:
+        words.append(f"the candidate has {comparison['p0QcGateRegressionCount']} P0 QC gate regression(s)")
+    if "evidenceCompletenessRate >= baselineEvidenceCompletenessRate" in failed:
+        rates = (_pct(comparison["evidenceCompletenessRate"]), _pct(comparison["baselineEvidenceCompletenessRate"]))
+        words.append(f"the candidate's evidence is less complete than the baseline's ({rates[0]} vs {rates[1]})")
+    return words
 
 
 def below_mde(comparison: dict[str, Any]) -> list[str]:
@@ -183,58 +214,89 @@ def _pct(rate: float | None) -> str:
     return "unknown" if rate is None else f"{rate:.0%}"
 
 
-def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any], one_side: int) -> list[str]:
-    """Plain sentences: what the numbers do not rule out."""
-    risks = [f"comparison invalid: {reason}" for reason in c["invalidReasons"]]
+# A remaining risk: its sentence, and each count in it with what it counts (a figure link of
+# comparisons.pair.figures: "passToFail", "candidate.unscored", "tasks.one-side", "#headline-eligibility").
+Risk = tuple[str, list[tuple[str, str]]]
+
+
+def remaining_risk(c: dict[str, Any], base: dict[str, Any], cand: dict[str, Any], one_side: int) -> list[Risk]:
+    """Plain sentences: what the numbers do not rule out; each with the counts in it and what they count."""
+    risks: list[Risk] = [(f"comparison invalid: {reason}", []) for reason in c["invalidReasons"]]
     ci = c["meanRewardDeltaCi95"]
     if c["meanRewardDelta"] is None:
-        risks.append("no task has a reward on both sides, so there is no reward delta")
+        risks.append(("no task has a reward on both sides, so there is no reward delta", []))
     elif ci and ci[0] == ci[1] == 0:
-        risks.append("no reward difference: the two sides score the same on every paired task")
+        risks.append(("no reward difference: the two sides score the same on every paired task", []))
     elif ci and ci[0] <= 0 <= ci[1]:
-        risks.append(f"CI95 of the reward delta crosses 0 ({ci[0]:+.3f} to {ci[1]:+.3f})")
+        risks.append((f"CI95 of the reward delta crosses 0 ({ci[0]:+.3f} to {ci[1]:+.3f})", []))
     if one_side:
-        risks.append(f"{one_side} task(s) present on one side only")
+        risks.append(_counted(f"{one_side} task(s)", "tasks.one-side", " present on one side only"))
     if c["p0QcGateRegressionCount"]:
-        risks.append(f"{c['p0QcGateRegressionCount']} P0 QC gate regression(s) in candidate trials")
+        risks.append(_counted(f"{c['p0QcGateRegressionCount']} P0 QC gate regression(s)", "p0", " in candidate trials"))
     cand_rate, base_rate = c["evidenceCompletenessRate"], c["baselineEvidenceCompletenessRate"]
     if c.get("evidenceApplies", True) and cand_rate is not None and base_rate is not None and cand_rate < base_rate:
-        risks.append(f"evidence completeness below baseline ({cand_rate:.0%} vs {base_rate:.0%})")
+        risks.append((f"evidence completeness below baseline ({cand_rate:.0%} vs {base_rate:.0%})", []))
     flips = c["flips"]
     if flips["passToFail"] + flips["failToPass"] and c["mcnemarP"] >= SIGNIFICANCE:
+        to_pass, to_fail = f"{flips['failToPass']} fail → pass", f"{flips['passToFail']} pass → fail"
         risks.append(
-            f"pass/fail flips are not significant (McNemar p = {c['mcnemarP']:.3f}; "
-            f"{flips['failToPass']} fail → pass, {flips['passToFail']} pass → fail)"
+            (
+                f"pass/fail flips are not significant (McNemar p = {c['mcnemarP']:.3f}; {to_pass}, {to_fail})",
+                [(to_pass, "failToPass"), (to_fail, "passToFail")],
+            )
         )
     elif flips["passToFail"]:
-        risks.append(f"{flips['passToFail']} task(s) flipped from pass to fail")
+        risks.append(_counted(f"{flips['passToFail']} task(s)", "passToFail", " flipped from pass to fail"))
     for role, side in (("baseline", base), ("candidate", cand)):
         if side["unscoredTrials"]:
             risks.append(
-                f"{role}: {side['unscoredTrials']} unscored trial(s) (no reward) are left out of the mean reward: "
-                "counted, not failed"
+                _counted(
+                    f"{side['unscoredTrials']} unscored trial(s)",
+                    f"{role}.unscored",
+                    " (no reward) are left out of the mean reward: counted, not failed",
+                    f"{role}: ",
+                )
             )
         if side["endedWithReward"]:
             risks.append(
-                f"{role}: {side['endedWithReward']} trial(s) timed out or errored yet have a reward, "
-                "counted by that reward"
+                _counted(
+                    f"{side['endedWithReward']} trial(s)",
+                    f"{role}.endedWithReward",
+                    " timed out or errored yet have a reward, counted by that reward",
+                    f"{role}: ",
+                )
             )
     if cand["deniedSideEffects"]:
-        risks.append(f"candidate has {cand['deniedSideEffects']} side effect(s) after a denied permission")
+        risks.append(
+            _counted(
+                f"{cand['deniedSideEffects']} side effect(s)",
+                "candidate.deniedSideEffects",
+                " after a denied permission",
+                "candidate has ",
+            )
+        )
     risks += _operational_risk(base, cand)
     if not c["headlineEligible"]:
-        risks.append(f"not headline-eligible ({len(c['headlineReasons'])} reason(s)): a diagnostic result only")
+        reasons = f"{len(c['headlineReasons'])} reason(s)"
+        after = "): a diagnostic result only"
+        risks.append(_counted(reasons, "#headline-eligibility", after, "not headline-eligible ("))
     return risks
 
 
-def _operational_risk(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
-    risks = []
+def _counted(count: str, counts: str, after: str, before: str = "") -> Risk:
+    """A risk's sentence `before` + `count` + `after`, its count linked to what it counts."""
+    return before + count + after, [(count, counts)]
+
+
+def _operational_risk(base: dict[str, Any], cand: dict[str, Any]) -> list[Risk]:
+    risks: list[Risk] = []
     if (
         base["timeoutRate"] is not None
         and cand["timeoutRate"] is not None
         and cand["timeoutRate"] > base["timeoutRate"]
     ):
-        risks.append(f"timeout rate rises from {base['timeoutRate']:.1%} to {cand['timeoutRate']:.1%}")
+        rates = f"{base['timeoutRate']:.1%} to {cand['timeoutRate']:.1%}"
+        risks.append((f"timeout rate rises from {rates}", [(rates, "candidate.timedOut")]))
     if base["costPerTrial"] and cand["costPerTrial"] and cand["costPerTrial"] > base["costPerTrial"] * 1.1:
-        risks.append(f"cost per trial rises by {cand['costPerTrial'] / base['costPerTrial'] - 1:.0%}")
+        risks.append((f"cost per trial rises by {cand['costPerTrial'] / base['costPerTrial'] - 1:.0%}", []))
     return risks

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from django.db.models import Q
+
 
 class FailureClass(StrEnum):
     INFRASTRUCTURE = "infrastructure"
@@ -143,6 +145,16 @@ def how_it_ended(row: Mapping[str, Any]) -> str:
     if row["status"] == "errored" or row["exception_type"]:
         return "errored"
     return ""
+
+
+def timed_out_q() -> Q:
+    """The trials `how_it_ended` says timed out, as a filter (the trial list's `timed_out`, which opens a
+    comparison's timeout rate): a timeout status or named timeout, the test harness's own aside."""
+
+    def named(pattern: re.Pattern[str]) -> Q:
+        return Q(exception_type__iregex=pattern.pattern) | Q(failure_category__iregex=pattern.pattern)
+
+    return (Q(status="timeout") | named(_TIMED_OUT)) & ~named(_HARNESS_TIMED_OUT)
 
 
 def _limit_kind(limit: str) -> str:

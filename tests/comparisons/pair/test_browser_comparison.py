@@ -142,3 +142,37 @@ def test_side_names_on_the_side_charts_read_apart_inside_the_chart(live_server, 
         assert all(t["inside"] for t in ticks), (chart, ticks)
         assert page.text_content(f"#chart-{chart} .xtitle") == "20250923_droid_…", chart
     page.close()
+
+
+# A chart's card and its drawing: how tall each is, and the task ticks drawn with their text.
+CARD_FIT_JS = """([id, ticksOf]) => {
+  const chart = document.getElementById(id);
+  const card = chart.closest("figure").getBoundingClientRect();
+  const svg = chart.querySelector(".main-svg").getBoundingClientRect();
+  const ticks = [...chart.querySelectorAll(ticksOf)];
+  const inside = (t) => {
+    const r = t.getBoundingClientRect();
+    return r.left >= svg.left - 1 && r.right <= svg.right + 1 && r.bottom <= svg.bottom + 1;
+  };
+  return {card: card.height, svg: svg.height, ticks: ticks.map((t) => t.textContent), inside: ticks.every(inside)};
+}"""
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (1440, 900)])
+def test_the_delta_chart_fills_its_card_and_ticks_every_task_by_both_ends(live_server, browser, width, height):
+    # 80 tasks, as a TB1 run, whose long names differ only at their end.
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(20_000)
+    tasks = [f"decommissioning-service-with-sensitive-data-{i:02d}" for i in range(80)]
+    base = build_side("baseline-v1", {t: [float(i % 2)] for i, t in enumerate(tasks)}, role="baseline")
+    cand = build_side("candidate-v2", {t: [1.0] for t in tasks}, role="candidate")
+    _login(page, live_server.url)
+    page.goto(f"{live_server.url}/comparisons/?baseline={base.pk}&candidate={cand.pk}", wait_until="networkidle")
+    for chart, axis in (("reward_delta", ".xtick text"), ("heatmap", ".ytick text")):
+        page.locator(f"#chart-{chart}").scroll_into_view_if_needed()
+        page.wait_for_selector(f"#chart-{chart} .main-svg", state="attached")
+        fit = page.evaluate(CARD_FIT_JS, [f"chart-{chart}", axis])
+        assert fit["card"] - fit["svg"] < 90, (chart, fit["card"], fit["svg"])  # the chart, its caption, padding
+        assert sorted(fit["ticks"]) == [f"{t[:12]}…{t[-13:]}" for t in tasks] == sorted(set(fit["ticks"])), chart
+        assert fit["inside"], chart
+    page.close()

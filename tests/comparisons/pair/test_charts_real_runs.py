@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tests.builders import REFERENCE, import_path
-from trials.models import Configuration
+from tests.builders import REFERENCE, import_path, tb1_rows
+from trials.models import Configuration, Job
 
 pytestmark = pytest.mark.django_db
 
@@ -45,3 +45,37 @@ def test_the_task_charts_label_every_task(client_logged_in, chart, axis):
     labels = trace["x"] if axis == "xaxis" else trace["y"]
     assert set(labels) <= _tasks() and len(labels) > 40  # the run's tasks, more than the old cut-off showed
     assert figure["layout"][axis]["showticklabels"] is True
+
+
+MINI = REFERENCE / "terminal-bench-1" / "20250825_swe-agent-mini_claude-4-sonnet"
+OPUS = DROID / "20250923_droid_claude-4-1-opus"
+
+
+def test_the_delta_chart_ticks_each_paired_task_by_both_ends_of_its_name_and_hovers_it_whole(client_logged_in):
+    import_path(MINI)
+    import_path(OPUS)
+    base, cand = (Configuration.objects.get(key=folder.name).pk for folder in (MINI, OPUS))
+    figure = client_logged_in.get(f"/api/comparisons/charts/reward_delta/?baseline={base}&candidate={cand}").json()
+    scored = [{row["task_id"] for row in tb1_rows(folder) if row["is_resolved"] is not None} for folder in (MINI, OPUS)]
+    paired = scored[0] & scored[1]
+    [trace] = figure["data"]
+    axis = figure["layout"]["xaxis"]
+    assert set(trace["x"]) == set(axis["tickvals"]) == paired and len(axis["ticktext"]) == len(paired) == 47
+    assert axis["tickmode"] == "array" and axis["showticklabels"] is True  # every tick drawn, none skipped
+    for name, tick in zip(axis["tickvals"], axis["ticktext"], strict=True):
+        if len(name) <= 26:
+            assert tick == name
+        else:  # "decommissioning-service-with-sensitive-data" -> "decommission…ensitive-data"
+            head, tail = tick.split("…")
+            assert len(tick) == 26 and name.startswith(head) and name.endswith(tail) and len(head) >= 12
+    assert "%{x}" in trace["hovertemplate"]  # the hover names the bar's category: the task's whole name
+    assert figure["layout"]["height"] >= 400  # as tall as its card, whatever the count of tasks
+
+
+def test_the_delta_chart_says_no_data_where_two_real_logs_share_no_task(client_logged_in):
+    import_path(REFERENCE / "inspect")  # theory-of-mind and security-guide: two datasets, no task in common
+    base, cand = Job.objects.filter(source_format="inspect").order_by("pk").values_list("pk", flat=True)[:2]
+    query = f"baseline_job={base}&candidate_job={cand}"
+    figure = client_logged_in.get(f"/api/comparisons/charts/reward_delta/?{query}").json()
+    assert figure["data"] == [] and figure["layout"]["xaxis"] == {"visible": False}
+    assert figure["layout"]["annotations"][0]["text"] == "no data: no task is scored on both sides"

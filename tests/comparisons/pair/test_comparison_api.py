@@ -17,7 +17,7 @@ from comparisons.computing import cache
 from comparisons.computing.events import comparison_event
 from comparisons.models import Comparison, SavedComparison
 from comparisons.statistics.sides import Side
-from tests.builders import REFERENCE, build_side, import_path, on_broker, write_trial
+from tests.builders import ERRORED, REFERENCE, build_side, import_path, on_broker, write_trial
 from tests.factories import TrialFactory
 from trials.models import Trial
 
@@ -223,6 +223,15 @@ def test_chart_endpoints_return_plotly_figures_whose_points_link_to_trials(clien
         custom = trace.get("customdata") or []
         urls += [u for row in custom for u in (row if isinstance(row, list) else [row])]
     assert urls and all(re.match(r"^/trials/", u) for u in urls)
+
+
+@pytest.mark.parametrize("chart", ["reward_delta", "heatmap", "distribution", "pass_rate"])
+def test_a_chart_of_sides_that_scored_nothing_says_no_data_not_empty_axes(client_logged_in, chart):
+    base = build_side("base", {"a": [ERRORED], "b": [ERRORED]})  # (errored: no reward, neither passed nor failed)
+    cand = build_side("cand", {"a": [ERRORED], "b": [ERRORED, ERRORED]})
+    figure = client_logged_in.get(f"/api/comparisons/charts/{chart}/?baseline={base.pk}&candidate={cand.pk}").json()
+    assert figure["data"] == [] and figure["layout"]["yaxis"] == {"visible": False}
+    assert figure["layout"]["annotations"][0]["text"].startswith("no data: no ")
 
 
 def test_an_unknown_chart_is_a_404(client_logged_in, sides):

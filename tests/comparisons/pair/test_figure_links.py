@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-import html as htmllib
 import re
 
 import pytest
 
-from tests.builders import ERRORED, MISSING, REFERENCE, build_side, import_path, make_user
+from tests.builders import (
+    ERRORED,
+    MISSING,
+    REFERENCE,
+    build_side,
+    import_path,
+    link_of,
+    listed_trials,
+    make_user,
+    matrix_tasks,
+    text_of,
+)
 from tests.factories import PermissionDecisionFactory
 from trials.models import Job, Trial
 from trials.triage import services as triage
@@ -46,30 +56,6 @@ def page(client_logged_in):
     return {"html": body, "base": base, "cand": cand, "trials": cand_trials, "item": item}
 
 
-def _href(html: str, element_id: str) -> str:
-    match = re.search(rf'<a[^>]*href="([^"]+)"[^>]*id="{element_id}"', html) or re.search(
-        rf'<a[^>]*id="{element_id}"[^>]*href="([^"]+)"', html
-    )
-    assert match, f"no link #{element_id}"
-    return htmllib.unescape(match.group(1))
-
-
-def _text(html: str, element_id: str) -> str:
-    return re.search(rf'id="{element_id}"[^>]*>([^<]*)<', html).group(1).strip()
-
-
-def _listed_trials(client, url: str) -> set[int]:
-    listing = client.get(url).content.decode()
-    return {int(pk) for pk in re.findall(r'href="/trials/(\d+)/', listing)}
-
-
-def _listed_tasks(client, url: str) -> set[str]:
-    assert url.startswith("?")  # the matrix on the comparison page itself
-    listing = client.get(f"/comparisons/{url.split('#')[0]}").content.decode()
-    table = re.search(r'<table class="matrix">(.*?)</table>', listing, re.S).group(1)
-    return set(re.findall(r"<tr class=\"outcome-[^\"]*\">\s*<td>([^<\s]+)", table))
-
-
 @pytest.mark.parametrize(
     ("element_id", "expected"),
     [
@@ -80,31 +66,31 @@ def _listed_tasks(client, url: str) -> set[str]:
 )
 def test_errored_and_unscored_figures_open_exactly_those_trials(client_logged_in, page, element_id, expected):
     trials = expected(page["cand"])
-    assert int(_text(page["html"], element_id).split()[0]) == len(trials) > 0
-    assert _listed_trials(client_logged_in, _href(page["html"], element_id)) == trials
+    assert int(text_of(page["html"], element_id).split()[0]) == len(trials) > 0
+    assert listed_trials(client_logged_in, link_of(page["html"], element_id)) == trials
 
 
 def test_side_effects_after_a_denial_open_the_trials_they_happened_in(client_logged_in, page):
-    assert _text(page["html"], "figure-denied") == "2"
-    assert _listed_trials(client_logged_in, _href(page["html"], "figure-denied")) == {page["trials"][0].pk}
+    assert text_of(page["html"], "figure-denied") == "2"
+    assert listed_trials(client_logged_in, link_of(page["html"], "figure-denied")) == {page["trials"][0].pk}
 
 
 def test_flips_and_outcomes_open_exactly_their_tasks(client_logged_in, page):
     html = page["html"]
     # t00, t01 pass -> fail; t04 fail -> pass; the others keep their pass/fail.
-    assert _text(html, "figure-pass-to-fail") == "2 pass → fail"
-    assert _listed_tasks(client_logged_in, _href(html, "figure-pass-to-fail")) == {"t00", "t01"}
-    assert _text(html, "figure-fail-to-pass") == "1 fail → pass"
-    assert _listed_tasks(client_logged_in, _href(html, "figure-fail-to-pass")) == {"t04"}
+    assert text_of(html, "figure-pass-to-fail") == "2 pass → fail"
+    assert matrix_tasks(client_logged_in, link_of(html, "figure-pass-to-fail")) == {"t00", "t01"}
+    assert text_of(html, "figure-fail-to-pass") == "1 fail → pass"
+    assert matrix_tasks(client_logged_in, link_of(html, "figure-fail-to-pass")) == {"t04"}
     for outcome in ("improved", "regressed"):
-        tasks = _listed_tasks(client_logged_in, _href(html, f"figure-{outcome}"))
-        assert _text(html, f"figure-{outcome}") == f"{len(tasks)} {outcome}"
-    assert _listed_tasks(client_logged_in, _href(html, "figure-regressed")) == {"t06"}
+        tasks = matrix_tasks(client_logged_in, link_of(html, f"figure-{outcome}"))
+        assert text_of(html, f"figure-{outcome}") == f"{len(tasks)} {outcome}"
+    assert matrix_tasks(client_logged_in, link_of(html, "figure-regressed")) == {"t06"}
 
 
 def test_p0_regressions_open_their_qc_items_and_trials_and_add_up_to_the_figure(client_logged_in, page):
-    assert _text(page["html"], "figure-p0") == "3"  # 2 from an evidence pack, 1 open P0 item
-    listing = client_logged_in.get(_href(page["html"], "figure-p0")).content.decode()
+    assert text_of(page["html"], "figure-p0") == "3"  # 2 from an evidence pack, 1 open P0 item
+    listing = client_logged_in.get(link_of(page["html"], "figure-p0")).content.decode()
     items = re.search(r'<table id="p0-items">(.*?)</table>', listing, re.S).group(1)
     trials = re.search(r'<table id="p0-trials">(.*?)</table>', listing, re.S).group(1)
     assert re.findall(r'href="/qc/items/(\d+)/"', items) == [str(page["item"].pk)]
@@ -124,8 +110,8 @@ def test_agentv_wins_and_losses_open_exactly_their_tests_each_with_its_trials(cl
     for element_id, outcome in (("agentv-wins", "win"), ("agentv-losses", "loss")):
         tests = {m["test_id"] for m in expected if m["outcome"] == outcome}
         assert tests or outcome == "loss"  # the reference runs have wins, and no loss at threshold 0.1
-        assert _text(body, element_id) == f"{len(tests)} {outcome}{'s' if outcome == 'win' else 'es'}"
-        listing = client_logged_in.get(f"/comparisons/{_href(body, element_id).split('#')[0]}").content.decode()
+        assert text_of(body, element_id) == f"{len(tests)} {outcome}{'s' if outcome == 'win' else 'es'}"
+        listing = client_logged_in.get(f"/comparisons/{link_of(body, element_id).split('#')[0]}").content.decode()
         table = re.search(r'<table id="agentv-matched">(.*?)</table>', listing, re.S).group(1)
         assert set(re.findall(r"<tr><td>([^<]+)</td>", table)) == tests
         for test_id in tests:  # each score opens that test's trials on its side
@@ -136,3 +122,12 @@ def test_the_p0_page_names_a_side_it_does_not_know_with_a_400(client_logged_in):
     response = client_logged_in.get("/comparisons/p0/?baseline=999999&candidate=1")
     assert response.status_code == 400
     assert "baseline='999999' is not a known configuration id" in response.content.decode().replace("&#x27;", "'")
+
+
+def test_the_paired_tasks_a_hold_counts_open_those_tasks(client_logged_in, page):
+    # t00-t06 are on both sides; t05 and t06 keep a scored attempt each side, so all 7 pair.
+    html = page["html"]
+    missing = re.search(r'<ul id="missing-conditions">(.*?)</ul>', html, re.S).group(1)
+    href = re.search(r'<a href="([^"]+)">7 paired task\(s\)</a>: at least 10 needed', missing)
+    assert href, missing
+    assert matrix_tasks(client_logged_in, href.group(1).replace("&amp;", "&")) == set(BASE) == set(CAND)

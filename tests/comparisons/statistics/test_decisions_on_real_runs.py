@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 
@@ -74,13 +76,13 @@ def test_each_of_the_three_deltas_and_both_flip_counts_says_what_it_counts(clien
     page = client_logged_in.get(
         f"/comparisons/?baseline={body['baseline']['id']}&candidate={body['candidate']['id']}"
     ).content.decode()
-    headline = page[page.index('id="mean-reward-delta"') : page.index('id="figure-p0"')]
+    headline = re.sub(r"<[^>]+>", "", page[page.index('id="mean-reward-delta"') : page.index('id="figure-p0"')])
     assert f"over the {body['comparison']['pairedTasks']} tasks both sides scored" in headline
-    assert "verdict flipped" in headline and "without a flip" in headline
-    for label in ("Leaderboard score", "Mean reward (task-averaged)"):
+    assert "verdict changed" in headline and "without a flip" in headline
+    for label in ("Leaderboard score", "Mean reward [CI95]"):
         cell = page[page.index(f">{label}") - 200 : page.index(f">{label}")]
         assert 'title="' in cell, label
-    assert "an unscored trial counts as 0" in page and "each side&#x27;s mean over all its own tasks" in page
+    assert "an unscored trial counts as 0" in page and "each side&#x27;s mean over the tasks it scored" in page
 
 
 GOOSE = REFERENCE / "public-runs-2" / "tb1-goose-flat" / "20250829_goose_claude-4-opus"
