@@ -24,6 +24,7 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
@@ -69,6 +70,8 @@ class Traces(APIView):
     """OTLP/HTTP traces: a runner's exporter with `Authorization: Token <token>` (the `run` right)."""
 
     required_right = roles.RUN
+    # (the default classes, the token's answer kept a few seconds: OTLP_TOKEN_CACHE_SECONDS)
+    authentication_classes = [roles.CachedTokenAuthentication, BasicAuthentication, SessionAuthentication]
     max_body_setting = "OTLP_MAX_BODY_BYTES"
     parser_classes = [ProtobufBody, JSONBody]
 
