@@ -6,7 +6,6 @@ problem on the trial."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from datetime import timedelta
@@ -15,37 +14,17 @@ import pytest
 from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
 from rest_framework.authtoken.models import Token
 
 from core.locks import worker_lock
 from tests.builders import HANG_GUARD, running_worker
-from tests.live.helpers import runner_client, spine
+from tests.live.helpers import agent_run, runner_client, spine
 from trials.live import batches, tasks, traces, trajectories
 from trials.models import ReceivedBatch, ReceivedSpan, Trial
 from trials.queue import embedded_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the worker thread has its own connection
-
-
-def agent_run(trial_id: str, calls: int) -> list:
-    """An agent span over `calls` model calls, as the SDK hands them to its exporter (the root last)."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"benchmark.trial.id": trial_id}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("invoke_agent coder") as agent:
-        agent.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder",
-                              "benchmark.reward": 1.0})  # fmt: skip
-        for n in range(calls):
-            with tracer.start_as_current_span("chat") as chat:
-                output = [{"role": "assistant", "parts": [{"type": "text", "content": f"answer {n}"}]}]
-                chat.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-                                     "gen_ai.output.messages": json.dumps(output)})  # fmt: skip
-    return list(memory.get_finished_spans())
 
 
 @pytest.fixture
