@@ -11,6 +11,8 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -163,3 +165,21 @@ def test_with_a_broker_a_separate_celery_worker_writes_the_steps_and_ends_the_ru
         f"answer {n}" for n in range(120)
     ]
     assert not ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).exists()
+
+
+def test_on_postgresql_a_body_is_kept_by_one_statement_that_leaves_the_connections_setting_as_it_was(db, settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("the asynchronous commit is PostgreSQL's (SQLite's WAL waits for no disk at commit either)")
+    settings.OTLP_DURABLE_ACCEPT = False
+    _, token = runner_client()
+    sender = Token.objects.get(key=token).user
+    body = encode_spans(agent_run("otel-one-statement", 2)).SerializeToString()
+    with CaptureQueriesContext(connection) as queries:
+        kept = batches.accept(body, True, sender, ["otel-one-statement"])
+    assert len(queries.captured_queries) == 1 and "set_config('synchronous_commit', 'off', true)" in queries[0]["sql"]
+    row = ReceivedBatch.objects.get(pk=kept.pk)
+    assert (bytes(row.body), row.trial_key, row.sent_by_id) == (body, "lime:otel-one-statement", sender.pk)
+    assert row.received_at == kept.received_at
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"  # (the statement's own transaction only)

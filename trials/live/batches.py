@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import DecodeError
@@ -116,9 +116,20 @@ def accept(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> Rece
     if settings.OTLP_DURABLE_ACCEPT or connection.vendor != "postgresql":
         # (SQLite's WAL with synchronous=NORMAL waits for no disk at commit either)
         return ReceivedBatch.objects.create(**fields)
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit TO OFF")  # (this transaction only)
-        return ReceivedBatch.objects.create(**fields)
+    batch = ReceivedBatch(**fields, received_at=timezone.now())
+    with connection.cursor() as cursor:  # one statement, so one round trip, not BEGIN, SET LOCAL, INSERT, COMMIT
+        cursor.execute(ASYNC_INSERT, [body, protobuf, user.pk, key, batch.received_at])
+        batch.pk = cursor.fetchone()[0]
+    return batch
+
+
+# The INSERT with the setting for its own transaction only (set_config's `true`: SET LOCAL), which its
+# commit reads; a statement outside any atomic block is its own transaction.
+ASYNC_INSERT = """
+    WITH off AS (SELECT set_config('synchronous_commit', 'off', true))
+    INSERT INTO trials_receivedbatch (body, protobuf, sent_by_id, trial_key, received_at)
+    SELECT %s, %s, %s, %s, %s FROM off RETURNING id
+"""
 
 
 def read(batch_pk: int, trial_key: str = "", sent_by: int | None = None) -> tuple[str, int | None] | None:
