@@ -11,11 +11,13 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export import SpanExportResult
 from rest_framework.authtoken.models import Token
 
@@ -27,6 +29,7 @@ from trials.models import ReceivedBatch, ReceivedSpan, Trial
 from trials.queue import embedded_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the worker thread has its own connection
+PROTOBUF = "application/x-protobuf"
 
 
 @pytest.fixture
@@ -183,3 +186,35 @@ def test_on_postgresql_a_body_is_kept_by_one_statement_that_leaves_the_connectio
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"  # (the statement's own transaction only)
+
+
+def test_a_batch_of_a_running_trial_is_kept_by_one_statement_on_postgresql(held_worker):
+    runner, _ = runner_client()
+    spans = agent_run("otel-kept-at-once", 4)[:-1]  # (no root: the trial stays running)
+    body = encode_spans(spans[:2]).SerializeToString()
+    assert runner.post("/v1/traces", body, content_type=PROTOBUF).status_code == 200  # (the token known after)
+    with CaptureQueriesContext(connection) as queries:
+        answer = runner.post("/v1/traces", encode_spans(spans[2:]).SerializeToString(), content_type=PROTOBUF)
+    assert answer.status_code == 200 and ReceivedBatch.objects.count() == 2
+    if connection.vendor == "postgresql":  # (elsewhere the trials are looked at first: traces.screened)
+        [insert] = queries.captured_queries
+        assert "NOT EXISTS" in insert["sql"] and "trials_trial" in insert["sql"]
+
+
+def test_a_batch_for_another_accounts_trial_is_kept_only_for_one_granted_every_trial(held_worker):
+    owner, _ = runner_client()
+    started = owner.post("/api/commands/start_benchmark_trial/", spine("otel-owned"), format="json")
+    assert started.status_code in (200, 201), started.content
+    body = encode_spans(agent_run("otel-owned", 2)[:-1]).SerializeToString()
+    other, _ = runner_client(name="runner-2")
+    answer = other.post("/v1/traces", body, content_type=PROTOBUF)
+    refused = ExportTraceServiceResponse.FromString(answer.content).partial_success
+    assert answer.status_code == 200 and refused.rejected_spans == 2 and "another account" in refused.error_message
+    assert not ReceivedBatch.objects.exists()
+
+    granted, token = runner_client(name="runner-3")
+    Token.objects.get(key=token).user.user_permissions.add(Permission.objects.get(codename="write_any_live_trial"))
+    answer = granted.post("/v1/traces", body, content_type=PROTOBUF)
+    kept = ExportTraceServiceResponse.FromString(answer.content)
+    assert answer.status_code == 200 and not kept.partial_success.rejected_spans
+    assert ReceivedBatch.objects.count() == 1

@@ -111,25 +111,52 @@ def accept(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> Rece
     """The body kept whole, to be read off the request: one INSERT. On PostgreSQL, unless
     OTLP_DURABLE_ACCEPT, its commit does not wait for the disk (docs/configuration.md says what a
     database crash may lose; an app crash loses nothing): the wait was most of the exporter's."""
-    key = f"lime:{trial_ids[0]}"[:500] if len(trial_ids) == 1 else ""  # (as service.start_trial keys it)
-    fields = {"body": body, "protobuf": protobuf, "sent_by": user, "trial_key": key}
+    batch = _batch(body, protobuf, user, trial_ids)
     if settings.OTLP_DURABLE_ACCEPT or connection.vendor != "postgresql":
         # (SQLite's WAL with synchronous=NORMAL waits for no disk at commit either)
-        return ReceivedBatch.objects.create(**fields)
-    batch = ReceivedBatch(**fields, received_at=timezone.now())
-    with connection.cursor() as cursor:  # one statement, so one round trip, not BEGIN, SET LOCAL, INSERT, COMMIT
-        cursor.execute(ASYNC_INSERT, [body, protobuf, user.pk, key, batch.received_at])
-        batch.pk = cursor.fetchone()[0]
+        batch.save(force_insert=True)
+        return batch
+    _insert(batch, ASYNC + KEEP + " FROM off RETURNING id", [])
     return batch
 
 
-# The INSERT with the setting for its own transaction only (set_config's `true`: SET LOCAL), which its
-# commit reads; a statement outside any atomic block is its own transaction.
-ASYNC_INSERT = """
-    WITH off AS (SELECT set_config('synchronous_commit', 'off', true))
-    INSERT INTO trials_receivedbatch (body, protobuf, sent_by_id, trial_key, received_at)
-    SELECT %s, %s, %s, %s, %s FROM off RETURNING id
-"""
+def accept_if_clear(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> ReceivedBatch | None:
+    """The body kept as `accept` keeps it, by the one statement that looks at its trials too: kept when none of
+    them has ended or was started by another account (the request's common case, which so makes no query
+    before); None, nothing written, when one may have, or off PostgreSQL: the request screens it first
+    (traces.screened), as with an account that may write into any trial."""
+    if connection.vendor != "postgresql":
+        return None
+    batch = _batch(body, protobuf, user, trial_ids)
+    keys = [f"lime:{trial_id}"[:500] for trial_id in trial_ids]
+    sql = KEEP + " WHERE " + CLEAR if settings.OTLP_DURABLE_ACCEPT else ASYNC + KEEP + " FROM off WHERE " + CLEAR
+    return batch if _insert(batch, sql + " RETURNING id", [keys, user.pk]) else None
+
+
+def _batch(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> ReceivedBatch:
+    key = f"lime:{trial_ids[0]}"[:500] if len(trial_ids) == 1 else ""  # (as service.start_trial keys it)
+    return ReceivedBatch(body=body, protobuf=protobuf, sent_by=user, trial_key=key, received_at=timezone.now())
+
+
+def _insert(batch: ReceivedBatch, sql: str, more: list[Any]) -> bool:
+    """One statement, so one round trip (not BEGIN, SET LOCAL, INSERT, COMMIT); whether it wrote the row."""
+    fields = [batch.body, batch.protobuf, batch.sent_by_id, batch.trial_key, batch.received_at]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, fields + more)
+        row = cursor.fetchone()
+    batch.pk = row[0] if row else None
+    return row is not None
+
+
+# The INSERT, and its own transaction's setting (set_config's `true`: SET LOCAL), which its commit reads: a
+# statement outside any atomic block is its own transaction. CLEAR: no trial of the body has ended or is
+# another account's.
+ASYNC = "WITH off AS (SELECT set_config('synchronous_commit', 'off', true)) "
+KEEP = "INSERT INTO trials_receivedbatch (body, protobuf, sent_by_id, trial_key, received_at) SELECT %s, %s, %s, %s, %s"
+CLEAR = (
+    "NOT EXISTS (SELECT 1 FROM trials_trial WHERE key = ANY(%s) "
+    "AND (status <> 'running' OR started_by_id IS DISTINCT FROM %s))"
+)
 
 
 def read(batch_pk: int, trial_key: str = "", sent_by: int | None = None) -> tuple[str, int | None] | None:

@@ -1,7 +1,9 @@
 """`POST /v1/traces`: OTLP/HTTP (protobuf or JSON) from a runner's OpenTelemetry exporter, as live trials.
 
 The request reads of the body what its answer needs (trials/live/batches.py `outline`: ids, names,
-trial ids) and keeps it whole, one row; off the request it is read by the importer's pure parser
+trial ids) and keeps it whole, one row: on PostgreSQL by the one statement that also sees that none
+of its trials has ended or is another account's (`accept_if_clear`), else after looking at them
+(traces.screened). Off the request it is read by the importer's pure parser
 (trials/ingest/formats/otlp.py), its spans kept by trials/live/traces.py and written through the live
 service's own entry points (`start_trial`, `add_items`, the reward and completion events): the same
 stages as every other live write. The answer is OTLP's ExportTraceServiceResponse, in the request's
@@ -111,11 +113,16 @@ class Traces(APIView):
             )
             return status_response(request, 413, message)
         by_trial = otlp.spans_by_trial(spans)
-        ended, refused = traces.screened(by_trial, request.user)
-        if ended:
-            return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
-        if len(refused) < len(spans):  # (the body kept whole; its spans read off the request)
-            tasks.read_later(batches.accept(body, as_protobuf, request.user, list(by_trial)))
+        refused: traces.Refusals = []
+        batch = batches.accept_if_clear(body, as_protobuf, request.user, list(by_trial)) if spans else None
+        if batch is None:  # (a trial of the body may have ended, or be another account's: looked at first)
+            ended, refused = traces.screened(by_trial, request.user)
+            if ended:
+                return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
+            if len(refused) < len(spans):  # (the body kept whole; its spans read off the request)
+                batch = batches.accept(body, as_protobuf, request.user, list(by_trial))
+        if batch is not None:
+            tasks.read_later(batch)
         messages = [p.message for p in problems] + sorted({why for _, why in refused})  # (a trial's why once)
         return _answer(len(problems) + len(refused), messages, as_protobuf)
 
