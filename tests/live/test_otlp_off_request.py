@@ -179,13 +179,21 @@ def test_on_postgresql_a_body_is_kept_by_one_statement_that_leaves_the_connectio
     body = encode_spans(agent_run("otel-one-statement", 2)).SerializeToString()
     with CaptureQueriesContext(connection) as queries:
         kept = batches.accept(body, True, sender, ["otel-one-statement"])
-    assert len(queries.captured_queries) == 1 and "set_config('synchronous_commit', 'off', true)" in queries[0]["sql"]
+    assert len(queries.captured_queries) == 1
+    assert (
+        "set_config('synchronous_commit', COALESCE('off', current_setting('synchronous_commit')), true)"
+        in (queries[0]["sql"])
+    )
     row = ReceivedBatch.objects.get(pk=kept.pk)
     assert (bytes(row.body), row.trial_key, row.sent_by_id) == (body, "lime:otel-one-statement", sender.pk)
     assert row.received_at == kept.received_at
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"  # (the statement's own transaction only)
+    settings.OTLP_DURABLE_ACCEPT = True  # (the server's own setting kept: the commit waits for the disk)
+    with CaptureQueriesContext(connection) as queries:
+        batches.accept(body, True, sender, ["otel-one-statement"])
+    assert "COALESCE(NULL, current_setting('synchronous_commit'))" in queries[0]["sql"]
 
 
 def test_a_batch_of_a_running_trial_is_kept_by_one_statement_on_postgresql(held_worker):

@@ -5,17 +5,20 @@ same, by a real Celery worker, and one whose trial's message was lost by the swe
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 
 import pytest
 import redis
 from celery import current_app
+from django.db import connection
 from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from rest_framework.authtoken.models import Token
 
 from core.broker import PREFIX
+from core.locks import own_connection
 from tests.builders import HANG_GUARD, TEST_REDIS_URL, on_broker, running_worker
 from tests.live.helpers import agent_run, runner_client
 from trials.live import batches, tasks
@@ -107,3 +110,33 @@ def test_a_batch_whose_trials_message_was_lost_is_swept_once_the_marker_is_gone(
     assert tasks.requeue_stale_otlp_batches() == 1 and queued(broker) == 1 and broker.exists(marker)
     tasks.read_otlp_batch_task(pk, key, by)  # (what the worker would run)
     assert Trial.objects.get(key=key).status == "passed" and not ReceivedBatch.objects.exists()
+
+
+def test_a_batch_kept_while_the_one_before_it_is_deleted_by_its_reader_is_not_queued_behind_it(transactional_db):
+    if connection.vendor != "postgresql":
+        pytest.skip("the statement that keeps a body and sees the batches before it is PostgreSQL's")
+    _, token = runner_client()
+    sender = Token.objects.get(key=token).user
+    body = encode_spans(agent_run("otel-behind", 1)[:1]).SerializeToString()
+    first, queued = batches.accept_if_clear(body, True, sender, ["otel-behind"]) or (None, None)
+    assert first is not None and queued is False
+    second, queued = batches.accept_if_clear(body, True, sender, ["otel-behind"]) or (None, None)
+    assert second is not None and queued is True  # (the first waits: its reader will find the second too)
+
+    deleting, done = threading.Event(), threading.Event()
+
+    def reader() -> None:  # (as _read_group deletes what it read, in a transaction still open for a moment)
+        with own_connection() as conn, conn.cursor() as cursor:
+            conn.set_autocommit(False)
+            cursor.execute("DELETE FROM trials_receivedbatch WHERE id IN (%s, %s)", [first.pk, second.pk])
+            deleting.set()
+            time.sleep(1)
+            conn.commit()
+        done.set()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    assert deleting.wait(HANG_GUARD)
+    third, queued = batches.accept_if_clear(body, True, sender, ["otel-behind"]) or (None, None)
+    thread.join(HANG_GUARD)
+    assert done.is_set() and third is not None and queued is False  # (waited for the DELETE: none before it now)

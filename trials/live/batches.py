@@ -112,25 +112,25 @@ def accept(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> Rece
     OTLP_DURABLE_ACCEPT, its commit does not wait for the disk (docs/configuration.md says what a
     database crash may lose; an app crash loses nothing): the wait was most of the exporter's."""
     batch = _batch(body, protobuf, user, trial_ids)
-    if settings.OTLP_DURABLE_ACCEPT or connection.vendor != "postgresql":
-        # (SQLite's WAL with synchronous=NORMAL waits for no disk at commit either)
+    if connection.vendor != "postgresql":  # (SQLite's WAL with synchronous=NORMAL waits for no disk at commit either)
         batch.save(force_insert=True)
-        return batch
-    _insert(batch, ASYNC + KEEP + " FROM off RETURNING id", [])
+    else:
+        _insert(batch, [], clear_only=False)
     return batch
 
 
-def accept_if_clear(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> ReceivedBatch | None:
+def accept_if_clear(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> tuple[ReceivedBatch, bool] | None:
     """The body kept as `accept` keeps it, by the one statement that looks at its trials too: kept when none of
     them has ended or was started by another account (the request's common case, which so makes no query
     before); None, nothing written, when one may have, or off PostgreSQL: the request screens it first
-    (traces.screened), as with an account that may write into any trial."""
+    (traces.screened), as with an account that may write into any trial. With the batch, whether another
+    batch of its trial and sender was waiting before it: the statement locks that one until it commits, so
+    the task that reads it (and deletes it after) finds this one too; the request sends no message then."""
     if connection.vendor != "postgresql":
         return None
     batch = _batch(body, protobuf, user, trial_ids)
-    keys = [f"lime:{trial_id}"[:500] for trial_id in trial_ids]
-    sql = KEEP + " WHERE " + CLEAR if settings.OTLP_DURABLE_ACCEPT else ASYNC + KEEP + " FROM off WHERE " + CLEAR
-    return batch if _insert(batch, sql + " RETURNING id", [keys, user.pk]) else None
+    queued = _insert(batch, [f"lime:{trial_id}"[:500] for trial_id in trial_ids], clear_only=True)
+    return None if batch.pk is None else (batch, queued)
 
 
 def _batch(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> ReceivedBatch:
@@ -138,25 +138,37 @@ def _batch(body: bytes, protobuf: bool, user: Any, trial_ids: list[str]) -> Rece
     return ReceivedBatch(body=body, protobuf=protobuf, sent_by=user, trial_key=key, received_at=timezone.now())
 
 
-def _insert(batch: ReceivedBatch, sql: str, more: list[Any]) -> bool:
-    """One statement, so one round trip (not BEGIN, SET LOCAL, INSERT, COMMIT); whether it wrote the row."""
-    fields = [batch.body, batch.protobuf, batch.sent_by_id, batch.trial_key, batch.received_at]
+def _insert(batch: ReceivedBatch, keys: list[str], clear_only: bool) -> bool:
+    """KEEP: one statement, so one round trip (not BEGIN, SET LOCAL, INSERT, COMMIT); the batch's pk if it wrote
+    the row; whether another batch of its trial was waiting before it."""
+    setting = None if settings.OTLP_DURABLE_ACCEPT else "off"
+    row: list[Any] = [batch.body, batch.protobuf, batch.sent_by_id, batch.trial_key, batch.received_at]
+    trials: list[Any] = [not clear_only, keys, batch.sent_by_id]
     with connection.cursor() as cursor:
-        cursor.execute(sql, fields + more)
-        row = cursor.fetchone()
-    batch.pk = row[0] if row else None
-    return row is not None
+        cursor.execute(KEEP, [setting, *row, *trials, batch.trial_key, batch.sent_by_id])
+        batch.pk, queued = cursor.fetchone()
+    return bool(queued)
 
 
-# The INSERT, and its own transaction's setting (set_config's `true`: SET LOCAL), which its commit reads: a
-# statement outside any atomic block is its own transaction. CLEAR: no trial of the body has ended or is
-# another account's.
-ASYNC = "WITH off AS (SELECT set_config('synchronous_commit', 'off', true)) "
-KEEP = "INSERT INTO trials_receivedbatch (body, protobuf, sent_by_id, trial_key, received_at) SELECT %s, %s, %s, %s, %s"
-CLEAR = (
-    "NOT EXISTS (SELECT 1 FROM trials_trial WHERE key = ANY(%s) "
-    "AND (status <> 'running' OR started_by_id IS DISTINCT FROM %s))"
+# The setting for its own transaction (set_config's `true`: SET LOCAL), which its commit reads (a statement out
+# of any atomic block is its own transaction); OTLP_DURABLE_ACCEPT keeps the server's. The INSERT, unless
+# asked to keep it only then, when no trial of the body has ended or is another account's. `earlier`: a batch
+# of its trial waiting before it, locked (FOR KEY SHARE) so that its reader's DELETE waits for this commit.
+KEEP = """
+WITH setting AS (SELECT set_config('synchronous_commit', COALESCE(%s, current_setting('synchronous_commit')), true)),
+kept AS (
+    INSERT INTO trials_receivedbatch (body, protobuf, sent_by_id, trial_key, received_at)
+    SELECT %s, %s, %s, %s, %s FROM setting WHERE %s OR NOT EXISTS (
+        SELECT 1 FROM trials_trial WHERE key = ANY(%s) AND (status <> 'running' OR started_by_id IS DISTINCT FROM %s)
+    )
+    RETURNING id
+),
+earlier AS (
+    SELECT id FROM trials_receivedbatch WHERE trial_key = %s AND trial_key <> '' AND sent_by_id = %s
+    ORDER BY id LIMIT 1 FOR KEY SHARE
 )
+SELECT (SELECT id FROM kept), EXISTS (SELECT 1 FROM earlier)
+"""
 
 
 def read(batch_pk: int, trial_key: str = "", sent_by: int | None = None) -> tuple[str, int | None] | None:

@@ -114,15 +114,15 @@ class Traces(APIView):
             return status_response(request, 413, message)
         by_trial = otlp.spans_by_trial(spans)
         refused: traces.Refusals = []
-        batch = batches.accept_if_clear(body, as_protobuf, request.user, list(by_trial)) if spans else None
-        if batch is None:  # (a trial of the body may have ended, or be another account's: looked at first)
+        kept = batches.accept_if_clear(body, as_protobuf, request.user, list(by_trial)) if spans else None
+        if kept is None:  # (a trial of the body may have ended, or be another account's: looked at first)
             ended, refused = traces.screened(by_trial, request.user)
             if ended:
                 return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
             if len(refused) < len(spans):  # (the body kept whole; its spans read off the request)
-                batch = batches.accept(body, as_protobuf, request.user, list(by_trial))
-        if batch is not None:
-            tasks.read_later(batch)
+                kept = batches.accept(body, as_protobuf, request.user, list(by_trial)), False
+        if kept is not None:
+            tasks.read_later(*kept)
         messages = [p.message for p in problems] + sorted({why for _, why in refused})  # (a trial's why once)
         return _answer(len(problems) + len(refused), messages, as_protobuf)
 

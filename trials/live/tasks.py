@@ -13,7 +13,7 @@ from celery.signals import after_task_publish, worker_ready
 from django.conf import settings
 from django.db import connections
 
-from core.broker import clear_sent, mark_sent, mark_unless_waiting, task_arguments
+from core.broker import broker_redis, clear_sent, mark_sent, mark_unless_waiting, task_arguments
 from trials import queue
 from trials.live import batches, traces
 from trials.models import ReceivedBatch
@@ -58,14 +58,16 @@ def requeue_stale_otlp_batches() -> int:
     return len(stale)
 
 
-def read_later(batch: ReceivedBatch) -> None:
+def read_later(batch: ReceivedBatch, queued: bool = False) -> None:
     """The batch read off the request: a Celery task with a broker, else the embedded worker's thread
-    (trials/queue.py), in its turn, after the batches a previous process of this server left. A broker
-    that takes no message raises: the request answers 503 and the exporter sends the batch again."""
-    if settings.IMPORTS_IN_THREAD:
+    (trials/queue.py), in its turn, after the batches a previous process of this server left. `queued`:
+    another batch of its trial waited before it (batches.accept_if_clear), so with a Redis broker no
+    message (the task reading that one reads this one; the sweep, a lost one's). A broker that takes no
+    message raises: the request answers 503 and the exporter sends the batch again."""
+    if settings.IMPORTS_IN_THREAD:  # (each batch its own call: this thread's only sweep is its first)
         _resume_stranded_batches()
         queue.embedded_worker().submit(queue.run_in_embedded_worker, read_otlp_batch_task, batch.pk)
-    else:
+    elif not (queued and broker_redis() is not None):
         send_read(batch.pk, batch.trial_key, batch.sent_by_id)  # (eager without a broker: run here)
 
 
