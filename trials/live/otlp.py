@@ -22,6 +22,7 @@ from typing import IO, Any, cast
 
 import orjson
 from django.conf import settings
+from django.db import connection
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from google.protobuf.json_format import MessageToDict
@@ -125,6 +126,12 @@ class Traces(APIView):
             tasks.read_later(*kept)
         messages = [p.message for p in problems] + sorted({why for _, why in refused})  # (a trial's why once)
         return _answer(len(problems) + len(refused), messages, as_protobuf)
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # A kept connection is not checked first (one SELECT 1, a round trip a batch): after a database restart
+        # its batch answers 503, which an exporter sends again, and Django closes the broken connection after.
+        connection.health_check_done = True  # type: ignore[attr-defined]  # (Django's flag: "checked this request")
+        super().initial(request, *args, **kwargs)
 
     def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]  # an OTLP Status
         """DRF's refusals of this view (401, 403, 413, 415, a body that does not parse) as OTLP Statuses;
