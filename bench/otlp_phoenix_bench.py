@@ -4,7 +4,7 @@ BatchSpanProcessor sends them; how long a batch takes to be accepted (a 2xx the 
 sent), spans accepted per second, and when the whole trace is queryable.
 
 Usage: .venv/bin/python bench/otlp_phoenix_bench.py [--quick] [--spans 10000] [--batch 50]
-       [--phoenix /tmp/phoenix-venv/bin/phoenix] [--database-url URL] [--redis-url URL]
+       [--phoenix /tmp/phoenix-venv/bin/phoenix] [--database-url URL] [--redis-url URL] [--interleave]
 
 The spans: one agent run, `invoke_agent` (the root, ended last, with its `benchmark.reward`) over
 `--spans - 1` model-call spans (`chat`, tokens, a 200-character output message), made by the SDK
@@ -19,6 +19,9 @@ Targets, one after another in this run:
     PostgreSQL `--database-url`, a database of its own the bench creates and drops), when a
     database URL is given (`--database-url`, else BENCH_DATABASE_URL);
   queryable: the trial's API (`GET /api/trials/<id>/`) says it is `passed` with every span's step.
+`--interleave`: Phoenix and Benchviewer deployed up at once, each batch sent to one then the other, so
+both are timed under the same machine load (one after another, the load of a shared machine can
+double between them); they store at the same time too, so each one's queryable time is longer.
 Goal (issue 43): a batch accepted at least as fast as Phoenix's, and queryable within 0.25x its time.
 
 `--quick`: 300 spans, Benchviewer embedded (and what else is named); exits 1 when a span is lost.
@@ -36,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import urllib3
@@ -75,23 +80,28 @@ def made_spans(count: int) -> list:
     return list(memory.get_finished_spans())
 
 
-def send(url: str, headers: dict[str, str], spans: list, batch: int) -> tuple[list[float], float, float]:
-    """The spans sent by the SDK's OTLPSpanExporter `batch` at a time: each export's ms, when the first was
-    sent and when the last was accepted (perf_counter). An export the exporter does not take as sent stops
-    the run."""
+def send(targets: list[dict], spans: list, batch: int) -> dict[str, dict]:
+    """The spans sent by the SDK's OTLPSpanExporter `batch` at a time to each target; with several, each
+    batch to every target in turn (`--interleave`: the same machine load on all). Each export's ms, when
+    the first was sent and when the last was accepted (perf_counter), by target. An export the exporter
+    does not take as sent stops the run."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces", headers=headers, timeout=60)
-    times, first = [], time.perf_counter()
+    exporters = {t["name"]: OTLPSpanExporter(endpoint=f"{t['url']}/v1/traces", headers=t["headers"], timeout=60)
+                 for t in targets}  # fmt: skip
+    sent = {t["name"]: {"times": [], "first": time.perf_counter()} for t in targets}
     for start in range(0, len(spans), batch):
-        started = time.perf_counter()
-        result = exporter.export(spans[start : start + batch])
-        times.append((time.perf_counter() - started) * 1000)
-        if result is not SpanExportResult.SUCCESS:
-            raise SystemExit(f"{url}: the exporter did not take batch {start // batch} as sent ({result})")
-    exporter.shutdown()
-    return times, first, time.perf_counter()
+        for name, exporter in exporters.items():
+            started = time.perf_counter()
+            result = exporter.export(spans[start : start + batch])
+            sent[name]["times"].append((time.perf_counter() - started) * 1000)
+            sent[name]["accepted"] = time.perf_counter()
+            if result is not SpanExportResult.SUCCESS:
+                raise SystemExit(f"{name}: the exporter did not take batch {start // batch} as sent ({result})")
+    for exporter in exporters.values():
+        exporter.shutdown()
+    return sent
 
 
 def wait_until(answered, what: str, limit: float = 900.0) -> float:
@@ -128,7 +138,8 @@ def stop(processes: list[subprocess.Popen]) -> None:
             process.kill()
 
 
-def phoenix(command: str, spans: list, batch: int) -> dict:
+@contextmanager
+def phoenix(command: str) -> Iterator[dict]:
     folder, port = tempfile.mkdtemp(prefix="otlp-phoenix-"), free_port()
     env = {
         **os.environ,
@@ -147,15 +158,14 @@ def phoenix(command: str, spans: list, batch: int) -> dict:
 
     try:
         wait_for_http(url, process)
-        times, first, accepted = send(url, {}, spans, batch)
-        queryable = wait_until(lambda: stored() >= len(spans), url)
-        return {"times": times, "first": first, "accepted": accepted, "queryable": queryable}
+        yield {"name": "Phoenix", "url": url, "headers": {}, "stored": stored}
     finally:
         stop([process])
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def benchviewer(spans: list, batch: int, database_url: str | None, redis_url: str | None) -> dict:
+@contextmanager
+def benchviewer(name: str, spans: int, database_url: str | None, redis_url: str | None) -> Iterator[dict]:
     """Benchviewer served as deployed: gunicorn (and with a broker, a Celery worker), a database of its own."""
     data_dir, port = tempfile.mkdtemp(prefix="otlp-bench-"), free_port()
     database_url = database_url or f"sqlite:///{data_dir}/{SQLITE_NAME}"
@@ -172,24 +182,41 @@ def benchviewer(spans: list, batch: int, database_url: str | None, redis_url: st
     processes = [subprocess.Popen([*gunicorn, "--log-level", "warning"], cwd=REPO, env=env)]
     if redis_url:
         worker = [str(REPO / ".venv/bin/celery"), "-A", "benchviewer", "worker", "--concurrency", "1", "-l", "warning"]
+        worker = ["nice", "-n", str(WORKER_NICE[0]), *worker] if WORKER_NICE[0] else worker
         processes.append(subprocess.Popen(worker, cwd=REPO, env=env))
     url = f"http://127.0.0.1:{port}"
     http = urllib3.PoolManager()
     headers = {"Authorization": f"Token {token}"}
 
-    def done() -> bool:
+    def stored() -> int:
         found = json.loads(http.request("GET", f"{url}/api/trials/?search={TRIAL}", headers=headers).data)
         rows = [t for t in found.get("results", []) if t.get("name") == TRIAL]
-        return bool(rows) and rows[0]["status"] == "passed" and rows[0]["step_count"] == len(spans) - 1
+        return spans if rows and rows[0]["status"] == "passed" and rows[0]["step_count"] == spans - 1 else 0
 
     try:
         wait_for_http(url + "/", processes[0])
-        times, first, accepted = send(url, headers, spans, batch)
-        return {"times": times, "first": first, "accepted": accepted, "queryable": wait_until(done, url)}
+        yield {"name": name, "url": url, "headers": headers, "stored": stored}
     finally:
         stop(processes)
         shutil.rmtree(data_dir, ignore_errors=True)
 
+
+def measured(targets: list[dict], spans: list, batch: int) -> dict[str, dict]:
+    """The targets sent the spans (in turns, when several) and each one's queryable time (perf_counter)."""
+    results = send(targets, spans, batch)
+    waiting = list(targets)  # (all polled together: each is timed from its own first batch)
+
+    def one_more() -> bool:
+        for target in [t for t in waiting if t["stored"]() >= len(spans)]:
+            results[target["name"]]["queryable"] = time.perf_counter()
+            waiting.remove(target)
+        return not waiting
+
+    wait_until(one_more, ", ".join(t["name"] for t in waiting))
+    return results
+
+
+WORKER_NICE = [0]  # --worker-nice: the Celery worker's niceness (0: as docs/deploy.md runs it)
 
 TOKEN_SCRIPT = """
 import django; django.setup()
@@ -218,26 +245,45 @@ def main() -> None:
     parser.add_argument("--phoenix", default="", help="the `phoenix` command of Phoenix's own venv")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""))
     parser.add_argument("--redis-url", default="")
+    parser.add_argument(
+        "--interleave", action="store_true",
+        help="Phoenix and Benchviewer deployed up at once, each batch sent to one then the other (the same load "
+        "on both; they store at the same time too); embedded not run",
+    )  # fmt: skip
+    parser.add_argument("--worker-nice", type=int, default=0, help="run the Celery worker under `nice -n N`")
     args = parser.parse_args()
+    WORKER_NICE[0] = args.worker_nice
     if args.quick:
         args.spans = 300
     spans = made_spans(args.spans)
-    print(f"{args.spans:,} spans (one trace, the root last) in batches of {args.batch}, the SDK's exporter:")
-    results = {}
-    if args.phoenix:
-        results["phoenix"] = report("Phoenix", phoenix(args.phoenix, spans, args.batch), args.spans)
-    bv = benchviewer(spans, args.batch, None, None)
-    results["embedded"] = report("Benchviewer embedded (SQLite)", bv, args.spans)
+    order = "in turns, " if args.interleave else ""
+    print(f"{args.spans:,} spans (one trace, the root last) in batches of {args.batch}, {order}the SDK's exporter:")
+    deployed = "Benchviewer deployed (PG, Celery)" if args.redis_url else "Benchviewer (PostgreSQL)"
     if args.database_url:
         psql(args.database_url, f'DROP DATABASE IF EXISTS "{args.database_url.rsplit("/", 1)[1]}"')
         psql(args.database_url, f'CREATE DATABASE "{args.database_url.rsplit("/", 1)[1]}"')
-        bv = benchviewer(spans, args.batch, args.database_url, args.redis_url or None)
-        name = "Benchviewer deployed (PG, Celery)" if args.redis_url else "Benchviewer (PostgreSQL)"
-        results["deployed"] = report(name, bv, args.spans)
-    if "phoenix" in results:
-        for key in ("embedded", "deployed"):
-            if key in results:
-                print(f"{key}: queryable at {results[key] / results['phoenix']:.2f}x Phoenix's time (goal 0.25x)")
+    results: dict[str, float] = {}
+    with ExitStack() as servers:
+        if args.interleave:
+            if not (args.phoenix and args.database_url):
+                raise SystemExit("--interleave needs --phoenix and --database-url")
+            ours = benchviewer(deployed, args.spans, args.database_url, args.redis_url or None)
+            targets = [servers.enter_context(phoenix(args.phoenix)), servers.enter_context(ours)]
+            for name, result in measured(targets, spans, args.batch).items():
+                results[name] = report(name, result, args.spans)
+        else:
+            runs = [phoenix(args.phoenix)] if args.phoenix else []
+            runs.append(benchviewer("Benchviewer embedded (SQLite)", args.spans, None, None))
+            if args.database_url:
+                runs.append(benchviewer(deployed, args.spans, args.database_url, args.redis_url or None))
+            for run in runs:
+                with run as target:
+                    result = measured([target], spans, args.batch)[target["name"]]
+                    results[target["name"]] = report(target["name"], result, args.spans)
+    if "Phoenix" in results:
+        for name, seconds in results.items():
+            if name != "Phoenix":
+                print(f"{name}: queryable at {seconds / results['Phoenix']:.2f}x Phoenix's time (goal 0.25x)")
 
 
 if __name__ == "__main__":

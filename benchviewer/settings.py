@@ -229,6 +229,9 @@ OTLP_MAX_SPANS_PER_REQUEST = env_int("OTLP_MAX_SPANS_PER_REQUEST", 10_000)
 # False: PostgreSQL flushes the commit of an accepted OTLP body within ~0.6 s, after the answer
 # (docs/configuration.md: what a database crash may lose); an app crash loses nothing either way.
 OTLP_DURABLE_ACCEPT = env_bool("OTLP_DURABLE_ACCEPT", False)
+# Seconds a web process keeps a token POST /v1/traces authenticated (core/roles.py): a token revoked
+# elsewhere stops working within this; 0: every request asks the database.
+OTLP_TOKEN_CACHE_SECONDS = env_int("OTLP_TOKEN_CACHE_SECONDS", 10)
 OTLP_MAX_ERROR_CHARS = 4000  # partial_success.error_message: the refused spans named, cut here
 
 # Celery: Redis when REDIS_URL is set; otherwise tasks run in-process (eager).

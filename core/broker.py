@@ -37,8 +37,28 @@ def broker_redis() -> redis.Redis | None:
 def first_argument(body: Any) -> Any:
     """The first argument of a task message's body as `after_task_publish` gets it, or None.
     (Task protocol 2: the body is (args, kwargs, embed).)"""
-    args = body[0] if isinstance(body, (list, tuple)) and body else ()
+    args = task_arguments(body)
     return args[0] if args else None
+
+
+def task_arguments(body: Any) -> tuple:
+    """The positional arguments of a task message's body as `after_task_publish` gets it."""
+    args = body[0] if isinstance(body, (list, tuple)) and body else ()
+    return tuple(args) if isinstance(args, (list, tuple)) else ()
+
+
+def mark_unless_waiting(marker: str, seconds: int) -> bool:
+    """The marker set unless it is already (one Redis SET NX): True when this call set it, so the caller
+    sends the message; False when a message for the work is waiting. True without a Redis broker, or when
+    Redis does not answer (the message is sent, or fails to be, as without a marker)."""
+    client = broker_redis()
+    if client is None:
+        return True
+    try:
+        return bool(client.set(PREFIX + marker, timezone.now().isoformat(), nx=True, ex=seconds))
+    except redis.RedisError as exc:
+        log.warning("could not mark %s: %s", marker, exc)
+        return True
 
 
 def mark_sent(marker: str) -> None:

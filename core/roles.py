@@ -16,6 +16,7 @@ Three doors use the same mapping:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, cast
@@ -26,6 +27,7 @@ from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import F, Q
+from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.utils.functional import SimpleLazyObject
 from rest_framework import authentication, exceptions
@@ -101,6 +103,40 @@ class TokenAuthentication(authentication.TokenAuthentication):
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
         user._benchviewer_rights = _rights_of_groups([row.group for row in rows if row.group])
         return user, token
+
+
+TOKENS_KEPT = 1000  # a process's known tokens, forgotten all at once past this (a few runners' tokens in practice)
+_known_tokens: dict[str, tuple[float, Any, Token]] = {}  # key -> (known until, user, token), this process's
+
+
+class CachedTokenAuthentication(TokenAuthentication):
+    """TokenAuthentication whose answer a process keeps OTLP_TOKEN_CACHE_SECONDS: an exporter's batches (dozens
+    a second) then make no token query each. A token deleted or its user changed (deactivated, regrouped) stops
+    working at once in the process that changed it (`forget_tokens`), within that time in the others."""
+
+    def authenticate_credentials(self, key: str):
+        known = _known_tokens.get(key)
+        if known is not None and time.monotonic() < known[0]:
+            return known[1], known[2]
+        user, token = super().authenticate_credentials(key)  # (an unknown key is never kept: asked each time)
+        if settings.OTLP_TOKEN_CACHE_SECONDS > 0:
+            if len(_known_tokens) >= TOKENS_KEPT:
+                _known_tokens.clear()
+            _known_tokens[key] = (time.monotonic() + settings.OTLP_TOKEN_CACHE_SECONDS, user, token)
+        return user, token
+
+
+def forget_tokens(**kwargs: Any) -> None:
+    """Every known token asked again: any change to a token, a user, or what their groups and permissions are."""
+    _known_tokens.clear()
+
+
+_User = get_user_model()
+for _model in (Token, _User):
+    post_save.connect(forget_tokens, sender=_model, dispatch_uid="core.roles.forget_tokens")
+    post_delete.connect(forget_tokens, sender=_model, dispatch_uid="core.roles.forget_tokens")
+for _through in (_User.groups.through, _User.user_permissions.through, Group.permissions.through):
+    m2m_changed.connect(forget_tokens, sender=_through, dispatch_uid="core.roles.forget_tokens")
 
 
 def has_right(user, right: str) -> bool:

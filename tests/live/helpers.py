@@ -1,10 +1,15 @@
-"""Small hand-built live-run payloads: the seed's spine, runtime events, ATIF steps."""
+"""Small hand-built live-run payloads: the seed's spine, runtime events, ATIF steps, an agent run's spans."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -72,3 +77,20 @@ def runner_client(db: Any = None, name: str = "runner-1") -> tuple[APIClient, st
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     return client, token
+
+
+def agent_run(trial_id: str, calls: int) -> list:
+    """An agent span over `calls` model calls, as the SDK hands them to its exporter (the root last)."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"benchmark.trial.id": trial_id}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent coder") as agent:
+        agent.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder",
+                              "benchmark.reward": 1.0})  # fmt: skip
+        for n in range(calls):
+            with tracer.start_as_current_span("chat") as chat:
+                output = [{"role": "assistant", "parts": [{"type": "text", "content": f"answer {n}"}]}]
+                chat.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                     "gen_ai.output.messages": json.dumps(output)})  # fmt: skip
+    return list(memory.get_finished_spans())

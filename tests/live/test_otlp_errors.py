@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from django.db import close_old_connections, connection
 from django.test import Client
 from google.rpc import status_pb2
 
+from core.locks import own_connection
 from tests.live.helpers import runner_client
 from trials.models import Trial
 
@@ -76,3 +78,35 @@ def test_a_body_of_more_spans_than_the_request_path_writes_in_time_is_refused_wh
     assert Trial.objects.count() == 0  # nothing stored
     answer = client.post("/v1/traces", body(spans[:3]), content_type="application/json")
     assert answer.status_code == 200 and Trial.objects.count() == 1  # at the limit: written
+
+
+def test_a_kept_connection_is_not_checked_first_and_one_the_database_dropped_costs_one_batch_a_503(
+    transactional_db, fresh_outage, settings, monkeypatch
+):
+    """A batch makes no `SELECT 1` first (Django's health check, a round trip): after a database restart
+    its batch is a 503, which an exporter sends again, and the broken connection is closed after it."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a kept connection the server drops is PostgreSQL's")
+    settings.IMPORTS_IN_THREAD = False
+    _, token = runner_client()
+    client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {token}")
+    usable, checks = connection.is_usable, []
+    monkeypatch.setattr(connection, "is_usable", lambda: checks.append(1) is None and usable())
+    connection.close()
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)  # (kept between requests, as deployed)
+
+    def batch(n: int) -> int:
+        span = {"traceId": "ab" * 16, "spanId": f"{n + 1:016x}", "name": "chat"}
+        body = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+        status = client.post("/v1/traces", orjson.dumps(body), content_type="application/json").status_code
+        close_old_connections()  # (the end of a request, which the test client skips)
+        return status
+
+    assert batch(1) == 200
+    assert client.get("/api/trials/").status_code == 200 and len(checks) == 1  # (another view checks it)
+    close_old_connections()
+    assert batch(2) == 200 and len(checks) == 1
+    with own_connection() as other, other.cursor() as cursor:  # (the server restarted: the connection gone)
+        cursor.execute("SELECT pg_terminate_backend(%s)", [connection.connection.info.backend_pid])
+    assert batch(3) == 503 and connection.connection is None  # (checked once it failed, and closed)
+    assert batch(4) == 200 and Trial.objects.count() == 1

@@ -6,46 +6,30 @@ problem on the trial."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.trace.export import SpanExportResult
 from rest_framework.authtoken.models import Token
 
 from core.locks import worker_lock
 from tests.builders import HANG_GUARD, running_worker
-from tests.live.helpers import runner_client, spine
+from tests.live.helpers import agent_run, runner_client, spine
 from trials.live import batches, tasks, traces, trajectories
 from trials.models import ReceivedBatch, ReceivedSpan, Trial
 from trials.queue import embedded_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the worker thread has its own connection
-
-
-def agent_run(trial_id: str, calls: int) -> list:
-    """An agent span over `calls` model calls, as the SDK hands them to its exporter (the root last)."""
-    memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"benchmark.trial.id": trial_id}))
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("invoke_agent coder") as agent:
-        agent.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder",
-                              "benchmark.reward": 1.0})  # fmt: skip
-        for n in range(calls):
-            with tracer.start_as_current_span("chat") as chat:
-                output = [{"role": "assistant", "parts": [{"type": "text", "content": f"answer {n}"}]}]
-                chat.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
-                                     "gen_ai.output.messages": json.dumps(output)})  # fmt: skip
-    return list(memory.get_finished_spans())
+PROTOBUF = "application/x-protobuf"
 
 
 @pytest.fixture
@@ -184,3 +168,61 @@ def test_with_a_broker_a_separate_celery_worker_writes_the_steps_and_ends_the_ru
         f"answer {n}" for n in range(120)
     ]
     assert not ReceivedSpan.objects.filter(trial=trial, lane=traces.PENDING).exists()
+
+
+def test_on_postgresql_a_body_is_kept_by_one_statement_that_leaves_the_connections_setting_as_it_was(db, settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("the asynchronous commit is PostgreSQL's (SQLite's WAL waits for no disk at commit either)")
+    settings.OTLP_DURABLE_ACCEPT = False
+    _, token = runner_client()
+    sender = Token.objects.get(key=token).user
+    body = encode_spans(agent_run("otel-one-statement", 2)).SerializeToString()
+    with CaptureQueriesContext(connection) as queries:
+        kept = batches.accept(body, True, sender, ["otel-one-statement"])
+    assert len(queries.captured_queries) == 1
+    assert (
+        "set_config('synchronous_commit', COALESCE('off', current_setting('synchronous_commit')), true)"
+        in (queries[0]["sql"])
+    )
+    row = ReceivedBatch.objects.get(pk=kept.pk)
+    assert (bytes(row.body), row.trial_key, row.sent_by_id) == (body, "lime:otel-one-statement", sender.pk)
+    assert row.received_at == kept.received_at
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"  # (the statement's own transaction only)
+    settings.OTLP_DURABLE_ACCEPT = True  # (the server's own setting kept: the commit waits for the disk)
+    with CaptureQueriesContext(connection) as queries:
+        batches.accept(body, True, sender, ["otel-one-statement"])
+    assert "COALESCE(NULL, current_setting('synchronous_commit'))" in queries[0]["sql"]
+
+
+def test_a_batch_of_a_running_trial_is_kept_by_one_statement_on_postgresql(held_worker):
+    runner, _ = runner_client()
+    spans = agent_run("otel-kept-at-once", 4)[:-1]  # (no root: the trial stays running)
+    body = encode_spans(spans[:2]).SerializeToString()
+    assert runner.post("/v1/traces", body, content_type=PROTOBUF).status_code == 200  # (the token known after)
+    with CaptureQueriesContext(connection) as queries:
+        answer = runner.post("/v1/traces", encode_spans(spans[2:]).SerializeToString(), content_type=PROTOBUF)
+    assert answer.status_code == 200 and ReceivedBatch.objects.count() == 2
+    if connection.vendor == "postgresql":  # (elsewhere the trials are looked at first: traces.screened)
+        [insert] = queries.captured_queries
+        assert "NOT EXISTS" in insert["sql"] and "trials_trial" in insert["sql"]
+
+
+def test_a_batch_for_another_accounts_trial_is_kept_only_for_one_granted_every_trial(held_worker):
+    owner, _ = runner_client()
+    started = owner.post("/api/commands/start_benchmark_trial/", spine("otel-owned"), format="json")
+    assert started.status_code in (200, 201), started.content
+    body = encode_spans(agent_run("otel-owned", 2)[:-1]).SerializeToString()
+    other, _ = runner_client(name="runner-2")
+    answer = other.post("/v1/traces", body, content_type=PROTOBUF)
+    refused = ExportTraceServiceResponse.FromString(answer.content).partial_success
+    assert answer.status_code == 200 and refused.rejected_spans == 2 and "another account" in refused.error_message
+    assert not ReceivedBatch.objects.exists()
+
+    granted, token = runner_client(name="runner-3")
+    Token.objects.get(key=token).user.user_permissions.add(Permission.objects.get(codename="write_any_live_trial"))
+    answer = granted.post("/v1/traces", body, content_type=PROTOBUF)
+    kept = ExportTraceServiceResponse.FromString(answer.content)
+    assert answer.status_code == 200 and not kept.partial_success.rejected_spans
+    assert ReceivedBatch.objects.count() == 1

@@ -1,7 +1,9 @@
 """`POST /v1/traces`: OTLP/HTTP (protobuf or JSON) from a runner's OpenTelemetry exporter, as live trials.
 
 The request reads of the body what its answer needs (trials/live/batches.py `outline`: ids, names,
-trial ids) and keeps it whole, one row; off the request it is read by the importer's pure parser
+trial ids) and keeps it whole, one row: on PostgreSQL by the one statement that also sees that none
+of its trials has ended or is another account's (`accept_if_clear`), else after looking at them
+(traces.screened). Off the request it is read by the importer's pure parser
 (trials/ingest/formats/otlp.py), its spans kept by trials/live/traces.py and written through the live
 service's own entry points (`start_trial`, `add_items`, the reward and completion events): the same
 stages as every other live write. The answer is OTLP's ExportTraceServiceResponse, in the request's
@@ -20,10 +22,12 @@ from typing import IO, Any, cast
 
 import orjson
 from django.conf import settings
+from django.db import connection
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
@@ -69,6 +73,8 @@ class Traces(APIView):
     """OTLP/HTTP traces: a runner's exporter with `Authorization: Token <token>` (the `run` right)."""
 
     required_right = roles.RUN
+    # (the default classes, the token's answer kept a few seconds: OTLP_TOKEN_CACHE_SECONDS)
+    authentication_classes = [roles.CachedTokenAuthentication, BasicAuthentication, SessionAuthentication]
     max_body_setting = "OTLP_MAX_BODY_BYTES"
     parser_classes = [ProtobufBody, JSONBody]
 
@@ -108,13 +114,24 @@ class Traces(APIView):
             )
             return status_response(request, 413, message)
         by_trial = otlp.spans_by_trial(spans)
-        ended, refused = traces.screened(by_trial, request.user)
-        if ended:
-            return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
-        if len(refused) < len(spans):  # (the body kept whole; its spans read off the request)
-            tasks.read_later(batches.accept(body, as_protobuf, request.user, list(by_trial)))
+        refused: traces.Refusals = []
+        kept = batches.accept_if_clear(body, as_protobuf, request.user, list(by_trial)) if spans else None
+        if kept is None:  # (a trial of the body may have ended, or be another account's: looked at first)
+            ended, refused = traces.screened(by_trial, request.user)
+            if ended:
+                return status_response(request, 409, f"{WHERE}: {'; '.join(ended)}; no span of this body was stored")
+            if len(refused) < len(spans):  # (the body kept whole; its spans read off the request)
+                kept = batches.accept(body, as_protobuf, request.user, list(by_trial)), False
+        if kept is not None:
+            tasks.read_later(*kept)
         messages = [p.message for p in problems] + sorted({why for _, why in refused})  # (a trial's why once)
         return _answer(len(problems) + len(refused), messages, as_protobuf)
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # A kept connection is not checked first (one SELECT 1, a round trip a batch): after a database restart
+        # its batch answers 503, which an exporter sends again, and Django closes the broken connection after.
+        connection.health_check_done = True  # type: ignore[attr-defined]  # (Django's flag: "checked this request")
+        super().initial(request, *args, **kwargs)
 
     def handle_exception(self, exc: Exception) -> HttpResponse:  # type: ignore[override]  # an OTLP Status
         """DRF's refusals of this view (401, 403, 413, 415, a body that does not parse) as OTLP Statuses;
