@@ -48,7 +48,9 @@ XDIST_INDEX = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"
 # Seconds a test waits for a state before calling the build broken: no verdict rests on it, so it is
 # long enough for a machine under any load (the suite holds beside two CPU-bound processes).
 HANG_GUARD = 600.0
-TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{15 - XDIST_INDEX}")
+# (TEST_REDIS_TOP_DB: where a second run of the suite beside the first counts down from, e.g. 11)
+TOP_DB = int(os.environ.get("TEST_REDIS_TOP_DB", "15"))
+TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", f"redis://127.0.0.1:6379/{TOP_DB - XDIST_INDEX}")
 
 
 def reads_shared(module: object, function: object) -> bool:
