@@ -6,9 +6,15 @@ from collections.abc import Iterator
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from hypothesis import HealthCheck, settings
 
 from core import errors
 from tests.builders import REFERENCE, free_port, import_demo, make_user, reads_shared
+
+# A verdict never rests on the machine's speed: on a loaded machine Hypothesis's own timing checks (a
+# deadline per example, "generating inputs is too slow") failed tests whose every example passed.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 # Debian's Chromium (`playwright install` cannot download browsers here); no background traffic.
 CHROMIUM_ARGS = [
