@@ -30,6 +30,7 @@ from django.db.models import F, Q
 from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.utils.functional import SimpleLazyObject
+from drf_spectacular.drainage import set_override
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 from rest_framework.permissions import SAFE_METHODS, BasePermission
@@ -124,6 +125,10 @@ class CachedTokenAuthentication(TokenAuthentication):
                 _known_tokens.clear()
             _known_tokens[key] = (time.monotonic() + settings.OTLP_TOKEN_CACHE_SECONDS, user, token)
         return user, token
+
+
+# The same bearer token on the wire as TokenAuthentication: one "tokenAuth" scheme in the API schema, not two.
+set_override(CachedTokenAuthentication, "suppress_collision_warning", True)
 
 
 def forget_tokens(**kwargs: Any) -> None:
