@@ -74,10 +74,12 @@ class TrialFilter(django_filters.FilterSet):
     role = django_filters.ChoiceFilter(choices=ROLE_CHOICES, method="filter_role", label="Role")
     task = django_filters.CharFilter(method="filter_task")
     # distinct=False: status is a column of the trial itself, so no row can repeat.
-    status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices, distinct=False)
+    status = django_filters.MultipleChoiceFilter(
+        choices=Trial.Status.choices, distinct=False, widget=forms.CheckboxSelectMultiple
+    )  # (boxes in a row: a multiple select took a quarter of the list's first screen)
     failure_category = django_filters.CharFilter(method="filter_failure_category")
-    reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte")
-    reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte")
+    reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte", label="Reward at least")
+    reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte", label="Reward at most")
     complete = django_filters.ChoiceFilter(
         choices=[("true", "complete"), ("false", "incomplete")], method="filter_complete", label="Evidence"
     )  # an empty first choice ("any"): a list page must not filter until asked

@@ -48,6 +48,7 @@ SORT_LABELS |= {"newest": "newest first", "oldest": "oldest first"}
 def trial_list(params: QueryDict) -> tuple[TrialFilter, QuerySet[Trial]]:
     """The filtered and sorted trial list for a query string (page, tab, q… are ignored)."""
     filterset = TrialFilter(params, queryset=Trial.objects.for_list())
+    filterset.form.label_suffix = ""  # "Job", not "Job:": the form reads as the other pages' filters
     qs = filterset.qs
     if params.get("untriaged"):
         qs = qs.untriaged()
