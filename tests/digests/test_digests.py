@@ -151,6 +151,8 @@ def test_a_comparisons_digest_says_which_mean_reward_delta_is_paired_and_which_i
     assert f"over {len(mini)} tasks" in row and f"over {len(opus_means)} tasks" in row and "+0.376 unpaired" in row
     # Terminal-Bench's own score, an unscored trial as 0, paired over all 80 tasks (the issue's +0.45 a task)
     assert "; +0.450 paired over 80 tasks, SE 0.058" in text
+    # TB1 carries no Lime evidence: the evidence check reads as on the page, not as passed
+    assert "- not applicable: Evidence as complete as the baseline's \\(not applicable to terminal-bench" in text
 
 
 # ---------------------------------------------------------------- bounds: a long trajectory

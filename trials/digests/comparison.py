@@ -35,13 +35,20 @@ def comparison_digest(result: dict[str, Any], page_url: str, api_url: str, absol
     ]
     parts = ["\n".join(decision)]
     parts += _listed("Conditions it misses", c.get("missingConditions") or [])
-    guard = [f"{'ok' if g.get('ok') else 'fails'}: {g.get('label')}" for g in c.get("guard") or []]
+    guard = [_guard_line(g) for g in c.get("guard") or []]
     parts += _listed("Guard", guard)
     if not c.get("valid", True):
         parts += _listed("Not comparable", c.get("invalidReasons") or [])
     parts.append(_headline(result))
     parts.append(_tasks(result.get("tasks") or [], absolute))
     return "\n\n".join(parts) + "\n"
+
+
+def _guard_line(check: dict[str, Any]) -> str:
+    """A check of the guard as the page says it: one a format cannot carry reads "not applicable", never "ok"."""
+    if check.get("applicable") is False:
+        return f"not applicable: {check.get('label')} ({check.get('note')})"
+    return f"{'ok' if check.get('ok') else 'fails'}: {check.get('label')}"
 
 
 def _listed(title: str, items: list[Any]) -> list[str]:
