@@ -19,7 +19,7 @@ from comparisons.families import charts as family_charts
 from comparisons.families.grid import get_or_compute_grid, parse_grid, present_tasks
 from comparisons.models import Comparison
 from comparisons.pair import charts
-from comparisons.pair.figures import figure_links
+from comparisons.pair.figures import figure_links, missing_linked, risks_linked
 from comparisons.pair.table import headline_numbers, metric_rows
 from comparisons.pair.views import CHART_TITLES, _matrix
 from comparisons.statistics.sides import parse_sides
@@ -27,6 +27,7 @@ from shares.models import Share
 from shares.services import comparison_query
 from trials.models import QCItem, Step, Trial
 from trials.reading import steps, tabs
+from trials.thresholds import datasets_of, pass_rule
 from trials.triage.evidence_links import evidence_links
 
 GRID_TASKS = 100
@@ -121,12 +122,17 @@ def comparison_context(share: Share, request: Any | None) -> dict[str, Any]:
         if result["comparison"]["valid"] or name != "reward_delta"
     ]
     matrix = _matrix(request or SimpleNamespace(GET=QueryDict()), result, query)
+    links = figure_links(result, query)  # the page's own; the share's template makes them plain text (`unlinked`)
     return {
         "comparison_row": comparison,
         "result": result,
         "c": result["comparison"],
         "numbers": headline_numbers(result),
-        "metrics": metric_rows(result, figure_links(result, query)),
+        "links": links,
+        "missing": missing_linked(result["comparison"], links),
+        "risks": risks_linked(result["comparison"], links),
+        "metrics": metric_rows(result, links),
+        "pass_rule": pass_rule(datasets_of(baseline.trials() | candidate.trials())),
         # the page's own sorts and pages of tasks: its links are relative ("?sort=…"), so they stay in the share
         "matrix": matrix,
         "matrix_rows": matrix["page"] if request is not None else result["tasks"],  # a report holds every task

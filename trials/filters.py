@@ -15,6 +15,7 @@ from core.ids import parse_pk
 from trials import query
 from trials.models import Configuration, Import, Job, Pack, PermissionDecision, Task, Trial
 from trials.models.failure_classes import FailureClass, timed_out_q
+from trials.models.qc import FailureCluster
 from trials.models.taxonomy import FLAG_CHOICES, WITH_REWARD_FLAG
 from trials.models.trial import PASSES, WITHOUT_REWARD
 
@@ -73,10 +74,12 @@ class TrialFilter(django_filters.FilterSet):
     role = django_filters.ChoiceFilter(choices=ROLE_CHOICES, method="filter_role", label="Role")
     task = django_filters.CharFilter(method="filter_task")
     # distinct=False: status is a column of the trial itself, so no row can repeat.
-    status = django_filters.MultipleChoiceFilter(choices=Trial.Status.choices, distinct=False)
+    status = django_filters.MultipleChoiceFilter(
+        choices=Trial.Status.choices, distinct=False, widget=forms.CheckboxSelectMultiple
+    )  # (boxes in a row: a multiple select took a quarter of the list's first screen)
     failure_category = django_filters.CharFilter(method="filter_failure_category")
-    reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte")
-    reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte")
+    reward_min = django_filters.NumberFilter(field_name="reward", lookup_expr="gte", label="Reward at least")
+    reward_max = django_filters.NumberFilter(field_name="reward", lookup_expr="lte", label="Reward at most")
     complete = django_filters.ChoiceFilter(
         choices=[("true", "complete"), ("false", "incomplete")], method="filter_complete", label="Evidence"
     )  # an empty first choice ("any"): a list page must not filter until asked
@@ -101,6 +104,10 @@ class TrialFilter(django_filters.FilterSet):
         choices=FAILURE_CLASS_CHOICES, method="filter_failure_class", widget=forms.HiddenInput
     )
     denied_side_effect = django_filters.BooleanFilter(method="filter_denied_side_effect", widget=forms.HiddenInput)
+    # Set by the dashboard's failures by class: the trials the clusters page counts in each class.
+    cluster_class = django_filters.ChoiceFilter(
+        choices=FailureCluster.Class.choices, method="filter_cluster_class", widget=forms.HiddenInput
+    )
 
     class Meta:
         model = Trial
@@ -174,6 +181,10 @@ class TrialFilter(django_filters.FilterSet):
     def filter_failure_class(self, queryset, name, value):
         """The trial's class: a triager's override, else the rules' (trials.models.failure_classes)."""
         return queryset.with_failure_class(value)
+
+    def filter_cluster_class(self, queryset, name, value):
+        """Trials in a failure cluster of this class (a flagged pass's too, which has no failure class of its own)."""
+        return queryset.filter(cluster__failure_class=value)
 
     def filter_denied_side_effect(self, queryset, name, value):
         """Trials with a side effect after a denied permission (comparisons.statistics.metrics.denied_side_effects)."""

@@ -101,8 +101,9 @@ def linked(text: str, counts: list[tuple[str, str]] | list[list[str]], links: di
 
 def missing_linked(c: dict[str, Any], links: dict[str, Any]) -> list[SafeString]:
     """The conditions of promote not met, the paired tasks they count linked to those tasks."""
-    paired = [(f"{c['pairedTasks']} paired task(s)", "tasks.paired")]
-    return [linked(m, paired if m.startswith(paired[0][0]) else [], links) for m in c["missingConditions"]]
+    paired = [(f"has {c['pairedTasks']}", "tasks.paired")]
+    wanted = f"paired tasks ({paired[0][0]})"  # verdict.missing_conditions' words
+    return [linked(m, paired if m.endswith(wanted) else [], links) for m in c["missingConditions"]]
 
 
 def risks_linked(c: dict[str, Any], links: dict[str, Any]) -> list[SafeString]:

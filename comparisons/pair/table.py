@@ -20,15 +20,22 @@ from comparisons.statistics.metrics import delta_or_none
 
 SAME = 1e-9  # two figures this close are one figure
 
-# label, metric key, value format, delta format, hint
+# label, metric key, value format, delta format, hint, the side's trials a value opens (`figure_links`)
 METRIC_ROWS = (
-    ("Timeout rate", "timeoutRate", "pct", "dpct", "trials whose agent timed out, over all trials"),
-    ("Mean duration", "meanDurationSec", "sec", "dsec", ""),
-    ("Tokens per trial", "tokensPerTrial", "int", "dint", ""),
-    ("Tokens per successful trial", "tokensPerSuccess", "int", "dint", ""),
-    ("Cost per trial", "costPerTrial", "usd", "dusd", ""),
-    ("Cost per successful trial", "costPerSuccess", "usd", "dusd", "total over all trials ÷ passed trials"),
-    ("Evidence completeness rate", "evidenceCompletenessRate", "pct", "dpct", ""),
+    ("Timeout rate", "timeoutRate", "pct", "dpct", "trials whose agent timed out, over all trials", ""),
+    ("Mean duration", "meanDurationSec", "sec", "dsec", "over the trials that say how long they ran", "all"),
+    ("Tokens per trial", "tokensPerTrial", "int", "dint", "over the trials that report tokens", "all"),
+    (
+        "Tokens per successful trial",
+        "tokensPerSuccess",
+        "int",
+        "dint",
+        "total over all trials ÷ passed trials",
+        "passed",
+    ),
+    ("Cost per trial", "costPerTrial", "usd", "dusd", "over the trials that report a cost", "all"),
+    ("Cost per successful trial", "costPerSuccess", "usd", "dusd", "total over all trials ÷ passed trials", "passed"),
+    ("Evidence completeness rate", "evidenceCompletenessRate", "pct", "dpct", "", "all"),
 )
 COUNT_ROWS = (
     ("Errored trials", "erroredTrials", "errored"),
@@ -59,7 +66,7 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
             "delta": "",
         }
     )
-    for label, key, fmt, dfmt, hint in METRIC_ROWS:
+    for label, key, fmt, dfmt, hint, opens in METRIC_ROWS:
         # evidence completeness is a Lime evidence-pack fact: no row where neither side carries it
         if key == "evidenceCompletenessRate" and not c.get("evidenceApplies"):
             continue
@@ -69,6 +76,12 @@ def metric_rows(result: dict[str, Any], links: dict[str, Any]) -> list[dict[str,
             "candidate": formatted(cand[key], fmt),
             "delta": formatted(deltas[key], dfmt),
         }
+        if opens:  # (a value of "—" opens nothing: no trial has the figure)
+            row |= {
+                f"{role}_url": links[role][opens]
+                for role, m in (("baseline", base), ("candidate", cand))
+                if m[key] is not None
+            }
         if key == "timeoutRate":
             row |= {
                 f"{role}_note": _of_trials(links, role, metrics, "timedOut", "timedOutTrials")

@@ -25,7 +25,10 @@ HEADLINE_RULES = (
     ("same task definitions", "task names and task checksums on both sides"),
     ("versions pinned", "configuration.agent_version of every configuration on both sides"),
     ("environment pinned", "job config / extra `environment`, or the Harbor trial config's environment"),
-    ("sample count", f"scored trials per side (>= {AGGREGATE_MIN_SAMPLES}) and per task (>= {PER_TASK_MIN_SAMPLES})"),
+    (
+        "sample count",
+        f"scored trials: at least {AGGREGATE_MIN_SAMPLES} a side, and at least {PER_TASK_MIN_SAMPLES} of a task a side",
+    ),
     ("LLM settings pinned", "model id, temperature, max steps, token and cost budgets in profiles or job config"),
 )
 _LLM_PINS = {
@@ -51,7 +54,7 @@ def headline_eligibility(
     samples = min(sum(len(c.scored) for c in d.tasks.values()) for d in sides)
     aggregate = list(mode_reasons)
     if samples < AGGREGATE_MIN_SAMPLES:
-        aggregate.append(f"sample count {samples} is below aggregate threshold N >= {AGGREGATE_MIN_SAMPLES}")
+        aggregate.append(f"at least {AGGREGATE_MIN_SAMPLES} scored trials on each side (has {samples})")
     aggregate += shared + pins
     return {
         "eligible": not aggregate,
@@ -88,7 +91,7 @@ def _task_reasons(name: str, base: SideData, cand: SideData, pins: list[str]) ->
     reasons += [mode_reason(m) for m in sorted({m for c in present for m in c.not_headline_modes})]
     samples = min(len(c.scored) if c else 0 for c in cells)
     if samples < PER_TASK_MIN_SAMPLES:
-        reasons.append(f"sample count {samples} is below per-task threshold N >= {PER_TASK_MIN_SAMPLES}")
+        reasons.append(f"at least {PER_TASK_MIN_SAMPLES} scored trials of this task on each side (has {samples})")
     if any(c.postcondition_missing for c in present):
         reasons.append("final task postcondition was not evaluated")
     if cells[0] is None or cells[1] is None or cells[0].checksums != cells[1].checksums:

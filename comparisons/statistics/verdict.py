@@ -170,10 +170,7 @@ def missing_conditions(comparison: dict[str, Any], guard: list[dict[str, Any]]) 
             if not comparison[key]:
                 missing.append(f"{role} has no evidence (evidence completeness {_pct(comparison[key])})")
     if comparison["pairedTasks"] < MIN_PAIRED_TASKS:
-        missing.append(
-            f"{comparison['pairedTasks']} paired task(s): at least {MIN_PAIRED_TASKS} needed "
-            "(the seed's aggregate threshold N >= 10)"
-        )
+        missing.append(f"at least {MIN_PAIRED_TASKS} paired tasks (has {comparison['pairedTasks']})")
     return missing
 
 

@@ -22,7 +22,7 @@ from rest_framework.authtoken.models import Token
 
 from tests.builders import REFERENCE, good_steps, import_path, long_trajectory, make_user, tool_step, write_trial
 from trials.digests.trial import BEFORE, MAX_CHARS, WINDOW
-from trials.models import Job, Trial
+from trials.models import Configuration, Job, Trial
 
 pytestmark = pytest.mark.django_db
 
@@ -106,7 +106,8 @@ def test_a_comparisons_digest_puts_the_decision_first_and_the_flips_at_the_top_o
     lines = text.splitlines()
     assert lines[0].startswith("# Comparison: ") and lines[2].startswith("**Decision: ")
     assert re.match(r"\*\*Decision: (promote|hold|revert)\*\*\. \S", lines[2])
-    assert f"- Mean reward delta: {delta:+.3f}" in text and "- McNemar exact p: " in text
+    assert f"- Mean reward delta: {delta:+.3f} paired over {len(paired)} tasks" in text
+    assert "- McNemar exact p: " in text
     pass_to_fail = sum(1 for t in flipped if b[t])
     assert f"pass → fail {pass_to_fail}, fail → pass {len(flipped) - pass_to_fail}" in text
     table = text.split("## Per-task deltas")[1].splitlines()[4:]  # (title, blank, header, rule)
@@ -119,6 +120,39 @@ def test_a_comparisons_digest_puts_the_decision_first_and_the_flips_at_the_top_o
     assert _md(other.get(f"/comparisons/?{query}&format=md")) == text
     assert _md(other.get(f"/comparisons/?{query}", headers={"accept": "text/markdown"})) == text
     assert other.get(f"/comparisons/?{query}")["Content-Type"].startswith("text/html")
+
+
+def _task_means(rows: list[dict]) -> dict[str, float]:
+    """Each task's mean over its scored attempts (`is_resolved` null: unscored, left out)."""
+    by_task: dict[str, list[float]] = {}
+    for row in rows:
+        if row["is_resolved"] is not None:
+            by_task.setdefault(row["task_id"], []).append(float(row["is_resolved"]))
+    return {task: sum(values) / len(values) for task, values in by_task.items()}
+
+
+def test_a_comparisons_digest_says_which_mean_reward_delta_is_paired_and_which_is_not():
+    # mini-swe-agent (1 run) against droid + opus (5 runs): the sides scored different tasks, so the two deltas differ
+    mini_run, opus = TB1.parent, DROID / "20250923_droid_claude-4-1-opus"
+    import_path(mini_run)
+    import_path(opus)
+    mini = _task_means(_rows(TB1))
+    opus_means = _task_means([row for run in sorted(opus.iterdir()) for row in _rows(run)])
+    paired = mini.keys() & opus_means.keys()
+    paired_delta = sum(opus_means[t] - mini[t] for t in paired) / len(paired)
+    unpaired = sum(opus_means.values()) / len(opus_means) - sum(mini.values()) / len(mini)
+    assert (len(paired), f"{paired_delta:+.3f}", f"{unpaired:+.3f}") == (47, "+0.430", "+0.376")  # the brief's figures
+    base, cand = (Configuration.objects.get(key=folder.name).pk for folder in (mini_run, opus))
+    text = _md(_viewer().get(f"/comparisons/digest.md?baseline={base}&candidate={cand}"))
+    line = next(line for line in text.splitlines() if line.startswith("- Mean reward delta: "))
+    assert line.startswith("- Mean reward delta: +0.430 paired over 47 tasks (CI95 "), line
+    assert line.endswith("; +0.376 unpaired (the two sides' own means)"), line
+    row = next(line for line in text.splitlines() if line.startswith("| Mean reward"))
+    assert f"over {len(mini)} tasks" in row and f"over {len(opus_means)} tasks" in row and "+0.376 unpaired" in row
+    # Terminal-Bench's own score, an unscored trial as 0, paired over all 80 tasks (the issue's +0.45 a task)
+    assert "; +0.450 paired over 80 tasks, SE 0.058" in text
+    # TB1 carries no Lime evidence: the evidence check reads as on the page, not as passed
+    assert "- not applicable: Evidence as complete as the baseline's \\(not applicable to terminal-bench" in text
 
 
 # ---------------------------------------------------------------- bounds: a long trajectory

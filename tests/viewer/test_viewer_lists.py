@@ -32,7 +32,7 @@ def test_the_dashboard_shows_imports_jobs_datasets_configurations_and_failures(c
     html = client_logged_in.get(reverse("home")).content.decode()
     for text in ("baseline-job", "candidate-job", "benchviewer-demo/terminal-tasks", "baseline-feedback-v1"):
         assert text in html
-    assert "Failures by category" in html
+    assert "Failures by class" in html
     assert 'id="untriaged"' in html
 
 
@@ -56,14 +56,41 @@ def test_untriaged_means_no_qc_item_on_the_dashboard_the_list_and_the_queue(clie
     assert Trial.objects.untriaged().count() == len(others)
 
 
-def test_the_uncategorised_failures_link_lists_exactly_those(client_logged_in, demo):
-    failed = Trial.objects.failed().order_by("pk")
-    Trial.objects.filter(pk=failed[0].pk).update(failure_category="")
-    expected = failed.filter(failure_category="").count()
-    html = client_logged_in.get(reverse("home")).content.decode()
-    link = re.search(r'href="(/trials/\?uncategorised=1[^"]*)"', html).group(1).replace("&amp;", "&")
-    listed = client_logged_in.get(link).content.decode()
-    assert f'Trials <span class="muted">({expected})</span>' in listed
+def _class_cells(html: str) -> dict[str, tuple[int, str, int, str]]:
+    """The dashboard's failures by class: class -> (trials, their link, clusters, their link)."""
+    rows = re.findall(
+        r'<tr data-class="(\w+)">.*?href="([^"]+)" class="class-trials">([\d,]+) trials?</a>'
+        r'.*?href="([^"]+)" class="class-clusters">([\d,]+) clusters?</a>',
+        html.split('id="failures-by-class"')[1].split("</section>")[0],
+    )
+    return {c: (int(n.replace(",", "")), t.replace("&amp;", "&"), int(k), u) for c, t, n, u, k in rows}
+
+
+def test_the_dashboard_counts_failures_by_class_as_the_clusters_page_and_opens_them(client_logged_in):
+    # mini-swe-agent on TB1: is_resolved false (failed) or null (unscored) is a failure; a resolved row whose
+    # agent timed out is a flagged pass (terminal-bench-1/README.md)
+    run = REFERENCE / "terminal-bench-1" / "20250825_swe-agent-mini_claude-4-sonnet"
+    rows = orjson.loads(next(run.glob("*/results.json")).read_bytes())["results"]
+    failures = sum(1 for r in rows if r["is_resolved"] is not True)
+    flagged_passes = sum(1 for r in rows if r["is_resolved"] is True and r["failure_mode"] == "agent_timeout")
+    assert (failures, flagged_passes) == (69, 9)
+    import_path(run)
+    cells = _class_cells(client_logged_in.get(reverse("home")).content.decode())
+    assert "Failures by category" not in client_logged_in.get(reverse("home")).content.decode()
+    assert cells["flagged_pass"][0] == flagged_passes
+    assert sum(n for c, (n, *_) in cells.items() if c != "flagged_pass") == failures
+    clusters = client_logged_in.get(reverse("qc-clusters")).content.decode()
+    for failure_class, (trials, trials_url, count, clusters_url) in cells.items():
+        # the clusters page's class tab says the same numbers
+        assert re.search(
+            rf'data-class="{failure_class}"><span[^>]*>[^<]+</span> {count} clusters?, {trials} trials?</a>', clusters
+        ), failure_class
+        assert clusters_url == f"/qc/clusters/?class={failure_class}"
+        listed = client_logged_in.get(trials_url).content.decode()
+        expected = set(Trial.objects.filter(cluster__failure_class=failure_class).values_list("name", flat=True))
+        assert f'Trials <span class="muted">({trials})</span>' in listed and len(expected) == trials
+        assert trial_links(listed) and set(trial_links(listed)) <= expected  # (its first page of 50)
+        assert f"in a failure cluster of class {failure_class.replace('_', ' ')}" in listed
 
 
 def test_the_jobs_list_shows_counts_and_mean_reward(client_logged_in, demo):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from comparisons.pair.formatting import formatted
+from comparisons.statistics.metrics import delta_or_none
 from trials.digests.markdown import inline, link, table
 from trials.digests.trial import Absolute
 
@@ -34,13 +35,20 @@ def comparison_digest(result: dict[str, Any], page_url: str, api_url: str, absol
     ]
     parts = ["\n".join(decision)]
     parts += _listed("Conditions it misses", c.get("missingConditions") or [])
-    guard = [f"{'ok' if g.get('ok') else 'fails'}: {g.get('label')}" for g in c.get("guard") or []]
+    guard = [_guard_line(g) for g in c.get("guard") or []]
     parts += _listed("Guard", guard)
     if not c.get("valid", True):
         parts += _listed("Not comparable", c.get("invalidReasons") or [])
     parts.append(_headline(result))
     parts.append(_tasks(result.get("tasks") or [], absolute))
     return "\n\n".join(parts) + "\n"
+
+
+def _guard_line(check: dict[str, Any]) -> str:
+    """A check of the guard as the page says it: one a format cannot carry reads "not applicable", never "ok"."""
+    if check.get("applicable") is False:
+        return f"not applicable: {check.get('label')} ({check.get('note')})"
+    return f"{'ok' if check.get('ok') else 'fails'}: {check.get('label')}"
 
 
 def _listed(title: str, items: list[Any]) -> list[str]:
@@ -56,31 +64,67 @@ def _headline(result: dict[str, Any]) -> str:
     c = result["comparison"]
     b, k = result["baseline"]["metrics"], result["candidate"]["metrics"]
     deltas = result.get("deltas") or {}
-    rows = [
+    scored = c.get("scoredTasks") or {}
+    mean_row = (
+        "Mean reward (each side over the tasks it scored)",
+        _over(b.get("meanRewardScored"), scored.get("baseline")),
+        _over(k.get("meanRewardScored"), scored.get("candidate")),
+        f"{formatted(delta_or_none(b.get('meanRewardScored'), k.get('meanRewardScored')), 'delta')} unpaired",
+    )
+    rows = [mean_row] + [
         (label, formatted(b.get(key), kind), formatted(k.get(key), kind), formatted(deltas.get(key), delta))
         for label, key, kind, delta in (
-            ("Mean reward (task-averaged)", "meanReward", "num", "delta"),
-            ("Pass rate", "passRate", "pct", "dpct"),
+            ("Pass rate (trials)", "passRate", "pct", "dpct"),
             ("Timeout rate", "timeoutRate", "pct", "dpct"),
             ("Cost per trial", "costPerTrial", "usd", "dusd"),
         )
     ]
-    ci = c.get("meanRewardDeltaCi95")
-    ci_text = f" (CI95 {ci[0]:+.3f} to {ci[1]:+.3f}, paired bootstrap over tasks)" if ci else " (no CI)"
     flips = c.get("flips") or {}
     lines = [
         "## Headline figures",
         "",
         table(("", "baseline", "candidate", "delta"), rows),
         "",
-        f"- Mean reward delta: {formatted(c.get('meanRewardDelta'), 'delta')}{ci_text} on "
-        f"{c.get('pairedTasks', 0)} paired tasks",
+        f"- Mean reward delta: {_mean_deltas(result)}",
+        *_leaderboard(result),
         f"- McNemar exact p: {formatted(c.get('mcnemarP'))} (pass → fail {flips.get('passToFail', 0)}, "
         f"fail → pass {flips.get('failToPass', 0)} of {flips.get('pairedTasks', 0)} decided tasks)",
         f"- Minimum detectable effect: {formatted(c.get('mde'))} · valid: {'yes' if c.get('valid') else 'no'}"
         f" · headline eligible: {'yes' if c.get('headlineEligible') else 'no'}",
     ]
     return "\n".join(lines)
+
+
+def _over(value: float | None, tasks: int | None) -> str:
+    return formatted(value) + (f" over {tasks} tasks" if value is not None and tasks is not None else "")
+
+
+def _mean_deltas(result: dict[str, Any]) -> str:
+    """Which delta is which, as the page's Figures table says: paired over N tasks first, then unpaired."""
+    c = result["comparison"]
+    b, k = result["baseline"]["metrics"], result["candidate"]["metrics"]
+    ci = c.get("meanRewardDeltaCi95")
+    ci_text = f" (CI95 {ci[0]:+.3f} to {ci[1]:+.3f}, paired bootstrap over tasks)" if ci else " (no CI)"
+    unpaired = delta_or_none(b.get("meanRewardScored"), k.get("meanRewardScored"))
+    return (
+        f"{formatted(c.get('meanRewardDelta'), 'delta')} paired over {c.get('pairedTasks', 0)} tasks{ci_text}; "
+        f"{formatted(unpaired, 'delta')} unpaired (the two sides' own means)"
+    )
+
+
+def _leaderboard(result: dict[str, Any]) -> list[str]:
+    """The source's own score (an unscored trial counts as 0), paired over the tasks both ran, where it has one."""
+    b, k = result["baseline"]["metrics"], result["candidate"]["metrics"]
+    rule = b.get("leaderboardRule") or k.get("leaderboardRule")
+    paired = result["comparison"].get("leaderboardDelta")
+    if not rule:
+        return []
+    line = f"- Leaderboard score ({inline(rule, 100)}): {formatted(b.get('leaderboardScore'))} → "
+    line += formatted(k.get("leaderboardScore"))
+    if paired and paired.get("delta") is not None:
+        se = f", SE {paired['se']:.3f}" if paired.get("se") is not None else ""
+        line += f"; {formatted(paired['delta'], 'delta')} paired over {paired['tasks']} tasks{se}"
+    return [line]
 
 
 def _mean(side: dict[str, Any] | None) -> str:

@@ -14,6 +14,7 @@ from core.ids import parse_pk
 from trials.filters import TrialFilter, role_q
 from trials.ingest.records import PASS_REWARD
 from trials.models import Configuration, Dataset, Job, Trial
+from trials.models.qc import FailureCluster
 from trials.models.trial import PASSES, failures_q
 
 TRIAL_SORTS: dict[str, tuple[str | OrderBy, ...]] = {
@@ -47,6 +48,7 @@ SORT_LABELS |= {"newest": "newest first", "oldest": "oldest first"}
 def trial_list(params: QueryDict) -> tuple[TrialFilter, QuerySet[Trial]]:
     """The filtered and sorted trial list for a query string (page, tab, q… are ignored)."""
     filterset = TrialFilter(params, queryset=Trial.objects.for_list())
+    filterset.form.label_suffix = ""  # "Job", not "Job:": the form reads as the other pages' filters
     qs = filterset.qs
     if params.get("untriaged"):
         qs = qs.untriaged()
@@ -214,6 +216,12 @@ def figure_filter(chosen: dict[str, Any]) -> str:
         f"that passed (reward ≥ {PASS_REWARD}, however the run ended)" if passes is True else "",
         "that did not pass" if passes is False else "",
         f"whose failure class is {chosen['failure_class']}" if chosen.get("failure_class") else "",
+        f"in a failure cluster of class {_class_label(chosen['cluster_class'])}" if chosen.get("cluster_class") else "",
+        "whose agent timed out" if chosen.get("timed_out") is True else "",
         "with a side effect after a denied permission" if chosen.get("denied_side_effect") else "",
     ]
     return " and ".join(w for w in words if w)
+
+
+def _class_label(value: str) -> str:
+    return str(dict(FailureCluster.Class.choices).get(value, value)).lower()

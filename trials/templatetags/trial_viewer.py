@@ -1,15 +1,16 @@
-"""Template helpers of the trial viewer: query-string links, durations, scrubbed JSON."""
+"""Template helpers of the trial viewer: query-string links, durations, scrubbed JSON, a share's plain links."""
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Any
 
 from django import template
 from django.http import QueryDict
 from django.utils import dateformat, timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from core.durations import duration
 from trials.reading import markdown_text, side_by_side, text
@@ -227,3 +228,24 @@ def listed(value: Any) -> Any:
 def compare_with(trial: Any) -> Any:
     """Other trials of the trial's task, for its "compare with…" menu (one query)."""
     return side_by_side.compare_with(trial)
+
+
+LINK = re.compile(r"<a\b([^>]*)>(.*?)</a>", re.S)
+HREF = re.compile(r'\s+href="([^"]*)"')
+
+
+def _plain_link(match: re.Match[str]) -> str:
+    attributes, inner = match.group(1), match.group(2)
+    href = HREF.search(attributes)
+    if href and href.group(1).startswith("#"):
+        return match.group(0)
+    return f"<span{HREF.sub('', attributes)}>{inner}</span>"
+
+
+@register.filter
+def unlinked(html: str) -> SafeString:
+    """`html` with every link out of the page made a `<span>` keeping its id, class and title (a link within
+    the page stays): a share shows the comparison page's includes, whose links would only ask a visitor for a
+    login. Only our templates' rendered output goes through it, where untrusted text is escaped, so no `<a`
+    in that text is a tag."""
+    return mark_safe(LINK.sub(_plain_link, str(conditional_escape(html))))  # (escaped above; tags only rewritten)

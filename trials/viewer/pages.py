@@ -43,7 +43,6 @@ def flag_counts() -> list[tuple[str, str, int]]:
 
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    failures = Trial.objects.failed().values("failure_category").annotate(n=Count("id")).order_by("-n")
     untriaged = Trial.objects.for_list().select_related("task__dataset").untriaged().order_by("-pk")
     # The newest first, as the job list and the configuration list order them: each panel is their first rows.
     jobs = list(
@@ -64,7 +63,8 @@ def home(request: HttpRequest) -> HttpResponse:
             "configurations": newest_configurations()[:DASHBOARD_ROWS],
             "job_count": Job.objects.count(),
             "configuration_count": Configuration.objects.count(),
-            "failures": failures,
+            # by class, as the clusters page counts them (every failed, unscored or flagged trial is in a cluster)
+            "failure_classes": [row for row in clusters.class_rows() if row["trials"]],
             "flagged": flag_counts(),
             "untriaged": untriaged[:10],
             "untriaged_count": untriaged.count(),

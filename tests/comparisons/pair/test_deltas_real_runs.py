@@ -9,10 +9,12 @@ unscored (terminal-bench-1/README.md: 32 of mini's 80 rows; public-runs-2/README
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from statistics import fmean, stdev
 
 import pytest
 
+from core.durations import duration
 from tests.builders import REFERENCE, import_path, link_of, listed_trials, matrix_tasks, tb1_rows, text_of
 from trials.models import Configuration, Trial
 
@@ -189,3 +191,32 @@ def test_the_timeout_rate_opens_the_trials_whose_agent_timed_out(client_logged_i
     assert set(links) == {str(len(timed_out)), f"{len(rows)} trials"}
     listed = listed_trials(client_logged_in, links[str(len(timed_out))])
     assert sorted(Trial.objects.filter(pk__in=listed).values_list("task__name", flat=True)) == timed_out
+
+
+def _seconds(row: dict) -> float | None:
+    """A row's trial duration, from its own timestamps (TB1 writes ISO 8601 with an offset)."""
+    if not (row["trial_started_at"] and row["trial_ended_at"]):
+        return None
+    return (
+        datetime.fromisoformat(row["trial_ended_at"]) - datetime.fromisoformat(row["trial_started_at"])
+    ).total_seconds()
+
+
+def test_the_duration_tokens_and_cost_rows_open_the_trials_of_their_side(client_logged_in, compared):
+    html = compared["html"]
+    for side, folder in (("baseline", MINI), ("candidate", OPUS)):
+        rows = tb1_rows(folder)
+        durations = [s for s in map(_seconds, rows) if s is not None]
+        base, cand, _ = _figures_row(html, "Mean duration")
+        cell = {"baseline": base, "candidate": cand}[side]
+        assert cell.startswith("<a href=") and duration(fmean(durations)) in cell
+        [(_, href)] = _cell_links(cell).items()
+        listed = listed_trials(client_logged_in, href)  # the side's trials: the first page of them
+        configuration = Configuration.objects.get(key=folder.name)
+        assert listed and set(Trial.objects.filter(pk__in=listed).values_list("configuration", flat=True)) == {
+            configuration.pk
+        }
+        assert f'Trials <span class="muted">({len(rows)})</span>' in client_logged_in.get(href).content.decode()
+    for label in ("Tokens per trial", "Cost per trial"):
+        for cell in _figures_row(html, label)[:2]:  # TB1 reports no cost, and tokens as null or 0
+            assert cell == "—" or cell.startswith("<a href="), (label, cell)

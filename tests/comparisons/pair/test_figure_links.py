@@ -128,6 +128,6 @@ def test_the_paired_tasks_a_hold_counts_open_those_tasks(client_logged_in, page)
     # t00-t06 are on both sides; t05 and t06 keep a scored attempt each side, so all 7 pair.
     html = page["html"]
     missing = re.search(r'<ul id="missing-conditions">(.*?)</ul>', html, re.S).group(1)
-    href = re.search(r'<a href="([^"]+)">7 paired task\(s\)</a>: at least 10 needed', missing)
+    href = re.search(r'at least 10 paired tasks \(<a href="([^"]+)">has 7</a>\)', missing)
     assert href, missing
     assert matrix_tasks(client_logged_in, href.group(1).replace("&amp;", "&")) == set(BASE) == set(CAND)

@@ -319,11 +319,11 @@ def test_harbor_trials_without_a_mode_and_few_samples_are_not_headline():
     c = result["comparison"]
     assert c["headlineReasons"] == [
         "measurement mode unknown",
-        "sample count 6 is below aggregate threshold N >= 10",
+        "at least 10 scored trials on each side (has 6)",
         "final task postcondition was not evaluated",  # the errored and unrewarded trials
     ]
     per_task = {r["task"]: r["headlineReasons"] for r in result["tasks"]}
-    assert per_task["t1"] == ["measurement mode unknown", "sample count 2 is below per-task threshold N >= 20"]
+    assert per_task["t1"] == ["measurement mode unknown", "at least 20 scored trials of this task on each side (has 2)"]
     assert "final task postcondition was not evaluated" in per_task["t3"]
 
 

@@ -34,7 +34,7 @@ def test_nine_paired_tasks_hold_even_when_every_seed_check_passes():
     c = decide(build_side("base", _tasks([0.0] * 9)), build_side("cand", _tasks([1.0] * 9)))
     assert c["guardPasses"] is True and c["valid"] is True
     assert c["decision"] == "hold"
-    assert c["missingConditions"] == ["9 paired task(s): at least 10 needed (the seed's aggregate threshold N >= 10)"]
+    assert c["missingConditions"] == ["at least 10 paired tasks (has 9)"]
 
 
 def test_lime_packs_with_zero_evidence_and_five_tasks_hold_and_list_each_missing_condition():
@@ -48,7 +48,7 @@ def test_lime_packs_with_zero_evidence_and_five_tasks_hold_and_list_each_missing
     assert c["missingConditions"] == [
         "baseline has no evidence (evidence completeness 0%)",
         "candidate has no evidence (evidence completeness 0%)",
-        "5 paired task(s): at least 10 needed (the seed's aggregate threshold N >= 10)",
+        "at least 10 paired tasks (has 5)",
     ]
 
 
@@ -57,7 +57,7 @@ def test_the_evidence_gate_is_not_applicable_where_no_side_carries_lime_evidence
     base = build_side("base", _tasks([0.0] * 5), trial_kwargs={"is_complete": False, "source_format": "agentv"})
     cand = build_side("cand", _tasks([0.0] * 5), trial_kwargs={"is_complete": False, "source_format": "agentv"})
     c = decide(base, cand)
-    assert c["missingConditions"] == ["5 paired task(s): at least 10 needed (the seed's aggregate threshold N >= 10)"]
+    assert c["missingConditions"] == ["at least 10 paired tasks (has 5)"]
     evidence = c["guard"][2]
     assert evidence["applicable"] is False and evidence["ok"] is True
     assert evidence["note"].startswith("not applicable to agentv")
@@ -81,16 +81,14 @@ def test_no_paired_task_holds_with_no_delta(client_logged_in):
     c = decide(base, cand)
     assert c["pairedTasks"] == 0 and c["meanRewardDelta"] is None
     assert c["decision"] == "hold"
-    assert "0 paired task(s): at least 10 needed (the seed's aggregate threshold N >= 10)" in c["missingConditions"]
+    assert "at least 10 paired tasks (has 0)" in c["missingConditions"]
 
 
 def test_the_api_answer_carries_the_missing_conditions(client_logged_in):
     base, cand = build_side("base", _tasks([0.0] * 3)), build_side("cand", _tasks([1.0] * 3))
     body = client_logged_in.get(f"/api/comparisons/?baseline={base.pk}&candidate={cand.pk}").json()
     assert body["comparison"]["decision"] == "hold"
-    assert body["comparison"]["missingConditions"] == [
-        "3 paired task(s): at least 10 needed (the seed's aggregate threshold N >= 10)"
-    ]
+    assert body["comparison"]["missingConditions"] == ["at least 10 paired tasks (has 3)"]
 
 
 def test_an_invalid_comparison_shows_its_deltas_only_inside_a_not_comparable_box(client_logged_in):
