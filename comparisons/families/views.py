@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from functools import reduce
 from html import escape
+from operator import or_
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,7 +23,7 @@ from comparisons.families.trend import get_or_compute_trend, parse_trend
 from comparisons.models import GridResult
 from comparisons.statistics.sides import Side, SideError
 from trials.models import Configuration, Dataset, Job, Trial
-from trials.thresholds import pass_rule
+from trials.thresholds import datasets_of, pass_rule
 
 TASK_PAGE_SIZE = 100
 SIDE_SORTS = {"side": "label", "mean": "mean_reward", "delta": "delta_vs_reference", "p": "mcnemar_p_holm"}
@@ -171,6 +173,7 @@ def grid_page(request):
             "chart_url": f"{reverse('api-comparison-grid-chart')}?{query}",
             "api_url": f"{reverse('api-comparison-grid')}?{query}",
             "share_json": json.dumps({"comparison": grid_query(sides, reference)}),  # the Share button's body
+            "pass_rule": pass_rule(datasets_of(reduce(or_, (side.trials() for side in sides)))),
         }
     )
     return render(request, "comparisons/grid.html", context)

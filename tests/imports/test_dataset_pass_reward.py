@@ -95,7 +95,7 @@ def test_a_dataset_threshold_set_in_the_admin_decides_its_trials_and_the_pages_c
     assert body["baseline"]["metrics"]["passRate"] == pytest.approx(pass_rate(BASE_REWARDS, 1.0))
     page = client_logged_in.get(f"/jobs/{base.pk}/").content.decode()
     assert "a trial passes at reward ≥ 1.0, however its run ended" in page
-    assert "a lower one is partial or failed; the threshold: full marks" in page
+    assert "a lower one is partial or failed (the threshold: full marks" in page
 
     said = set_in_admin(dataset, "0.5")
     assert "a trial passes at reward ≥ 0.5" in said  # (the admin says how many trials it decided again)
@@ -110,16 +110,22 @@ def test_a_dataset_threshold_set_in_the_admin_decides_its_trials_and_the_pages_c
     decided = sum(status_by_rule(r, 0.5) == "passed" for r in BASE_REWARDS.values())
     decided += TIMED_OUT[1] >= 0.5  # (the one rule of a pass: by its reward however its run ended)
     assert f'<dd id="job-accuracy">{decided / (len(BASE_REWARDS) + 1):.4f} ' in page
-    rule = "a trial passes at reward ≥ 0.5, however its run ended (one that timed out, errored or hit a limit with"
-    rule += " that reward passes, flagged for a look), a lower one is partial or failed"
-    rule += f"; the threshold: set on dataset {DATASET}@{VERSION}"
+    rule = "a trial passes at reward ≥ 0.5, however its run ended: one that timed out, errored or hit a limit with"
+    rule += " that reward passes, flagged for a look; a lower one is partial or failed"
+    rule += f" (the threshold: set on dataset {DATASET}@{VERSION})"
     assert f'<span id="pass-threshold">{escape(rule)}</span>' in page
     body = client_logged_in.get("/api/comparisons/", query).json()
     assert body["baseline"]["metrics"]["passRate"] == pytest.approx(pass_rate(BASE_REWARDS, 0.5))
     assert body["candidate"]["metrics"]["passRate"] == pytest.approx(pass_rate(CAND_REWARDS, 0.5))
     page = client_logged_in.get("/comparisons/", query).content.decode()
-    assert '<span id="pass-threshold">A trial passes at reward ≥ 0.5; ' in page
+    assert '<span id="pass-threshold">a trial passes at reward ≥ 0.5, ' in page
     assert escape(f"(the threshold: set on dataset {DATASET}@{VERSION})") in page
+    grid = client_logged_in.get("/comparisons/grid/", {"side_jobs": f"{base.pk},{cand.pk}"}).content.decode()
+    rule = f"a trial passes at reward ≥ 0.5 (the threshold: set on dataset {DATASET}@{VERSION})"
+    assert f'<span id="pass-threshold">{escape(rule)}</span>' in grid
+    cells = client_logged_in.get("/api/comparisons/grid/", {"side_jobs": f"{base.pk},{cand.pk}"}).json()
+    rates = {side["id"]: side["pass_rate"] for side in cells["sides"]}
+    assert rates == pytest.approx({base.pk: pass_rate(BASE_REWARDS, 0.5), cand.pk: pass_rate(CAND_REWARDS, 0.5)})
     trend = client_logged_in.get("/comparisons/trend/", {"dataset": dataset.pk}).content.decode()
     assert escape(f"a trial passes at reward ≥ 0.5 (the threshold: set on dataset {DATASET}@{VERSION})") in trend
 
