@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from functools import reduce
 from html import escape
-from operator import or_
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,7 +19,7 @@ from django.views.decorators.http import require_safe
 from comparisons.families.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
 from comparisons.families.trend import get_or_compute_trend, parse_trend
 from comparisons.models import GridResult
-from comparisons.statistics.sides import Side, SideError
+from comparisons.statistics.sides import Side, SideError, trials_of
 from trials.models import Configuration, Dataset, Job, Trial
 from trials.thresholds import datasets_of, pass_rule
 
@@ -173,7 +171,7 @@ def grid_page(request):
             "chart_url": f"{reverse('api-comparison-grid-chart')}?{query}",
             "api_url": f"{reverse('api-comparison-grid')}?{query}",
             "share_json": json.dumps({"comparison": grid_query(sides, reference)}),  # the Share button's body
-            "pass_rule": pass_rule(datasets_of(reduce(or_, (side.trials() for side in sides)))),
+            "pass_rule": pass_rule(datasets_of(trials_of(sides))),
         }
     )
     return render(request, "comparisons/grid.html", context)
