@@ -22,7 +22,7 @@ from comparisons.pair import charts
 from comparisons.pair.figures import figure_links, missing_linked, risks_linked
 from comparisons.pair.table import headline_numbers, metric_rows
 from comparisons.pair.views import CHART_TITLES, _matrix
-from comparisons.statistics.sides import parse_sides
+from comparisons.statistics.sides import parse_sides, trials_of
 from shares.models import Share
 from shares.services import comparison_query
 from trials.models import QCItem, Step, Trial
@@ -137,6 +137,7 @@ def comparison_context(share: Share, request: Any | None) -> dict[str, Any]:
         "matrix": matrix,
         "matrix_rows": matrix["page"] if request is not None else result["tasks"],  # a report holds every task
         "figures": figures,
+        "pass_rule": pass_rule(datasets_of(trials_of([baseline, candidate]))),  # (stated as the page states it)
     }
 
 
@@ -151,6 +152,7 @@ def grid_context(share: Share, page: str | None) -> dict[str, Any]:
         "grid_page": tasks,
         "grid_tasks": present_tasks(result, stored.task_rows(list(tasks.object_list))),  # (only the page decoded)
         "figures": [{"name": "grid", "id": "figure-grid", "title": "Mean reward per side, CI95", "figure": figure}],
+        "pass_rule": pass_rule(datasets_of(trials_of(sides))),
     }
 
 

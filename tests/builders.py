@@ -23,6 +23,7 @@ import orjson
 import redis
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
 
 from benchviewer.celery import app as celery_app
 from core import roles
@@ -287,6 +288,18 @@ def make_user(name: str, group: str | None = None):
     if group:
         roles.add_to_group(user, group)
     return user
+
+
+def set_pass_reward_in_admin(dataset: Any, value: str) -> str:
+    """A dataset's pass threshold set as a person sets it: its admin change form, saved; the page it answers."""
+    admin = get_user_model().objects.filter(username="admin").first()
+    admin = admin or get_user_model().objects.create_superuser("admin", password="pw-admin-1")
+    browser = Client()
+    browser.force_login(admin)
+    form = {"name": dataset.name, "version": dataset.version, "ref": dataset.ref, "pass_reward": value, "_save": "1"}
+    response = browser.post(f"/admin/trials/dataset/{dataset.pk}/change/", form, follow=True)
+    assert response.status_code == 200
+    return response.content.decode()
 
 
 def import_demo(tmp_path: Path, tasks: int = 3, attempts: int = 2) -> list[Trial]:

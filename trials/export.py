@@ -36,7 +36,9 @@ from trials.ingest.formats.detect import EVIDENCE_PACK_KIND
 from trials.ingest.jsonio import json_bytes
 from trials.models import Artifact, Blob, Pack, PackFile, RuntimeEvent, Trajectory, Trial
 from trials.models.qc import QCItem
+from trials.models.trial import counts_as_passed
 from trials.storage.backend import open_blob
+from trials.thresholds import pass_threshold, threshold_of
 
 CHUNK = 1 << 20
 HARBOR_FOLDER_PACKS = ("harbor-trial", "harbor-job")
@@ -144,6 +146,9 @@ def exported_trial(trial: Trial) -> dict[str, Any]:
         "name": trial.name,
         "sourceFormat": trial.source_format,
         "status": trial.status,
+        # (the threshold its status and its pass were decided at, as its pages state it: trials/thresholds.py)
+        "passThreshold": pass_threshold(dataset),
+        "passed": counts_as_passed(trial.status, trial.reward, threshold_of(dataset)),
         "failureCategory": trial.failure_category,
         "attempt": trial.attempt,
         "benchmark": trial.benchmark,

@@ -4,9 +4,10 @@ None of the formats read states one: Harbor's task.toml `[[steps]] min_reward` s
 early, it is not a pass; a job config's `metrics` only aggregate rewards; Inspect's scorers, Terminal-Bench 1,
 AgentV result rows and OTLP traces carry none. So a dataset's row may set it (the admin), and full marks
 (PASS_REWARD) pass otherwise. A trial whose format decides its status by its headline reward alone (its
-traits' `status_by_reward`) is decided at its dataset's threshold when it is written (`decided_status`), and
-again when the threshold changes or it moves to another dataset (`rescore`). Pages state the rule their pass
-counts were made by and where it came from (`pass_rule`).
+traits' `status_by_reward`), or a live trial its reward decided as it completed (`at_threshold`), is decided at its
+dataset's threshold when it is written (`decided_status`), and again when the threshold changes or it moves to
+another dataset (`rescore`): stored statuses, so every page, API and export reads the same one. Pages state
+the rule their pass counts were made by and where it came from (`pass_rule`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from django.db.models import Case, F, QuerySet, Value, When
+from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from trials.ingest.formats.detect import FORMAT_TRAITS
 from trials.ingest.records import DECIDED_BY_REWARD, PASS_REWARD, status_at
-from trials.models import Dataset, Trial
+from trials.models import Dataset, RuntimeEvent, Trial
 from trials.triage import signatures
 
 
@@ -30,6 +31,10 @@ def threshold_of(dataset: Dataset | None) -> float:
 
 # The formats whose trials' status comes from their headline reward alone (FormatTraits.status_by_reward).
 SCORED_BY_REWARD = frozenset(name for name, traits in FORMAT_TRAITS.items() if traits.status_by_reward)
+# A live trial's format (trials/live/service.py): its reward decides it when its runner says it completed;
+# one its runner said failed (`benchmark.trial.failed`) keeps that verdict, which no threshold changes.
+LIVE_FORMAT = "live"
+RUNNER_COMPLETED, RUNNER_FAILED = "benchmark.trial.completed", "benchmark.trial.failed"
 
 
 def decided_status(dataset: Dataset | None, source_format: str, status: str, reward: float | None) -> str:
@@ -53,12 +58,9 @@ def rescore(dataset: Dataset, trial_ids: Iterable[int] | None = None) -> int:
         When(reward__gt=0, then=Value("partial")),
         default=Value("failed"),
     )
-    trials = Trial.objects.filter(
-        dataset=dataset,
-        source_format__in=sorted(SCORED_BY_REWARD),
-        status__in=DECIDED_BY_REWARD,
-        reward__isnull=False,
-    )
+    completed = RuntimeEvent.objects.filter(trial=OuterRef("pk"), type=RUNNER_COMPLETED)
+    by_reward = Q(source_format__in=sorted(SCORED_BY_REWARD)) | (Q(source_format=LIVE_FORMAT) & Exists(completed))
+    trials = Trial.objects.filter(by_reward, dataset=dataset, status__in=DECIDED_BY_REWARD, reward__isnull=False)
     if trial_ids is not None:
         trials = trials.filter(pk__in=list(trial_ids))
     changed = list(trials.annotate(decided=decided).exclude(status=F("decided")).values_list("pk", flat=True))
@@ -87,6 +89,18 @@ def pass_rule(datasets: Iterable[Dataset | None]) -> dict[str, str]:
     parts += [f"≥ {PASS_REWARD} in the others"] if default else []
     source = "each set on its dataset" + ("; full marks, the default, in the others" if default else "")
     return {"head": "reward " + "; ".join(parts), "source": source}
+
+
+def pass_threshold(dataset: Dataset | None) -> dict[str, float | str]:
+    """The reward a trial of this dataset passes at and where it came from ("dataset", or "default": full
+    marks), with the rule as a page states it (`pass_rule`): what an export says decided its status."""
+    rule = pass_rule([dataset])
+    source = "default" if dataset is None or dataset.pass_reward is None else "dataset"
+    return {
+        "reward": threshold_of(dataset),
+        "source": source,
+        "rule": f"{rule['head']} (the threshold: {rule['source']})",
+    }
 
 
 def datasets_of(trials: QuerySet[Trial]) -> list[Dataset | None]:

@@ -19,9 +19,9 @@ from django.views.decorators.http import require_safe
 from comparisons.families.grid import get_or_compute_grid, grid_query, parse_grid, present_tasks
 from comparisons.families.trend import get_or_compute_trend, parse_trend
 from comparisons.models import GridResult
-from comparisons.statistics.sides import Side, SideError
+from comparisons.statistics.sides import Side, SideError, trials_of
 from trials.models import Configuration, Dataset, Job, Trial
-from trials.thresholds import pass_rule
+from trials.thresholds import datasets_of, pass_rule
 
 TASK_PAGE_SIZE = 100
 SIDE_SORTS = {"side": "label", "mean": "mean_reward", "delta": "delta_vs_reference", "p": "mcnemar_p_holm"}
@@ -171,6 +171,7 @@ def grid_page(request):
             "chart_url": f"{reverse('api-comparison-grid-chart')}?{query}",
             "api_url": f"{reverse('api-comparison-grid')}?{query}",
             "share_json": json.dumps({"comparison": grid_query(sides, reference)}),  # the Share button's body
+            "pass_rule": pass_rule(datasets_of(trials_of(sides))),
         }
     )
     return render(request, "comparisons/grid.html", context)

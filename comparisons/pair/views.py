@@ -24,7 +24,7 @@ from comparisons import services
 from comparisons.models import Comparison, SavedComparison
 from comparisons.pair import charts, figures, saved
 from comparisons.pair.table import headline_numbers, metric_rows
-from comparisons.statistics.sides import SideError, parse_sides
+from comparisons.statistics.sides import SideError, parse_sides, trials_of
 from core import roles
 from trials.models import Configuration, Job, Trial
 from trials.thresholds import datasets_of, pass_rule
@@ -135,8 +135,8 @@ def comparison_page(request):
         context["broker_unreachable"] = True
         return render(request, "comparisons/comparison.html", context, status=503)
     query = urlencode({**baseline.query("baseline"), **candidate.query("candidate")})
-    sides = baseline.trials() | candidate.trials()
-    context.update({"comparison_row": comparison, "query": query, "pass_rule": pass_rule(datasets_of(sides))})
+    rule = pass_rule(datasets_of(trials_of([baseline, candidate])))
+    context.update({"comparison_row": comparison, "query": query, "pass_rule": rule})
     if comparison.status == Comparison.Status.DONE and comparison.result:
         result = comparison.result
         chart_base = reverse("api-comparison-chart", args=["_"])[:-2]

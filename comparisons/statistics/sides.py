@@ -6,7 +6,10 @@ baseline and candidate from query parameters, a form or a JSON body.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import reduce
+from operator import or_
 from typing import Any
 from urllib.parse import urlencode
 
@@ -45,6 +48,11 @@ class Side:
             return f"job {isolated(job)} #{self.id}" if job else f"job #{self.id}"  # job names repeat; ids do not
         key = Configuration.objects.filter(pk=self.id).values_list("key", flat=True).first()
         return isolated(key) if key else f"configuration #{self.id}"
+
+
+def trials_of(sides: Iterable[Side]) -> QuerySet[Trial]:
+    """Every trial of these sides, one query (what a page's pass threshold is stated over)."""
+    return reduce(or_, (side.trials() for side in sides), Trial.objects.none())
 
 
 class SideError(ValueError):

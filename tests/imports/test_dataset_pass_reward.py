@@ -9,16 +9,16 @@ opentelemetry-sdk. Known answers come from the rewards the test wrote, by the is
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
 import orjson
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 from django.utils.html import escape
 
-from tests.builders import import_path, write_trial
+from tests.builders import import_path, set_pass_reward_in_admin, write_trial
+from tests.imports.export_helpers import exported, members
 from tests.imports.otlp_helpers import otlp_body, otlp_file, recorders
 from trials.models import Dataset, Job, Trial
 
@@ -67,18 +67,6 @@ def statuses(client, job: Job) -> dict[str, str]:
     return {row["task"]["name"]: row["status"] for row in rows}
 
 
-def set_in_admin(dataset: Dataset, value: str) -> str:
-    """The threshold set as a person sets it: the dataset's admin change form, saved."""
-    admin = get_user_model().objects.filter(username="admin").first()
-    admin = admin or get_user_model().objects.create_superuser("admin", password="pw-admin-1")
-    browser = Client()
-    browser.force_login(admin)
-    form = {"name": dataset.name, "version": dataset.version, "ref": dataset.ref, "pass_reward": value, "_save": "1"}
-    response = browser.post(f"/admin/trials/dataset/{dataset.pk}/change/", form, follow=True)
-    assert response.status_code == 200
-    return response.content.decode()
-
-
 def test_a_dataset_threshold_set_in_the_admin_decides_its_trials_and_the_pages_count_and_state_it(
     tmp_path, client_logged_in
 ):
@@ -95,9 +83,9 @@ def test_a_dataset_threshold_set_in_the_admin_decides_its_trials_and_the_pages_c
     assert body["baseline"]["metrics"]["passRate"] == pytest.approx(pass_rate(BASE_REWARDS, 1.0))
     page = client_logged_in.get(f"/jobs/{base.pk}/").content.decode()
     assert "a trial passes at reward ≥ 1.0, however its run ended" in page
-    assert "a lower one is partial or failed; the threshold: full marks" in page
+    assert "a lower one is partial or failed (the threshold: full marks" in page
 
-    said = set_in_admin(dataset, "0.5")
+    said = set_pass_reward_in_admin(dataset, "0.5")
     assert "a trial passes at reward ≥ 0.5" in said  # (the admin says how many trials it decided again)
 
     assert client_logged_in.get(f"/api/trials/{base.trials.first().pk}/").json()["dataset"]["pass_reward"] == 0.5
@@ -110,16 +98,22 @@ def test_a_dataset_threshold_set_in_the_admin_decides_its_trials_and_the_pages_c
     decided = sum(status_by_rule(r, 0.5) == "passed" for r in BASE_REWARDS.values())
     decided += TIMED_OUT[1] >= 0.5  # (the one rule of a pass: by its reward however its run ended)
     assert f'<dd id="job-accuracy">{decided / (len(BASE_REWARDS) + 1):.4f} ' in page
-    rule = "a trial passes at reward ≥ 0.5, however its run ended (one that timed out, errored or hit a limit with"
-    rule += " that reward passes, flagged for a look), a lower one is partial or failed"
-    rule += f"; the threshold: set on dataset {DATASET}@{VERSION}"
+    rule = "a trial passes at reward ≥ 0.5, however its run ended: one that timed out, errored or hit a limit with"
+    rule += " that reward passes, flagged for a look; a lower one is partial or failed"
+    rule += f" (the threshold: set on dataset {DATASET}@{VERSION})"
     assert f'<span id="pass-threshold">{escape(rule)}</span>' in page
     body = client_logged_in.get("/api/comparisons/", query).json()
     assert body["baseline"]["metrics"]["passRate"] == pytest.approx(pass_rate(BASE_REWARDS, 0.5))
     assert body["candidate"]["metrics"]["passRate"] == pytest.approx(pass_rate(CAND_REWARDS, 0.5))
     page = client_logged_in.get("/comparisons/", query).content.decode()
-    assert '<span id="pass-threshold">A trial passes at reward ≥ 0.5; ' in page
+    assert '<span id="pass-threshold">a trial passes at reward ≥ 0.5, ' in page
     assert escape(f"(the threshold: set on dataset {DATASET}@{VERSION})") in page
+    grid = client_logged_in.get("/comparisons/grid/", {"side_jobs": f"{base.pk},{cand.pk}"}).content.decode()
+    rule = f"a trial passes at reward ≥ 0.5 (the threshold: set on dataset {DATASET}@{VERSION})"
+    assert f'<span id="pass-threshold">{escape(rule)}</span>' in grid
+    cells = client_logged_in.get("/api/comparisons/grid/", {"side_jobs": f"{base.pk},{cand.pk}"}).json()
+    rates = {side["id"]: side["pass_rate"] for side in cells["sides"]}
+    assert rates == pytest.approx({base.pk: pass_rate(BASE_REWARDS, 0.5), cand.pk: pass_rate(CAND_REWARDS, 0.5)})
     trend = client_logged_in.get("/comparisons/trend/", {"dataset": dataset.pk}).content.decode()
     assert escape(f"a trial passes at reward ≥ 0.5 (the threshold: set on dataset {DATASET}@{VERSION})") in trend
 
@@ -127,7 +121,7 @@ def test_a_dataset_threshold_set_in_the_admin_decides_its_trials_and_the_pages_c
     later = harbor_job(tmp_path, "later-job", {"t7": 0.5})
     assert statuses(client_logged_in, later)["t7"] == status_by_rule(0.5, 0.5)
     # cleared, full marks again: a fractional reward below it is partial, never failed
-    set_in_admin(dataset, "")
+    set_pass_reward_in_admin(dataset, "")
     assert statuses(client_logged_in, base) == {
         **{task: status_by_rule(reward, 1.0) for task, reward in BASE_REWARDS.items()},
         TIMED_OUT[0]: "timeout",
@@ -169,3 +163,26 @@ def test_a_live_trial_ends_decided_at_its_datasets_threshold(transactional_db):
     trial = Trial.objects.get()
     reward = next(s for s in spans if s.parent is None).attributes["benchmark.reward"]
     assert (trial.dataset.name, trial.reward, trial.status) == (DATASET, reward, status_by_rule(reward, 0.5))
+
+
+def test_a_trials_export_carries_the_threshold_that_decided_it_as_its_page_states_it(tmp_path, client_logged_in):
+    job = harbor_job(tmp_path, "base-job", BASE_REWARDS)
+    rewards = {**BASE_REWARDS, TIMED_OUT[0]: TIMED_OUT[1]}
+    dataset = Dataset.objects.get(name=DATASET, version=VERSION)
+    rules = {
+        None: ("default", "reward ≥ 1.0 (the threshold: full marks, the default: no dataset here sets its own)"),
+        0.5: ("dataset", f"reward ≥ 0.5 (the threshold: set on dataset {DATASET}@{VERSION})"),
+    }
+    for threshold, (source, rule) in rules.items():
+        if threshold is not None:
+            set_pass_reward_in_admin(dataset, str(threshold))
+        at = 1.0 if threshold is None else threshold
+        page = html.unescape(client_logged_in.get(f"/jobs/{job.pk}/").content.decode())
+        head, _, said = rule.partition(" (the threshold: ")
+        assert f"a trial passes at {head}, " in page and f"(the threshold: {said}" in page  # (what the page says)
+        for trial in job.trials.select_related("task"):
+            manifest = json.loads(members(exported(client_logged_in, trial))["export-manifest.json"])["trial"]
+            reward = rewards[trial.task.name]
+            assert manifest["passThreshold"] == {"reward": at, "source": source, "rule": rule}
+            assert manifest["passed"] is (reward >= at), (trial.task.name, reward, at)
+            assert manifest["status"] == client_logged_in.get(f"/api/trials/{trial.pk}/").json()["status"]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
+from django.utils.html import escape
 
 from shares.models import Share, ShareView
-from tests.builders import build_side, demo_jobs, import_trial_dir, make_user, write_trial
+from tests.builders import build_side, demo_jobs, import_trial_dir, make_user, set_pass_reward_in_admin, write_trial
 from trials.demo import SECRET
 from trials.models import Configuration, QCItem, Trial
 
@@ -217,3 +219,23 @@ def test_a_visitor_reads_a_shared_steps_whole_text_and_nothing_of_another_trial(
     assert visitor.get(f"{path}api/steps/1/?t={other_trajectory}").status_code == 404  # (not the shared trial's)
     Share.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     assert visitor.get(f"{path}api/steps/2/").status_code == 410
+
+
+def test_a_shared_comparison_and_grid_state_the_pass_threshold_as_their_pages_do(reviewer_client):
+    tasks = {f"t{i}": [0.6] for i in range(4)}
+    base = build_side("base", tasks, role="baseline")
+    dataset = base.trials.first().dataset
+    cand = build_side("cand", {**tasks, "t0": [0.2]}, role="candidate", dataset=dataset)
+    set_pass_reward_in_admin(dataset, "0.5")
+    stated = (escape("a trial passes at reward ≥ 0.5"), escape(f"(the threshold: set on dataset {dataset})"))
+    shared_and_own = (
+        ({"baseline": base.pk, "candidate": cand.pk}, f"/comparisons/?baseline={base.pk}&candidate={cand.pk}"),
+        ({"sides": [base.pk, cand.pk], "reference": base.pk}, f"/comparisons/grid/?sides={base.pk},{cand.pk}"),
+    )
+    for body, own_url in shared_and_own:
+        own = reviewer_client.get(own_url).content.decode()
+        span = re.search(r'<span id="pass-threshold">.*?</span>', own).group(0)
+        assert all(part in span for part in stated), span
+        path = share(reviewer_client, {"comparison": body})["url"].removeprefix("http://testserver")
+        assert span in Client().get(path).content.decode()
+        assert span in Client().get(path, {"download": "html"}).content.decode()

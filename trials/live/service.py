@@ -45,12 +45,11 @@ from trials.live.trajectories import (
     spool,
 )
 from trials.models import RuntimeEvent, Trajectory, Trial
-from trials.thresholds import at_threshold
+from trials.thresholds import LIVE_FORMAT, RUNNER_COMPLETED, RUNNER_FAILED, at_threshold
 from trials.triage import signatures
 
-LIVE_FORMAT = "live"
 PROFILE = "lime-profile-0.4.0"
-FINISHED = ("benchmark.trial.completed", "benchmark.trial.failed")
+FINISHED = (RUNNER_COMPLETED, RUNNER_FAILED)
 
 
 class SpineError(ValueError):

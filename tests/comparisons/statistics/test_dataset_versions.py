@@ -79,7 +79,7 @@ def test_two_versions_pair_the_tasks_both_hold_and_say_it_is_not_like_for_like(c
     assert paired == both
     page = client_logged_in.get(f"/comparisons/?{query}").content.decode()
     assert escape(reason) in page
-    assert '<span id="pass-threshold">A trial passes at reward ≥ 1.0;' in page  # (the pass rate's threshold, stated)
+    assert '<span id="pass-threshold">a trial passes at reward ≥ 1.0, ' in page  # (the pass rate's threshold, stated)
 
 
 def test_the_grid_pairs_two_versions_on_the_task_name(client_logged_in, two_versions):
