@@ -9,13 +9,13 @@ from core.durations import duration
 
 def formatted(value: Any, kind: str = "num") -> str:
     """`kind`: num, delta (signed), pct, dpct (a rate's change in points), usd, dusd, int, dint, sec, dsec
-    (a duration as every page writes one: "2 min 5 s")."""
+    (a duration as every page writes one: "2 min 5 s"). Every signed figure: "+" or "-", as Python writes them."""
     if value is None:
         return "—"
     if kind == "sec":
         return duration(value)
     if kind == "dsec":
-        return f"{'+' if value >= 0 else '−'}{duration(abs(value))}"
+        return f"{'+' if value >= 0 else '-'}{duration(abs(value))}"
     if kind == "pct":
         return f"{value:.1%}"
     if kind == "dpct":
@@ -23,7 +23,7 @@ def formatted(value: Any, kind: str = "num") -> str:
     if kind == "usd":
         return f"${value:,.4f}"
     if kind == "dusd":
-        return f"{'+' if value >= 0 else '−'}${abs(value):,.4f}"
+        return f"{'+' if value >= 0 else '-'}${abs(value):,.4f}"
     if kind == "int":
         return f"{value:,.0f}"
     if kind == "dint":
