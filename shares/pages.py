@@ -132,7 +132,6 @@ def comparison_context(share: Share, request: Any | None) -> dict[str, Any]:
         "missing": missing_linked(result["comparison"], links),
         "risks": risks_linked(result["comparison"], links),
         "metrics": metric_rows(result, links),
-        "pass_rule": pass_rule(datasets_of(baseline.trials() | candidate.trials())),
         # the page's own sorts and pages of tasks: its links are relative ("?sort=…"), so they stay in the share
         "matrix": matrix,
         "matrix_rows": matrix["page"] if request is not None else result["tasks"],  # a report holds every task
