@@ -351,7 +351,7 @@ def _apply_benchmark_events(trial: Trial, events: list[dict[str, Any]]) -> None:
         trial.refresh_from_db()
         if event["type"] == "benchmark.reward.recorded":
             _record_reward(trial, payload)
-        elif event["type"] in ("benchmark.trial.completed", "benchmark.trial.failed"):
+        elif event["type"] in FINISHED:
             _finish(trial, event, payload)
     if events and trial.status != Trial.Status.RUNNING:  # its failure cluster and flags, as an import's
         signatures.sign_trials([trial.pk])
@@ -383,7 +383,7 @@ def _criterion(item: Any) -> ParsedCriterion:
 def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> None:
     now = timezone.now()
     category = lime.clean_category(payload.get("failureCategory"))
-    if event["type"] == "benchmark.trial.failed":
+    if event["type"] == RUNNER_FAILED:
         trial.status = Trial.Status.TIMEOUT if category == "timeout" else Trial.Status.FAILED
         trial.failure_category = category or trial.failure_category or "unknown"
         trial.exception_message = str(payload.get("reason") or "")
