@@ -241,3 +241,16 @@ def skill_run() -> list[Any]:
 def otlp_body(spans: list[Any]) -> dict[str, Any]:
     """The spans as an exporter's OTLP/JSON request body (`POST /v1/traces`)."""
     return hex_ids(MessageToDict(encode_spans(spans)))
+
+
+def scored_trace(reward: float, dataset: str, version: str, trial_id: str = "run-1") -> list[Any]:
+    """One agent run on dataset@version with its benchmark reward, as an SDK-instrumented runner exports it."""
+    resource = {"benchmark.trial.id": trial_id, "benchmark.task.id": "t1"}
+    resource |= {"benchmark.dataset.id": dataset, "benchmark.dataset.version": version}
+    spans, _, tracer, _ = recorders(resource, "runner", "runner")
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "solver", "benchmark.reward": reward}
+    with tracer.start_as_current_span("invoke_agent solver", attributes=agent):
+        chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-5", "gen_ai.usage.input_tokens": 5}
+        with tracer.start_as_current_span("chat gpt-5", attributes=chat):
+            pass
+    return list(spans.get_finished_spans())

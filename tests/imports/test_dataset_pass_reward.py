@@ -19,7 +19,7 @@ from django.utils.html import escape
 
 from tests.builders import import_path, set_pass_reward_in_admin, write_trial
 from tests.imports.export_helpers import exported, members
-from tests.imports.otlp_helpers import otlp_body, otlp_file, recorders
+from tests.imports.otlp_helpers import otlp_body, otlp_file, scored_trace
 from trials.models import Dataset, Job, Trial
 
 pytestmark = pytest.mark.django_db
@@ -128,35 +128,22 @@ def test_a_dataset_threshold_set_in_the_admin_decides_its_trials_and_the_pages_c
     }
 
 
-def scored_trace(reward: float) -> list:
-    """One agent run on DATASET@VERSION with its benchmark reward, as an SDK-instrumented runner exports it."""
-    resource = {"benchmark.trial.id": "run-1", "benchmark.task.id": "t1"}
-    resource |= {"benchmark.dataset.id": DATASET, "benchmark.dataset.version": VERSION}
-    spans, _, tracer, _ = recorders(resource, "runner", "runner")
-    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "solver", "benchmark.reward": reward}
-    with tracer.start_as_current_span("invoke_agent solver", attributes=agent):
-        chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-5", "gen_ai.usage.input_tokens": 5}
-        with tracer.start_as_current_span("chat gpt-5", attributes=chat):
-            pass
-    return list(spans.get_finished_spans())
-
-
 @pytest.mark.parametrize("threshold", [None, 0.5])
 def test_an_otlp_trial_by_file_is_decided_at_its_datasets_threshold(tmp_path, threshold):
     Dataset.objects.create(name=DATASET, version=VERSION, pass_reward=threshold)
-    spans = scored_trace(0.6)
+    spans = scored_trace(0.6, DATASET, VERSION)
     import_path(otlp_file(tmp_path / "run.json", spans, []))
     reward = next(s for s in spans if s.parent is None).attributes["benchmark.reward"]
     trial = Trial.objects.get()
     assert trial.dataset.name == DATASET and trial.reward == reward
-    assert trial.status == ("failed" if threshold is None else status_by_rule(reward, threshold))  # (OTLP: 1 passes)
+    assert trial.status == status_by_rule(reward, 1.0 if threshold is None else threshold)  # (full marks: none set)
 
 
 def test_a_live_trial_ends_decided_at_its_datasets_threshold(transactional_db):
     from tests.live.helpers import runner_client
 
     Dataset.objects.create(name=DATASET, version=VERSION, pass_reward=0.5)
-    spans = scored_trace(0.6)
+    spans = scored_trace(0.6, DATASET, VERSION)
     runner, _ = runner_client()
     response = runner.post("/v1/traces", data=json.dumps(otlp_body(spans)), content_type="application/json")
     assert response.status_code == 200, response.content

@@ -89,7 +89,7 @@ def test_a_long_run_is_one_trial_whose_results_are_its_time_samples(client_logge
     assert trial.documents["timeSamples"] == data["results"]
     bins = data["successDrift"]
     assert trial.reward == pytest.approx(sum(b["successes"] for b in bins) / sum(b["attempts"] for b in bins))
-    assert trial.status == Trial.Status.FAILED  # 998 of 1,000 attempts: below a pass
+    assert trial.status == Trial.Status.PARTIAL  # 998 of 1,000 attempts: a score below a pass, not a failure
     assert trial.duration_sec == pytest.approx(max(s["tMs"] for s in data["results"]) / 1000)
     detail = client_logged_in.get(f"/api/trials/{trial.pk}/").json()
     assert detail["provenance"]["timeSamples"] == len(data["results"])

@@ -607,7 +607,7 @@ def test_agentv_multi_agent_rows_map_scores_tokens_cost_and_assertions():
     assert first.cost_usd == raw["trace"]["cost_usd"]
     assert first.phases["total"]["seconds"] == raw["trace"]["duration_ms"] / 1000
     assert [(c.name, c.score) for c in first.criteria] == [(a["text"], float(a["passed"])) for a in raw["assertions"]]
-    assert first.status == "failed"
+    assert 0 < raw["score"] < 1 and first.status == "partial"  # (a score below full marks, not a failure)
     assert all(t.status == "passed" for t in trials if t.reward == 1.0)
 
 
@@ -658,7 +658,7 @@ def test_agentv_legacy_hits_and_misses_become_criteria():
         ("uses name", 1.0),
         ("no sign-off", 0.0),
     ]
-    assert trial.status == "failed" and trial.dataset.name == "demo"
+    assert trial.status == "partial" and trial.dataset.name == "demo"  # (0.5, a miss: a score, not a failure)
     assert trial.provenance["source_commit"] == "4f3e2d1"
     assert trial.provenance["test_patch"] == "cases/legacy-1/test.patch"
     only_hits = dict(legacy, misses=[])

@@ -18,20 +18,21 @@ PASS_REWARD = 1.0
 DECIDED_BY_REWARD = ("passed", "partial", "failed")  # the statuses a reward decides, and a threshold re-decides
 
 
-def status_from_reward(reward: float | None) -> str:
-    """A trial's status from its headline reward alone: passed at PASS_REWARD, unknown without one."""
+def status_from_reward(reward: float | None, threshold: float = PASS_REWARD) -> str:
+    """A trial's status from its headline reward alone, the one rule every format that scores by reward
+    follows: passed at the threshold, partial above 0 (a score, not a failure), failed at 0 or below;
+    unknown without a reward."""
     if reward is None:
         return "unknown"
-    return "passed" if reward >= PASS_REWARD else "failed"
+    return "passed" if reward >= threshold else ("partial" if reward > 0 else "failed")
 
 
 def status_at(status: str, reward: float | None, threshold: float) -> str:
-    """A status its reward decided, decided again at a dataset's pass threshold: passed at it, partial
-    above 0 (a score, not a failure), failed at 0 or below; any other status (errored, timeout, unknown,
-    running...) or no reward: as it was."""
+    """A status its reward decided, decided again at a dataset's pass threshold; any other status
+    (errored, timeout, unknown, running...) or no reward: as it was."""
     if reward is None or status not in DECIDED_BY_REWARD:
         return status
-    return "passed" if reward >= threshold else ("partial" if reward > 0 else "failed")
+    return status_from_reward(reward, threshold)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from trials.ingest.records import (
     ParsedTrial,
     Problem,
     TaskRef,
+    status_from_reward,
 )
 from trials.ingest.values import (
     as_dict,
@@ -160,15 +161,17 @@ def _criteria(row: dict[str, Any]) -> list[ParsedCriterion]:
 
 
 def _status(row: dict[str, Any], score: float | None, criteria: list[ParsedCriterion]) -> str:
-    """AgentV documents no pass threshold, so: errored when execution failed; passed when the
-    score is perfect or every assertion/hit passed; failed otherwise."""
-    if row.get("execution_status") == "execution_error":
+    """AgentV's own verdict where it gives one (`execution_status`: an execution error, a quality
+    failure); passed when every assertion/hit passed; else its score decides, by the rule every format
+    scoring by reward follows (AgentV documents no pass threshold): partial between 0 and 1."""
+    verdict = row.get("execution_status")
+    if verdict == "execution_error":
         return "errored"
-    if score is not None and score >= 1.0:
-        return "passed"
+    if verdict == "quality_failure":
+        return "failed"
     if criteria and all(c.score == 1.0 for c in criteria):
         return "passed"
-    return "failed"
+    return "failed" if score is None else status_from_reward(score)
 
 
 def _rewards(row: dict[str, Any], score: float | None) -> dict[str, Any]:

@@ -6,7 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trials.ingest.records import PASS_REWARD, ConfigurationRef, DatasetRef, ParsedTrial, Problem, TaskRef
+from trials.ingest.records import (
+    PASS_REWARD,
+    ConfigurationRef,
+    DatasetRef,
+    ParsedTrial,
+    Problem,
+    TaskRef,
+    status_from_reward,
+)
 from trials.ingest.values import as_dict, as_list, parse_iso, seconds_between
 
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
@@ -128,7 +136,4 @@ def trial_status(trial: ParsedTrial) -> str:
         return "errored"
     if trial.reward is None:
         return trial.status or "unknown"  # (a status a Benchviewer export's manifest named, read before)
-    if trial.reward >= PASS_REWARD:
-        return "passed"
-    # A fractional reward (reward.txt's 0.4190) is a score, not a failure: it passes at PASS_REWARD.
-    return "partial" if 0 < trial.reward < PASS_REWARD else "failed"
+    return status_from_reward(trial.reward)  # (reward.txt's 0.4190 is partial: a score, not a failure)

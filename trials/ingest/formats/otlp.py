@@ -52,6 +52,7 @@ from trials.ingest.records import (
     ParsedPack,
     ParsedTrial,
     Problem,
+    status_from_reward,
 )
 from trials.ingest.values import as_dict, as_list
 
@@ -407,7 +408,7 @@ def imported_trial(trace: TraceTrial, rel: str) -> ParsedTrial:
     trial.finished_at = _datetime(top.end) if top else None
     trial.reward = trace.reward
     trial.rewards = {"reward": trace.reward} if trace.reward is not None else {}
-    trial.status = "unknown" if trace.reward is None else ("passed" if trace.reward >= 1 else "failed")
+    trial.status = status_from_reward(trace.reward)
     if top is not None and top.failed:
         trial.status = "errored"
         trial.exception_type = str(top.attrs.get("error.type") or "")
