@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
+from trials.ingest.formats import lime
 from trials.ingest.formats.detect import FORMAT_TRAITS
 from trials.ingest.records import DECIDED_BY_REWARD, PASS_REWARD, status_at
 from trials.models import Dataset, RuntimeEvent, Trial
@@ -32,9 +33,8 @@ def threshold_of(dataset: Dataset | None) -> float:
 # The formats whose trials' status comes from their headline reward alone (FormatTraits.status_by_reward).
 SCORED_BY_REWARD = frozenset(name for name, traits in FORMAT_TRAITS.items() if traits.status_by_reward)
 # A live trial's format (trials/live/service.py): its reward decides it when its runner says it completed;
-# one its runner said failed (`benchmark.trial.failed`) keeps that verdict, which no threshold changes.
+# one its runner said failed (`lime.TRIAL_FAILED`) keeps that verdict, which no threshold changes.
 LIVE_FORMAT = "live"
-RUNNER_COMPLETED, RUNNER_FAILED = "benchmark.trial.completed", "benchmark.trial.failed"
 
 
 def decided_status(dataset: Dataset | None, source_format: str, status: str, reward: float | None) -> str:
@@ -58,7 +58,7 @@ def rescore(dataset: Dataset, trial_ids: Iterable[int] | None = None) -> int:
         When(reward__gt=0, then=Value("partial")),
         default=Value("failed"),
     )
-    completed = RuntimeEvent.objects.filter(trial=OuterRef("pk"), type=RUNNER_COMPLETED)
+    completed = RuntimeEvent.objects.filter(trial=OuterRef("pk"), type=lime.TRIAL_COMPLETED)
     by_reward = Q(source_format__in=sorted(SCORED_BY_REWARD)) | (Q(source_format=LIVE_FORMAT) & Exists(completed))
     trials = Trial.objects.filter(by_reward, dataset=dataset, status__in=DECIDED_BY_REWARD, reward__isnull=False)
     if trial_ids is not None:

@@ -189,7 +189,7 @@ def write_loose_events(events: list[ParsedEvent], records: list[ParsedContextRec
                         attempt=attempt, updated_at=timezone.now()
                     )
                 category = (event.payload or {}).get("failureCategory")
-                if event.type == "benchmark.trial.failed" and category and category != "none":
+                if event.type == lime.TRIAL_FAILED and category and category != "none":
                     Trial.objects.filter(pk=row.trial.pk, failure_category="").update(
                         failure_category=category, updated_at=timezone.now()
                     )

@@ -45,11 +45,11 @@ from trials.live.trajectories import (
     spool,
 )
 from trials.models import RuntimeEvent, Trajectory, Trial
-from trials.thresholds import LIVE_FORMAT, RUNNER_COMPLETED, RUNNER_FAILED, at_threshold
+from trials.thresholds import LIVE_FORMAT, at_threshold
 from trials.triage import signatures
 
 PROFILE = "lime-profile-0.4.0"
-FINISHED = (RUNNER_COMPLETED, RUNNER_FAILED)
+FINISHED = (lime.TRIAL_COMPLETED, lime.TRIAL_FAILED)
 
 
 class SpineError(ValueError):
@@ -333,7 +333,7 @@ def reward_event(trial: Trial, data: dict[str, Any]) -> dict[str, Any]:
         raise SpineError("reward: every reward key needs a number")
     keys = ("rewardDetails", "criteria", "verifierStatus", "failureCategory", "drift", "oracleSanity")
     payload = {"reward": reward, **{k: data[k] for k in keys if k in data}}
-    return _command_event(trial, "benchmark.reward.recorded", "reward", payload)
+    return _command_event(trial, lime.REWARD_RECORDED, "reward", payload)
 
 
 def completion_event(trial: Trial, data: dict[str, Any]) -> dict[str, Any]:
@@ -346,10 +346,10 @@ def completion_event(trial: Trial, data: dict[str, Any]) -> dict[str, Any]:
 
 def _apply_benchmark_events(trial: Trial, events: list[dict[str, Any]]) -> None:
     """What benchmark.reward.recorded and benchmark.trial.completed / .failed say about the trial."""
-    for event in sorted(events, key=lambda e: e["type"] != "benchmark.reward.recorded"):  # reward first
+    for event in sorted(events, key=lambda e: e["type"] != lime.REWARD_RECORDED):  # reward first
         payload = as_dict(event.get("payload"))
         trial.refresh_from_db()
-        if event["type"] == "benchmark.reward.recorded":
+        if event["type"] == lime.REWARD_RECORDED:
             _record_reward(trial, payload)
         elif event["type"] in FINISHED:
             _finish(trial, event, payload)
@@ -383,7 +383,7 @@ def _criterion(item: Any) -> ParsedCriterion:
 def _finish(trial: Trial, event: dict[str, Any], payload: dict[str, Any]) -> None:
     now = timezone.now()
     category = lime.clean_category(payload.get("failureCategory"))
-    if event["type"] == RUNNER_FAILED:
+    if event["type"] == lime.TRIAL_FAILED:
         trial.status = Trial.Status.TIMEOUT if category == "timeout" else Trial.Status.FAILED
         trial.failure_category = category or trial.failure_category or "unknown"
         trial.exception_message = str(payload.get("reason") or "")

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from trials.ingest.formats import lime
 from trials.models import Artifact, RewardCriterion, Step, ToolCall, Trajectory, Trial, taxonomy
 from trials.models.qc import FailureMode
 
@@ -28,10 +29,10 @@ def _failure_event_category(trial: Trial) -> tuple[str, str]:
 
     Only imported ones: those triage wrote (no pack) repeat a triager's call, not the pack's.
     """
-    types = ("benchmark.trial.failed", "benchmark.trial.completed", "benchmark.reward.recorded")
+    types = (lime.TRIAL_FAILED, lime.TRIAL_COMPLETED, lime.REWARD_RECORDED)
     events = trial.events.filter(pack__isnull=False, type__in=types).values_list("type", "payload")
     by_type = {etype: payload or {} for etype, payload in events}
-    for etype in ("benchmark.trial.failed", "benchmark.reward.recorded", "benchmark.trial.completed"):
+    for etype in (lime.TRIAL_FAILED, lime.REWARD_RECORDED, lime.TRIAL_COMPLETED):
         value = str(by_type.get(etype, {}).get("failureCategory") or "")
         if value.lower() not in taxonomy.NOT_A_FAILURE:
             return value, etype

@@ -71,7 +71,7 @@ def write_missing_events(trial: Trial, item: QCItem) -> list[RuntimeEvent]:
     have = set(trial.events.filter(type__startswith="benchmark.").values_list("type", flat=True))
     sequence = (trial.events.aggregate(m=Max("sequence"))["m"] or 0) + 1
     wanted = []
-    if trial.is_failure and "benchmark.trial.failed" not in have:
+    if trial.is_failure and lime.TRIAL_FAILED not in have:
         payload: dict[str, Any] = {
             "failureCategory": item.code or item.category,
             "source": "triage",
@@ -79,11 +79,11 @@ def write_missing_events(trial: Trial, item: QCItem) -> list[RuntimeEvent]:
         }
         if trial.exception_type:
             payload["exceptionType"] = trial.exception_type
-        wanted.append(("benchmark.trial.failed", payload))
-    if trial.reward is not None and "benchmark.reward.recorded" not in have:
+        wanted.append((lime.TRIAL_FAILED, payload))
+    if trial.reward is not None and lime.REWARD_RECORDED not in have:
         criteria = list(trial.criteria.values_list("name", flat=True))
         payload = {"reward": trial.reward, "criteria": criteria, "failureCategory": item.code or item.category}
-        wanted.append(("benchmark.reward.recorded", payload | {"source": "triage", "qcItemId": item.label}))
+        wanted.append((lime.REWARD_RECORDED, payload | {"source": "triage", "qcItemId": item.label}))
     rows = []
     for offset, (etype, payload) in enumerate(wanted):
         event = lime_event(trial, etype, payload, sequence + offset)

@@ -132,7 +132,7 @@ def read_event_rows(
             if trial.attempt is None:
                 trial.attempt = lime.attempt_of(event)
             category = (event.payload or {}).get("failureCategory")
-            if event.type == "benchmark.trial.failed" and category and category != "none":
+            if event.type == lime.TRIAL_FAILED and category and category != "none":
                 trial.failure_category = str(category)
     if records:
         trial.present.add("context_records")

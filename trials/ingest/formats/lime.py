@@ -63,6 +63,10 @@ EVENT_FAMILIES = frozenset(
     "routing cost rate_limit quota channel job output history benchmark".split()
 )
 
+# The runtime events a trial's end and reward are told by (a live runner's commands write them too).
+TRIAL_COMPLETED, TRIAL_FAILED = "benchmark.trial.completed", "benchmark.trial.failed"
+REWARD_RECORDED = "benchmark.reward.recorded"
+
 # refs key -> evidence part name; refs are claims about files, not the files themselves.
 _CLAIMED_PARTS = {
     "trajectoryRef": "trajectory",
