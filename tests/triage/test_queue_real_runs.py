@@ -60,3 +60,19 @@ def test_a_triagers_class_reads_as_theirs_not_the_rules(client, triager, mini):
     assert response.status_code in (200, 302)
     row = queue_cells(client)[trial.pk]
     assert "triager: infrastructure</span>" in row and "auto:" not in row
+
+
+def test_a_tb1_rows_name_shows_the_part_its_task_and_job_cells_do_not(client, triager, mini):
+    """TB1 names a trial `<task>.<k>-of-<n>.<run folder>`: the name cell shows the attempt, the task and job
+    beside it, the whole name in its title."""
+    client.force_login(triager)
+    [results] = RUN.glob("*/results.json")
+    rows = queue_cells(client)
+    for row in json.loads(results.read_text())["results"]:
+        trial = Trial.objects.get(key=f"tb1:{row['id']}")
+        if trial.pk not in rows:
+            continue  # (a resolved trial is no failure)
+        attempt = row["trial_name"].removeprefix(row["task_id"]).removesuffix(results.parent.name).strip(".")
+        name_cell = re.search(r'<td class="name-cut" title="([^"]*)"><a [^>]*>(.*?)</a>', rows[trial.pk])
+        assert name_cell is not None and name_cell.group(1) == row["trial_name"]
+        assert re.sub(r"<wbr>", "", name_cell.group(2)) == f"…{attempt}", rows[trial.pk]

@@ -88,8 +88,8 @@ def test_the_queues_long_names_take_two_lines_at_most_and_read_apart(
     page.click("button[type=submit]")
     page.goto("/triage/")
     cells = page.evaluate(CELL_LINES)
-    # (three cells a row: task, job and configuration)
-    assert len(cells) == 6 and all(lines <= 2.05 and not hidden for _, lines, hidden in cells), cells
+    # (four cells a row: name, task, job and configuration)
+    assert len(cells) == 8 and all(lines <= 2.05 and not hidden for _, lines, hidden in cells), cells
     assert {text for text, _, _ in cells if "droid" in text} == set(keys), cells  # whole: their models differ
     shown = [text for text, _, _ in cells if "maze" in text]  # the ends that tell them apart, whole
     assert [any(text.endswith(end) for text in shown) for end in ("5x5", "algorithm")] == [True, True], shown

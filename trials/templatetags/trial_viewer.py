@@ -129,6 +129,19 @@ def two_lines(value: Any, line: int = 14) -> SafeString | str:
     return format_html("{}…<wbr>{}", name[: line - 1], name[cut:])
 
 
+@register.filter
+def name_beside(trial: Any) -> str:
+    """A trial's name less the task and job names its row shows beside it, where it is made of them (TB1's
+    `oom.1-of-1.2025-08-07__20-46-16` of task `oom`, job `2025-08-07__20-46-16`, is `…1-of-1`): the part
+    that tells its attempts apart. Any other name whole."""
+    name = str(trial.name)
+    task, job = (trial.task.name if trial.task else ""), (trial.job.name if trial.job else "")
+    rest = name[len(task) :] if task and name.startswith(task) else name
+    rest = rest[: -len(job)] if job and rest.endswith(job) and rest != name else rest
+    rest = rest.strip(text.NAME_BREAKS)
+    return f"…{rest}" if rest and rest != name else name
+
+
 def _splits_at(name: str, at: int) -> bool:
     """Whether a line may end before name[at]: after a separator, never inside a run of them ("__")."""
     return name[at - 1] in text.NAME_BREAKS and name[at] not in text.NAME_BREAKS
