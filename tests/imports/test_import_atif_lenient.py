@@ -4,38 +4,14 @@ the non-conformant "ATIF-v1.6" of producers other than Harbor, read leniently wi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.builders import import_path
+from tests.imports.atif_helpers import lenient_file
 from trials.models import ObservationResult, Step, ToolCall, Trial
 
 pytestmark = pytest.mark.django_db
-
-
-def lenient_file(path: Path) -> dict:
-    """A non-conformant "ATIF-v1.6": OpenAI-style messages, every tool call twice, no source_call_id,
-    tokens only in final_metrics."""
-    call = {"tool_call_id": "call_1", "function_name": "bash", "arguments": {"cmd": "ls"}}
-    data = {
-        "schema_version": "ATIF-v1.6",
-        "session_id": "other-producer-1",
-        "agent": {"name": "other-agent", "version": "0.3", "model_name": "gpt-5"},
-        "steps": [
-            {"step_id": 1, "source": "user", "message": [{"role": "user", "content": "list the files"}]},
-            {
-                "step_id": 2,
-                "source": "agent",
-                "message": {"role": "assistant", "content": "I will run ls"},
-                "tool_calls": [call, dict(call)],
-                "observation": {"results": [{"content": "a.txt\nb.txt"}]},
-            },
-        ],
-        "final_metrics": {"total_prompt_tokens": 1234, "total_completion_tokens": 56},
-    }
-    path.write_text(json.dumps(data))
-    return data
 
 
 def test_a_non_conformant_v16_file_is_read_leniently_with_a_warning_per_deviation(tmp_path):

@@ -15,8 +15,8 @@ from django.core.management import call_command
 from inspect_ai.log._recorders.chunked.convert import convert_eval_logs_to_chunked
 
 from tests.builders import REFERENCE
+from tests.imports.atif_helpers import lenient_file
 from tests.imports.otlp_helpers import adk_run, otlp_file, tempo_body
-from tests.imports.test_import_atif_lenient import lenient_file
 from tests.inspect_logs import write_agentic_log
 from trials.models import Document, Import, Job, Pack, Trial
 
