@@ -145,10 +145,12 @@ def test_arrow_keys_move_between_trials_of_the_list_keeping_the_tab(page, tmp_pa
     expect(page.locator("#trial-position")).to_have_text(f"1 / {len(names)}")
     page.click('.tabs a[data-tab="verifier"]')
     expect(page.locator("#tab-verifier")).to_be_visible()  # the tab is open before the key is pressed
+    expect(page.locator("html[data-keys=on]")).to_have_count(1)  # (and the page's keys are bound)
     page.keyboard.press("ArrowRight")
     expect(page.locator("h1")).to_contain_text(names[1])
     expect(page.locator("#trial-position")).to_have_text(f"2 / {len(names)}")
     expect(page.locator("#tab-verifier")).to_be_visible()
+    expect(page.locator("html[data-keys=on]")).to_have_count(1)
     page.keyboard.press("ArrowLeft")
     expect(page.locator("h1")).to_contain_text(names[0])
     page.click('.tabs a[data-tab="trajectory"]')
