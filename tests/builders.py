@@ -302,6 +302,12 @@ def set_pass_reward_in_admin(dataset: Any, value: str) -> str:
     return response.content.decode()
 
 
+def status_by_rule(reward: float, threshold: float = 1.0) -> str:
+    """Issue 41's rule, written from its text for the tests' known answers: a pass at the threshold (full
+    marks unless a dataset sets one), a fractional reward below it partial, 0 failed."""
+    return "passed" if reward >= threshold else ("partial" if reward > 0 else "failed")
+
+
 def import_demo(tmp_path: Path, tasks: int = 3, attempts: int = 2) -> list[Trial]:
     """Import the demo's candidate job; returns its failed trials (errored ones first)."""
     for job in write_demo(tmp_path / "demo", tasks=tasks, attempts=attempts):

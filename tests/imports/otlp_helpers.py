@@ -243,9 +243,9 @@ def otlp_body(spans: list[Any]) -> dict[str, Any]:
     return hex_ids(MessageToDict(encode_spans(spans)))
 
 
-def scored_trace(reward: float, dataset: str, version: str, trial_id: str = "run-1") -> list[Any]:
+def scored_trace(reward: float, dataset: str, version: str) -> list[Any]:
     """One agent run on dataset@version with its benchmark reward, as an SDK-instrumented runner exports it."""
-    resource = {"benchmark.trial.id": trial_id, "benchmark.task.id": "t1"}
+    resource = {"benchmark.trial.id": "run-1", "benchmark.task.id": "t1"}
     resource |= {"benchmark.dataset.id": dataset, "benchmark.dataset.version": version}
     spans, _, tracer, _ = recorders(resource, "runner", "runner")
     agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "solver", "benchmark.reward": reward}

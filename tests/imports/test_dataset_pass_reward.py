@@ -17,7 +17,7 @@ import orjson
 import pytest
 from django.utils.html import escape
 
-from tests.builders import import_path, set_pass_reward_in_admin, write_trial
+from tests.builders import import_path, set_pass_reward_in_admin, status_by_rule, write_trial
 from tests.imports.export_helpers import exported, members
 from tests.imports.otlp_helpers import otlp_body, otlp_file, scored_trace
 from trials.models import Dataset, Job, Trial
@@ -50,11 +50,6 @@ def harbor_job(root: Path, name: str, rewards: dict[str, float]) -> Job:
         (trial / "result.json").write_bytes(orjson.dumps(result))
     import_path(job)
     return Job.objects.get(name=name)
-
-
-def status_by_rule(reward: float, threshold: float) -> str:
-    """The issue's rule: a pass at the threshold, a fractional reward below it partial, 0 failed."""
-    return "passed" if reward >= threshold else ("partial" if reward > 0 else "failed")
 
 
 def pass_rate(rewards: dict[str, float], threshold: float) -> float:

@@ -21,7 +21,7 @@ from inspect_ai.model import get_model
 from inspect_ai.scorer import Score, mean, scorer
 from inspect_ai.solver import generate
 
-from tests.builders import REFERENCE, import_path, write_trial
+from tests.builders import REFERENCE, import_path, status_by_rule, write_trial
 from tests.imports.otlp_helpers import otlp_body, otlp_file, scored_trace
 from tests.inspect_logs import MODEL, say
 from tests.live.helpers import runner_client, spine
@@ -30,11 +30,6 @@ from trials.models import Trial
 pytestmark = pytest.mark.django_db
 
 REWARDS = (0.0, 0.6, 1.0)
-
-
-def by_rule(reward: float) -> str:
-    """The issue's rule at full marks: passed at 1, a fractional reward partial, 0 failed."""
-    return "passed" if reward >= 1 else ("partial" if reward > 0 else "failed")
 
 
 def status_of(client, trial: Trial) -> str:
@@ -96,7 +91,7 @@ PATHS = {"harbor": harbor, "lime": lime, "inspect": inspect, "otlp": otlp, "agen
 def test_a_reward_imported_by_any_format_gets_one_status(tmp_path, client_logged_in, path, reward):
     trial = PATHS[path](tmp_path, reward)
     assert trial.source_format == path and trial.reward == reward
-    assert status_of(client_logged_in, trial) == by_rule(reward)
+    assert status_of(client_logged_in, trial) == status_by_rule(reward)
 
 
 @pytest.mark.parametrize("reward", REWARDS)
@@ -105,7 +100,7 @@ def test_a_trace_posted_live_gets_the_same_status(transactional_db, client_logge
     body = otlp_body(scored_trace(reward, "swe-lite", "1.0"))
     response = runner.post("/v1/traces", data=json.dumps(body), content_type="application/json")
     assert response.status_code == 200, response.content
-    assert status_of(client_logged_in, Trial.objects.get()) == by_rule(reward)
+    assert status_of(client_logged_in, Trial.objects.get()) == status_by_rule(reward)
 
 
 @pytest.mark.parametrize("reward", REWARDS)
@@ -117,7 +112,7 @@ def test_a_live_trial_its_runner_completed_gets_the_same_status(transactional_db
     assert runner.post("/api/commands/record_benchmark_reward/", body, format="json").status_code == 200
     done = {"trial_id": pk, "status": "completed"}
     assert runner.post("/api/commands/complete_benchmark_trial/", done, format="json").status_code == 200
-    assert status_of(client_logged_in, Trial.objects.get(pk=pk)) == by_rule(reward)
+    assert status_of(client_logged_in, Trial.objects.get(pk=pk)) == status_by_rule(reward)
 
 
 def test_a_producers_own_verdict_still_decides(tmp_path, client_logged_in):

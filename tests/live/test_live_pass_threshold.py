@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.builders import import_path, set_pass_reward_in_admin, write_trial
+from tests.builders import import_path, set_pass_reward_in_admin, status_by_rule, write_trial
 from tests.live.helpers import runner_client, spine
 from trials.models import Dataset
 
@@ -20,11 +20,6 @@ START = "/api/commands/start_benchmark_trial/"
 # trial id: (reward, how its runner ended it)
 LIVE = {"live-a": (0.6, "completed"), "live-b": (0.3, "completed"), "live-c": (0.6, "failed")}
 IMPORTED_REWARD = 0.6
-
-
-def by_rule(reward: float, threshold: float) -> str:
-    """The issue's rule: a pass at the threshold, a fractional reward below it partial, 0 failed."""
-    return "passed" if reward >= threshold else ("partial" if reward > 0 else "failed")
 
 
 def report(runner, trial_id: str, reward: float, ending: str) -> int:
@@ -72,12 +67,12 @@ def test_a_changed_threshold_decides_finished_live_trials_again_as_imported_ones
 
     for pk, (reward, ending) in live.items():
         # a runner's "failed" is its verdict, whatever the reward; a completed one is its reward's, at 0.5
-        assert status(pk) == ("failed" if ending == "failed" else by_rule(reward, 0.5)), (pk, reward, ending)
-    assert status(imported) == by_rule(IMPORTED_REWARD, 0.5)
+        assert status(pk) == ("failed" if ending == "failed" else status_by_rule(reward, 0.5)), (pk, reward, ending)
+    assert status(imported) == status_by_rule(IMPORTED_REWARD, 0.5)
     passed = client_logged_in.get("/api/trials/", {"dataset": dataset.pk, "passes": "true"}).json()["results"]
     expected = {pk for pk, (reward, ending) in live.items() if ending == "completed" and reward >= 0.5}
     assert {row["id"] for row in passed} == expected | {imported}
 
     set_pass_reward_in_admin(dataset, "0.25")
     for pk, (reward, ending) in live.items():
-        assert status(pk) == ("failed" if ending == "failed" else by_rule(reward, 0.25))
+        assert status(pk) == ("failed" if ending == "failed" else status_by_rule(reward, 0.25))
