@@ -136,10 +136,12 @@ def name_beside(trial: Any) -> str:
     that tells its attempts apart. Any other name whole."""
     name = str(trial.name)
     task, job = (trial.task.name if trial.task else ""), (trial.job.name if trial.job else "")
-    rest = name[len(task) :] if task and name.startswith(task) else name
-    rest = rest[: -len(job)] if job and rest.endswith(job) and rest != name else rest
+    if not task or not name.startswith(task):
+        return name
+    rest = name[len(task) :]
+    rest = rest.removesuffix(job) if job else rest
     rest = rest.strip(text.NAME_BREAKS)
-    return f"…{rest}" if rest and rest != name else name
+    return f"…{rest}" if rest else name
 
 
 def _splits_at(name: str, at: int) -> bool:
